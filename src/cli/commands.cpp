@@ -1,0 +1,43 @@
+#include "cli/commands.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace memtrain::cli {
+
+namespace {
+
+const char* kUsage =
+    "memtrain: train deep networks under a device-memory budget\n"
+    "\n"
+    "usage: memtrain <command> [flags]\n"
+    "\n"
+    "commands:\n"
+    "  train   train a model under a memory budget (default: Transformer tagger on Brown, mimose, 50%)\n"
+    "  plan    plan a chain given as JSON and print the schedule, its simulated peak and time\n"
+    "\n"
+    "memtrain <command> --help describes each command's flags.\n";
+
+}  // namespace
+
+int run_memtrain(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (args[0] == "train") return run_train(rest);
+    if (args[0] == "plan") return run_plan(rest);
+    throw UsageError("unknown command '" + args[0] + "'; known: plan, train");
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "memtrain: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "memtrain: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace memtrain::cli

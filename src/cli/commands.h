@@ -1,0 +1,14 @@
+// The `memtrain` command's subcommands. Each returns the process exit
+// status: 0 success, 1 a failure while running, 2 bad flags or values.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace memtrain::cli {
+
+int run_memtrain(const std::vector<std::string>& args);  // args exclude the program name
+int run_train(const std::vector<std::string>& args);
+int run_plan(const std::vector<std::string>& args);
+
+}  // namespace memtrain::cli

@@ -1,0 +1,25 @@
+// One line per step for people: on a terminal it redraws in place; in a log
+// (not a terminal) it prints every tenth of the run and the last step.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+
+#include "runtime/trainer.h"
+
+namespace memtrain::cli {
+
+class ProgressBar {
+ public:
+  ProgressBar(std::FILE* out, std::int64_t total_steps);
+  void update(const runtime::StepRecord& r);
+  void finish();
+
+ private:
+  std::FILE* out_;
+  std::int64_t total_;
+  bool terminal_;
+  bool drawn_ = false;
+};
+
+}  // namespace memtrain::cli

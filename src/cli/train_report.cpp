@@ -1,0 +1,49 @@
+#include "cli/train_report.h"
+
+namespace memtrain::cli {
+
+nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info) {
+  using nlohmann::json;
+  json steps = json::array();
+  for (const runtime::StepRecord& r : trainer.records()) {
+    steps.push_back({{"step", r.step},
+                     {"epoch", r.epoch},
+                     {"input_size", r.signature.size},
+                     {"input_shape", r.signature.shape},
+                     {"plan", r.plan},
+                     {"schedule", r.schedule},
+                     {"recomputed_forwards", r.recomputed_forwards},
+                     {"predicted_peak_bytes", r.predicted_peak_bytes >= 0 ? json(r.predicted_peak_bytes) : json()},
+                     {"peak_bytes", r.peak_bytes},
+                     {"violation", r.violation},
+                     {"retries", r.retries},
+                     {"seconds", r.seconds},
+                     {"planning_seconds", r.planning_seconds},
+                     {"loss", r.loss},
+                     {"accuracy", r.accuracy}});
+  }
+  const runtime::TrainSummary s = trainer.summary();
+  return {{"budget_bytes", s.budget_bytes},
+          {"planner", trainer.planner().name()},
+          {"model", info.model},
+          {"data", info.data},
+          {"device", info.device},
+          {"seed", info.seed},
+          {"reference_peak_bytes", s.reference_peak_bytes},
+          {"largest_input_shape", trainer.largest_signature().shape},
+          {"steps", steps},
+          {"summary",
+           {{"steps", s.steps},
+            {"max_peak_bytes", s.max_peak_bytes},
+            {"violations", s.violations},
+            {"retries", s.retries},
+            {"cache_hits", s.cache_hits},
+            {"cache_misses", s.cache_misses},
+            {"median_prediction_error", s.median_prediction_error},
+            {"max_prediction_error", s.max_prediction_error},
+            {"mean_step_seconds", s.mean_step_seconds},
+            {"mean_new_plan_seconds", s.mean_new_plan_seconds},
+            {"mean_cached_plan_seconds", s.mean_cached_plan_seconds}}}};
+}
+
+}  // namespace memtrain::cli

@@ -1,0 +1,22 @@
+// The JSON a training run writes with --json (format in docs/usage.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/trainer.h"
+
+namespace memtrain::cli {
+
+struct RunInfo {
+  std::string model;
+  std::string data;
+  std::string device;
+  std::uint64_t seed = 0;
+};
+
+nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info);
+
+}  // namespace memtrain::cli

@@ -1,0 +1,63 @@
+#include "core/chain.h"
+
+#include <cassert>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace memtrain {
+
+Bytes Chain::activation_bytes(int i) const {
+  assert(i >= 0 && i <= size());
+  return i == size() ? output_bytes : stages[i].input_bytes;
+}
+
+Bytes Chain::persistent_bytes() const {
+  Bytes total = 0;
+  for (const Stage& s : stages) total += s.param_bytes + s.state_bytes;
+  return total;
+}
+
+Seconds Chain::forward_time() const {
+  Seconds t = 0;
+  for (const Stage& s : stages) t += s.forward_time;
+  return t;
+}
+
+Seconds Chain::backward_time() const {
+  Seconds t = 0;
+  for (const Stage& s : stages) t += s.backward_time;
+  return t;
+}
+
+void Chain::validate(const std::string& origin) const {
+  if (stages.empty()) throw Error(origin + ": chain has no stages; expected at least one (the loss)");
+  auto bad = [&](size_t i, const char* field, const std::string& why) {
+    return Error(origin + ": stage " + std::to_string(i) + " ('" + stages[i].name + "') field " +
+                 field + " " + why);
+  };
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const Stage& s = stages[i];
+    const struct { const char* name; Bytes v; } sizes[] = {
+        {"input_bytes", s.input_bytes},
+        {"saved_bytes", s.saved_bytes},
+        {"forward_temp_bytes", s.forward_temp_bytes},
+        {"nograd_forward_temp_bytes", s.nograd_forward_temp_bytes},
+        {"backward_temp_bytes", s.backward_temp_bytes},
+        {"param_bytes", s.param_bytes},
+        {"state_bytes", s.state_bytes}};
+    for (const auto& f : sizes) {
+      if (f.v < 0) throw bad(i, f.name, "is " + std::to_string(f.v) + "; expected >= 0");
+    }
+    if (!(s.forward_time >= 0) || !std::isfinite(s.forward_time))
+      throw bad(i, "forward_time", "is " + std::to_string(s.forward_time) + "; expected a finite value >= 0");
+    if (!(s.backward_time >= 0) || !std::isfinite(s.backward_time))
+      throw bad(i, "backward_time", "is " + std::to_string(s.backward_time) + "; expected a finite value >= 0");
+  }
+  if (output_bytes < 0)
+    throw Error(origin + ": output_bytes is " + std::to_string(output_bytes) + "; expected >= 0");
+  if (update_temp_bytes < 0)
+    throw Error(origin + ": update_temp_bytes is " + std::to_string(update_temp_bytes) + "; expected >= 0");
+}
+
+}  // namespace memtrain

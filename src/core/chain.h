@@ -1,0 +1,31 @@
+// A Chain is the cost model of a network cut into stages run one after the
+// other; the last stage computes the loss. Planners read it, the Simulator
+// prices Schedules on it, the Predictor fills it for unseen input sizes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/stage.h"
+
+namespace memtrain {
+
+struct Chain {
+  std::vector<Stage> stages;
+  Bytes output_bytes = 0;       // a_n: output of the last (loss) stage
+  Bytes update_temp_bytes = 0;  // transient bytes of the optimizer update
+
+  int size() const { return static_cast<int>(stages.size()); }
+  // a_i for i in 0..n, where a_n is output_bytes.
+  Bytes activation_bytes(int i) const;
+  // Bytes resident for the whole step: weights, gradients, optimizer state.
+  Bytes persistent_bytes() const;
+  Seconds forward_time() const;
+  Seconds backward_time() const;
+
+  // Throws memtrain::Error naming `origin`, the stage and the field when a
+  // value is negative or the chain is empty.
+  void validate(const std::string& origin) const;
+};
+
+}  // namespace memtrain

@@ -1,0 +1,115 @@
+#include "core/chain_json.h"
+
+#include <cmath>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace memtrain {
+
+namespace {
+
+using nlohmann::json;
+
+double number_field(const json& obj, const char* key, bool required, double fallback,
+                    const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) {
+    if (required) throw Error(where + ": missing field '" + key + "'");
+    return fallback;
+  }
+  if (!it->is_number()) {
+    throw Error(where + ": field '" + key + "' is " + it->dump() + "; expected a number");
+  }
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || v < 0) {
+    throw Error(where + ": field '" + key + "' is " + it->dump() + "; expected a number >= 0");
+  }
+  return v;
+}
+
+Bytes bytes_field(const json& obj, const char* key, bool required, Bytes fallback,
+                  const std::string& where) {
+  const double v = number_field(obj, key, required, static_cast<double>(fallback), where);
+  if (v != std::floor(v) || v > 9.0e18) {
+    throw Error(where + ": field '" + key + "' is " + obj.at(key).dump() +
+                "; expected a whole number of bytes");
+  }
+  return static_cast<Bytes>(v);
+}
+
+}  // namespace
+
+Chain chain_from_json(const json& j, const std::string& origin) {
+  if (!j.is_object()) throw Error(origin + ": expected a JSON object with a 'stages' array");
+  auto st = j.find("stages");
+  if (st == j.end() || !st->is_array() || st->empty()) {
+    throw Error(origin + ": expected a non-empty 'stages' array (the last stage is the loss)");
+  }
+  Chain chain;
+  for (size_t i = 0; i < st->size(); ++i) {
+    const json& s = (*st)[i];
+    const std::string where = origin + ": stage " + std::to_string(i);
+    if (!s.is_object()) throw Error(where + " is " + s.dump() + "; expected an object");
+    Stage stage;
+    auto name = s.find("name");
+    if (name != s.end() && !name->is_string()) throw Error(where + ": field 'name' must be a string");
+    stage.name = name != s.end() ? name->get<std::string>() : "stage" + std::to_string(i);
+    stage.forward_time = number_field(s, "forward_time", true, 0, where);
+    stage.backward_time = number_field(s, "backward_time", true, 0, where);
+    stage.input_bytes = bytes_field(s, "input_bytes", true, 0, where);
+    stage.saved_bytes = bytes_field(s, "saved_bytes", true, 0, where);
+    stage.forward_temp_bytes = bytes_field(s, "forward_temp_bytes", false, 0, where);
+    // A chain written by hand has one forward temp; it then serves both kinds.
+    stage.nograd_forward_temp_bytes =
+        bytes_field(s, "nograd_forward_temp_bytes", false, stage.forward_temp_bytes, where);
+    stage.backward_temp_bytes = bytes_field(s, "backward_temp_bytes", false, 0, where);
+    stage.param_bytes = bytes_field(s, "param_bytes", false, 0, where);
+    stage.state_bytes = bytes_field(s, "state_bytes", false, 0, where);
+    chain.stages.push_back(stage);
+  }
+  chain.output_bytes = bytes_field(j, "output_bytes", false, 0, origin);
+  chain.update_temp_bytes = bytes_field(j, "update_temp_bytes", false, 0, origin);
+  chain.validate(origin);
+  return chain;
+}
+
+json chain_to_json(const Chain& chain) {
+  json stages = json::array();
+  for (const Stage& s : chain.stages) {
+    stages.push_back({{"name", s.name},
+                      {"forward_time", s.forward_time},
+                      {"backward_time", s.backward_time},
+                      {"input_bytes", s.input_bytes},
+                      {"saved_bytes", s.saved_bytes},
+                      {"forward_temp_bytes", s.forward_temp_bytes},
+                      {"nograd_forward_temp_bytes", s.nograd_forward_temp_bytes},
+                      {"backward_temp_bytes", s.backward_temp_bytes},
+                      {"param_bytes", s.param_bytes},
+                      {"state_bytes", s.state_bytes}});
+  }
+  return {{"stages", stages},
+          {"output_bytes", chain.output_bytes},
+          {"update_temp_bytes", chain.update_temp_bytes}};
+}
+
+Chain read_chain_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("chain file '" + path + "' cannot be opened; expected a readable JSON file");
+  json j;
+  try {
+    in >> j;
+  } catch (const json::parse_error& e) {
+    throw Error("chain file '" + path + "' is not valid JSON: " + e.what());
+  }
+  return chain_from_json(j, "chain file '" + path + "'");
+}
+
+void write_chain_file(const Chain& chain, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw Error("chain file '" + path + "' cannot be written");
+  out << chain_to_json(chain).dump(2) << "\n";
+  if (!out) throw Error("chain file '" + path + "': write failed");
+}
+
+}  // namespace memtrain

@@ -1,0 +1,53 @@
+#include "core/schedule.h"
+
+namespace memtrain {
+
+const char* op_kind_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::ForwardAll: return "forward_all";
+    case OpKind::ForwardCheckpoint: return "forward_checkpoint";
+    case OpKind::ForwardNone: return "forward_none";
+    case OpKind::Loss: return "loss";
+    case OpKind::Backward: return "backward";
+  }
+  return "?";
+}
+
+int Schedule::recomputed_forwards(int stages) const {
+  int forwards = 0;
+  for (const Op& op : ops) {
+    if (op.kind == OpKind::ForwardAll || op.kind == OpKind::ForwardCheckpoint ||
+        op.kind == OpKind::ForwardNone) {
+      ++forwards;
+    }
+  }
+  return forwards - stages;
+}
+
+std::string Schedule::to_string() const {
+  std::string out;
+  for (const Op& op : ops) {
+    if (!out.empty()) out += ' ';
+    switch (op.kind) {
+      case OpKind::ForwardAll: out += "Fall"; break;
+      case OpKind::ForwardCheckpoint: out += "Fck"; break;
+      case OpKind::ForwardNone: out += "Fn"; break;
+      case OpKind::Loss: out += "L"; continue;
+      case OpKind::Backward: out += "B"; break;
+    }
+    out += std::to_string(op.stage);
+  }
+  return out;
+}
+
+nlohmann::json Schedule::to_json() const {
+  nlohmann::json ops_json = nlohmann::json::array();
+  for (const Op& op : ops) {
+    nlohmann::json o = {{"op", op_kind_name(op.kind)}};
+    if (op.kind != OpKind::Loss) o["stage"] = op.stage;
+    ops_json.push_back(o);
+  }
+  return ops_json;
+}
+
+}  // namespace memtrain

@@ -1,0 +1,47 @@
+// A Schedule is the one language every planner speaks: an ordered list of
+// operations over the stages of a chain. The Simulator prices it, the
+// Executor runs it. Memory semantics of each operation: src/plan/MEMORY_MODEL.md.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace memtrain {
+
+enum class OpKind {
+  ForwardAll,         // F_all: forward with grad, keep everything backward needs
+  ForwardCheckpoint,  // F_ck: forward without grad, keep its input, emit its output
+  ForwardNone,        // F_n: forward without grad, drop its input, emit its output
+  Loss,               // turn: seed the gradient of the loss
+  Backward,           // B: backward of one stage, consumes what F_all kept
+};
+
+struct Op {
+  OpKind kind;
+  int stage;  // the stage index; -1 for Loss
+
+  bool operator==(const Op& o) const { return kind == o.kind && stage == o.stage; }
+};
+
+const char* op_kind_name(OpKind kind);  // "forward_all", ...
+
+struct Schedule {
+  std::vector<Op> ops;
+
+  void forward_all(int i) { ops.push_back({OpKind::ForwardAll, i}); }
+  void forward_checkpoint(int i) { ops.push_back({OpKind::ForwardCheckpoint, i}); }
+  void forward_none(int i) { ops.push_back({OpKind::ForwardNone, i}); }
+  void loss() { ops.push_back({OpKind::Loss, -1}); }
+  void backward(int i) { ops.push_back({OpKind::Backward, i}); }
+
+  // Number of forward operations beyond one per stage (the recompute count).
+  int recomputed_forwards(int stages) const;
+  // Compact text: "Fck0 Fall1 L B1 Fall0 B0".
+  std::string to_string() const;
+  nlohmann::json to_json() const;
+  bool operator==(const Schedule& o) const { return ops == o.ops; }
+};
+
+}  // namespace memtrain

@@ -1,0 +1,108 @@
+#include "core/units.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace memtrain {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+// Splits "1.5 MiB" into 1.5 and "MiB": plain decimal digits with at most one
+// point, then an optional unit. False when no such number leads.
+bool split_number(const std::string& text, double* number, std::string* unit) {
+  const std::string t = trim(text);
+  size_t i = 0, digits = 0, points = 0;
+  for (; i < t.size(); ++i) {
+    if (std::isdigit(static_cast<unsigned char>(t[i]))) ++digits;
+    else if (t[i] == '.' && points == 0) ++points;
+    else break;
+  }
+  if (digits == 0) return false;
+  *number = std::stod(t.substr(0, i));
+  *unit = trim(t.substr(i));
+  return true;
+}
+
+}  // namespace
+
+OutOfBudget::OutOfBudget(const std::string& pool, Bytes request, Bytes live, Bytes budget)
+    : Error(pool + " memory: allocating " + std::to_string(request) + " bytes with " +
+            std::to_string(live) + " bytes live would exceed the budget of " +
+            std::to_string(budget) + " bytes (" + format_bytes(budget) + ")"),
+      request_(request),
+      live_(live),
+      budget_(budget) {}
+
+Bytes parse_bytes(const std::string& text, const std::string& what) {
+  double number = 0;
+  std::string unit;
+  const std::string valid = "expected a size such as 4096, 512KiB, 64MiB or 2GiB";
+  if (!split_number(text, &number, &unit)) {
+    throw UsageError(what + " '" + text + "' is not a size; " + valid);
+  }
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "KiB" || unit == "KB" || unit == "K" || unit == "k") scale = KiB;
+  else if (unit == "MiB" || unit == "MB" || unit == "M") scale = MiB;
+  else if (unit == "GiB" || unit == "GB" || unit == "G") scale = GiB;
+  else throw UsageError(what + " '" + text + "' has unknown unit '" + unit + "'; " + valid);
+  const double bytes = number * scale;
+  if (bytes < 1 || bytes > 9.0e18) {
+    throw UsageError(what + " '" + text + "' is out of range; expected at least 1 byte");
+  }
+  return static_cast<Bytes>(std::llround(bytes));
+}
+
+std::string format_bytes(Bytes bytes) {
+  char buf[64];
+  const double b = static_cast<double>(bytes);
+  const double mag = std::fabs(b);
+  if (mag >= GiB) std::snprintf(buf, sizeof buf, "%.2f GiB", b / GiB);
+  else if (mag >= MiB) std::snprintf(buf, sizeof buf, "%.1f MiB", b / MiB);
+  else if (mag >= KiB) std::snprintf(buf, sizeof buf, "%.1f KiB", b / KiB);
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  return buf;
+}
+
+Bytes BudgetSpec::resolve(Bytes reference_peak) const {
+  if (!is_percent) return bytes;
+  return static_cast<Bytes>(std::floor(static_cast<double>(reference_peak) * percent / 100.0));
+}
+
+std::string BudgetSpec::describe() const {
+  if (!is_percent) return format_bytes(bytes);
+  std::ostringstream os;
+  os << percent << "%";
+  return os.str();
+}
+
+BudgetSpec parse_budget(const std::string& text, const std::string& what) {
+  BudgetSpec spec;
+  const std::string t = trim(text);
+  if (!t.empty() && t.back() == '%') {
+    double number = 0;
+    std::string unit;
+    if (!split_number(t.substr(0, t.size() - 1), &number, &unit) || !unit.empty() ||
+        !(number > 0 && number <= 100)) {
+      throw UsageError(what + " '" + text + "' is not a valid percentage; expected N% with 0 < N <= 100");
+    }
+    spec.is_percent = true;
+    spec.percent = number;
+    return spec;
+  }
+  spec.bytes = parse_bytes(t, what);
+  return spec;
+}
+
+}  // namespace memtrain

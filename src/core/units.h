@@ -1,0 +1,37 @@
+// Units used across memtrain: memory in bytes, time in seconds, and the
+// parsing and printing of sizes and budgets as users write them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace memtrain {
+
+using Bytes = std::int64_t;    // a memory amount, in bytes
+using Seconds = double;        // a duration, in seconds
+
+constexpr Bytes KiB = 1024;
+constexpr Bytes MiB = 1024 * KiB;
+constexpr Bytes GiB = 1024 * MiB;
+
+// Parses "123", "64KiB", "1.5 MiB", "2GiB" (also KB/MB/GB as binary units).
+// `what` names the input in the error, e.g. "--budget".
+Bytes parse_bytes(const std::string& text, const std::string& what);
+
+// "12.3 MiB"-style rendering for humans; exact byte counts go in JSON.
+std::string format_bytes(Bytes bytes);
+
+// A budget as the user gave it: absolute bytes or a percentage of a reference
+// (the unconstrained peak of the largest input).
+struct BudgetSpec {
+  bool is_percent = false;  // true: `percent` applies, else `bytes`
+  double percent = 0.0;     // of the reference, in (0, 100]
+  Bytes bytes = 0;          // absolute budget, > 0
+
+  Bytes resolve(Bytes reference_peak) const;
+  std::string describe() const;
+};
+
+BudgetSpec parse_budget(const std::string& text, const std::string& what);
+
+}  // namespace memtrain

@@ -1,0 +1,14 @@
+#pragma once
+
+#include "plan/planner.h"
+
+namespace memtrain::plan {
+
+// `all`: checkpoint every stage but the loss; each is recomputed once.
+class AllPlanner : public Planner {
+ public:
+  std::string name() const override { return "all"; }
+  Plan plan(const PlanRequest& request) override;
+};
+
+}  // namespace memtrain::plan

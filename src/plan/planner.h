@@ -1,0 +1,29 @@
+// A planner turns a chain's cost model and a budget into a Schedule, or says
+// it cannot, with the least budget it would need. Planners are chosen by name
+// (registry.h).
+#pragma once
+
+#include <string>
+
+#include "core/chain.h"
+#include "core/plan.h"
+
+namespace memtrain::plan {
+
+struct PlanRequest {
+  const Chain& chain;              // cost model for this input
+  Bytes budget;                    // bytes for the whole step, persistent memory included
+  const Chain* largest = nullptr;  // cost model of the dataset's largest input, if known
+};
+
+class Planner {
+ public:
+  virtual ~Planner() = default;
+  virtual std::string name() const = 0;
+  // False for planners that ignore the budget (`none`): the trainer then
+  // runs them without enforcing it and counts violations instead.
+  virtual bool respects_budget() const { return true; }
+  virtual Plan plan(const PlanRequest& request) = 0;
+};
+
+}  // namespace memtrain::plan

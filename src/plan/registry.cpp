@@ -1,0 +1,49 @@
+#include "plan/registry.h"
+
+#include <functional>
+#include <utility>
+
+#include "core/error.h"
+#include "plan/all_planner.h"
+#include "plan/mimose_planner.h"
+#include "plan/none_planner.h"
+#include "plan/sqrt_planner.h"
+#include "plan/static_planner.h"
+
+namespace memtrain::plan {
+
+namespace {
+
+using Factory = std::function<std::unique_ptr<Planner>()>;
+
+// An explicit table rather than self-registration: no static initialisation
+// order to get wrong, and the list of names is in one place.
+const std::vector<std::pair<std::string, Factory>>& table() {
+  static const std::vector<std::pair<std::string, Factory>> planners = {
+      {"all", [] { return std::make_unique<AllPlanner>(); }},
+      {"mimose", [] { return std::make_unique<MimosePlanner>(); }},
+      {"none", [] { return std::make_unique<NonePlanner>(); }},
+      {"sqrt", [] { return std::make_unique<SqrtPlanner>(); }},
+      {"static", [] { return std::make_unique<StaticPlanner>(); }},
+  };
+  return planners;
+}
+
+}  // namespace
+
+std::unique_ptr<Planner> make_planner(const std::string& name) {
+  for (const auto& [known, factory] : table()) {
+    if (known == name) return factory();
+  }
+  std::string known;
+  for (const std::string& n : planner_names()) known += (known.empty() ? "" : ", ") + n;
+  throw UsageError("unknown planner '" + name + "'; known: " + known);
+}
+
+std::vector<std::string> planner_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : table()) names.push_back(entry.first);
+  return names;
+}
+
+}  // namespace memtrain::plan

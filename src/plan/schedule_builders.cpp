@@ -1,0 +1,79 @@
+#include "plan/schedule_builders.h"
+
+#include <cassert>
+
+#include "core/units.h"
+#include "sim/simulator.h"
+
+namespace memtrain::plan {
+
+Schedule schedule_with_recompute(const std::vector<char>& recompute) {
+  const int n = static_cast<int>(recompute.size());
+  Schedule s;
+  s.ops.reserve(3 * n + 1);
+  for (int i = 0; i < n; ++i) {
+    if (recompute[i] && i < n - 1) s.forward_checkpoint(i);
+    else s.forward_all(i);
+  }
+  s.loss();
+  for (int i = n - 1; i >= 0; --i) {
+    if (recompute[i] && i < n - 1) s.forward_all(i);
+    s.backward(i);
+  }
+  return s;
+}
+
+Schedule schedule_for_collection(int stages) {
+  Schedule s;
+  for (int i = 0; i < stages; ++i) s.forward_checkpoint(i);
+  s.forward_all(stages - 1);
+  s.loss();
+  for (int i = stages - 1; i >= 0; --i) {
+    if (i < stages - 1) s.forward_all(i);
+    s.backward(i);
+  }
+  return s;
+}
+
+Schedule schedule_with_segments(int stages, const std::vector<int>& starts) {
+  assert(!starts.empty() && starts[0] == 0);
+  const int segments = static_cast<int>(starts.size());
+  auto end_of = [&](int k) { return k + 1 < segments ? starts[k + 1] : stages; };
+  Schedule s;
+  for (int k = 0; k < segments; ++k) {
+    const bool last = k == segments - 1;
+    for (int i = starts[k]; i < end_of(k); ++i) {
+      if (last) s.forward_all(i);
+      else if (i == starts[k]) s.forward_checkpoint(i);
+      else s.forward_none(i);
+    }
+  }
+  s.loss();
+  for (int k = segments - 1; k >= 0; --k) {
+    if (k != segments - 1) {
+      for (int i = starts[k]; i < end_of(k); ++i) s.forward_all(i);
+    }
+    for (int i = end_of(k) - 1; i >= starts[k]; --i) s.backward(i);
+  }
+  return s;
+}
+
+Plan priced_plan(const std::string& planner, const Chain& chain, Schedule schedule, Bytes budget,
+                 Bytes least_budget) {
+  const sim::SimResult r = sim::simulate(chain, schedule);
+  Plan p;
+  p.planner = planner;
+  p.peak_bytes = r.peak_bytes;
+  p.time = r.time;
+  p.feasible = r.peak_bytes <= budget;
+  p.schedule = std::move(schedule);
+  if (!p.feasible) {
+    if (least_budget < 0) least_budget = r.peak_bytes;
+    p.min_budget_bytes = least_budget;
+    p.note = "infeasible, minimum needed is " + std::to_string(least_budget) + " bytes (" +
+             format_bytes(least_budget) + "), budget is " + std::to_string(budget) + " bytes";
+  }
+  return p;
+}
+
+}  // namespace memtrain::plan

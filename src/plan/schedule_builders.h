@@ -1,0 +1,35 @@
+// The schedule shapes the simple planners emit, and the common last step of
+// every planner: price the schedule and decide feasibility.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/chain.h"
+#include "core/plan.h"
+
+namespace memtrain::plan {
+
+// recompute[i]: stage i runs F_ck in the forward pass and F_all again just
+// before its backward; otherwise F_all once. The loss stage (n-1) is always
+// kept: recomputing it right before its own backward saves nothing.
+Schedule schedule_with_recompute(const std::vector<char>& recompute);
+
+// The predictor's collection schedule: every stage, the loss stage too, runs
+// once without grad and again with grad before its backward, so one step
+// measures every field of every stage, and any input that fits one stage's
+// recomputation fits.
+Schedule schedule_for_collection(int stages);
+
+// Chen et al.'s segments: `starts` are the first stages of consecutive
+// segments (starts[0] == 0). Every segment but the last keeps only its input
+// in the forward pass and is recomputed whole before its backward.
+Schedule schedule_with_segments(int stages, const std::vector<int>& starts);
+
+// Simulates `schedule`; feasible when its peak fits `budget`. When it does
+// not, min_budget_bytes is `least_budget` (the peak of the planner's most
+// frugal choice), or the schedule's own peak when that is -1.
+Plan priced_plan(const std::string& planner, const Chain& chain, Schedule schedule, Bytes budget,
+                 Bytes least_budget = -1);
+
+}  // namespace memtrain::plan

@@ -1,0 +1,104 @@
+#include "predict/chain_predictor.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace memtrain::predict {
+
+namespace {
+
+void observe_if(QuadraticModel& m, double x, const std::optional<Bytes>& v) {
+  if (v) m.observe(x, static_cast<double>(*v));
+}
+void observe_if(QuadraticModel& m, double x, const std::optional<Seconds>& v) {
+  if (v) m.observe(x, *v);
+}
+
+}  // namespace
+
+ChainPredictor::ChainPredictor(std::vector<StageConstants> stages, double margin)
+    : constants_(std::move(stages)), models_(constants_.size()), margin_(margin) {
+  if (!(margin >= 0)) throw Error("predictor: margin " + std::to_string(margin) + " must be >= 0");
+}
+
+void ChainPredictor::observe(std::int64_t size, const ChainSample& sample) {
+  if (sample.stages.size() != constants_.size()) {
+    throw Error("predictor: sample has " + std::to_string(sample.stages.size()) + " stages, model has " +
+                std::to_string(constants_.size()));
+  }
+  const double x = static_cast<double>(size);
+  for (size_t i = 0; i < constants_.size(); ++i) {
+    const StageSample& s = sample.stages[i];
+    auto& m = models_[i];
+    observe_if(m[kInput], x, s.input_bytes);
+    observe_if(m[kSaved], x, s.saved_bytes);
+    observe_if(m[kForwardTemp], x, s.forward_temp_bytes);
+    observe_if(m[kNogradTemp], x, s.nograd_forward_temp_bytes);
+    observe_if(m[kBackwardTemp], x, s.backward_temp_bytes);
+    observe_if(m[kForwardTime], x, s.forward_time);
+    observe_if(m[kBackwardTime], x, s.backward_time);
+  }
+  observe_if(output_bytes_, x, sample.output_bytes);
+  observe_if(update_temp_bytes_, x, sample.update_temp_bytes);
+  if (observations_ == 0) min_size_ = max_size_ = size;
+  min_size_ = std::min(min_size_, size);
+  max_size_ = std::max(max_size_, size);
+  ++observations_;
+}
+
+bool ChainPredictor::ready() const {
+  if (observations_ == 0) return false;
+  for (const auto& m : models_) {
+    for (int f = 0; f < kFields; ++f) {
+      if (m[f].count() == 0) return false;
+    }
+  }
+  return true;
+}
+
+bool ChainPredictor::in_range(std::int64_t size) const {
+  return observations_ > 0 && size >= min_size_ && size <= max_size_;
+}
+
+Chain ChainPredictor::predict(std::int64_t size) const {
+  const double x = static_cast<double>(size);
+  const double scale = in_range(size) ? 1.0 : 1.0 + margin_;
+  auto bytes = [&](const QuadraticModel& m) {
+    return static_cast<Bytes>(std::llround(std::max(0.0, m.predict(x)) * scale));
+  };
+  auto seconds = [&](const QuadraticModel& m) { return std::max(0.0, m.predict(x)); };
+  Chain chain;
+  chain.stages.resize(constants_.size());
+  for (size_t i = 0; i < constants_.size(); ++i) {
+    const auto& m = models_[i];
+    Stage& s = chain.stages[i];
+    s.name = constants_[i].name;
+    s.param_bytes = constants_[i].param_bytes;
+    s.state_bytes = constants_[i].state_bytes;
+    s.input_bytes = bytes(m[kInput]);
+    s.saved_bytes = bytes(m[kSaved]);
+    s.forward_temp_bytes = bytes(m[kForwardTemp]);
+    s.nograd_forward_temp_bytes = bytes(m[kNogradTemp]);
+    s.backward_temp_bytes = bytes(m[kBackwardTemp]);
+    s.forward_time = seconds(m[kForwardTime]);
+    s.backward_time = seconds(m[kBackwardTime]);
+  }
+  chain.output_bytes = bytes(output_bytes_);
+  chain.update_temp_bytes = bytes(update_temp_bytes_);
+  return chain;
+}
+
+double ChainPredictor::memory_fit_error() const {
+  double worst = 0;
+  for (const auto& m : models_) {
+    for (int f = 0; f < kMemoryFields; ++f) {
+      const double scale = std::max(1.0, std::fabs(m[f].predict(m[f].max_x())));
+      worst = std::max(worst, m[f].rms_residual() / scale);
+    }
+  }
+  return worst;
+}
+
+}  // namespace memtrain::predict

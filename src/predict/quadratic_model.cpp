@@ -1,0 +1,102 @@
+#include "predict/quadratic_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace memtrain::predict {
+
+namespace {
+
+// Solves the k x k system a·c = b (k <= 3) by Gaussian elimination with
+// partial pivoting; false when it is singular.
+bool solve(int k, long double a[3][3], long double b[3], long double c[3]) {
+  for (int col = 0; col < k; ++col) {
+    int pivot = col;
+    for (int r = col + 1; r < k; ++r) {
+      if (std::fabs(a[r][col]) > std::fabs(a[pivot][col])) pivot = r;
+    }
+    if (std::fabs(a[pivot][col]) < 1e-18L) return false;
+    std::swap(a[col], a[pivot]);
+    std::swap(b[col], b[pivot]);
+    for (int r = col + 1; r < k; ++r) {
+      const long double f = a[r][col] / a[col][col];
+      for (int j = col; j < k; ++j) a[r][j] -= f * a[col][j];
+      b[r] -= f * b[col];
+    }
+  }
+  for (int r = k - 1; r >= 0; --r) {
+    long double s = b[r];
+    for (int j = r + 1; j < k; ++j) s -= a[r][j] * c[j];
+    c[r] = s / a[r][r];
+  }
+  return true;
+}
+
+}  // namespace
+
+void QuadraticModel::observe(double x, double y) {
+  if (count_ == 0) {
+    scale_ = x != 0 ? std::fabs(x) : 1.0;
+    min_x_ = max_x_ = x;
+  }
+  min_x_ = std::min(min_x_, x);
+  max_x_ = std::max(max_x_, x);
+  if (distinct_ < 3 && std::find(seen_, seen_ + distinct_, x) == seen_ + distinct_) {
+    seen_[distinct_++] = x;
+  }
+  const long double t = x / scale_;
+  long double tk = 1;
+  for (int k = 0; k < 5; ++k) {
+    st_[k] += tk;
+    if (k < 3) sty_[k] += tk * y;
+    tk *= t;
+  }
+  syy_ += static_cast<long double>(y) * y;
+  ++count_;
+  dirty_ = true;
+}
+
+void QuadraticModel::refit() const {
+  dirty_ = false;
+  coef_ = {0, 0, 0};
+  const int degree = std::min(distinct_, 3) - 1;  // 2 distinct points: a line
+  if (degree < 1) return;
+  const int k = degree + 1;
+  long double a[3][3], b[3], c[3] = {0, 0, 0};
+  for (int r = 0; r < k; ++r) {
+    for (int j = 0; j < k; ++j) a[r][j] = st_[r + j];
+    b[r] = sty_[r];
+  }
+  if (solve(k, a, b, c)) {
+    for (int r = 0; r < k; ++r) coef_[r] = c[r];
+  }
+}
+
+double QuadraticModel::predict(double x) const {
+  if (count_ == 0) return 0;
+  if (distinct_ == 1) {
+    const double y1 = static_cast<double>(sty_[0] / st_[0]);  // the mean at the one x
+    return x <= seen_[0] || seen_[0] <= 0 ? y1 : y1 * x / seen_[0];
+  }
+  if (dirty_) refit();
+  const long double t = x / scale_;
+  return static_cast<double>(coef_[0] + t * (coef_[1] + t * coef_[2]));
+}
+
+double QuadraticModel::rms_residual() const {
+  if (count_ == 0) return 0;
+  if (distinct_ < 2) {
+    const long double mean = sty_[0] / st_[0];
+    return static_cast<double>(std::sqrt(std::max(0.0L, syy_ / count_ - mean * mean)));
+  }
+  if (dirty_) refit();
+  // RSS = Σy² - 2 Σ c_k Σt^k y + Σ_jk c_j c_k Σ t^(j+k), from the running sums.
+  long double rss = syy_;
+  for (int j = 0; j < 3; ++j) {
+    rss -= 2 * coef_[j] * sty_[j];
+    for (int k = 0; k < 3; ++k) rss += coef_[j] * coef_[k] * st_[j + k];
+  }
+  return static_cast<double>(std::sqrt(std::max(0.0L, rss / count_)));
+}
+
+}  // namespace memtrain::predict

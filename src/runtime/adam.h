@@ -1,0 +1,42 @@
+// Adam (Kingma & Ba) with decoupled weight decay, written for a fixed memory
+// footprint: gradients and both moment tensors are allocated up front, so
+// every step's resident bytes are the same, and an update needs one
+// temporary the size of the largest weight tensor.
+#pragma once
+
+#include <vector>
+
+#include <torch/types.h>
+
+#include "core/units.h"
+
+namespace memtrain::runtime {
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+class Adam {
+ public:
+  // Allocates .grad (zeros) and both moments for every parameter, on the
+  // current thread's memory scope.
+  Adam(std::vector<torch::Tensor> params, AdamOptions options);
+
+  void zero_grad();
+  void step();
+
+  static constexpr int kSlots = 2;        // optimizer tensors per weight
+  Bytes update_temp_bytes() const;        // the one temporary step() allocates
+  long steps() const { return steps_; }
+
+ private:
+  std::vector<torch::Tensor> params_, m_, v_;
+  AdamOptions options_;
+  long steps_ = 0;
+};
+
+}  // namespace memtrain::runtime

@@ -1,0 +1,81 @@
+#include "runtime/chain_measurement.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace memtrain::runtime {
+
+predict::ChainSample sample_execution(const ExecutionResult& result, int stages, Bytes update_temp_bytes) {
+  predict::ChainSample sample;
+  sample.stages.resize(stages);
+  for (const OpRecord& r : result.ops) {
+    if (r.op.kind == OpKind::Loss) continue;
+    predict::StageSample& s = sample.stages[r.op.stage];
+    switch (r.op.kind) {
+      case OpKind::ForwardAll:
+        s.input_bytes = r.input_bytes;
+        s.saved_bytes = r.live_after - r.live_before;
+        s.forward_temp_bytes = r.peak - r.live_after;
+        s.forward_time = r.seconds;  // a recomputation is a forward with grad: prefer its time
+        if (r.op.stage == stages - 1) sample.output_bytes = r.output_bytes;
+        break;
+      case OpKind::ForwardCheckpoint:
+      case OpKind::ForwardNone:
+        s.input_bytes = r.input_bytes;
+        s.nograd_forward_temp_bytes = std::max<Bytes>(0, r.peak - r.live_before - r.output_bytes);
+        if (!s.forward_time) s.forward_time = r.seconds;
+        break;
+      case OpKind::Backward:
+        // The model adds a_i for the input gradient; the rest is temporary.
+        s.backward_temp_bytes = std::max<Bytes>(0, r.peak - r.live_before - s.input_bytes.value_or(0));
+        s.backward_time = r.seconds;
+        break;
+      case OpKind::Loss:
+        break;
+    }
+  }
+  if (update_temp_bytes >= 0) sample.update_temp_bytes = update_temp_bytes;
+  return sample;
+}
+
+std::vector<predict::StageConstants> stage_constants(const StagedModel& model, int optimizer_slots) {
+  std::vector<predict::StageConstants> constants;
+  for (int i = 0; i < model.size(); ++i) {
+    constants.push_back({model.stage_name(i), model.stage_param_bytes(i),
+                         model.stage_weight_bytes(i) * (1 + optimizer_slots)});
+  }
+  return constants;
+}
+
+Chain chain_from_sample(const predict::ChainSample& sample, const std::vector<predict::StageConstants>& constants) {
+  if (sample.stages.size() != constants.size()) throw Error("measured chain: stage count does not match the model");
+  Chain chain;
+  for (size_t i = 0; i < constants.size(); ++i) {
+    const predict::StageSample& s = sample.stages[i];
+    auto need = [&](const auto& field, const char* name) {
+      if (!field) {
+        throw Error("measured chain: stage " + std::to_string(i) + " ('" + constants[i].name + "') has no " + name +
+                    " measurement; measure with a collection step");
+      }
+      return *field;
+    };
+    Stage st;
+    st.name = constants[i].name;
+    st.param_bytes = constants[i].param_bytes;
+    st.state_bytes = constants[i].state_bytes;
+    st.input_bytes = need(s.input_bytes, "input_bytes");
+    st.saved_bytes = need(s.saved_bytes, "saved_bytes");
+    st.forward_temp_bytes = need(s.forward_temp_bytes, "forward_temp_bytes");
+    st.nograd_forward_temp_bytes = need(s.nograd_forward_temp_bytes, "nograd_forward_temp_bytes");
+    st.backward_temp_bytes = need(s.backward_temp_bytes, "backward_temp_bytes");
+    st.forward_time = need(s.forward_time, "forward_time");
+    st.backward_time = need(s.backward_time, "backward_time");
+    chain.stages.push_back(st);
+  }
+  chain.output_bytes = sample.output_bytes.value_or(0);
+  chain.update_temp_bytes = sample.update_temp_bytes.value_or(0);
+  return chain;
+}
+
+}  // namespace memtrain::runtime

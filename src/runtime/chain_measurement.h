@@ -1,0 +1,26 @@
+// From what the Executor measured to the cost model: per-stage samples for
+// the predictor, and whole Chains (for --save-chain and for checking the
+// Simulator against the Executor).
+#pragma once
+
+#include <vector>
+
+#include "core/chain.h"
+#include "predict/chain_predictor.h"
+#include "runtime/executor.h"
+#include "runtime/staged_model.h"
+
+namespace memtrain::runtime {
+
+// Fields a schedule did not exercise stay empty. update_temp_bytes < 0: not measured.
+predict::ChainSample sample_execution(const ExecutionResult& result, int stages, Bytes update_temp_bytes);
+
+// The model's fixed per-stage costs: weights and buffers, and gradients plus
+// `optimizer_slots` optimizer tensors per weight (2 for Adam).
+std::vector<predict::StageConstants> stage_constants(const StagedModel& model, int optimizer_slots);
+
+// A complete chain from a sample that exercised every field (a collection
+// step does); throws memtrain::Error naming the first missing field.
+Chain chain_from_sample(const predict::ChainSample& sample, const std::vector<predict::StageConstants>& constants);
+
+}  // namespace memtrain::runtime

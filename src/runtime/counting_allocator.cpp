@@ -1,0 +1,80 @@
+// Each block carries a 64-byte header in front of the tensor's data with the
+// pool it was charged to and its size. The DataPtr's context is the data
+// pointer itself, which keeps LibTorch's raw_allocate/raw_deallocate API
+// working, and needs no side table or per-allocation heap object.
+#include "runtime/counting_allocator.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <mutex>
+
+namespace memtrain::runtime {
+
+namespace {
+
+constexpr size_t kHeader = 64;  // keeps LibTorch's 64-byte data alignment
+
+struct Header {
+  PoolCounters* pool;  // nullptr: unpooled
+  Bytes bytes;         // the tensor's request, header excluded
+};
+static_assert(sizeof(Header) <= kHeader, "header must fit its slot");
+
+thread_local PoolCounters* t_current = nullptr;
+std::atomic<Bytes> g_unpooled{0};
+c10::Allocator* g_base = nullptr;
+
+void free_block(void* data) {
+  if (!data) return;
+  char* block = static_cast<char*>(data) - kHeader;
+  const Header h = *reinterpret_cast<Header*>(block);
+  if (h.pool) h.pool->refund(h.bytes);
+  else g_unpooled.fetch_sub(h.bytes);
+  g_base->raw_deallocate(block);
+}
+
+class CountingAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) const override {
+    PoolCounters* pool = t_current;
+    const Bytes bytes = static_cast<Bytes>(n);
+    if (pool) pool->charge(bytes);  // throws OutOfBudget before anything is allocated
+    else g_unpooled.fetch_add(bytes);
+    char* block = nullptr;
+    try {
+      block = static_cast<char*>(g_base->raw_allocate(n + kHeader));
+    } catch (...) {
+      if (pool) pool->refund(bytes);
+      else g_unpooled.fetch_sub(bytes);
+      throw;
+    }
+    *reinterpret_cast<Header*>(block) = Header{pool, bytes};
+    void* data = block + kHeader;
+    return c10::DataPtr(data, data, &free_block, c10::Device(c10::DeviceType::CPU));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
+};
+
+}  // namespace
+
+void install_counting_allocator() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_base = c10::GetDefaultCPUAllocator();
+    static CountingAllocator allocator;
+    // Priority above the default (0) so later default registrations keep ours.
+    c10::SetCPUAllocator(&allocator, /*priority=*/100);
+  });
+}
+
+PoolScope::PoolScope(MemoryPool* pool) : previous_(t_current) {
+  install_counting_allocator();
+  t_current = pool ? pool->counters() : nullptr;
+}
+
+PoolScope::~PoolScope() { t_current = previous_; }
+
+Bytes unpooled_live_bytes() { return g_unpooled.load(); }
+
+}  // namespace memtrain::runtime

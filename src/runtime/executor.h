@@ -1,0 +1,56 @@
+// Runs a Schedule on LibTorch, stage by stage, holding exactly the tensors
+// the memory model (src/plan/MEMORY_MODEL.md) says it holds:
+// - each stage's input is a detached leaf; F_all builds the stage's local
+//   graph and keeps it; B calls backward on it with the incoming gradient
+//   and hands the input's gradient to the previous stage;
+// - F_ck/F_n run without grad and keep only the output (F_n drops the input);
+// - a stage that runs forward again in the same step replays the random
+//   generators from its first forward, so dropout masks are identical and a
+//   checkpointed step computes exactly what a plain one does.
+// It measures every operation: bytes live before and after, peak during,
+// and seconds.
+#pragma once
+
+#include <vector>
+
+#include "core/schedule.h"
+#include "runtime/batch.h"
+#include "runtime/device_memory.h"
+#include "runtime/staged_model.h"
+#include "runtime/step_context.h"
+
+namespace memtrain::runtime {
+
+struct OpRecord {
+  Op op;
+  Bytes live_before = 0;   // device bytes live when the op started
+  Bytes peak = 0;          // device peak during the op
+  Bytes live_after = 0;    // device bytes live when it ended
+  Bytes input_bytes = 0;   // forwards: bytes of the stage's input (a_i; the whole batch for stage 0)
+  Bytes output_bytes = 0;  // forwards: bytes of the stage's output (a_{i+1})
+  Seconds seconds = 0;
+};
+
+struct ExecutionResult {
+  double loss = 0;       // the loss stage's output
+  Bytes peak = 0;        // highest device bytes over the schedule
+  Seconds seconds = 0;   // wall time of the schedule
+  std::vector<OpRecord> ops;
+};
+
+class Executor {
+ public:
+  Executor(StagedModel& model, DeviceMemory& memory) : model_(model), memory_(memory) {}
+
+  // Runs `schedule` on `batch`. Gradients accumulate into the parameters'
+  // .grad. Throws OutOfBudget when an allocation exceeds an enforced budget,
+  // and memtrain::Error for a schedule that cannot run (the simulator rejects
+  // the same schedules first). The device pool's peak is reset per op.
+  ExecutionResult run(const Schedule& schedule, const Batch& batch, StepContext& ctx);
+
+ private:
+  StagedModel& model_;
+  DeviceMemory& memory_;
+};
+
+}  // namespace memtrain::runtime

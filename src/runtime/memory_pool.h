@@ -1,0 +1,59 @@
+// A separately counted pool of tensor memory ("device" or "host") with a
+// live count, a peak that can be reset per step, and an optional budget. The
+// counting allocator charges each allocation to the pool selected on the
+// allocating thread (PoolScope); a free is charged back to the same pool,
+// on whatever thread it happens.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "core/units.h"
+
+namespace memtrain::runtime {
+
+// Shared between a MemoryPool and its live allocations, so that a tensor
+// that outlives its pool can still be freed safely.
+struct PoolCounters {
+  std::string name;
+  std::atomic<Bytes> live{0};         // bytes allocated and not yet freed
+  std::atomic<Bytes> peak{0};         // highest `live` since the last reset
+  std::atomic<Bytes> budget{-1};      // -1: no budget
+  std::atomic<bool> enforced{false};  // throw OutOfBudget when over budget
+  std::atomic<long> allocations{0};   // count of allocations ever made
+  std::atomic<long> refs{1};          // the pool itself + one per live allocation
+
+  // Charges `bytes`; throws OutOfBudget (charging nothing) when enforced and
+  // over budget.
+  void charge(Bytes bytes);
+  void refund(Bytes bytes);
+  void release();  // drops one reference; deletes this at zero
+};
+
+class MemoryPool {
+ public:
+  explicit MemoryPool(std::string name);
+  ~MemoryPool();
+  MemoryPool(const MemoryPool&) = delete;
+  MemoryPool& operator=(const MemoryPool&) = delete;
+
+  const std::string& name() const { return counters_->name; }
+  Bytes live() const { return counters_->live.load(); }
+  Bytes peak() const { return counters_->peak.load(); }
+  void reset_peak() { counters_->peak.store(counters_->live.load()); }
+  long allocations() const { return counters_->allocations.load(); }
+
+  // budget < 0 removes it. While enforced, an allocation that would take
+  // `live` over the budget throws OutOfBudget.
+  void set_budget(Bytes budget) { counters_->budget.store(budget); }
+  Bytes budget() const { return counters_->budget.load(); }
+  void set_enforced(bool on) { counters_->enforced.store(on); }
+  bool enforced() const { return counters_->enforced.load(); }
+
+  PoolCounters* counters() { return counters_; }
+
+ private:
+  PoolCounters* counters_;
+};
+
+}  // namespace memtrain::runtime

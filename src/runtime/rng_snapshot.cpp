@@ -1,0 +1,35 @@
+#include "runtime/rng_snapshot.h"
+
+#include <mutex>
+
+namespace memtrain::runtime {
+
+RngSnapshot::CpuState RngSnapshot::read(const at::Generator& handle) {
+  at::Generator g = handle;  // a second handle to the same generator; mutex() is non-const
+  std::lock_guard<std::mutex> lock(g.mutex());
+  auto* impl = at::check_generator<at::CPUGeneratorImpl>(g);
+  return {impl->engine(), impl->next_float_normal_sample(), impl->next_double_normal_sample()};
+}
+
+void RngSnapshot::write(const at::Generator& handle, const CpuState& s) {
+  at::Generator g = handle;
+  std::lock_guard<std::mutex> lock(g.mutex());
+  auto* impl = at::check_generator<at::CPUGeneratorImpl>(g);
+  impl->set_engine(s.engine);
+  impl->set_next_float_normal_sample(s.next_float);
+  impl->set_next_double_normal_sample(s.next_double);
+}
+
+RngSnapshot RngSnapshot::capture(const at::Generator& generator) {
+  RngSnapshot s;
+  s.own_ = read(generator);
+  s.global_ = read(at::detail::getDefaultCPUGenerator());
+  return s;
+}
+
+void RngSnapshot::restore(const at::Generator& generator) const {
+  write(generator, own_);
+  write(at::detail::getDefaultCPUGenerator(), global_);
+}
+
+}  // namespace memtrain::runtime

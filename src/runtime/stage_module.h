@@ -1,0 +1,18 @@
+// A stage: one link of the chain a model is cut into. It maps the previous
+// stage's output to its own; the last stage returns the scalar loss.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include "runtime/step_context.h"
+
+namespace memtrain::runtime {
+
+class StageModule : public torch::nn::Module {
+ public:
+  using torch::nn::Module::Module;
+  virtual torch::Tensor forward(const torch::Tensor& input, StepContext& ctx) = 0;
+};
+
+}  // namespace memtrain::runtime

@@ -1,0 +1,26 @@
+// What every stage of one step can see besides its input activation: the
+// batch's targets and padding mask, the step's random generator, and where
+// the loss stage reports accuracy.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <torch/types.h>
+
+namespace memtrain::runtime {
+
+struct StepContext {
+  torch::Tensor targets;      // class per example or per token; -100 = ignore
+  torch::Tensor key_padding;  // [batch, tokens] bool, true at padding; undefined for images
+  at::Generator generator;    // dropout draws from it; the executor replays it on recompute
+  bool training = true;
+  // False while a stage runs again within a step (the executor clears it) or
+  // while the trainer calibrates: stages then leave their buffers alone
+  // (batch-norm running statistics), so recomputation changes nothing.
+  bool update_buffers = true;
+
+  // Written by the loss stage.
+  double correct = 0;  // examples or tokens predicted right
+  double counted = 0;  // examples or tokens counted
+};
+
+}  // namespace memtrain::runtime

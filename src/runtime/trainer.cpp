@@ -1,0 +1,255 @@
+#include "runtime/trainer.h"
+
+#include <chrono>
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "plan/registry.h"
+#include "plan/schedule_builders.h"
+#include "runtime/chain_measurement.h"
+#include "runtime/rng_snapshot.h"
+#include "sim/simulator.h"
+
+namespace memtrain::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Seconds since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Every stage but the loss checkpointed: the frugal fallback for retries.
+Schedule checkpoint_everything(int stages) {
+  return plan::schedule_with_recompute(std::vector<char>(stages, 1));
+}
+
+void scale_memory(Chain& chain, double factor) {
+  auto scaled = [factor](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * factor); };
+  for (Stage& s : chain.stages) {
+    s.input_bytes = scaled(s.input_bytes);
+    s.saved_bytes = scaled(s.saved_bytes);
+    s.forward_temp_bytes = scaled(s.forward_temp_bytes);
+    s.nograd_forward_temp_bytes = scaled(s.nograd_forward_temp_bytes);
+    s.backward_temp_bytes = scaled(s.backward_temp_bytes);
+  }
+}
+
+void check_options(const TrainerOptions& o) {
+  if (o.collect_steps < 0 || o.collect_steps > 10) {
+    throw UsageError("--collect-steps " + std::to_string(o.collect_steps) + " is out of range; expected 0..10");
+  }
+  if (o.bucket < 0) throw UsageError("--bucket " + std::to_string(o.bucket) + " is out of range; expected >= 0");
+  if (!(o.margin >= 0 && o.margin <= 10)) {
+    throw UsageError("--margin " + std::to_string(o.margin) + " is out of range; expected 0..10");
+  }
+  if (o.max_retries < 0) throw UsageError("max retries must be >= 0");
+  if (!(o.prediction_scale > 0)) throw UsageError("prediction scale must be > 0");
+  if (!(o.adam.lr > 0)) throw UsageError("--lr " + std::to_string(o.adam.lr) + " is out of range; expected > 0");
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory factory, BatchSource& source)
+    : options_(std::move(options)), memory_(memory), source_(source) {
+  check_options(options_);
+  planner_ = plan::make_planner(options_.planner);
+  const auto scope = memory_.activate();
+  torch::manual_seed(options_.seed);  // the model's initial weights
+  model_ = std::make_unique<StagedModel>(factory());
+  model_->to(memory_.device());
+  model_->train(true);
+  optimizer_ = std::make_unique<Adam>(model_->parameters(), options_.adam);
+  executor_ = std::make_unique<Executor>(*model_, memory_);
+  predictor_ = std::make_unique<predict::ChainPredictor>(stage_constants(*model_, Adam::kSlots), options_.margin);
+  generator_ = at::make_generator<at::CPUGeneratorImpl>(options_.seed);
+}
+
+Trainer::~Trainer() = default;
+
+StepContext Trainer::context_for(const Batch& batch) {
+  StepContext ctx;
+  ctx.targets = batch.targets;
+  ctx.key_padding = batch.key_padding;
+  ctx.generator = generator_;
+  ctx.training = true;
+  return ctx;
+}
+
+Error Trainer::below_minimum(const Signature& sig, Bytes minimum) const {
+  return Error("budget " + format_bytes(budget_) + " (" + std::to_string(budget_) + " bytes) is below the minimum " +
+               format_bytes(minimum) + " (" + std::to_string(minimum) + " bytes) that planner " + planner_->name() +
+               " needs for input " + sig.describe());
+}
+
+void Trainer::calibrate() {
+  if (calibrated_) return;
+  const auto scope = memory_.activate();
+  const int n = model_->size();
+  const Batch largest = source_.largest(memory_.device());
+  largest_signature_ = largest.signature;
+
+  // Calibration runs are measurements, not training: unenforced, no buffer
+  // updates, gradients discarded, random generators rewound.
+  memory_.set_enforced(false);
+  const RngSnapshot rng = RngSnapshot::capture(generator_);
+  auto measure = [&](const Schedule& schedule) {
+    StepContext ctx = context_for(largest);
+    ctx.update_buffers = false;
+    ExecutionResult r = executor_->run(schedule, largest, ctx);
+    optimizer_->zero_grad();
+    rng.restore(generator_);
+    return r;
+  };
+  if (options_.budget.is_percent) {
+    reference_peak_ = measure(plan::schedule_with_recompute(std::vector<char>(n, 0))).peak;
+  }
+  const predict::ChainSample sample =
+      sample_execution(measure(plan::schedule_for_collection(n)), n, optimizer_->update_temp_bytes());
+  predictor_->observe(largest.signature.size, sample);
+  largest_chain_ = chain_from_sample(sample, stage_constants(*model_, Adam::kSlots));
+
+  budget_ = options_.budget.resolve(reference_peak_);
+  memory_.set_budget(budget_);
+  memory_.set_enforced(options_.enforce && planner_->respects_budget());
+  if (planner_->respects_budget()) {
+    const Plan p = planner_->plan({largest_chain_, budget_, &largest_chain_});
+    if (!p.feasible) throw below_minimum(largest_signature_, p.min_budget_bytes);
+  }
+  const std::int64_t width = options_.bucket > 0 ? options_.bucket : std::max<std::int64_t>(1, largest.signature.size / 64);
+  cache_ = std::make_unique<predict::PlanCache>(width);
+  calibrated_ = true;
+}
+
+Plan Trainer::plan_for(std::int64_t size) {
+  Chain chain = predictor_->predict(cache_->planning_size(size));
+  if (options_.prediction_scale != 1.0) scale_memory(chain, options_.prediction_scale);
+  // Each failed plan for this bucket lowers the budget planned against by an
+  // eighth of what the activations may use.
+  const Bytes step_down = std::max<Bytes>(1, (budget_ - chain.persistent_bytes()) / 8);
+  const Bytes planning_budget = budget_ - cache_->strictness(size) * step_down;
+  return planner_->plan({chain, planning_budget, &largest_chain_});
+}
+
+Trainer::Choice Trainer::choose(const Signature& sig) {
+  const Clock::time_point t0 = Clock::now();
+  if (static_cast<int>(records_.size()) < options_.collect_steps) {
+    return {plan::schedule_for_collection(model_->size()), "collect", since(t0)};
+  }
+  if (const Plan* hit = cache_->find(sig.size)) return {hit->schedule, "cached", since(t0)};
+  Plan p = plan_for(sig.size);
+  // A planner that respects the budget but finds nothing that fits the
+  // prediction runs the most frugal simple schedule; the budget decides.
+  Schedule s = p.feasible || !planner_->respects_budget() ? p.schedule : checkpoint_everything(model_->size());
+  cache_->store(sig.size, std::move(p));
+  return {std::move(s), "new", since(t0)};
+}
+
+StepRecord Trainer::step() {
+  calibrate();
+  const auto scope = memory_.activate();
+  const Clock::time_point t0 = Clock::now();
+  const Batch batch = source_.next(memory_.device());
+  const std::int64_t size = batch.signature.size;
+
+  StepRecord rec;
+  rec.step = static_cast<std::int64_t>(records_.size()) + 1;
+  rec.epoch = source_.epoch();
+  rec.signature = batch.signature;
+  rec.budget_bytes = budget_;
+  Choice choice = choose(batch.signature);
+  rec.plan = choice.kind;
+  rec.planning_seconds = choice.planning_seconds;
+
+  const RngSnapshot start = RngSnapshot::capture(generator_);
+  StepContext ctx = context_for(batch);
+  ExecutionResult result;
+  while (true) {
+    try {
+      result = executor_->run(choice.schedule, batch, ctx);
+      break;
+    } catch (const OutOfBudget& oob) {
+      // Roll back: no gradient of the failed attempt survives, and the retry
+      // draws the same random numbers.
+      optimizer_->zero_grad();
+      start.restore(generator_);
+      ctx = context_for(batch);
+      ++rec.retries;
+      ++retries_;
+      const Clock::time_point tp = Clock::now();
+      Schedule next = choice.schedule;
+      if (choice.kind != "collect") cache_->mark_bad(size);
+      Plan p = plan_for(size);
+      if (p.feasible) next = p.schedule;
+      if (next == choice.schedule) next = checkpoint_everything(model_->size());
+      if (next == choice.schedule || rec.retries > options_.max_retries) {
+        throw Error("step " + std::to_string(rec.step) + ": input " + batch.signature.describe() +
+                    " does not fit the budget even with every stage checkpointed: " + oob.what());
+      }
+      if (p.feasible && next == p.schedule) cache_->store(size, std::move(p));
+      choice = {std::move(next), "retry", choice.planning_seconds + since(tp)};
+      rec.plan = "retry";
+      rec.planning_seconds = choice.planning_seconds;
+    }
+  }
+  rec.schedule = choice.schedule.to_string();
+  rec.recomputed_forwards = choice.schedule.recomputed_forwards(model_->size());
+  rec.predicted_peak_bytes = sim::simulate(predictor_->predict(size), choice.schedule).peak_bytes;
+
+  // The update: only with room for its temporary, so it never stops half way.
+  memory_.synchronize();
+  const Bytes before_update = memory_.live();
+  if (memory_.enforced() && before_update + optimizer_->update_temp_bytes() > budget_) {
+    throw Error("step " + std::to_string(rec.step) + ": budget " + format_bytes(budget_) +
+                " leaves no room for the optimizer update (" + format_bytes(optimizer_->update_temp_bytes()) +
+                " on top of " + format_bytes(before_update) + ")");
+  }
+  memory_.reset_peak();
+  optimizer_->step();
+  memory_.synchronize();
+  const Bytes update_peak = memory_.peak();
+  optimizer_->zero_grad();
+
+  predictor_->observe(size, sample_execution(result, model_->size(), update_peak - before_update));
+  rec.peak_bytes = std::max(result.peak, update_peak);
+  rec.violation = rec.peak_bytes > budget_;
+  if (rec.plan != "collect") prediction_error_.record(rec.predicted_peak_bytes, rec.peak_bytes);
+  rec.loss = result.loss;
+  rec.accuracy = ctx.counted > 0 ? ctx.correct / ctx.counted : 0;
+  rec.seconds = since(t0);
+  records_.push_back(rec);
+  if (on_step) on_step(rec);
+  return rec;
+}
+
+TrainSummary Trainer::summary() const {
+  TrainSummary s;
+  s.budget_bytes = budget_;
+  s.reference_peak_bytes = reference_peak_;
+  s.steps = static_cast<long>(records_.size());
+  s.retries = retries_;
+  Seconds total = 0, new_total = 0, cached_total = 0;
+  long new_plans = 0;
+  for (const StepRecord& r : records_) {
+    s.max_peak_bytes = std::max(s.max_peak_bytes, r.peak_bytes);
+    if (r.violation) ++s.violations;
+    total += r.seconds;
+    if (r.plan == "new") {
+      new_total += r.planning_seconds;
+      ++new_plans;
+    }
+    if (r.plan == "cached") cached_total += r.planning_seconds;
+  }
+  if (cache_) {
+    s.cache_hits = cache_->hits();
+    s.cache_misses = cache_->misses();
+  }
+  s.median_prediction_error = prediction_error_.median();
+  s.max_prediction_error = prediction_error_.max();
+  s.mean_step_seconds = records_.empty() ? 0 : total / static_cast<double>(records_.size());
+  s.mean_new_plan_seconds = new_plans ? new_total / static_cast<double>(new_plans) : 0;
+  s.mean_cached_plan_seconds = s.cache_hits ? cached_total / static_cast<double>(s.cache_hits) : 0;
+  return s;
+}
+
+}  // namespace memtrain::runtime

@@ -1,0 +1,144 @@
+// The Mimose loop, per step: the batch's signature -> a cached plan, or the
+// predictor's chain for this size and a new plan -> execute -> measure ->
+// teach the predictor. Before the first step it calibrates on the dataset's
+// largest input: the unconstrained peak (for budgets given as N%) and one
+// fully measured chain. The first `collect_steps` steps checkpoint every
+// stage so any size fits while the predictor learns.
+//
+// A step that still runs out of budget (a misprediction) loses nothing: its
+// partial gradients are discarded, the random generators rewound, the plan
+// marked bad, and the same batch runs again under a stricter plan. The
+// optimizer update runs only after a step's backward has finished, and only
+// with room for its one temporary, so no update is ever half applied.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/chain.h"
+#include "core/error.h"
+#include "core/plan.h"
+#include "core/signature.h"
+#include "core/units.h"
+#include "plan/planner.h"
+#include "predict/chain_predictor.h"
+#include "predict/plan_cache.h"
+#include "predict/prediction_error.h"
+#include "runtime/adam.h"
+#include "runtime/batch_source.h"
+#include "runtime/device_memory.h"
+#include "runtime/executor.h"
+#include "runtime/staged_model.h"
+
+namespace memtrain::runtime {
+
+struct TrainerOptions {
+  std::string planner = "mimose";
+  BudgetSpec budget = {true, 50.0, 0};  // default: 50% of the largest input's unconstrained peak
+  int collect_steps = 4;                // K: steps with every stage checkpointed, 0..10
+  std::int64_t bucket = 0;              // plan-cache bucket width in signature size; 0: largest / 64
+  double margin = 0.10;                 // safety margin on memory for sizes outside the observed range
+  std::uint64_t seed = 1;
+  AdamOptions adam;
+  bool enforce = true;                  // enforce the budget (planners that respect it)
+  int max_retries = 8;                  // stricter re-plans of one step before giving up
+  // Fault injection for tests: the chain planners see has its memory fields
+  // multiplied by this, so < 1 makes plans that run out of budget.
+  double prediction_scale = 1.0;
+};
+
+struct StepRecord {
+  std::int64_t step = 0;              // 1-based
+  std::int64_t epoch = 0;             // 0-based epoch of the batch
+  Signature signature;                // the batch's input shape and size
+  std::string plan;                   // collect, new, cached or retry
+  std::string schedule;               // compact text of the schedule run
+  int recomputed_forwards = 0;        // forwards beyond one per stage
+  Bytes predicted_peak_bytes = -1;    // simulated on the predicted chain; -1: none
+  Bytes peak_bytes = 0;               // measured, update included
+  Bytes budget_bytes = 0;
+  bool violation = false;             // peak_bytes > budget_bytes
+  int retries = 0;                    // out-of-budget attempts before this one ran
+  Seconds seconds = 0;                // wall time of the whole step
+  Seconds planning_seconds = 0;       // time spent choosing the plan (cache lookup or planning)
+  double loss = 0;
+  double accuracy = 0;                // fraction of counted tokens or images right
+};
+
+struct TrainSummary {
+  Bytes budget_bytes = 0;
+  Bytes reference_peak_bytes = 0;     // unconstrained peak of the largest input; 0: not measured
+  Bytes max_peak_bytes = 0;
+  long steps = 0;
+  long violations = 0;                // steps whose measured peak exceeded the budget
+  long retries = 0;                   // mispredictions caught and retried
+  long cache_hits = 0;
+  long cache_misses = 0;              // new plans made
+  double median_prediction_error = 0; // relative, after the collection phase
+  double max_prediction_error = 0;
+  Seconds mean_step_seconds = 0;
+  Seconds mean_new_plan_seconds = 0;  // planning time per new size
+  Seconds mean_cached_plan_seconds = 0;
+};
+
+class Trainer {
+ public:
+  using ModelFactory = std::function<StagedModel()>;
+
+  // Builds the model (seeding LibTorch's default generator with options.seed
+  // for its initial weights) and the optimizer inside `memory`.
+  Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory factory, BatchSource& source);
+  ~Trainer();
+
+  // Measures the largest input and fixes the budget. Throws memtrain::Error
+  // when the budget is below what the planner needs for that input.
+  void calibrate();
+  StepRecord step();  // calibrates first if needed
+
+  const std::vector<StepRecord>& records() const { return records_; }
+  TrainSummary summary() const;
+  Bytes budget_bytes() const { return budget_; }
+  const Chain& largest_chain() const { return largest_chain_; }
+  const Signature& largest_signature() const { return largest_signature_; }
+  const predict::ChainPredictor& predictor() const { return *predictor_; }
+  StagedModel& model() { return *model_; }
+  const plan::Planner& planner() const { return *planner_; }
+
+  std::function<void(const StepRecord&)> on_step;  // called after every step
+
+ private:
+  struct Choice {
+    Schedule schedule;
+    std::string kind;
+    Seconds planning_seconds = 0;
+  };
+  Choice choose(const Signature& sig);
+  Plan plan_for(std::int64_t size);
+  StepContext context_for(const Batch& batch);
+  Error below_minimum(const Signature& sig, Bytes minimum) const;
+
+  TrainerOptions options_;
+  DeviceMemory& memory_;
+  BatchSource& source_;
+  std::unique_ptr<StagedModel> model_;
+  std::unique_ptr<Adam> optimizer_;
+  std::unique_ptr<plan::Planner> planner_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<predict::ChainPredictor> predictor_;
+  std::unique_ptr<predict::PlanCache> cache_;
+  predict::PredictionError prediction_error_;
+  at::Generator generator_;
+
+  bool calibrated_ = false;
+  Bytes budget_ = 0;
+  Bytes reference_peak_ = 0;
+  Signature largest_signature_;
+  Chain largest_chain_;
+  std::vector<StepRecord> records_;
+  long retries_ = 0;
+};
+
+}  // namespace memtrain::runtime
