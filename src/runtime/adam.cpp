@@ -21,9 +21,10 @@ void Adam::zero_grad() {
 }
 
 Bytes Adam::update_temp_bytes() const {
+  constexpr Bytes kScalarAllowance = 1024;  // measured: 12 bytes per update
   Bytes largest = 0;
   for (const torch::Tensor& p : params_) largest = std::max<Bytes>(largest, static_cast<Bytes>(p.nbytes()));
-  return largest;
+  return largest + kScalarAllowance;
 }
 
 void Adam::step() {

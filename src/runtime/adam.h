@@ -30,7 +30,9 @@ class Adam {
   void step();
 
   static constexpr int kSlots = 2;        // optimizer tensors per weight
-  Bytes update_temp_bytes() const;        // the one temporary step() allocates
+  // Bytes step() allocates at most: one temporary the size of the largest
+  // weight, plus room for the 0-d tensors LibTorch wraps scalar arguments in.
+  Bytes update_temp_bytes() const;
   long steps() const { return steps_; }
 
  private:

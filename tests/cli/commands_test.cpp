@@ -1,0 +1,114 @@
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/chain_json.h"
+#include "support/chains.h"
+#include "support/temp_dir.h"
+
+namespace memtrain::cli {
+namespace {
+
+using nlohmann::json;
+
+struct Outcome {
+  int status;
+  std::string err;
+};
+
+Outcome run(const std::vector<std::string>& args) {
+  ::testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStdout();
+  const int status = run_memtrain(args);
+  ::testing::internal::GetCapturedStdout();
+  return {status, ::testing::internal::GetCapturedStderr()};
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
+  EXPECT_EQ(run({}).status, 2);
+  Outcome o = run({"fly"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("unknown command 'fly'; known: plan, train"), std::string::npos);
+  o = run({"train", "--planner", "rotor"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("unknown planner 'rotor'; known: all, mimose, none, sqrt, static"), std::string::npos);
+  o = run({"train", "--budget", "150%"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("--budget '150%' is not a valid percentage"), std::string::npos);
+  o = run({"train", "--model", "resnet", "--data", "brown"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("does not fit --data brown"), std::string::npos);
+  o = run({"train", "--steps", "-1"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("--steps -1 is out of range"), std::string::npos);
+  o = run({"plan", "--budget", "1MiB"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("--chain FILE is required"), std::string::npos);
+  EXPECT_EQ(run({"train", "--help"}).status, 0);
+  EXPECT_EQ(run({"plan", "--help"}).status, 0);
+}
+
+TEST(Commands, MissingDataIsAFailureNamingThePath) {
+  const Outcome o = run({"train", "--data-dir", "/nonexistent/brown", "--steps", "1"});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("'/nonexistent/brown' cannot be opened"), std::string::npos) << o.err;
+}
+
+TEST(Commands, PlanWritesTheScheduleAndItsCost) {
+  testing::TempDir dir;
+  const std::string chain = dir.path() + "/chain.json";
+  write_chain_file(testing::random_chain(10, 4), chain);
+  const std::string out = dir.path() + "/plan.json";
+  ASSERT_EQ(run({"plan", "--chain", chain, "--budget", "60%", "--planner", "mimose", "--json", out}).status, 0);
+  const json j = read_json(out);
+  EXPECT_TRUE(j["feasible"].get<bool>());
+  EXPECT_LE(j["peak_bytes"].get<long long>(), j["budget_bytes"].get<long long>());
+  EXPECT_GT(j["time"].get<double>(), 0);
+  EXPECT_GE(j["schedule"].size(), 21u);
+
+  ASSERT_EQ(run({"plan", "--chain", chain, "--budget", "100", "--planner", "all", "--json", out}).status, 0);
+  const json k = read_json(out);
+  EXPECT_FALSE(k["feasible"].get<bool>());
+  EXPECT_GT(k["min_budget_bytes"].get<long long>(), 100);
+}
+
+// The real thing, small: Brown, a two-layer tagger, a few steps.
+TEST(Commands, TrainWritesItsReportAndTheMeasuredChain) {
+  testing::TempDir dir;
+  const std::string report = dir.path() + "/train.json", chain = dir.path() + "/chain.json";
+  const Outcome o = run({"train", "--layers", "2", "--width", "32", "--heads", "2", "--batch", "16", "--vocab", "2000",
+                         "--steps", "7", "--collect-steps", "2", "--budget", "65%", "--json", report, "--save-chain",
+                         chain, "--quiet"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  const json j = read_json(report);
+  EXPECT_EQ(j["planner"], "mimose");
+  ASSERT_EQ(j["steps"].size(), 7u);
+  const auto& s0 = j["steps"][0];
+  for (const char* key : {"step", "input_size", "plan", "predicted_peak_bytes", "peak_bytes", "seconds", "loss"}) {
+    EXPECT_TRUE(s0.contains(key)) << key;
+  }
+  EXPECT_EQ(s0["plan"], "collect");
+  EXPECT_NE(j["steps"][6]["plan"], "collect");
+  for (const auto& s : j["steps"]) EXPECT_LE(s["peak_bytes"].get<long long>(), j["budget_bytes"].get<long long>());
+  const json& sum = j["summary"];
+  for (const char* key : {"max_peak_bytes", "violations", "retries", "cache_hits", "median_prediction_error",
+                          "mean_step_seconds"}) {
+    EXPECT_TRUE(sum.contains(key)) << key;
+  }
+  EXPECT_EQ(sum["violations"], 0);
+  const Chain c = read_chain_file(chain);
+  EXPECT_EQ(c.size(), 6);
+  EXPECT_EQ(c.stages[0].name, "embed");
+  EXPECT_EQ(c.stages[0].input_bytes, 16 * 180 * (8 + 8 + 1)) << "the batch of the 16 longest sentences";
+  EXPECT_EQ(c.stages[0].param_bytes, (2000 + 180) * 32 * 4);
+}
+
+}  // namespace
+}  // namespace memtrain::cli

@@ -1,0 +1,94 @@
+#include <cstdio>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "core/chain_json.h"
+#include "core/error.h"
+
+namespace memtrain {
+namespace {
+
+using nlohmann::json;
+
+json two_stage_chain() {
+  return json::parse(R"({
+    "stages": [
+      {"name": "a", "forward_time": 1.5, "backward_time": 3, "input_bytes": 10, "saved_bytes": 40,
+       "forward_temp_bytes": 5, "backward_temp_bytes": 7, "param_bytes": 100},
+      {"name": "loss", "forward_time": 0.5, "backward_time": 1, "input_bytes": 20, "saved_bytes": 24}
+    ],
+    "output_bytes": 4})");
+}
+
+std::string error_of(const json& j) {
+  try {
+    chain_from_json(j, "test.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ChainJson, ReadsFieldsAndDefaults) {
+  const Chain c = chain_from_json(two_stage_chain(), "test.json");
+  ASSERT_EQ(c.size(), 2);
+  EXPECT_EQ(c.stages[0].name, "a");
+  EXPECT_DOUBLE_EQ(c.stages[0].forward_time, 1.5);
+  EXPECT_EQ(c.stages[0].saved_bytes, 40);
+  EXPECT_EQ(c.stages[0].nograd_forward_temp_bytes, 5) << "defaults to forward_temp_bytes";
+  EXPECT_EQ(c.stages[1].forward_temp_bytes, 0);
+  EXPECT_EQ(c.stages[1].param_bytes, 0);
+  EXPECT_EQ(c.output_bytes, 4);
+  EXPECT_EQ(c.activation_bytes(2), 4);
+  EXPECT_EQ(c.persistent_bytes(), 100);
+}
+
+TEST(ChainJson, RoundTripsEveryField) {
+  Chain c = chain_from_json(two_stage_chain(), "test.json");
+  c.stages[1].nograd_forward_temp_bytes = 99;
+  c.stages[1].state_bytes = 300;
+  c.update_temp_bytes = 8;
+  const Chain back = chain_from_json(chain_to_json(c), "again");
+  EXPECT_EQ(chain_to_json(back), chain_to_json(c));
+  EXPECT_EQ(back.stages[1].nograd_forward_temp_bytes, 99);
+  EXPECT_EQ(back.update_temp_bytes, 8);
+}
+
+TEST(ChainJson, ErrorsNameTheStageAndField) {
+  json j = two_stage_chain();
+  j["stages"][1].erase("saved_bytes");
+  EXPECT_NE(error_of(j).find("stage 1: missing field 'saved_bytes'"), std::string::npos) << error_of(j);
+
+  j = two_stage_chain();
+  j["stages"][0]["input_bytes"] = -3;
+  EXPECT_NE(error_of(j).find("stage 0: field 'input_bytes' is -3; expected a number >= 0"), std::string::npos)
+      << error_of(j);
+
+  j = two_stage_chain();
+  j["stages"][0]["saved_bytes"] = 2.5;
+  EXPECT_NE(error_of(j).find("whole number of bytes"), std::string::npos) << error_of(j);
+
+  j = two_stage_chain();
+  j["stages"][0]["forward_time"] = "fast";
+  EXPECT_NE(error_of(j).find("expected a number"), std::string::npos) << error_of(j);
+
+  EXPECT_NE(error_of(json::parse(R"({"stages": []})")).find("non-empty 'stages'"), std::string::npos);
+  EXPECT_NE(error_of(json::parse("[1,2]")).find("test.json"), std::string::npos);
+}
+
+TEST(ChainJson, FileErrorsNameThePath) {
+  EXPECT_THROW(read_chain_file("/nonexistent/chain.json"), Error);
+  const std::string path = ::testing::TempDir() + "/broken_chain.json";
+  std::ofstream(path) << "{ not json";
+  try {
+    read_chain_file(path);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+  }
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace memtrain

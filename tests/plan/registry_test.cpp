@@ -1,0 +1,29 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "plan/registry.h"
+
+namespace memtrain::plan {
+namespace {
+
+TEST(Registry, MakesEveryPlannerByItsName) {
+  const std::vector<std::string> names = planner_names();
+  EXPECT_EQ(names, (std::vector<std::string>{"all", "mimose", "none", "sqrt", "static"}));
+  for (const std::string& n : names) EXPECT_EQ(make_planner(n)->name(), n);
+}
+
+TEST(Registry, UnknownNameListsTheKnownOnes) {
+  try {
+    make_planner("rotor");
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "unknown planner 'rotor'; known: all, mimose, none, sqrt, static");
+  }
+}
+
+TEST(Registry, OnlyNoneIgnoresTheBudget) {
+  for (const std::string& n : planner_names()) EXPECT_EQ(make_planner(n)->respects_budget(), n != "none") << n;
+}
+
+}  // namespace
+}  // namespace memtrain::plan

@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "predict/chain_predictor.h"
+
+namespace memtrain::predict {
+namespace {
+
+// A synthetic two-stage model whose true costs are known for every size.
+Bytes saved_at(std::int64_t x) { return 1000 + 48 * x + x * x / 32; }
+Bytes input_at(std::int64_t x) { return 8 * x; }
+
+ChainSample sample_at(std::int64_t x, bool with_nograd = true) {
+  ChainSample s;
+  s.stages.resize(2);
+  for (int i = 0; i < 2; ++i) {
+    StageSample& st = s.stages[i];
+    st.input_bytes = input_at(x);
+    st.saved_bytes = saved_at(x) * (i + 1);
+    st.forward_temp_bytes = 4 * x;
+    if (with_nograd) st.nograd_forward_temp_bytes = 6 * x;
+    st.backward_temp_bytes = 512;
+    st.forward_time = 1e-6 * static_cast<double>(x);
+    st.backward_time = 2e-6 * static_cast<double>(x);
+  }
+  s.output_bytes = 4;
+  s.update_temp_bytes = 4096;
+  return s;
+}
+
+ChainPredictor make(double margin = 0.1) {
+  return ChainPredictor({{"body", 100, 300}, {"loss", 10, 30}}, margin);
+}
+
+TEST(ChainPredictor, PredictsUnseenSizesInsideTheObservedRange) {
+  ChainPredictor p = make();
+  for (std::int64_t x : {320, 3200, 960, 1920}) p.observe(x, sample_at(x));
+  ASSERT_TRUE(p.ready());
+  const Chain c = p.predict(1504);
+  EXPECT_NEAR(static_cast<double>(c.stages[0].saved_bytes), static_cast<double>(saved_at(1504)), 1.0);
+  EXPECT_NEAR(static_cast<double>(c.stages[1].saved_bytes), static_cast<double>(2 * saved_at(1504)), 1.0);
+  EXPECT_EQ(c.stages[0].input_bytes, input_at(1504));
+  EXPECT_EQ(c.stages[0].backward_temp_bytes, 512);
+  EXPECT_EQ(c.stages[0].param_bytes, 100);
+  EXPECT_EQ(c.stages[1].state_bytes, 30);
+  EXPECT_EQ(c.update_temp_bytes, 4096);
+  EXPECT_EQ(c.stages[0].name, "body");
+  EXPECT_NEAR(c.stages[0].forward_time, 1504e-6, 1e-9);
+  EXPECT_LT(p.memory_fit_error(), 1e-6);
+}
+
+TEST(ChainPredictor, AddsTheMarginOutsideTheObservedRange) {
+  ChainPredictor p = make(0.25);
+  for (std::int64_t x : {320, 960, 1920}) p.observe(x, sample_at(x));
+  EXPECT_TRUE(p.in_range(1000));
+  EXPECT_FALSE(p.in_range(4000));
+  const Chain c = p.predict(4000);
+  EXPECT_NEAR(static_cast<double>(c.stages[0].saved_bytes), 1.25 * static_cast<double>(saved_at(4000)), 2.0);
+  EXPECT_EQ(c.stages[0].param_bytes, 100) << "fixed costs get no margin";
+}
+
+TEST(ChainPredictor, IsReadyOnlyWhenEveryFieldWasMeasured) {
+  ChainPredictor p = make();
+  EXPECT_FALSE(p.ready());
+  p.observe(320, sample_at(320, /*with_nograd=*/false));
+  EXPECT_FALSE(p.ready());
+  p.observe(640, sample_at(640));
+  EXPECT_TRUE(p.ready());
+}
+
+TEST(ChainPredictor, RejectsSamplesOfAnotherModel) {
+  ChainPredictor p = make();
+  ChainSample s = sample_at(100);
+  s.stages.pop_back();
+  EXPECT_THROW(p.observe(100, s), Error);
+}
+
+}  // namespace
+}  // namespace memtrain::predict

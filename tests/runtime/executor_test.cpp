@@ -1,0 +1,103 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "plan/mimose_planner.h"
+#include "plan/schedule_builders.h"
+#include "plan/sqrt_planner.h"
+#include "runtime/chain_measurement.h"
+#include "sim/simulator.h"
+#include "support/rig.h"
+
+namespace memtrain::runtime {
+namespace {
+
+using testing::Rig;
+
+std::vector<Schedule> schedules_for(int n) {
+  return {plan::schedule_with_recompute(std::vector<char>(n, 0)),
+          plan::schedule_with_recompute(std::vector<char>(n, 1)),
+          plan::schedule_with_segments(n, plan::SqrtPlanner::segment_starts(n)),
+          plan::schedule_for_collection(n),
+          plan::schedule_with_recompute({1, 0, 1, 1, 0, 0})};
+}
+
+// The heart of "the Simulator says it fits and the Executor agrees": the
+// chain measured once predicts the peak of every other schedule.
+TEST(Executor, MeasuredPeaksAgreeWithTheSimulator) {
+  Rig rig;
+  const int n = rig.model->size();
+  ASSERT_EQ(n, 6);
+  for (int b = 0; b < 3; ++b) {
+    const Batch batch = rig.batch(b);
+    const RngSnapshot start = RngSnapshot::capture(rig.generator);
+    const ExecutionResult measured = rig.run(plan::schedule_for_collection(n), batch);
+    rig.adam->zero_grad();
+    const Chain chain = chain_from_sample(sample_execution(measured, n, rig.adam->update_temp_bytes()),
+                                          stage_constants(*rig.model, Adam::kSlots));
+    for (const Schedule& s : schedules_for(n)) {
+      start.restore(rig.generator);
+      const ExecutionResult r = rig.run(s, batch);
+      rig.adam->zero_grad();
+      const sim::SimResult predicted = sim::simulate(chain, s, true);
+      // Peak over the schedule's operations (the update is not run here).
+      Bytes simulated = 0;
+      for (const auto& op : predicted.ops) simulated = std::max(simulated, op.peak_bytes);
+      const double error = std::abs(static_cast<double>(simulated - r.peak)) / static_cast<double>(r.peak);
+      EXPECT_LT(error, 0.01) << s.to_string() << " simulated " << simulated << " measured " << r.peak;
+      EXPECT_GE(simulated, r.peak) << "the model may overestimate, never underestimate: " << s.to_string();
+    }
+  }
+}
+
+TEST(Executor, CheckpointedStepsComputeExactlyWhatAPlainStepDoes) {
+  const int n = 6;
+  Rig plain;
+  const Batch b = plain.batch(1);
+  const ExecutionResult reference = plain.run(plan::schedule_with_recompute(std::vector<char>(n, 0)), b);
+  for (const Schedule& s : schedules_for(n)) {
+    Rig rig;  // same seed: same weights, same generator
+    const ExecutionResult r = rig.run(s, rig.batch(1));
+    EXPECT_EQ(r.loss, reference.loss) << s.to_string();
+    const auto p = plain.model->parameters(), q = rig.model->parameters();
+    for (size_t k = 0; k < p.size(); ++k) {
+      EXPECT_TRUE(torch::equal(p[k].grad(), q[k].grad())) << s.to_string() << " parameter " << k;
+    }
+    // The generator ends where the plain step left it: recomputation replays, it does not draw.
+    EXPECT_TRUE(torch::equal(torch::empty({8}).bernoulli_(0.5, rig.generator),
+                             torch::empty({8}).bernoulli_(0.5, plain.generator.clone())))
+        << s.to_string();
+  }
+}
+
+TEST(Executor, DropoutIsActiveSoTheExactnessTestMeansSomething) {
+  Rig a(0.3);
+  const Batch batch = a.batch(0);
+  const ExecutionResult first = a.run(plan::schedule_with_recompute(std::vector<char>(6, 0)), batch);
+  a.adam->zero_grad();
+  const ExecutionResult second = a.run(plan::schedule_with_recompute(std::vector<char>(6, 0)), batch);
+  EXPECT_NE(first.loss, second.loss) << "the second step draws new masks";
+}
+
+TEST(Executor, RefusesASchedulePastItsState) {
+  Rig rig;
+  Schedule s;
+  s.backward(0);
+  EXPECT_THROW(rig.run(s, rig.batch()), Error);
+}
+
+TEST(Executor, RecordsEveryOperation) {
+  Rig rig;
+  const Schedule s = plan::schedule_for_collection(6);
+  const ExecutionResult r = rig.run(s, rig.batch());
+  ASSERT_EQ(r.ops.size(), s.ops.size());
+  for (size_t k = 0; k < r.ops.size(); ++k) {
+    EXPECT_EQ(r.ops[k].op, s.ops[k]);
+    EXPECT_GE(r.ops[k].peak, r.ops[k].live_before);
+    EXPECT_GE(r.ops[k].peak, r.ops[k].live_after);
+    EXPECT_GE(r.ops[k].seconds, 0);
+  }
+  EXPECT_GT(r.loss, 0);
+}
+
+}  // namespace
+}  // namespace memtrain::runtime

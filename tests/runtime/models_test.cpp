@@ -1,0 +1,164 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "plan/schedule_builders.h"
+#include "runtime/adam.h"
+#include "runtime/executor.h"
+#include "runtime/models/model_registry.h"
+#include "runtime/models/resnet.h"
+#include "runtime/trainer.h"
+#include "support/tiny_tagging.h"
+
+namespace memtrain::runtime {
+namespace {
+
+TEST(TransformerTagger, IsCutIntoTwoStagesPerLayer) {
+  const StagedModel m = testing::tiny_tagger({62, 6, 40, 1}, 0.1, 3);
+  ASSERT_EQ(m.size(), 8);
+  EXPECT_EQ(m.stage_name(0), "embed");
+  EXPECT_EQ(m.stage_name(1), "attn0");
+  EXPECT_EQ(m.stage_name(2), "ffn0");
+  EXPECT_EQ(m.stage_name(7), "classify");
+  EXPECT_EQ(m.stage_param_bytes(0), (62 + 40) * 32 * 4);
+}
+
+TEST(ModelRegistry, RejectsUnknownModelsAndBadSizes) {
+  try {
+    make_model("gpt", {}, {10, 3, 8, 1});
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "unknown model 'gpt'; known: resnet, transformer");
+  }
+  ModelSpec odd;
+  odd.width = 30;
+  odd.heads = 4;
+  EXPECT_THROW(make_model("transformer", odd, {10, 3, 8, 1}), UsageError);
+}
+
+StepContext context(const torch::Tensor& targets) {
+  StepContext ctx;
+  ctx.targets = targets;
+  ctx.generator = at::make_generator<at::CPUGeneratorImpl>(1);
+  return ctx;
+}
+
+TEST(ResNet, AcceptsAnyImageSize) {
+  ResNetConfig c;
+  c.width = 4;
+  StagedModel m = make_resnet(c);
+  EXPECT_EQ(m.size(), 5);
+  for (int side : {28, 61, 112}) {
+    torch::Tensor x = torch::randn({2, 1, side, side});
+    StepContext ctx = context(torch::tensor({3, 7}));
+    for (int i = 0; i < m.size(); ++i) x = m.stage(i).forward(x, ctx);
+    EXPECT_EQ(x.dim(), 0) << side;
+    EXPECT_EQ(ctx.counted, 2);
+  }
+}
+
+// Batch norm's running statistics must not see a recomputation.
+TEST(ResNet, RecomputationLeavesRunningStatisticsAsAPlainStepDoes) {
+  auto run = [](const Schedule& s) {
+    CpuDeviceMemory memory;
+    auto scope = memory.activate();
+    torch::manual_seed(2);
+    ResNetConfig c;
+    c.width = 4;
+    StagedModel m = make_resnet(c);
+    Batch b;
+    b.input = torch::randn({4, 1, 20, 20});
+    b.targets = torch::tensor({1, 2, 3, 4});
+    b.signature = Signature::of_shape({4, 1, 20, 20});
+    StepContext ctx = context(b.targets);
+    Executor(m, memory).run(s, b, ctx);
+    std::vector<torch::Tensor> buffers;
+    for (int i = 0; i < m.size(); ++i) {
+      for (const auto& t : m.stage(i).buffers()) buffers.push_back(t.clone());
+    }
+    return buffers;
+  };
+  const auto plain = run(plan::schedule_with_recompute(std::vector<char>(5, 0)));
+  const auto checkpointed = run(plan::schedule_for_collection(5));
+  ASSERT_EQ(plain.size(), checkpointed.size());
+  ASSERT_FALSE(plain.empty());
+  for (size_t k = 0; k < plain.size(); ++k) EXPECT_TRUE(torch::equal(plain[k], checkpointed[k])) << k;
+}
+
+// A user's own module: anything with forward(Tensor) -> Tensor.
+struct DenseReluImpl : torch::nn::Module {
+  DenseReluImpl(int64_t in, int64_t out) : linear(register_module("linear", torch::nn::Linear(in, out))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return torch::relu(linear(x)); }
+  torch::nn::Linear linear;
+};
+TORCH_MODULE(DenseRelu);
+
+TEST(StagedModel, UsersBuildChainsFromTheirOwnModules) {
+  using torch::nn::AnyModule;
+  auto build = [] {
+    return StagedModel::from_modules("mlp", {AnyModule(DenseRelu(8, 32)), AnyModule(DenseRelu(32, 32))},
+                                     AnyModule(torch::nn::Linear(32, 3)));
+  };
+  StagedModel m = build();
+  ASSERT_EQ(m.size(), 3);
+  EXPECT_EQ(m.stage_name(2), "loss");
+  EXPECT_EQ(m.parameter_count(), 8 * 32 + 32 + 32 * 32 + 32 + 32 * 3 + 3);
+
+  // It trains like any other chain: a separable 3-class problem.
+  CpuDeviceMemory memory;
+  auto scope = memory.activate();
+  torch::manual_seed(0);
+  StagedModel model = build();
+  Adam adam(model.parameters(), AdamOptions{0.01});
+  Batch b;
+  b.input = torch::randn({64, 8});
+  b.targets = b.input.slice(1, 0, 3).argmax(1);
+  b.signature = Signature::of_shape({64, 8});
+  Executor ex(model, memory);
+  double first = 0, last = 0;
+  for (int step = 0; step < 60; ++step) {
+    StepContext ctx = context(b.targets);
+    const double loss = ex.run(plan::schedule_with_recompute({1, 1, 0}), b, ctx).loss;
+    adam.step();
+    adam.zero_grad();
+    (step == 0 ? first : last) = loss;
+  }
+  EXPECT_LT(last, 0.5 * first);
+}
+
+TEST(Adam, MatchesLibTorchsAdam) {
+  torch::manual_seed(1);
+  torch::Tensor w1 = torch::randn({5, 3}, torch::requires_grad());
+  torch::Tensor w2 = w1.detach().clone().requires_grad_(true);
+  const torch::Tensor x = torch::randn({7, 5});
+  Adam ours({w1}, AdamOptions{0.05});
+  torch::optim::Adam theirs({w2}, torch::optim::AdamOptions(0.05));
+  for (int step = 0; step < 5; ++step) {
+    torch::matmul(x, w1).pow(2).sum().backward();
+    ours.step();
+    ours.zero_grad();
+    theirs.zero_grad();
+    torch::matmul(x, w2).pow(2).sum().backward();
+    theirs.step();
+  }
+  EXPECT_TRUE(torch::allclose(w1, w2, 1e-5, 1e-6)) << (w1 - w2).abs().max().item<float>();
+}
+
+TEST(Adam, AllocatesGradientsAndStateUpFront) {
+  CpuDeviceMemory memory;
+  auto scope = memory.activate();
+  torch::Tensor w = torch::zeros({100}, torch::requires_grad());
+  const Bytes weights = memory.live();
+  Adam adam({w}, AdamOptions{});
+  EXPECT_EQ(memory.live(), weights * (2 + Adam::kSlots)) << "weights, gradients, two moments";
+  w.mutable_grad().fill_(1);
+  const Bytes resident = memory.live();
+  memory.reset_peak();
+  adam.step();
+  EXPECT_EQ(memory.live(), resident);
+  EXPECT_GE(memory.peak() - resident, 400) << "one temporary the size of the weight";
+  EXPECT_LE(memory.peak() - resident, adam.update_temp_bytes()) << "within what the trainer reserves";
+}
+
+}  // namespace
+}  // namespace memtrain::runtime

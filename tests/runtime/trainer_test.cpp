@@ -1,0 +1,162 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "runtime/brown_batches.h"
+#include "runtime/trainer.h"
+#include "support/tiny_tagging.h"
+
+namespace memtrain::runtime {
+namespace {
+
+using testing::tiny_shape;
+using testing::tiny_tagger;
+using testing::tiny_tagging;
+
+// One training run on the tiny task: its losses and final weights.
+struct TrainingRun {
+  std::vector<double> losses;
+  std::vector<torch::Tensor> weights;
+  TrainSummary summary;
+  std::vector<StepRecord> records;
+};
+
+TrainingRun train(TrainerOptions options, int steps, double dropout = 0.1) {
+  const auto data = tiny_tagging();
+  CpuDeviceMemory memory;
+  BrownBatches source(data, 16, options.seed);
+  Trainer trainer(options, memory, [&] { return tiny_tagger(tiny_shape(*data), dropout); }, source);
+  TrainingRun run;
+  for (int s = 0; s < steps; ++s) run.losses.push_back(trainer.step().loss);
+  for (const auto& p : trainer.model().parameters()) run.weights.push_back(p.detach().clone());
+  run.summary = trainer.summary();
+  run.records = trainer.records();
+  return run;
+}
+
+TrainerOptions options(const std::string& planner, const std::string& budget = "50%") {
+  TrainerOptions o;
+  o.planner = planner;
+  o.budget = parse_budget(budget, "--budget");
+  o.collect_steps = 3;
+  o.seed = 5;
+  return o;
+}
+
+void expect_same_training(const TrainingRun& a, const TrainingRun& b, const std::string& what) {
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  for (size_t s = 0; s < a.losses.size(); ++s) EXPECT_EQ(a.losses[s], b.losses[s]) << what << " step " << s + 1;
+  ASSERT_EQ(a.weights.size(), b.weights.size());
+  for (size_t k = 0; k < a.weights.size(); ++k) {
+    EXPECT_TRUE(torch::equal(a.weights[k], b.weights[k])) << what << " weight " << k;
+  }
+}
+
+TEST(Trainer, CheckpointedTrainingEqualsPlainTrainingWithDropout) {
+  const TrainingRun plain = train(options("none"), 12);
+  // sqrt ignores the budget when it plans, so it gets one its schedule fits.
+  for (const auto& [planner, budget] : std::vector<std::pair<std::string, std::string>>{
+           {"all", "60%"}, {"sqrt", "80%"}, {"mimose", "60%"}, {"static", "60%"}}) {
+    const TrainingRun r = train(options(planner, budget), 12);
+    expect_same_training(plain, r, planner);
+    long recomputing_steps = 0;
+    for (const StepRecord& rec : r.records) recomputing_steps += rec.recomputed_forwards > 0;
+    EXPECT_GT(recomputing_steps, 3) << planner << " actually checkpointed";
+  }
+}
+
+TEST(Trainer, StaysWithinTheBudgetAndPredictsPeaks) {
+  for (const char* planner : {"mimose", "static", "all"}) {
+    const TrainingRun r = train(options(planner, "60%"), 20);
+    EXPECT_EQ(r.summary.violations, 0) << planner;
+    EXPECT_LE(r.summary.max_peak_bytes, r.summary.budget_bytes) << planner;
+    EXPECT_EQ(r.summary.steps, 20);
+    EXPECT_LT(r.summary.median_prediction_error, 0.03) << planner;
+  }
+}
+
+TEST(Trainer, MimoseRecomputesLessThanStaticOnSmallInputs) {
+  const TrainingRun m = train(options("mimose", "60%"), 20), s = train(options("static", "60%"), 20);
+  long mimose = 0, stat = 0;
+  for (size_t k = 3; k < m.records.size(); ++k) {
+    mimose += m.records[k].recomputed_forwards;
+    stat += s.records[k].recomputed_forwards;
+  }
+  EXPECT_LT(mimose, stat);
+}
+
+TEST(Trainer, AMispredictionIsRetriedWithoutLosingOrRepeatingABatch) {
+  TrainerOptions o = options("mimose", "60%");
+  o.prediction_scale = 0.3;  // the planner believes activations are a third of their size
+  const TrainingRun faulty = train(o, 14);
+  EXPECT_GT(faulty.summary.retries, 0);
+  EXPECT_EQ(faulty.summary.violations, 0);
+  long retried_steps = 0;
+  for (const StepRecord& r : faulty.records) retried_steps += r.plan == "retry";
+  EXPECT_GT(retried_steps, 0);
+  // Every batch trained once, in order, exactly as a run that never failed.
+  expect_same_training(train(options("none"), 14), faulty, "retried run");
+}
+
+TEST(Trainer, NoneIgnoresTheBudgetAndCountsViolations) {
+  const TrainingRun r = train(options("none", "30%"), 8);
+  EXPECT_GT(r.summary.violations, 0);
+  EXPECT_EQ(r.summary.retries, 0);
+}
+
+TEST(Trainer, ABudgetBelowTheMinimumIsAClearError) {
+  try {
+    train(options("mimose", "200KiB"), 1);
+    FAIL() << "trained in 200 KiB";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("is below the minimum"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("planner mimose needs for input 16x"), std::string::npos) << msg;
+  }
+}
+
+TEST(Trainer, CachesPlansPerBucket) {
+  TrainerOptions o = options("mimose", "60%");
+  o.bucket = 256;
+  const TrainingRun r = train(o, 30);
+  EXPECT_GT(r.summary.cache_hits, 0);
+  long cached = 0;
+  for (const StepRecord& rec : r.records) cached += rec.plan == "cached";
+  EXPECT_EQ(cached, r.summary.cache_hits);
+  EXPECT_EQ(r.summary.cache_hits + r.summary.cache_misses, 30 - 3);
+}
+
+TEST(Trainer, LearnsTheTask) {
+  TrainerOptions o = options("mimose", "60%");
+  o.adam.lr = 0.01;
+  const TrainingRun r = train(o, 60, 0.0);
+  double early = 0, late = 0;
+  for (int s = 0; s < 5; ++s) {
+    early += r.losses[s];
+    late += r.losses[55 + s];
+  }
+  EXPECT_LT(late, 0.7 * early);
+}
+
+TEST(Trainer, TwoTrainersInOneProcessDoNotInterfere) {
+  const TrainingRun solo = train(options("mimose", "60%"), 6);
+  const auto data = tiny_tagging();
+  CpuDeviceMemory m1, m2;
+  BrownBatches s1(data, 16, 5), s2(data, 16, 5);
+  Trainer a(options("mimose", "60%"), m1, [&] { return tiny_tagger(tiny_shape(*data)); }, s1);
+  std::vector<double> losses;
+  for (int s = 0; s < 3; ++s) losses.push_back(a.step().loss);
+  const Bytes a_between_steps = m1.live();
+  {
+    Trainer b(options("all", "60%"), m2, [&] { return tiny_tagger(tiny_shape(*data), 0.2); }, s2);
+    for (int s = 0; s < 4; ++s) b.step();
+    EXPECT_GT(m2.live(), 0);
+    EXPECT_EQ(m1.live(), a_between_steps) << "b charged nothing to a's memory";
+  }
+  for (int s = 0; s < 3; ++s) losses.push_back(a.step().loss);
+  EXPECT_EQ(losses, solo.losses);
+  EXPECT_EQ(m2.live(), 0) << "b freed everything it allocated";
+}
+
+}  // namespace
+}  // namespace memtrain::runtime

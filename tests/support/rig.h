@@ -1,0 +1,52 @@
+// A model, its optimizer state and a batch source in one counted device
+// memory, as the trainer sets them up, for tests that drive the executor.
+#pragma once
+
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "runtime/adam.h"
+#include "runtime/brown_batches.h"
+#include "runtime/device_memory.h"
+#include "runtime/executor.h"
+#include "runtime/rng_snapshot.h"
+#include "support/tiny_tagging.h"
+
+namespace memtrain::testing {
+
+struct Rig {
+  runtime::CpuDeviceMemory memory;
+  std::shared_ptr<data::TaggingDataset> data = tiny_tagging();
+  std::unique_ptr<runtime::StagedModel> model;
+  std::unique_ptr<runtime::Adam> adam;
+  at::Generator generator;
+
+  explicit Rig(double dropout = 0.1, std::uint64_t seed = 3) {
+    auto scope = memory.activate();
+    torch::manual_seed(seed);
+    model = std::make_unique<runtime::StagedModel>(tiny_tagger(tiny_shape(*data), dropout));
+    adam = std::make_unique<runtime::Adam>(model->parameters(), runtime::AdamOptions{});
+    generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  }
+
+  // The `index`-th batch of a seeded order (the same in every Rig).
+  runtime::Batch batch(int index = 0, std::int64_t size = 16) {
+    auto scope = memory.activate();
+    runtime::BrownBatches source(data, size, 9);
+    for (int i = 0; i < index; ++i) source.next(torch::kCPU);
+    return source.next(torch::kCPU);
+  }
+
+  runtime::ExecutionResult run(const Schedule& schedule, const runtime::Batch& b) {
+    auto scope = memory.activate();
+    runtime::StepContext ctx;
+    ctx.targets = b.targets;
+    ctx.key_padding = b.key_padding;
+    ctx.generator = generator;
+    runtime::Executor executor(*model, memory);
+    return executor.run(schedule, b, ctx);
+  }
+};
+
+}  // namespace memtrain::testing
