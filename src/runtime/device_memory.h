@@ -37,6 +37,9 @@ class DeviceMemory {
   virtual bool enforced() const = 0;
   // Waits for queued device work, so wall-clock timings mean something.
   virtual void synchronize() {}
+  // True for an error that means this device's budget was hit though it was
+  // not thrown as OutOfBudget (CUDA's own out-of-memory error).
+  virtual bool is_out_of_budget(const std::exception&) const { return false; }
 
   // While the returned guard lives, this thread's tensor allocations are
   // charged to this device.

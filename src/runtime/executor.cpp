@@ -21,6 +21,17 @@ Error cannot_run(const Op& op, const std::string& why) {
 }  // namespace
 
 ExecutionResult Executor::run(const Schedule& schedule, const Batch& batch, StepContext& ctx) {
+  try {
+    return run_unchecked(schedule, batch, ctx);
+  } catch (const OutOfBudget&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (!memory_.is_out_of_budget(e)) throw;
+    throw OutOfBudget(memory_.describe(), 0, memory_.live(), memory_.budget());
+  }
+}
+
+ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& batch, StepContext& ctx) {
   const int n = model_.size();
   // x[i]: a_i held on its own; graph[i]: the output of stage i's forward
   // with grad (its x̄_i); leaf[i]: that forward's input.

@@ -49,6 +49,8 @@ class Executor {
   ExecutionResult run(const Schedule& schedule, const Batch& batch, StepContext& ctx);
 
  private:
+  ExecutionResult run_unchecked(const Schedule& schedule, const Batch& batch, StepContext& ctx);
+
   StagedModel& model_;
   DeviceMemory& memory_;
 };

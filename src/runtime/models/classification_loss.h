@@ -10,8 +10,8 @@ namespace memtrain::runtime {
 
 torch::Tensor classification_loss(const torch::Tensor& logits, StepContext& ctx);
 
-// Inverted dropout drawing from the step's generator; identity when not
-// training or p == 0.
+// Inverted dropout drawing from the step's generator, keeping a bool mask
+// for the backward; identity when not training or p == 0.
 torch::Tensor step_dropout(const torch::Tensor& x, double p, StepContext& ctx);
 
 }  // namespace memtrain::runtime

@@ -48,7 +48,9 @@ class AttentionStage : public StageModule {
     const torch::Tensor q = qkv[0] * (1.0 / std::sqrt(static_cast<double>(dh)));
     torch::Tensor scores = torch::matmul(q, qkv[1].transpose(-2, -1));
     if (ctx.key_padding.defined()) {
-      scores = scores.masked_fill(ctx.key_padding.view({b, 1, 1, t}), -std::numeric_limits<float>::infinity());
+      // In place: the matmul's backward needs q and k, not its output, so
+      // masking need not hold a second [B, H, T, T] tensor.
+      scores.masked_fill_(ctx.key_padding.view({b, 1, 1, t}), -std::numeric_limits<float>::infinity());
     }
     const torch::Tensor probs = step_dropout(torch::softmax(scores, -1), dropout_, ctx);
     const torch::Tensor mixed = torch::matmul(probs, qkv[2]).transpose(1, 2).reshape({b, t, d});

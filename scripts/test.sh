@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# README command 2: install what is missing, build, run every test; then
+# build the torch-free layers again under AddressSanitizer and UBSan and run
+# their tests there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+ctest --test-dir build --output-on-failure -j "${MEMTRAIN_JOBS:-2}"
+
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMEMTRAIN_TORCH=OFF -DMEMTRAIN_SANITIZE=ON
+cmake --build build-sanitize -j "${MEMTRAIN_JOBS:-2}"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-sanitize --output-on-failure -j "${MEMTRAIN_JOBS:-2}"
