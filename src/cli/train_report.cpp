@@ -41,6 +41,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
             {"cache_misses", s.cache_misses},
             {"median_prediction_error", s.median_prediction_error},
             {"max_prediction_error", s.max_prediction_error},
+            {"predictor_fit_error", s.predictor_fit_error},
             {"mean_step_seconds", s.mean_step_seconds},
             {"mean_new_plan_seconds", s.mean_new_plan_seconds},
             {"mean_cached_plan_seconds", s.mean_cached_plan_seconds}}}};

@@ -15,7 +15,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 Error cannot_run(const Op& op, const std::string& why) {
-  return Error(std::string("executor: ") + op_kind_name(op.kind) + " " + std::to_string(op.stage) + ": " + why);
+  const std::string stage = op.kind == OpKind::Loss ? "" : " " + std::to_string(op.stage);
+  return Error(std::string("executor: ") + op_kind_name(op.kind) + stage + ": " + why);
 }
 
 }  // namespace

@@ -182,9 +182,13 @@ StepRecord Trainer::step() {
       Plan p = plan_for(size);
       if (p.feasible) next = p.schedule;
       if (next == choice.schedule) next = checkpoint_everything(model_->size());
-      if (next == choice.schedule || rec.retries > options_.max_retries) {
-        throw Error("step " + std::to_string(rec.step) + ": input " + batch.signature.describe() +
-                    " does not fit the budget even with every stage checkpointed: " + oob.what());
+      const std::string where = "step " + std::to_string(rec.step) + ": input " + batch.signature.describe();
+      if (next == choice.schedule) {
+        throw Error(where + " does not fit the budget even with every stage checkpointed: " + oob.what());
+      }
+      if (rec.retries > options_.max_retries) {
+        throw Error(where + " still ran out of budget after " + std::to_string(options_.max_retries) +
+                    " stricter plans: " + oob.what());
       }
       if (p.feasible && next == p.schedule) cache_->store(size, std::move(p));
       choice = {std::move(next), "retry", choice.planning_seconds + since(tp)};
@@ -246,6 +250,7 @@ TrainSummary Trainer::summary() const {
   }
   s.median_prediction_error = prediction_error_.median();
   s.max_prediction_error = prediction_error_.max();
+  s.predictor_fit_error = predictor_->memory_fit_error();
   s.mean_step_seconds = records_.empty() ? 0 : total / static_cast<double>(records_.size());
   s.mean_new_plan_seconds = new_plans ? new_total / static_cast<double>(new_plans) : 0;
   s.mean_cached_plan_seconds = s.cache_hits ? cached_total / static_cast<double>(s.cache_hits) : 0;

@@ -14,7 +14,6 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +78,7 @@ struct TrainSummary {
   long cache_misses = 0;              // new plans made
   double median_prediction_error = 0; // relative, after the collection phase
   double max_prediction_error = 0;
+  double predictor_fit_error = 0;     // worst relative rms residual of a memory fit (ChainPredictor)
   Seconds mean_step_seconds = 0;
   Seconds mean_new_plan_seconds = 0;  // planning time per new size
   Seconds mean_cached_plan_seconds = 0;

@@ -1,4 +1,5 @@
 #include <fstream>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -108,6 +109,33 @@ TEST(Commands, TrainWritesItsReportAndTheMeasuredChain) {
   EXPECT_EQ(c.stages[0].name, "embed");
   EXPECT_EQ(c.stages[0].input_bytes, 16 * 180 * (8 + 8 + 1)) << "the batch of the 16 longest sentences";
   EXPECT_EQ(c.stages[0].param_bytes, (2000 + 180) * 32 * 4);
+}
+
+}  // namespace
+}  // namespace memtrain::cli
+
+namespace memtrain::cli {
+namespace {
+
+// The image path end to end: Fashion-MNIST resized per batch, a small ResNet.
+TEST(Commands, TrainsTheResNetOnFashionMnistWithChangingImageSizes) {
+  testing::TempDir dir;
+  const std::string report = dir.path() + "/train.json";
+  const Outcome o = run({"train", "--model", "resnet", "--width", "4", "--batch", "8", "--min-scale", "20",
+                         "--max-scale", "48", "--steps", "8", "--collect-steps", "2", "--budget", "90%", "--json",
+                         report, "--quiet"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  const json j = read_json(report);
+  EXPECT_EQ(j["model"], "resnet");
+  EXPECT_EQ(j["largest_input_shape"], json::array({8, 1, 48, 48}));
+  std::set<long long> sizes;
+  for (const auto& s : j["steps"]) {
+    sizes.insert(s["input_size"].get<long long>());
+    EXPECT_EQ(s["input_shape"][2], s["input_shape"][3]);
+    EXPECT_LE(s["peak_bytes"].get<long long>(), j["budget_bytes"].get<long long>());
+  }
+  EXPECT_GT(sizes.size(), 3u);
+  EXPECT_EQ(j["summary"]["violations"], 0);
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ StepContext context(const torch::Tensor& targets) {
 TEST(ResNet, AcceptsAnyImageSize) {
   ResNetConfig c;
   c.width = 4;
+  c.blocks_per_group = 1;
   StagedModel m = make_resnet(c);
   EXPECT_EQ(m.size(), 5);
   for (int side : {28, 61, 112}) {
@@ -65,6 +66,7 @@ TEST(ResNet, RecomputationLeavesRunningStatisticsAsAPlainStepDoes) {
     torch::manual_seed(2);
     ResNetConfig c;
     c.width = 4;
+    c.blocks_per_group = 1;
     StagedModel m = make_resnet(c);
     Batch b;
     b.input = torch::randn({4, 1, 20, 20});

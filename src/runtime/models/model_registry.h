@@ -11,7 +11,7 @@
 namespace memtrain::runtime {
 
 struct ModelSpec {
-  std::int64_t layers = -1;  // transformer: encoder layers (6); resnet: blocks per group (1)
+  std::int64_t layers = -1;  // transformer: encoder layers (6); resnet: blocks per group (2)
   std::int64_t width = -1;   // transformer: model width (128); resnet: first group's channels (16)
   std::int64_t heads = -1;   // transformer only (4)
   double dropout = -1;       // transformer only (0.1)
