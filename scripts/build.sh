@@ -3,7 +3,7 @@
 # present, two jobs: CI machines have two cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+export CCACHE_DIR=${CCACHE_DIR:-${HOME:-/tmp}/.cache/ccache}
 # Precompiled headers need these for ccache to cache the sources that use them.
 export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"

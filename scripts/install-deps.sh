@@ -9,7 +9,7 @@ DATA_PREFIX=${MEMTRAIN_DATA_PREFIX:-/usr/local/share/memtrain}
 
 # libopenblas0-pthread: Debian's LibTorch links the generic libblas.so.3,
 # which otherwise resolves to netlib's reference BLAS (8x slower here).
-packages=(g++ cmake ninja-build ccache git pkg-config
+packages=(g++ cmake ninja-build ccache git pkg-config ca-certificates
           libtorch-dev libopenblas0-pthread libgtest-dev nlohmann-json3-dev zlib1g-dev
           dataset-fashion-mnist)
 
