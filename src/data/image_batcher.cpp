@@ -3,13 +3,17 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "data/seeded_order.h"
 
 namespace memtrain::data {
 
 ImageBatcher::ImageBatcher(const ImageDataset& data, std::int64_t batch_size, std::int64_t min_scale,
                            std::int64_t max_scale, std::uint64_t seed)
-    : data_(data), batch_size_(batch_size), min_scale_(min_scale), max_scale_(max_scale), seed_(seed) {
+    : data_(data),
+      batch_size_(batch_size),
+      min_scale_(min_scale),
+      max_scale_(max_scale),
+      seed_(seed),
+      cursor_(data.count, seed) {
   if (data.count == 0) throw DataError("image batcher: the dataset has no images");
   if (batch_size < 1 || batch_size > data.count) {
     throw UsageError("--batch " + std::to_string(batch_size) + " is out of range; expected 1.." +
@@ -19,20 +23,12 @@ ImageBatcher::ImageBatcher(const ImageDataset& data, std::int64_t batch_size, st
     throw UsageError("image scales " + std::to_string(min_scale) + ".." + std::to_string(max_scale) +
                      " are out of range; expected 8 <= min <= max <= 1024");
   }
-  order_ = epoch_order(data.count, seed_, epoch_);
 }
 
 std::int64_t ImageBatcher::batches_per_epoch() const { return (data_.count + batch_size_ - 1) / batch_size_; }
 
 ImageBatch ImageBatcher::next() {
-  if (cursor_ >= data_.count) {
-    ++epoch_;
-    cursor_ = 0;
-    order_ = epoch_order(data_.count, seed_, epoch_);
-  }
-  const std::int64_t end = std::min(cursor_ + batch_size_, data_.count);
-  std::vector<std::int64_t> picked(order_.begin() + cursor_, order_.begin() + end);
-  cursor_ = end;
+  const std::vector<std::int64_t> picked = cursor_.take(batch_size_);
   // One draw per batch from a stream of its own, so the scale sequence does
   // not depend on how the order was shuffled.
   SeededRandom rng(seed_ ^ (0xA5A5A5A5ull + static_cast<std::uint64_t>(drawn_++) * 0x9E3779B97F4A7C15ull));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "data/fashion_mnist.h"
+#include "data/seeded_order.h"
 
 namespace memtrain::data {
 
@@ -27,7 +28,7 @@ class ImageBatcher {
   ImageBatch next();
   ImageBatch largest() const;  // batch_size images at max_scale
 
-  std::int64_t epoch() const { return epoch_; }
+  std::int64_t epoch() const { return cursor_.epoch(); }
   std::int64_t batches_per_epoch() const;
 
  private:
@@ -36,8 +37,8 @@ class ImageBatcher {
   const ImageDataset& data_;
   std::int64_t batch_size_, min_scale_, max_scale_;
   std::uint64_t seed_;
-  std::int64_t epoch_ = 0, cursor_ = 0, drawn_ = 0;
-  std::vector<std::int64_t> order_;
+  EpochCursor cursor_;
+  std::int64_t drawn_ = 0;  // batches drawn so far: indexes the scale stream
 };
 
 }  // namespace memtrain::data

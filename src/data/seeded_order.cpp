@@ -1,5 +1,6 @@
 #include "data/seeded_order.h"
 
+#include <algorithm>
 #include <numeric>
 #include <utility>
 
@@ -29,6 +30,20 @@ std::vector<std::int64_t> epoch_order(std::int64_t n, std::uint64_t seed, std::i
     std::swap(order[i], order[rng.below(static_cast<std::uint64_t>(i) + 1)]);
   }
   return order;
+}
+
+EpochCursor::EpochCursor(std::int64_t n, std::uint64_t seed) : n_(n), seed_(seed), order_(epoch_order(n, seed, 0)) {}
+
+std::vector<std::int64_t> EpochCursor::take(std::int64_t count) {
+  if (cursor_ >= n_) {
+    ++epoch_;
+    cursor_ = 0;
+    order_ = epoch_order(n_, seed_, epoch_);
+  }
+  const std::int64_t end = std::min(cursor_ + count, n_);
+  std::vector<std::int64_t> picked(order_.begin() + cursor_, order_.begin() + end);
+  cursor_ = end;
+  return picked;
 }
 
 }  // namespace memtrain::data

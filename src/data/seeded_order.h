@@ -19,4 +19,19 @@ class SeededRandom {
 // A permutation of 0..n-1 for `epoch` of a run seeded with `seed`.
 std::vector<std::int64_t> epoch_order(std::int64_t n, std::uint64_t seed, std::int64_t epoch);
 
+// Walks epoch_order() a batch at a time: every index once per epoch, the
+// last batch of an epoch holding what is left, then the next epoch's order.
+class EpochCursor {
+ public:
+  EpochCursor(std::int64_t n, std::uint64_t seed);
+  std::vector<std::int64_t> take(std::int64_t count);
+  std::int64_t epoch() const { return epoch_; }  // of the indices last taken
+
+ private:
+  std::int64_t n_;
+  std::uint64_t seed_;
+  std::int64_t epoch_ = 0, cursor_ = 0;
+  std::vector<std::int64_t> order_;
+};
+
 }  // namespace memtrain::data

@@ -4,35 +4,23 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "data/seeded_order.h"
 
 namespace memtrain::data {
 
 SentenceBatcher::SentenceBatcher(const TaggingDataset& data, std::int64_t batch_size, std::uint64_t seed)
-    : data_(data), batch_size_(batch_size), seed_(seed) {
+    : data_(data), batch_size_(batch_size), cursor_(data.sentences(), seed) {
   if (data.sentences() == 0) throw DataError("sentence batcher: the dataset has no sentences");
   if (batch_size < 1 || batch_size > data.sentences()) {
     throw UsageError("--batch " + std::to_string(batch_size) + " is out of range; expected 1.." +
                      std::to_string(data.sentences()) + " (the number of sentences)");
   }
-  order_ = epoch_order(data.sentences(), seed_, epoch_);
 }
 
 std::int64_t SentenceBatcher::batches_per_epoch() const {
   return (data_.sentences() + batch_size_ - 1) / batch_size_;
 }
 
-TokenBatch SentenceBatcher::next() {
-  if (cursor_ >= data_.sentences()) {
-    ++epoch_;
-    cursor_ = 0;
-    order_ = epoch_order(data_.sentences(), seed_, epoch_);
-  }
-  const std::int64_t end = std::min(cursor_ + batch_size_, data_.sentences());
-  std::vector<std::int64_t> picked(order_.begin() + cursor_, order_.begin() + end);
-  cursor_ = end;
-  return make(picked);
-}
+TokenBatch SentenceBatcher::next() { return make(cursor_.take(batch_size_)); }
 
 TokenBatch SentenceBatcher::largest() const {
   std::vector<std::int64_t> idx(data_.sentences());

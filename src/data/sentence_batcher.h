@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "data/seeded_order.h"
 #include "data/tagging_dataset.h"
 
 namespace memtrain::data {
@@ -30,7 +31,7 @@ class SentenceBatcher {
   // The batch of the batch_size longest sentences: the largest input.
   TokenBatch largest() const;
 
-  std::int64_t epoch() const { return epoch_; }
+  std::int64_t epoch() const { return cursor_.epoch(); }
   std::int64_t batches_per_epoch() const;
 
  private:
@@ -38,10 +39,7 @@ class SentenceBatcher {
 
   const TaggingDataset& data_;
   std::int64_t batch_size_;
-  std::uint64_t seed_;
-  std::int64_t epoch_ = 0;
-  std::int64_t cursor_ = 0;
-  std::vector<std::int64_t> order_;
+  EpochCursor cursor_;
 };
 
 }  // namespace memtrain::data
