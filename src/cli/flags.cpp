@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -59,7 +60,9 @@ double Flags::real(const std::string& name, double fallback, double min, double 
   const std::string& v = values_.at(name);
   char* end = nullptr;
   const double parsed = std::strtod(v.c_str(), &end);
-  const std::string range = "expected a number in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  char range_text[96];
+  std::snprintf(range_text, sizeof range_text, "expected a number in [%g, %g]", min, max);
+  const std::string range = range_text;
   if (v.empty() || *end != '\0' || !std::isfinite(parsed)) {
     throw UsageError("--" + name + " '" + v + "' is not a number; " + range);
   }

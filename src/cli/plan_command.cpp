@@ -49,7 +49,7 @@ int run_plan(const std::vector<std::string>& args) {
   const Chain chain = read_chain_file(chain_path);
   const Chain largest = largest_path.empty() ? chain : read_chain_file(largest_path);
   const Bytes keep_all_peak =
-      sim::simulate(chain, plan::schedule_with_recompute(std::vector<char>(chain.size(), 0))).peak_bytes;
+      sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).peak_bytes;
   const Bytes budget = spec.resolve(keep_all_peak);
   const Plan p = planner->plan({chain, budget, &largest});
 

@@ -5,8 +5,8 @@
 namespace memtrain::plan {
 
 Plan AllPlanner::plan(const PlanRequest& request) {
-  const std::vector<char> recompute_all(request.chain.size(), 1);
-  return priced_plan(name(), request.chain, schedule_with_recompute(recompute_all), request.budget);
+  return priced_plan(name(), request.chain, schedule_checkpointing_everything(request.chain.size()),
+                     request.budget);
 }
 
 }  // namespace memtrain::plan

@@ -7,8 +7,7 @@
 namespace memtrain::plan {
 
 Plan NonePlanner::plan(const PlanRequest& request) {
-  const std::vector<char> keep_all(request.chain.size(), 0);
-  return priced_plan(name(), request.chain, schedule_with_recompute(keep_all), request.budget);
+  return priced_plan(name(), request.chain, schedule_keeping_everything(request.chain.size()), request.budget);
 }
 
 }  // namespace memtrain::plan

@@ -23,6 +23,14 @@ Schedule schedule_with_recompute(const std::vector<char>& recompute) {
   return s;
 }
 
+Schedule schedule_keeping_everything(int stages) {
+  return schedule_with_recompute(std::vector<char>(stages, 0));
+}
+
+Schedule schedule_checkpointing_everything(int stages) {
+  return schedule_with_recompute(std::vector<char>(stages, 1));
+}
+
 Schedule schedule_for_collection(int stages) {
   Schedule s;
   for (int i = 0; i < stages; ++i) s.forward_checkpoint(i);

@@ -15,6 +15,11 @@ namespace memtrain::plan {
 // kept: recomputing it right before its own backward saves nothing.
 Schedule schedule_with_recompute(const std::vector<char>& recompute);
 
+// Keep everything: one F_all per stage (the `none` planner's schedule).
+Schedule schedule_keeping_everything(int stages);
+// Checkpoint every stage but the loss (the `all` planner's schedule).
+Schedule schedule_checkpointing_everything(int stages);
+
 // The predictor's collection schedule: every stage, the loss stage too, runs
 // once without grad and again with grad before its backward, so one step
 // measures every field of every stage, and any input that fits one stage's

@@ -19,11 +19,6 @@ using Clock = std::chrono::steady_clock;
 
 Seconds since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Every stage but the loss checkpointed: the frugal fallback for retries.
-Schedule checkpoint_everything(int stages) {
-  return plan::schedule_with_recompute(std::vector<char>(stages, 1));
-}
-
 void scale_memory(Chain& chain, double factor) {
   auto scaled = [factor](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * factor); };
   for (Stage& s : chain.stages) {
@@ -102,7 +97,7 @@ void Trainer::calibrate() {
     return r;
   };
   if (options_.budget.is_percent) {
-    reference_peak_ = measure(plan::schedule_with_recompute(std::vector<char>(n, 0))).peak;
+    reference_peak_ = measure(plan::schedule_keeping_everything(n)).peak;
   }
   const predict::ChainSample sample =
       sample_execution(measure(plan::schedule_for_collection(n)), n, optimizer_->update_temp_bytes());
@@ -139,8 +134,9 @@ Trainer::Choice Trainer::choose(const Signature& sig) {
   if (const Plan* hit = cache_->find(sig.size)) return {hit->schedule, "cached", since(t0)};
   Plan p = plan_for(sig.size);
   // A planner that respects the budget but finds nothing that fits the
-  // prediction runs the most frugal simple schedule; the budget decides.
-  Schedule s = p.feasible || !planner_->respects_budget() ? p.schedule : checkpoint_everything(model_->size());
+  // prediction runs the most frugal simple schedule (every stage but the
+  // loss checkpointed); the budget decides.
+  Schedule s = p.feasible || !planner_->respects_budget() ? p.schedule : plan::schedule_checkpointing_everything(model_->size());
   cache_->store(sig.size, std::move(p));
   return {std::move(s), "new", since(t0)};
 }
@@ -181,7 +177,7 @@ StepRecord Trainer::step() {
       if (choice.kind != "collect") cache_->mark_bad(size);
       Plan p = plan_for(size);
       if (p.feasible) next = p.schedule;
-      if (next == choice.schedule) next = checkpoint_everything(model_->size());
+      if (next == choice.schedule) next = plan::schedule_checkpointing_everything(model_->size());
       const std::string where = "step " + std::to_string(rec.step) + ": input " + batch.signature.describe();
       if (next == choice.schedule) {
         throw Error(where + " does not fit the budget even with every stage checkpointed: " + oob.what());
