@@ -3,6 +3,7 @@
 // (registry.h).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "core/chain.h"
@@ -14,6 +15,12 @@ struct PlanRequest {
   const Chain& chain;              // cost model for this input
   Bytes budget;                    // bytes for the whole step, persistent memory included
   const Chain* largest = nullptr;  // cost model of the dataset's largest input, if known
+};
+
+// Settings of the planners that discretise memory (`optimal`, `joint`).
+struct PlannerOptions {
+  std::int64_t slots = 500;  // memory above the resident bytes is cut into this many slots
+  Bytes slot_bytes = 0;      // or into slots of exactly this size when > 0 (1: exact)
 };
 
 class Planner {

@@ -7,6 +7,7 @@
 #include "plan/all_planner.h"
 #include "plan/mimose_planner.h"
 #include "plan/none_planner.h"
+#include "plan/optimal_planner.h"
 #include "plan/sqrt_planner.h"
 #include "plan/static_planner.h"
 
@@ -14,26 +15,29 @@ namespace memtrain::plan {
 
 namespace {
 
-using Factory = std::function<std::unique_ptr<Planner>()>;
+using Factory = std::function<std::unique_ptr<Planner>(const PlannerOptions&)>;
 
 // An explicit table rather than self-registration: no static initialisation
 // order to get wrong, and the list of names is in one place.
 const std::vector<std::pair<std::string, Factory>>& table() {
   static const std::vector<std::pair<std::string, Factory>> planners = {
-      {"all", [] { return std::make_unique<AllPlanner>(); }},
-      {"mimose", [] { return std::make_unique<MimosePlanner>(); }},
-      {"none", [] { return std::make_unique<NonePlanner>(); }},
-      {"sqrt", [] { return std::make_unique<SqrtPlanner>(); }},
-      {"static", [] { return std::make_unique<StaticPlanner>(); }},
+      {"all", [](const PlannerOptions&) { return std::make_unique<AllPlanner>(); }},
+      {"mimose", [](const PlannerOptions&) { return std::make_unique<MimosePlanner>(); }},
+      {"none", [](const PlannerOptions&) { return std::make_unique<NonePlanner>(); }},
+      {"optimal", [](const PlannerOptions& o) { return std::make_unique<OptimalPlanner>(o); }},
+      {"sqrt", [](const PlannerOptions&) { return std::make_unique<SqrtPlanner>(); }},
+      {"static", [](const PlannerOptions&) { return std::make_unique<StaticPlanner>(); }},
   };
   return planners;
 }
 
 }  // namespace
 
-std::unique_ptr<Planner> make_planner(const std::string& name) {
+std::unique_ptr<Planner> make_planner(const std::string& name, const PlannerOptions& options) {
+  if (options.slot_bytes < 0) throw UsageError("slot size must be at least 1 byte, not " + std::to_string(options.slot_bytes));
+  if (options.slots < 1) throw UsageError("slots must be at least 1, not " + std::to_string(options.slots));
   for (const auto& [known, factory] : table()) {
-    if (known == name) return factory();
+    if (known == name) return factory(options);
   }
   std::string known;
   for (const std::string& n : planner_names()) known += (known.empty() ? "" : ", ") + n;

@@ -1,4 +1,4 @@
-// Planners by name: `none`, `all`, `sqrt`, `static`, `mimose`.
+// Planners by name: `none`, `all`, `sqrt`, `static`, `mimose`, `optimal`.
 #pragma once
 
 #include <memory>
@@ -10,7 +10,9 @@
 namespace memtrain::plan {
 
 // Throws UsageError "unknown planner 'x'; known: ..." for other names.
-std::unique_ptr<Planner> make_planner(const std::string& name);
+// `options` matter to the planners that discretise memory and are ignored
+// by the others; UsageError for slots < 1 or slot_bytes < 0.
+std::unique_ptr<Planner> make_planner(const std::string& name, const PlannerOptions& options = {});
 std::vector<std::string> planner_names();
 
 }  // namespace memtrain::plan

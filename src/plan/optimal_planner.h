@@ -1,0 +1,33 @@
+// `optimal`: the least simulated time any persistent-chain schedule can have
+// for this input within the budget (PersistentDp), or the least budget at
+// which one exists. Budget-aware and input-aware: it plans whatever chain it
+// is given, so in the trainer it plans each predicted input size.
+#pragma once
+
+#include <cstdint>
+
+#include "plan/persistent_dp.h"
+#include "plan/planner.h"
+
+namespace memtrain::plan {
+
+class OptimalPlanner : public Planner {
+ public:
+  explicit OptimalPlanner(PlannerOptions options = {}) : options_(options) {}
+  std::string name() const override { return "optimal"; }
+  Plan plan(const PlanRequest& request) override;
+
+  // The table of the last plan, and its value: the DP's own time for the
+  // schedule it returned, which the Simulator must reproduce.
+  const PersistentDp& table() const { return dp_; }
+  double last_value() const { return last_value_; }
+
+ private:
+  Bytes slot_size(Bytes available) const;
+
+  PlannerOptions options_;
+  PersistentDp dp_;  // kept between plans: its buffers are reused
+  double last_value_ = PersistentDp::kInfinity;
+};
+
+}  // namespace memtrain::plan

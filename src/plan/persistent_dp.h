@@ -1,0 +1,70 @@
+// The exact dynamic program for checkpointing a heterogeneous chain under the
+// persistent memory model (Beaumont, Eyraud-Dubois, Herrmann, Joly, Shilova:
+// "Optimal checkpointing for heterogeneous chains", the algorithm behind
+// Rotor), with memory counted exactly as sim::simulate counts it. Its
+// recurrence and why each condition is there: src/plan/OPTIMAL.md.
+//
+// Memory is discretised into slots; every size is rounded up to whole slots,
+// so a schedule the table calls feasible is feasible in bytes too. With a
+// slot of one byte the table is exact.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "core/chain.h"
+#include "core/schedule.h"
+
+namespace memtrain::plan {
+
+class PersistentDp {
+ public:
+  static constexpr double kInfinity = std::numeric_limits<double>::infinity();
+  // Refuse tables larger than this many entries (each 10 bytes).
+  static constexpr std::int64_t kMaxEntries = std::int64_t{1} << 25;
+
+  // Fills OPT(m, i, l) for every 0 <= i <= l < n and every m in 0..capacity
+  // slots of `slot_bytes` each. Throws UsageError when the table would be
+  // larger than kMaxEntries. The buffers are kept for the next solve.
+  void solve(const Chain& chain, Bytes slot_bytes, std::int64_t capacity);
+
+  // Least time for stages i..l with m slots available (see OPTIMAL.md), or
+  // kInfinity.
+  double value(int i, int l, std::int64_t m) const;
+  // Least m with value(i, l, m) finite; capacity + 1 when there is none.
+  std::int64_t least_slots(int i, int l) const { return least_[pair(i, l)]; }
+  // The schedule that achieves value(0, n-1, m); m must be feasible.
+  Schedule schedule(std::int64_t m) const;
+
+  std::int64_t capacity() const { return capacity_; }
+  Bytes slot_bytes() const { return slot_bytes_; }
+  // Table entries actually computed by the last solve (the rest were
+  // pruned: below the least feasible m or above the keep-everything one).
+  std::int64_t computed_entries() const { return computed_; }
+
+ private:
+  int pair(int i, int l) const { return row_start_[i] + (l - i); }
+  const double* values(int i, int l) const { return &value_[static_cast<size_t>(pair(i, l)) * width_]; }
+  double* values(int i, int l) { return &value_[static_cast<size_t>(pair(i, l)) * width_]; }
+  std::int16_t* choices(int i, int l) { return &choice_[static_cast<size_t>(pair(i, l)) * width_]; }
+  std::int16_t choice(int i, int l, std::int64_t m) const {
+    return choice_[static_cast<size_t>(pair(i, l)) * width_ + m];
+  }
+  void emit(int i, int l, std::int64_t m, Schedule& out) const;
+
+  int n_ = 0;
+  std::int64_t capacity_ = 0;
+  size_t width_ = 0;  // capacity + 1
+  Bytes slot_bytes_ = 1;
+  std::int64_t computed_ = 0;
+  // Sizes in slots, rounded up: a[0..n], saved, fwd temp (grad / no grad), bwd temp.
+  std::vector<std::int64_t> a_, s_, tf_, tn_, tb_;
+  std::vector<double> f_, b_;
+  std::vector<int> row_start_;
+  std::vector<std::int64_t> least_;
+  std::vector<double> value_;
+  std::vector<std::int16_t> choice_;  // -1 infeasible, 0 keep stage i whole, j > 0 checkpoint at j
+};
+
+}  // namespace memtrain::plan

@@ -1,0 +1,241 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "core/error.h"
+#include "plan/optimal_planner.h"
+#include "plan/registry.h"
+#include "plan/schedule_builders.h"
+#include "sim/simulator.h"
+#include "support/chains.h"
+
+namespace memtrain::plan {
+namespace {
+
+using testing::random_chain;
+
+Bytes keep_all_peak(const Chain& c) { return sim::simulate(c, schedule_keeping_everything(c.size())).peak_bytes; }
+
+PlannerOptions exact() {
+  PlannerOptions o;
+  o.slot_bytes = 1;
+  return o;
+}
+
+bool same_time(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
+
+// Every schedule of the persistent-chain class for stages i..l, built by the
+// class's definition alone (no memory reasoning): stage i kept whole, or a
+// checkpoint at some j with i < j <= l.
+void enumerate(int i, int l, int n, std::vector<Schedule>& out) {
+  if (i == l) {
+    Schedule s;
+    s.forward_all(i);
+    if (i == n - 1) s.loss();
+    s.backward(i);
+    out.push_back(s);
+    return;
+  }
+  std::vector<Schedule> rest;
+  enumerate(i + 1, l, n, rest);
+  for (const Schedule& r : rest) {
+    Schedule s;
+    s.forward_all(i);
+    s.ops.insert(s.ops.end(), r.ops.begin(), r.ops.end());
+    s.backward(i);
+    out.push_back(s);
+  }
+  for (int j = i + 1; j <= l; ++j) {
+    std::vector<Schedule> later, again;
+    enumerate(j, l, n, later);
+    enumerate(i, j - 1, n, again);
+    for (const Schedule& x : later) {
+      for (const Schedule& y : again) {
+        Schedule s;
+        s.forward_checkpoint(i);
+        for (int k = i + 1; k < j; ++k) s.forward_none(k);
+        s.ops.insert(s.ops.end(), x.ops.begin(), x.ops.end());
+        s.ops.insert(s.ops.end(), y.ops.begin(), y.ops.end());
+        out.push_back(s);
+      }
+    }
+  }
+}
+
+TEST(OptimalPlanner, SimulatorReproducesTheTableValueAndTheBudgetHolds) {
+  int feasible = 0, recomputing = 0;
+  for (std::uint32_t seed = 1; seed <= 150; ++seed) {
+    const Chain c = random_chain(1 + seed % 30, seed);
+    const Bytes top = keep_all_peak(c);
+    for (const PlannerOptions& options : {PlannerOptions{}, PlannerOptions{37, 0}, exact()}) {
+      if (options.slot_bytes == 1 && c.size() > 12) continue;  // keeps the exact table small
+      OptimalPlanner planner(options);
+      for (double fraction : {0.25, 0.4, 0.55, 0.7, 0.85, 1.0}) {
+        const Bytes budget = static_cast<Bytes>(fraction * static_cast<double>(top));
+        const Plan p = planner.plan({c, budget});
+        if (!p.feasible) {
+          EXPECT_GT(p.min_budget_bytes, budget);
+          continue;
+        }
+        ++feasible;
+        recomputing += p.schedule.recomputed_forwards(c.size()) > 0;
+        const sim::SimResult r = sim::simulate(c, p.schedule);
+        EXPECT_LE(r.peak_bytes, budget) << "seed " << seed << " fraction " << fraction;
+        EXPECT_TRUE(same_time(r.time, planner.last_value()))
+            << "seed " << seed << ": simulated " << r.time << ", table " << planner.last_value();
+      }
+    }
+  }
+  EXPECT_GT(feasible, 1000);
+  EXPECT_GT(recomputing, 500);  // the interesting case is exercised, not only "everything fits"
+}
+
+TEST(OptimalPlanner, WithOneByteSlotsItIsTheOptimumOfEveryScheduleInItsClass) {
+  int compared = 0;
+  for (std::uint32_t seed = 1; seed <= 60; ++seed) {
+    const int n = 1 + seed % 6;
+    const Chain c = random_chain(n, 1000 + seed);
+    std::vector<Schedule> all;
+    enumerate(0, n - 1, n, all);
+    std::vector<sim::SimResult> priced;
+    for (const Schedule& s : all) priced.push_back(sim::simulate(c, s));
+    OptimalPlanner planner(exact());
+    const Bytes top = keep_all_peak(c);
+    for (int k = 1; k <= 12; ++k) {
+      const Bytes budget = top * k / 12;
+      double best = PersistentDp::kInfinity;
+      for (const sim::SimResult& r : priced) {
+        if (r.peak_bytes <= budget) best = std::min(best, r.time);
+      }
+      const Plan p = planner.plan({c, budget});
+      ASSERT_EQ(p.feasible, best != PersistentDp::kInfinity) << "seed " << seed << " budget " << budget;
+      if (p.feasible) {
+        EXPECT_TRUE(same_time(p.time, best)) << "seed " << seed << ": planned " << p.time << ", best " << best;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 200);
+}
+
+TEST(OptimalPlanner, WithOneByteSlotsTheLeastBudgetIsExact) {
+  for (std::uint32_t seed = 1; seed <= 40; ++seed) {
+    const Chain c = random_chain(2 + seed % 10, 2000 + seed);
+    OptimalPlanner planner(exact());
+    const Plan none_fits = planner.plan({c, 0});
+    ASSERT_FALSE(none_fits.feasible);
+    const Bytes least = none_fits.min_budget_bytes;
+    EXPECT_TRUE(planner.plan({c, least}).feasible) << "seed " << seed;
+    EXPECT_FALSE(planner.plan({c, least - 1}).feasible) << "seed " << seed;
+  }
+}
+
+TEST(OptimalPlanner, NeverSlowerThanAnyOtherPlannerWhereThatOneFits) {
+  int compared = 0;
+  for (std::uint32_t seed = 1; seed <= 80; ++seed) {
+    const Chain c = random_chain(2 + seed % 12, 3000 + seed);
+    const Bytes top = keep_all_peak(c);
+    OptimalPlanner optimal(exact());
+    for (double fraction : {0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0}) {
+      const Bytes budget = static_cast<Bytes>(fraction * static_cast<double>(top));
+      const Plan best = optimal.plan({c, budget});
+      for (const char* name : {"none", "all", "sqrt", "mimose", "static"}) {
+        const Plan other = make_planner(name)->plan({c, budget, &c});
+        if (!other.feasible || other.peak_bytes > budget) continue;
+        ASSERT_TRUE(best.feasible) << name << " fits seed " << seed << " at " << fraction << ", optimal does not";
+        EXPECT_LE(best.time, other.time + 1e-9) << name << " seed " << seed << " fraction " << fraction;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 1000);
+}
+
+// At the default 500 slots the table rounds sizes up, and the planner wins
+// the rounding back by letting the Simulator pick among the schedules just
+// past the budget: still never slower than a heuristic, on these chains.
+TEST(OptimalPlanner, AtDefaultSlotsStillNeverSlowerThanTheHeuristics) {
+  int compared = 0;
+  for (std::uint32_t seed = 1; seed <= 80; ++seed) {
+    const Chain c = random_chain(4 + seed % 30, 4000 + seed);
+    const Bytes top = keep_all_peak(c);
+    OptimalPlanner optimal;
+    for (int k = 2; k <= 20; ++k) {
+      const Bytes budget = top * k / 20;
+      const Plan best = optimal.plan({c, budget});
+      for (const char* name : {"all", "sqrt", "mimose", "static"}) {
+        const Plan other = make_planner(name)->plan({c, budget, &c});
+        if (!other.feasible) continue;
+        ASSERT_TRUE(best.feasible) << name << " fits seed " << seed << " at " << k << "/20, optimal does not";
+        EXPECT_LE(best.time, other.time + 1e-9) << name << " seed " << seed << " at " << k << "/20";
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 1500);
+}
+
+TEST(OptimalPlanner, FitsWhereverKeepingEverythingFitsEvenAtCoarseSlots) {
+  for (std::uint32_t seed = 1; seed <= 50; ++seed) {
+    const Chain c = random_chain(24, seed);
+    OptimalPlanner planner(PlannerOptions{5, 0});
+    const Plan p = planner.plan({c, keep_all_peak(c)});
+    ASSERT_TRUE(p.feasible);
+    EXPECT_EQ(p.schedule.recomputed_forwards(c.size()), 0);
+  }
+}
+
+TEST(OptimalPlanner, RecomputesMoreAsTheBudgetShrinks) {
+  const Chain c = random_chain(16, 7);
+  OptimalPlanner planner(exact());
+  const Bytes top = keep_all_peak(c);
+  double previous = 0;
+  int previous_recomputed = 0;
+  for (int k = 10; k >= 1; --k) {
+    const Plan p = planner.plan({c, top * k / 10});
+    if (!p.feasible) break;
+    EXPECT_GE(p.time, previous - 1e-9);  // less memory never buys time
+    EXPECT_GE(p.schedule.recomputed_forwards(c.size()), k == 10 ? 0 : 1);
+    previous = p.time;
+    previous_recomputed = p.schedule.recomputed_forwards(c.size());
+  }
+  EXPECT_GT(previous_recomputed, 1);
+}
+
+TEST(OptimalPlanner, RefusesATableTooLargeNamingTheFlags) {
+  const Chain c = random_chain(30, 3);
+  OptimalPlanner planner(exact());
+  try {
+    planner.plan({c, Bytes{1} << 40});
+  } catch (const UsageError& e) {
+    // A budget this large fits everything, so the table is not needed at all.
+    FAIL() << e.what();
+  }
+  Chain big = c;
+  for (Stage& s : big.stages) s.saved_bytes *= 1000000;
+  try {
+    planner.plan({big, keep_all_peak(big) / 2});
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--slot-bytes"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OptimalPlanner, RegistryPassesSlotOptionsAndRejectsBadOnes) {
+  EXPECT_EQ(make_planner("optimal")->name(), "optimal");
+  EXPECT_THROW(make_planner("optimal", PlannerOptions{0, 0}), UsageError);
+  EXPECT_THROW(make_planner("optimal", PlannerOptions{500, -1}), UsageError);
+  // Fewer slots: coarser rounding, so never a faster plan than finer slots at the same budget.
+  const Chain c = random_chain(20, 11);
+  const Bytes budget = keep_all_peak(c) / 2;
+  const Plan coarse = make_planner("optimal", PlannerOptions{20, 0})->plan({c, budget});
+  const Plan fine = make_planner("optimal", exact())->plan({c, budget});
+  ASSERT_TRUE(fine.feasible);
+  if (coarse.feasible) {
+    EXPECT_GE(coarse.time, fine.time - 1e-9);
+  }
+}
+
+}  // namespace
+}  // namespace memtrain::plan
