@@ -1,5 +1,6 @@
 // `memtrain plan`: a chain from JSON, a budget, a planner -> the schedule,
-// its simulated peak and time.
+// its simulated peak and time. With --sweep: every planner over a range of
+// budgets, as a table, a CSV file and a plot.
 #include <cstdio>
 #include <fstream>
 
@@ -7,10 +8,13 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/gnuplot.h"
+#include "cli/planner_flags.h"
 #include "core/chain_json.h"
 #include "core/error.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
+#include "plan/tradeoff_curve.h"
 #include "sim/simulator.h"
 
 namespace memtrain::cli {
@@ -18,30 +22,98 @@ namespace memtrain::cli {
 namespace {
 
 const char* kPlanHelp =
-    "usage: memtrain plan --chain FILE.json --budget B --planner P [--json FILE] [--largest FILE.json]\n"
+    "usage: memtrain plan --chain FILE.json --budget B --planner P [--slots N | --slot-bytes N]\n"
+    "                     [--json FILE] [--largest FILE.json]\n"
+    "       memtrain plan --chain FILE.json --sweep [--points N] [--csv FILE] [--plot FILE.svg|.png]\n"
     "\n"
     "Plans the chain in FILE.json (format: docs/chain-format.md) and prints the schedule,\n"
     "its simulated peak memory and time, or that no schedule of this planner fits.\n"
     "\n"
     "  --chain FILE      the chain to plan\n"
     "  --budget B        bytes (4096, 64KiB, 80MiB) or N% of the chain's peak with nothing recomputed\n"
-    "  --planner P       all, mimose, none, sqrt, static (default mimose)\n"
+    "  --planner P       PLANNERS (default mimose)\n"
+    "  --slots N         optimal: memory above the resident bytes in N slots (default 500, 1..100000)\n"
+    "  --slot-bytes N    optimal: slots of N bytes instead (1: exact; the table must stay under 2^25 entries)\n"
     "  --largest FILE    static: the chain of the largest input to plan once for (default: --chain)\n"
-    "  --json FILE       write feasible, peak_bytes, time and schedule as JSON\n";
+    "  --json FILE       write feasible, peak_bytes, time and schedule as JSON\n"
+    "\n"
+    "  --sweep           every planner at --points budgets from the least any planner needs to the\n"
+    "                    peak with nothing recomputed: prints simulated time over budget, writes\n"
+    "                    --csv (default plan-sweep.csv) and --plot (default plan-sweep.svg; gnuplot)\n";
+
+int run_sweep(Flags& flags, const std::string& chain_path, const plan::PlannerOptions& options) {
+  const int points = static_cast<int>(flags.integer("points", 25, 2, 1000));
+  const std::string csv_path = flags.text("csv", "plan-sweep.csv");
+  const std::string plot_path = flags.text("plot", "plan-sweep.svg");
+  const std::string terminal = gnuplot_terminal(plot_path);  // reject a bad name before the work
+  flags.check_all_used();
+
+  const Chain chain = read_chain_file(chain_path);
+  const std::vector<std::string> planners = plan::planner_names();
+  const auto curve = plan::tradeoff_curve(chain, planners, points, options);
+  const double keep_all_time = sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).time;
+
+  std::ofstream csv(csv_path);
+  if (!csv) throw Error("--csv: cannot write '" + csv_path + "'");
+  csv << "planner,budget_bytes,budget_fraction,feasible,time_seconds,time_over_keep_all,peak_bytes,recomputed_forwards\n";
+  std::printf("simulated time / time with nothing recomputed (%.6g s); '-' where the planner finds nothing\n",
+              keep_all_time);
+  std::printf("%14s %8s", "budget", "of peak");
+  for (const std::string& p : planners) std::printf(" %8s", p.c_str());
+  std::printf("\n");
+  for (size_t k = 0; k < curve.size(); k += planners.size()) {
+    std::printf("%14s %7.1f%%", format_bytes(curve[k].budget_bytes).c_str(), 100 * curve[k].budget_fraction);
+    for (size_t q = 0; q < planners.size(); ++q) {
+      const plan::TradeoffPoint& t = curve[k + q];
+      const double ratio = t.time / keep_all_time;
+      if (t.feasible) std::printf(" %8.3f", ratio);
+      else std::printf(" %8s", "-");
+      csv << t.planner << ',' << t.budget_bytes << ',' << t.budget_fraction << ',' << (t.feasible ? 1 : 0) << ','
+          << (t.feasible ? std::to_string(t.time) : "") << ',' << (t.feasible ? std::to_string(ratio) : "") << ','
+          << (t.feasible ? std::to_string(t.peak_bytes) : "") << ',' << t.recomputed_forwards << '\n';
+    }
+    std::printf("\n");
+  }
+  csv.close();
+  std::string script = terminal +
+                       "set datafile separator ','\n"
+                       "set key top right\n"
+                       "set grid\n"
+                       "set xlabel 'budget (% of the peak with nothing recomputed)'\n"
+                       "set ylabel 'simulated step time / time with nothing recomputed'\n"
+                       "set title 'memory/time trade-off, " + std::to_string(chain.size()) + " stages'\n"
+                       "plot ";
+  for (size_t q = 0; q < planners.size(); ++q) {
+    script += (q ? ", " : "") + gnuplot_quote(csv_path) + " using (100*$3):(strcol(1) eq " +
+              gnuplot_quote(planners[q]) + " && $4 == 1 ? $6 : 1/0) with linespoints title " +
+              gnuplot_quote(planners[q]);
+  }
+  script += "\n";
+  run_gnuplot(script);
+  std::printf("wrote %s and %s\n", csv_path.c_str(), plot_path.c_str());
+  return 0;
+}
 
 }  // namespace
 
 int run_plan(const std::vector<std::string>& args) {
-  Flags flags(args, {"help"}, "plan");
+  Flags flags(args, {"help", "sweep"}, "plan");
   if (flags.has("help")) {
-    std::fputs(kPlanHelp, stdout);
+    std::fputs(help_with_planners(kPlanHelp).c_str(), stdout);
     return 0;
   }
   if (!flags.has("chain")) throw UsageError("plan: --chain FILE is required; see memtrain plan --help");
-  if (!flags.has("budget")) throw UsageError("plan: --budget B is required; see memtrain plan --help");
   const std::string chain_path = flags.text("chain", "");
+  const plan::PlannerOptions options = parse_planner_options(flags);
+  if (flags.has("sweep")) {
+    for (const char* other : {"budget", "planner", "json", "largest"}) {
+      if (flags.has(other)) throw UsageError(std::string("plan: --sweep plans every planner at many budgets; drop --") + other);
+    }
+    return run_sweep(flags, chain_path, options);
+  }
+  if (!flags.has("budget")) throw UsageError("plan: --budget B is required; see memtrain plan --help");
   const BudgetSpec spec = parse_budget(flags.text("budget", ""), "--budget");
-  auto planner = plan::make_planner(flags.text("planner", "mimose"));
+  auto planner = plan::make_planner(flags.text("planner", "mimose"), options);
   const std::string largest_path = flags.text("largest", "");
   const std::string json_path = flags.text("json", "");
   flags.check_all_used();
@@ -60,6 +132,7 @@ int run_plan(const std::vector<std::string>& args) {
     std::printf("simulated peak %s (%lld bytes), time %.6g s (%d recomputed forwards; keep-all peak %s)\n",
                 format_bytes(p.peak_bytes).c_str(), static_cast<long long>(p.peak_bytes), p.time,
                 p.schedule.recomputed_forwards(chain.size()), format_bytes(keep_all_peak).c_str());
+    if (!p.note.empty()) std::printf("%s\n", p.note.c_str());
   } else {
     std::printf("%s\n", p.note.c_str());
   }

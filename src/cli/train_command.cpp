@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/planner_flags.h"
 #include "cli/progress_bar.h"
 #include "cli/train_report.h"
 #include "core/chain_json.h"
@@ -38,7 +39,8 @@ const char* kTrainHelp =
     "  --budget B                   bytes (4096, 64KiB, 80MiB, 2GiB) or N% of the unconstrained\n"
     "                               peak of the dataset's largest batch (default 50%; 75% for resnet,\n"
     "                               whose largest block alone needs about 61% at 112 px)\n"
-    "  --planner P                  all, mimose, none, sqrt, static (default mimose)\n"
+    "  --planner P                  PLANNERS (default mimose)\n"
+    "  --slots N | --slot-bytes N   optimal: how finely memory is cut (default 500 slots; see memtrain plan --help)\n"
     "  --steps N                    training steps (default 40)\n"
     "  --epochs N                   train N whole epochs instead of --steps\n"
     "  --batch N                    sentences or images per batch (default 32)\n"
@@ -92,7 +94,7 @@ Dataset load_dataset(const std::string& name, Flags& flags, std::int64_t batch, 
 int run_train(const std::vector<std::string>& args) {
   Flags flags(args, {"help", "quiet", "no-enforce"}, "train");
   if (flags.has("help")) {
-    std::fputs(kTrainHelp, stdout);
+    std::fputs(help_with_planners(kTrainHelp).c_str(), stdout);
     return 0;
   }
   const std::string model = flags.choice("model", "transformer", runtime::model_names());
@@ -104,7 +106,8 @@ int run_train(const std::vector<std::string>& args) {
   }
   runtime::TrainerOptions options;
   options.planner = flags.text("planner", "mimose");
-  plan::make_planner(options.planner);  // reject an unknown name before loading data
+  options.planner_options = parse_planner_options(flags);
+  plan::make_planner(options.planner, options.planner_options);  // reject a bad name before loading data
   options.budget = parse_budget(flags.text("budget", model == "resnet" ? "75%" : "50%"), "--budget");
   options.seed = static_cast<std::uint64_t>(flags.integer("seed", 1, 0, INT64_MAX));
   options.collect_steps = static_cast<int>(flags.integer("collect-steps", options.collect_steps, 0, 10));

@@ -1,5 +1,6 @@
 #include "runtime/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <torch/torch.h>
@@ -48,7 +49,7 @@ void check_options(const TrainerOptions& o) {
 Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory factory, BatchSource& source)
     : options_(std::move(options)), memory_(memory), source_(source) {
   check_options(options_);
-  planner_ = plan::make_planner(options_.planner);
+  planner_ = plan::make_planner(options_.planner, options_.planner_options);
   const auto scope = memory_.activate();
   torch::manual_seed(options_.seed);  // the model's initial weights
   model_ = std::make_unique<StagedModel>(factory());
@@ -126,6 +127,17 @@ Plan Trainer::plan_for(std::int64_t size) {
   return planner_->plan({chain, planning_budget, &largest_chain_});
 }
 
+Schedule Trainer::most_frugal(std::int64_t size) {
+  const Chain chain = predictor_->predict(cache_->planning_size(size));
+  Schedule best = plan::schedule_checkpointing_everything(model_->size());
+  if (!planner_->respects_budget()) return best;
+  const Plan least = planner_->plan({chain, 0, &largest_chain_});
+  if (least.min_budget_bytes <= 0) return best;
+  const Plan p = planner_->plan({chain, least.min_budget_bytes, &largest_chain_});
+  if (p.feasible && p.peak_bytes < sim::simulate(chain, best).peak_bytes) best = p.schedule;
+  return best;
+}
+
 Trainer::Choice Trainer::choose(const Signature& sig) {
   const Clock::time_point t0 = Clock::now();
   if (static_cast<int>(records_.size()) < options_.collect_steps) {
@@ -134,9 +146,8 @@ Trainer::Choice Trainer::choose(const Signature& sig) {
   if (const Plan* hit = cache_->find(sig.size)) return {hit->schedule, "cached", since(t0)};
   Plan p = plan_for(sig.size);
   // A planner that respects the budget but finds nothing that fits the
-  // prediction runs the most frugal simple schedule (every stage but the
-  // loss checkpointed); the budget decides.
-  Schedule s = p.feasible || !planner_->respects_budget() ? p.schedule : plan::schedule_checkpointing_everything(model_->size());
+  // prediction runs the most frugal schedule it knows; the budget decides.
+  Schedule s = p.feasible || !planner_->respects_budget() ? p.schedule : most_frugal(sig.size);
   cache_->store(sig.size, std::move(p));
   return {std::move(s), "new", since(t0)};
 }
@@ -160,6 +171,8 @@ StepRecord Trainer::step() {
   const RngSnapshot start = RngSnapshot::capture(generator_);
   StepContext ctx = context_for(batch);
   ExecutionResult result;
+  std::vector<Schedule> failed;  // schedules this step already ran out of budget with
+  auto tried = [&](const Schedule& s) { return std::find(failed.begin(), failed.end(), s) != failed.end(); };
   while (true) {
     try {
       result = executor_->run(choice.schedule, batch, ctx);
@@ -173,14 +186,15 @@ StepRecord Trainer::step() {
       ++rec.retries;
       ++retries_;
       const Clock::time_point tp = Clock::now();
-      Schedule next = choice.schedule;
+      failed.push_back(choice.schedule);
       if (choice.kind != "collect") cache_->mark_bad(size);
       Plan p = plan_for(size);
-      if (p.feasible) next = p.schedule;
-      if (next == choice.schedule) next = plan::schedule_checkpointing_everything(model_->size());
+      Schedule next = p.feasible ? p.schedule : most_frugal(size);
+      if (tried(next)) next = plan::schedule_checkpointing_everything(model_->size());
       const std::string where = "step " + std::to_string(rec.step) + ": input " + batch.signature.describe();
-      if (next == choice.schedule) {
-        throw Error(where + " does not fit the budget even with every stage checkpointed: " + oob.what());
+      if (tried(next)) {
+        throw Error(where + " does not fit the budget even with the most frugal schedule (planner " +
+                    planner_->name() + "'s least, or every stage checkpointed): " + oob.what());
       }
       if (rec.retries > options_.max_retries) {
         throw Error(where + " still ran out of budget after " + std::to_string(options_.max_retries) +

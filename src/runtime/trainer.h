@@ -36,6 +36,7 @@ namespace memtrain::runtime {
 
 struct TrainerOptions {
   std::string planner = "mimose";
+  plan::PlannerOptions planner_options;  // slots of the planners that discretise memory
   BudgetSpec budget = {true, 50.0, 0};  // default: 50% of the largest input's unconstrained peak
   int collect_steps = 4;                // K: steps with every stage checkpointed, 0..10
   std::int64_t bucket = 0;              // plan-cache bucket width in signature size; 0: largest / 64
@@ -117,6 +118,9 @@ class Trainer {
   };
   Choice choose(const Signature& sig);
   Plan plan_for(std::int64_t size);
+  // The schedule with the lowest predicted peak for this size: the planner's
+  // own at the least budget it can work with, or every stage checkpointed.
+  Schedule most_frugal(std::int64_t size);
   StepContext context_for(const Batch& batch);
   Error below_minimum(const Signature& sig, Bytes minimum) const;
 

@@ -1,4 +1,5 @@
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -39,7 +40,7 @@ TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   EXPECT_NE(o.err.find("unknown command 'fly'; known: plan, train"), std::string::npos);
   o = run({"train", "--planner", "rotor"});
   EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("unknown planner 'rotor'; known: all, mimose, none, sqrt, static"), std::string::npos);
+  EXPECT_NE(o.err.find("unknown planner 'rotor'; known: all, mimose, none, optimal, sqrt, static"), std::string::npos);
   o = run({"train", "--budget", "150%"});
   EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.err.find("--budget '150%' is not a valid percentage"), std::string::npos);
@@ -52,6 +53,15 @@ TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   o = run({"plan", "--budget", "1MiB"});
   EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.err.find("--chain FILE is required"), std::string::npos);
+  o = run({"plan", "--chain", "c.json", "--budget", "1MiB", "--slots", "10", "--slot-bytes", "4"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("give --slots N or --slot-bytes N, not both"), std::string::npos) << o.err;
+  o = run({"plan", "--chain", "c.json", "--budget", "1MiB", "--slots", "0"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("--slots 0 is out of range; expected an integer in 1..100000"), std::string::npos) << o.err;
+  o = run({"plan", "--chain", "c.json", "--sweep", "--plot", "curve.pdf"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("plot file 'curve.pdf': expected a name ending in .svg or .png"), std::string::npos) << o.err;
   EXPECT_EQ(run({"train", "--help"}).status, 0);
   EXPECT_EQ(run({"plan", "--help"}).status, 0);
 }
@@ -78,6 +88,50 @@ TEST(Commands, PlanWritesTheScheduleAndItsCost) {
   const json k = read_json(out);
   EXPECT_FALSE(k["feasible"].get<bool>());
   EXPECT_GT(k["min_budget_bytes"].get<long long>(), 100);
+}
+
+TEST(Commands, PlanOptimalWithExactSlotsFitsAndIsNoSlowerThanMimose) {
+  testing::TempDir dir;
+  const std::string chain = dir.path() + "/chain.json";
+  write_chain_file(testing::random_chain(10, 4), chain);
+  const std::string a = dir.path() + "/optimal.json", b = dir.path() + "/mimose.json";
+  ASSERT_EQ(run({"plan", "--chain", chain, "--budget", "45%", "--planner", "optimal", "--slot-bytes", "1", "--json", a})
+                .status,
+            0);
+  ASSERT_EQ(run({"plan", "--chain", chain, "--budget", "45%", "--planner", "mimose", "--json", b}).status, 0);
+  const json o = read_json(a), m = read_json(b);
+  ASSERT_TRUE(o["feasible"].get<bool>());
+  EXPECT_LE(o["peak_bytes"].get<long long>(), o["budget_bytes"].get<long long>());
+  if (m["feasible"].get<bool>()) EXPECT_LE(o["time"].get<double>(), m["time"].get<double>());
+}
+
+TEST(Commands, PlanSweepWritesEveryPlannerAtEveryBudgetAndAPlot) {
+  testing::TempDir dir;
+  const std::string chain = dir.path() + "/chain.json";
+  write_chain_file(testing::random_chain(12, 8), chain);
+  const std::string csv = dir.path() + "/sweep.csv", svg = dir.path() + "/sweep.svg";
+  const Outcome o = run({"plan", "--chain", chain, "--sweep", "--points", "7", "--csv", csv, "--plot", svg});
+  ASSERT_EQ(o.status, 0) << o.err;
+  std::ifstream in(csv);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "planner,budget_bytes,budget_fraction,feasible,time_seconds,time_over_keep_all,peak_bytes,"
+                  "recomputed_forwards");
+  std::map<std::string, int> rows, feasible;
+  while (std::getline(in, line)) {
+    const std::string planner = line.substr(0, line.find(','));
+    ++rows[planner];
+    feasible[planner] += line.find(",1,") != std::string::npos;
+  }
+  EXPECT_EQ(rows.size(), 6u);
+  for (const auto& [planner, count] : rows) EXPECT_EQ(count, 7) << planner;
+  EXPECT_EQ(feasible["none"], 1);        // only at the top budget
+  EXPECT_GE(feasible["optimal"], feasible["mimose"]);
+  EXPECT_GE(feasible["optimal"], 6);     // the lowest budget is the least any planner needs
+  std::ifstream plot(svg);
+  std::string head((std::istreambuf_iterator<char>(plot)), {});
+  EXPECT_NE(head.find("<svg"), std::string::npos);
+  EXPECT_NE(head.find("optimal"), std::string::npos);
 }
 
 // The real thing, small: Brown, a two-layer tagger, a few steps.

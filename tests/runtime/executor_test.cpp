@@ -13,8 +13,35 @@ namespace {
 
 using testing::Rig;
 
+// A schedule of the kind `optimal` emits, with nested recomputation: stages
+// 0 and 2 run forward three times each.
+Schedule nested_schedule() {
+  Schedule s;
+  s.forward_checkpoint(0);
+  s.forward_none(1);
+  s.forward_checkpoint(2);
+  s.forward_none(3);
+  s.forward_all(4);
+  s.forward_all(5);
+  s.loss();
+  s.backward(5);
+  s.backward(4);
+  s.forward_checkpoint(2);
+  s.forward_all(3);
+  s.backward(3);
+  s.forward_all(2);
+  s.backward(2);
+  s.forward_checkpoint(0);
+  s.forward_all(1);
+  s.backward(1);
+  s.forward_all(0);
+  s.backward(0);
+  return s;
+}
+
 std::vector<Schedule> schedules_for(int n) {
-  return {plan::schedule_with_recompute(std::vector<char>(n, 0)),
+  return {nested_schedule(),
+          plan::schedule_with_recompute(std::vector<char>(n, 0)),
           plan::schedule_with_recompute(std::vector<char>(n, 1)),
           plan::schedule_with_segments(n, plan::SqrtPlanner::segment_starts(n)),
           plan::schedule_for_collection(n),

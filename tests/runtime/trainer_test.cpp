@@ -56,7 +56,7 @@ TEST(Trainer, CheckpointedTrainingEqualsPlainTrainingWithDropout) {
   const TrainingRun plain = train(options("none"), 12);
   // sqrt ignores the budget when it plans, so it gets one its schedule fits.
   for (const auto& [planner, budget] : std::vector<std::pair<std::string, std::string>>{
-           {"all", "60%"}, {"sqrt", "80%"}, {"mimose", "60%"}, {"static", "60%"}}) {
+           {"all", "60%"}, {"sqrt", "80%"}, {"mimose", "60%"}, {"static", "60%"}, {"optimal", "55%"}}) {
     const TrainingRun r = train(options(planner, budget), 12);
     expect_same_training(plain, r, planner);
     long recomputing_steps = 0;
@@ -66,7 +66,7 @@ TEST(Trainer, CheckpointedTrainingEqualsPlainTrainingWithDropout) {
 }
 
 TEST(Trainer, StaysWithinTheBudgetAndPredictsPeaks) {
-  for (const char* planner : {"mimose", "static", "all"}) {
+  for (const char* planner : {"mimose", "static", "all", "optimal"}) {
     const TrainingRun r = train(options(planner, "60%"), 20);
     EXPECT_EQ(r.summary.violations, 0) << planner;
     EXPECT_LE(r.summary.max_peak_bytes, r.summary.budget_bytes) << planner;
@@ -86,16 +86,19 @@ TEST(Trainer, MimoseRecomputesLessThanStaticOnSmallInputs) {
 }
 
 TEST(Trainer, AMispredictionIsRetriedWithoutLosingOrRepeatingABatch) {
-  TrainerOptions o = options("mimose", "60%");
-  o.prediction_scale = 0.3;  // the planner believes activations are a third of their size
-  const TrainingRun faulty = train(o, 14);
-  EXPECT_GT(faulty.summary.retries, 0);
-  EXPECT_EQ(faulty.summary.violations, 0);
-  long retried_steps = 0;
-  for (const StepRecord& r : faulty.records) retried_steps += r.plan == "retry";
-  EXPECT_GT(retried_steps, 0);
-  // Every batch trained once, in order, exactly as a run that never failed.
-  expect_same_training(train(options("none"), 14), faulty, "retried run");
+  const TrainingRun plain = train(options("none"), 14);
+  for (const char* planner : {"mimose", "optimal"}) {
+    TrainerOptions o = options(planner, "60%");
+    o.prediction_scale = 0.3;  // the planner believes activations are a third of their size
+    const TrainingRun faulty = train(o, 14);
+    EXPECT_GT(faulty.summary.retries, 0) << planner;
+    EXPECT_EQ(faulty.summary.violations, 0) << planner;
+    long retried_steps = 0;
+    for (const StepRecord& r : faulty.records) retried_steps += r.plan == "retry";
+    EXPECT_GT(retried_steps, 0) << planner;
+    // Every batch trained once, in order, exactly as a run that never failed.
+    expect_same_training(plain, faulty, std::string("retried run, ") + planner);
+  }
 }
 
 TEST(Trainer, NoneIgnoresTheBudgetAndCountsViolations) {
