@@ -8,16 +8,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <thread>
 
 #include <ATen/Parallel.h>
-#include <torch/version.h>
 
+#include "bench/lockstep.h"
 #include "cli/flags.h"
 #include "core/error.h"
 #include "data/brown_corpus.h"
@@ -34,55 +32,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 const std::vector<std::string> kPlanners = {"none", "all", "sqrt", "static", "mimose"};
-
-struct Result {
-  bool feasible = true;
-  std::string why;                 // when infeasible
-  runtime::TrainSummary summary;
-  std::vector<runtime::StepRecord> records;
-  int collect_steps = 0;
-
-  // Mean wall time of the steps after the collection phase, s.
-  double mean_step() const {
-    double t = 0;
-    int n = 0;
-    for (size_t k = collect_steps; k < records.size(); ++k, ++n) t += records[k].seconds;
-    return n ? t / n : 0;
-  }
-  double max_peak_over_budget() const {
-    return static_cast<double>(summary.max_peak_bytes) / static_cast<double>(summary.budget_bytes);
-  }
-  double cache_hit_rate() const {
-    const long lookups = summary.cache_hits + summary.cache_misses;
-    return lookups ? static_cast<double>(summary.cache_hits) / static_cast<double>(lookups) : 0;
-  }
-};
-
-std::string machine() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, model = "unknown CPU";
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
-  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, LibTorch " +
-         TORCH_VERSION + " (CPU)";
-}
-
-std::string today() {
-  char buf[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&now));
-  return buf;
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 // Planning a new size = predicting its chain + planning it; a hit = one lookup.
 struct PlanningTimes {
@@ -126,46 +75,17 @@ PlanningTimes time_planning(std::shared_ptr<const data::TaggingDataset> data, in
   return t;
 }
 
-std::map<std::string, Result> run_budget(std::shared_ptr<const data::TaggingDataset> data, const std::string& budget,
-                                         int steps) {
+std::map<std::string, LaneResult> run_budget(std::shared_ptr<const data::TaggingDataset> data,
+                                             const std::string& budget, int steps) {
   const runtime::DataShape shape{data->words.size(), data->tags.size(), data->max_length, 1};
-  struct Lane {
-    std::unique_ptr<runtime::CpuDeviceMemory> memory;
-    std::unique_ptr<runtime::BrownBatches> source;
-    std::unique_ptr<runtime::Trainer> trainer;
-  };
-  std::map<std::string, Result> results;
-  std::map<std::string, Lane> lanes;
-  for (const std::string& p : kPlanners) {
-    runtime::TrainerOptions o;
-    o.planner = p;
-    o.budget = parse_budget(budget, "--budgets");
+  return run_lockstep(kPlanners, budget, steps, [&](const runtime::TrainerOptions& o) {
     Lane lane;
     lane.memory = std::make_unique<runtime::CpuDeviceMemory>();
     lane.source = std::make_unique<runtime::BrownBatches>(data, 32, o.seed);
     lane.trainer = std::make_unique<runtime::Trainer>(
-        o, *lane.memory, [&] { return runtime::make_model("transformer", {}, shape); }, *lane.source);
-    results[p].collect_steps = o.collect_steps;
-    try {
-      lane.trainer->calibrate();
-      lanes[p] = std::move(lane);
-    } catch (const Error& e) {
-      results[p].feasible = false;
-      results[p].why = e.what();
-    }
-  }
-  for (int s = 0; s < steps; ++s) {
-    for (const std::string& p : kPlanners) {
-      if (lanes.count(p)) lanes[p].trainer->step();
-    }
-    std::fprintf(stderr, "\rbudget %s: step %d/%d", budget.c_str(), s + 1, steps);
-  }
-  std::fprintf(stderr, "\n");
-  for (auto& [p, lane] : lanes) {
-    results[p].summary = lane.trainer->summary();
-    results[p].records = lane.trainer->records();
-  }
-  return results;
+        o, *lane.memory, [shape] { return runtime::make_model("transformer", {}, shape); }, *lane.source);
+    return lane;
+  }, "tagger");
 }
 
 double default_job_seconds(std::shared_ptr<const data::TaggingDataset> data) {
@@ -206,12 +126,12 @@ int run(const std::vector<std::string>& args) {
      << "| budget | planner | step time / none | max peak / budget | violations | retries | median pred. err. | "
         "max pred. err. | cache hit rate | planning per new size |\n"
      << "|---|---|---|---|---|---|---|---|---|---|\n";
-  std::map<std::string, std::map<std::string, Result>> all;
+  std::map<std::string, std::map<std::string, LaneResult>> all;
   for (const std::string& b : budgets) {
     all[b] = run_budget(data, b, steps);
     const double none = all[b]["none"].mean_step();
     for (const std::string& p : kPlanners) {
-      const Result& r = all[b][p];
+      const LaneResult& r = all[b][p];
       md << "| " << b << " | " << p << " | ";
       if (!r.feasible) {
         md << "infeasible: " << r.why.substr(0, r.why.find(" that planner")) << " | | | | | | | |\n";
@@ -275,20 +195,7 @@ int run(const std::vector<std::string>& args) {
 
   const std::string report = md.str();
   std::fputs(report.c_str(), stdout);
-  // Replace this benchmark's section of the file, keep the rest.
-  const std::string begin = "<!-- planner_bench:begin -->", end = "<!-- planner_bench:end -->";
-  std::string doc;
-  {
-    std::ifstream in(out_path);
-    doc.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  const size_t b = doc.find(begin), e = doc.find(end);
-  const std::string section = begin + "\n" + report + end;
-  if (b != std::string::npos && e != std::string::npos && e > b) doc.replace(b, e + end.size() - b, section);
-  else doc += (doc.empty() ? "# Benchmarks\n\n" : "\n") + section + "\n";
-  std::ofstream out(out_path);
-  if (!out) throw Error("--out: cannot write '" + out_path + "'");
-  out << doc;
+  write_section(out_path, "planner_bench", report);
   std::fprintf(stderr, "planner_bench: wrote %s\n", out_path.c_str());
   return 0;
 }

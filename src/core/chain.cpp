@@ -53,6 +53,16 @@ void Chain::validate(const std::string& origin) const {
       throw bad(i, "forward_time", "is " + std::to_string(s.forward_time) + "; expected a finite value >= 0");
     if (!(s.backward_time >= 0) || !std::isfinite(s.backward_time))
       throw bad(i, "backward_time", "is " + std::to_string(s.backward_time) + "; expected a finite value >= 0");
+    if (s.variants.size() > 100) throw bad(i, "variants", "has " + std::to_string(s.variants.size()) + "; expected at most 100");
+    for (size_t v = 0; v < s.variants.size(); ++v) {
+      const StageVariant& x = s.variants[v];
+      const std::string field = "variants[" + std::to_string(v) + "]";
+      if (x.saved_bytes < 0 || x.forward_temp_bytes < 0 || x.backward_temp_bytes < 0)
+        throw bad(i, field.c_str(), "has a negative size; expected sizes >= 0");
+      if (!(x.forward_time >= 0) || !std::isfinite(x.forward_time) || !(x.backward_time >= 0) ||
+          !std::isfinite(x.backward_time))
+        throw bad(i, field.c_str(), "has a negative or infinite time; expected finite times >= 0");
+    }
   }
   if (output_bytes < 0)
     throw Error(origin + ": output_bytes is " + std::to_string(output_bytes) + "; expected >= 0");

@@ -66,6 +66,25 @@ Chain chain_from_json(const json& j, const std::string& origin) {
     stage.backward_temp_bytes = bytes_field(s, "backward_temp_bytes", false, 0, where);
     stage.param_bytes = bytes_field(s, "param_bytes", false, 0, where);
     stage.state_bytes = bytes_field(s, "state_bytes", false, 0, where);
+    auto variants = s.find("variants");
+    if (variants != s.end()) {
+      if (!variants->is_array()) throw Error(where + ": field 'variants' must be an array of objects");
+      for (size_t v = 0; v < variants->size(); ++v) {
+        const json& x = (*variants)[v];
+        const std::string at = where + " variant " + std::to_string(v + 1);
+        if (!x.is_object()) throw Error(at + " is " + x.dump() + "; expected an object");
+        StageVariant sv;
+        auto vname = x.find("name");
+        if (vname != x.end() && !vname->is_string()) throw Error(at + ": field 'name' must be a string");
+        sv.name = vname != x.end() ? vname->get<std::string>() : "variant" + std::to_string(v + 1);
+        sv.forward_time = number_field(x, "forward_time", true, 0, at);
+        sv.backward_time = number_field(x, "backward_time", true, 0, at);
+        sv.saved_bytes = bytes_field(x, "saved_bytes", true, 0, at);
+        sv.forward_temp_bytes = bytes_field(x, "forward_temp_bytes", false, 0, at);
+        sv.backward_temp_bytes = bytes_field(x, "backward_temp_bytes", false, 0, at);
+        stage.variants.push_back(sv);
+      }
+    }
     chain.stages.push_back(stage);
   }
   chain.output_bytes = bytes_field(j, "output_bytes", false, 0, origin);
@@ -77,6 +96,15 @@ Chain chain_from_json(const json& j, const std::string& origin) {
 json chain_to_json(const Chain& chain) {
   json stages = json::array();
   for (const Stage& s : chain.stages) {
+    json variants = json::array();
+    for (const StageVariant& v : s.variants) {
+      variants.push_back({{"name", v.name},
+                          {"forward_time", v.forward_time},
+                          {"backward_time", v.backward_time},
+                          {"saved_bytes", v.saved_bytes},
+                          {"forward_temp_bytes", v.forward_temp_bytes},
+                          {"backward_temp_bytes", v.backward_temp_bytes}});
+    }
     stages.push_back({{"name", s.name},
                       {"forward_time", s.forward_time},
                       {"backward_time", s.backward_time},
@@ -87,6 +115,7 @@ json chain_to_json(const Chain& chain) {
                       {"backward_temp_bytes", s.backward_temp_bytes},
                       {"param_bytes", s.param_bytes},
                       {"state_bytes", s.state_bytes}});
+    if (!variants.empty()) stages.back()["variants"] = variants;
   }
   return {{"stages", stages},
           {"output_bytes", chain.output_bytes},

@@ -36,6 +36,7 @@ std::string Schedule::to_string() const {
       case OpKind::Backward: out += "B"; break;
     }
     out += std::to_string(op.stage);
+    if (op.variant != 0) out += ".v" + std::to_string(op.variant);
   }
   return out;
 }
@@ -45,6 +46,7 @@ nlohmann::json Schedule::to_json() const {
   for (const Op& op : ops) {
     nlohmann::json o = {{"op", op_kind_name(op.kind)}};
     if (op.kind != OpKind::Loss) o["stage"] = op.stage;
+    if (op.variant != 0) o["variant"] = op.variant;
     ops_json.push_back(o);
   }
   return ops_json;

@@ -20,9 +20,10 @@ enum class OpKind {
 
 struct Op {
   OpKind kind;
-  int stage;  // the stage index; -1 for Loss
+  int stage;        // the stage index; -1 for Loss
+  int variant = 0;  // ForwardAll: which variant of the stage runs (Stage::variant); 0 otherwise
 
-  bool operator==(const Op& o) const { return kind == o.kind && stage == o.stage; }
+  bool operator==(const Op& o) const { return kind == o.kind && stage == o.stage && variant == o.variant; }
 };
 
 const char* op_kind_name(OpKind kind);  // "forward_all", ...
@@ -30,7 +31,7 @@ const char* op_kind_name(OpKind kind);  // "forward_all", ...
 struct Schedule {
   std::vector<Op> ops;
 
-  void forward_all(int i) { ops.push_back({OpKind::ForwardAll, i}); }
+  void forward_all(int i, int variant = 0) { ops.push_back({OpKind::ForwardAll, i, variant}); }
   void forward_checkpoint(int i) { ops.push_back({OpKind::ForwardCheckpoint, i}); }
   void forward_none(int i) { ops.push_back({OpKind::ForwardNone, i}); }
   void loss() { ops.push_back({OpKind::Loss, -1}); }
@@ -38,7 +39,7 @@ struct Schedule {
 
   // Number of forward operations beyond one per stage (the recompute count).
   int recomputed_forwards(int stages) const;
-  // Compact text: "Fck0 Fall1 L B1 Fall0 B0".
+  // Compact text: "Fck0 Fall1 L B1 Fall0 B0"; a variant shows as "Fall1.v2".
   std::string to_string() const;
   nlohmann::json to_json() const;
   bool operator==(const Schedule& o) const { return ops == o.ops; }

@@ -4,10 +4,25 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/units.h"
 
 namespace memtrain {
+
+// Another implementation of a stage (MONeT's operator variants): the same
+// function, keeping something else for its backward (a 1-bit mask instead of
+// an input, an input instead of an output, nothing that can be recomputed).
+// A forward without grad is the same for every variant, so only what a
+// forward with grad and a backward cost differs.
+struct StageVariant {
+  std::string name;
+  Seconds forward_time = 0;       // forward with grad
+  Seconds backward_time = 0;
+  Bytes saved_bytes = 0;          // s_i of this variant, output included
+  Bytes forward_temp_bytes = 0;
+  Bytes backward_temp_bytes = 0;
+};
 
 struct Stage {
   std::string name;
@@ -20,6 +35,16 @@ struct Stage {
   Bytes backward_temp_bytes = 0;   // peak of a backward above the input gradient it makes
   Bytes param_bytes = 0;           // weights, resident for the whole step
   Bytes state_bytes = 0;           // gradients and optimizer state of those weights
+  // Alternatives to the forward-with-grad and backward fields above, which
+  // are variant 0 ("default"); variant v > 0 is variants[v - 1].
+  std::vector<StageVariant> variants;
+
+  int variant_count() const { return 1 + static_cast<int>(variants.size()); }
+  // Variant v of this stage; v must be in 0..variant_count()-1.
+  StageVariant variant(int v) const {
+    if (v > 0) return variants[v - 1];
+    return {"default", forward_time, backward_time, saved_bytes, forward_temp_bytes, backward_temp_bytes};
+  }
 };
 
 }  // namespace memtrain

@@ -7,6 +7,21 @@
 
 namespace memtrain::plan {
 
+Schedule OptimalPlanner::keeping_everything_fastest(const Chain& chain) const {
+  Schedule s = schedule_keeping_everything(chain.size());
+  if (!variants_) return s;
+  for (Op& op : s.ops) {
+    if (op.kind != OpKind::ForwardAll) continue;
+    const Stage& st = chain.stages[op.stage];
+    for (int v = 1; v < st.variant_count(); ++v) {
+      const StageVariant a = st.variant(v), b = st.variant(op.variant);
+      const double ta = a.forward_time + a.backward_time, tb = b.forward_time + b.backward_time;
+      if (ta < tb || (ta == tb && a.saved_bytes < b.saved_bytes)) op.variant = v;
+    }
+  }
+  return s;
+}
+
 Bytes OptimalPlanner::slot_size(Bytes available) const {
   if (options_.slot_bytes > 0) return options_.slot_bytes;
   const std::int64_t slots = std::max<std::int64_t>(1, options_.slots);
@@ -23,8 +38,9 @@ Plan OptimalPlanner::plan(const PlanRequest& request) {
   last_value_ = PersistentDp::kInfinity;
 
   // Rounding sizes up to slots can make the table miss a budget that keeping
-  // everything fits; that schedule is the optimum whenever it fits.
-  Plan keep = priced_plan(name(), chain, schedule_keeping_everything(n), request.budget);
+  // everything fits; that schedule (each stage as its fastest variant) is the
+  // optimum whenever it fits.
+  Plan keep = priced_plan(name(), chain, keeping_everything_fastest(chain), request.budget);
   if (keep.feasible) {
     last_value_ = keep.time;
     keep.note = "everything fits: nothing recomputed";
@@ -38,7 +54,7 @@ Plan OptimalPlanner::plan(const PlanRequest& request) {
     // Simulator, which counts bytes exactly, picks the best schedule that
     // truly fits. At `capacity` itself the fit is guaranteed.
     const std::int64_t slack = slot == 1 ? 0 : 2 * static_cast<std::int64_t>(n) + 4;
-    dp_.solve(chain, slot, capacity + slack);
+    dp_.solve(chain, slot, capacity + slack, variants_);
     for (std::int64_t m = capacity + slack; m >= capacity; --m) {
       const double value = dp_.value(0, n - 1, m);
       if (value == PersistentDp::kInfinity) break;
@@ -58,7 +74,7 @@ Plan OptimalPlanner::plan(const PlanRequest& request) {
   const Bytes keep_all_peak = keep.peak_bytes;
   const Bytes full = std::max<Bytes>(1, keep_all_peak - outside);
   const Bytes slot = slot_size(full);
-  dp_.solve(chain, slot, (full + slot - 1) / slot);
+  dp_.solve(chain, slot, (full + slot - 1) / slot, variants_);
   const std::int64_t least_slots = dp_.least_slots(0, n - 1);
   const Bytes least = std::max(update_peak, outside + least_slots * slot);
   // At this coarser resolution the least may come out at or below the

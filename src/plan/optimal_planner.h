@@ -2,6 +2,8 @@
 // for this input within the budget (PersistentDp), or the least budget at
 // which one exists. Budget-aware and input-aware: it plans whatever chain it
 // is given, so in the trainer it plans each predicted input size.
+// `joint`: the same, choosing each kept stage's variant (Stage::variants)
+// together with the schedule; on a chain without variants it is `optimal`.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +15,9 @@ namespace memtrain::plan {
 
 class OptimalPlanner : public Planner {
  public:
-  explicit OptimalPlanner(PlannerOptions options = {}) : options_(options) {}
-  std::string name() const override { return "optimal"; }
+  explicit OptimalPlanner(PlannerOptions options = {}, bool variants = false)
+      : options_(options), variants_(variants) {}
+  std::string name() const override { return variants_ ? "joint" : "optimal"; }
   Plan plan(const PlanRequest& request) override;
 
   // The table of the last plan, and its value: the DP's own time for the
@@ -24,8 +27,10 @@ class OptimalPlanner : public Planner {
 
  private:
   Bytes slot_size(Bytes available) const;
+  Schedule keeping_everything_fastest(const Chain& chain) const;
 
   PlannerOptions options_;
+  bool variants_;
   PersistentDp dp_;  // kept between plans: its buffers are reused
   double last_value_ = PersistentDp::kInfinity;
 };

@@ -12,9 +12,11 @@ namespace {
 
 std::int64_t slots_of(Bytes bytes, Bytes slot) { return (bytes + slot - 1) / slot; }
 
+std::int16_t keep_choice(int variant) { return static_cast<std::int16_t>(-2 - variant); }
+
 }  // namespace
 
-void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capacity) {
+void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capacity, bool variants) {
   if (slot_bytes < 1) throw UsageError("optimal planner: the slot size must be at least 1 byte");
   if (capacity < 0) capacity = 0;
   const int n = chain.size();
@@ -33,21 +35,30 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
   computed_ = 0;
 
   a_.resize(n + 1);
-  s_.resize(n);
-  tf_.resize(n);
   tn_.resize(n);
-  tb_.resize(n);
   f_.resize(n);
-  b_.resize(n);
   for (int i = 0; i <= n; ++i) a_[i] = slots_of(chain.activation_bytes(i), slot_bytes);
+  var_start_.assign(1, 0);
+  vs_.clear();
+  vtf_.clear();
+  vtb_.clear();
+  vtime_.clear();
+  fastest_.assign(n, 0);
   for (int i = 0; i < n; ++i) {
     const Stage& st = chain.stages[i];
-    s_[i] = slots_of(st.saved_bytes, slot_bytes);
-    tf_[i] = slots_of(st.forward_temp_bytes, slot_bytes);
     tn_[i] = slots_of(st.nograd_forward_temp_bytes, slot_bytes);
-    tb_[i] = slots_of(st.backward_temp_bytes, slot_bytes);
-    f_[i] = st.forward_time;
-    b_[i] = st.backward_time;
+    f_[i] = st.forward_time;  // a forward without grad: the same for every variant
+    const int count = variants ? st.variant_count() : 1;
+    for (int v = 0; v < count; ++v) {
+      const StageVariant x = st.variant(v);
+      vs_.push_back(slots_of(x.saved_bytes, slot_bytes));
+      vtf_.push_back(slots_of(x.forward_temp_bytes, slot_bytes));
+      vtb_.push_back(slots_of(x.backward_temp_bytes, slot_bytes));
+      vtime_.push_back(x.forward_time + x.backward_time);
+      const int k = var_start_.back() + v, best = var_start_.back() + fastest_[i];
+      if (vtime_[k] < vtime_[best] || (vtime_[k] == vtime_[best] && vs_[k] < vs_[best])) fastest_[i] = v;
+    }
+    var_start_.push_back(var_start_.back() + count);
   }
   row_start_.resize(n);
   for (int i = 0, start = 0; i < n; start += n - i, ++i) row_start_[i] = start;
@@ -55,8 +66,8 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
   // Every entry is written below, so no initialisation is needed here.
   value_.resize(static_cast<size_t>(pairs) * width_);
   choice_.resize(static_cast<size_t>(pairs) * width_);
-  std::vector<double> lower(pairs);             // sum of f + b over i..l: no recomputation
-  std::vector<std::int64_t> keep_all(pairs);   // least m at which keeping every stage fits
+  std::vector<double> lower(pairs);            // each stage once, fastest variant: no schedule is faster
+  std::vector<std::int64_t> keep_all(pairs);  // least m at which keeping every stage that way fits
 
   const std::int64_t top_limit = capacity + 1;
   for (int d = 0; d < n; ++d) {
@@ -66,36 +77,44 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
       // The gradient present while stages i..l run forward: delta_{l+1},
       // except above the loss, whose gradient appears only at the Loss op.
       const std::int64_t grad = l < n - 1 ? a_[l + 1] : 0;
-      const std::int64_t forward_all_need = grad + s_[i] + tf_[i];
-      const std::int64_t backward_need = s_[i] + a_[i + 1] + a_[i] + tb_[i];
-      std::int64_t ka = std::max(forward_all_need, backward_need);
-      lower[p] = f_[i] + b_[i];
+      const std::int64_t rest_least = d > 0 ? least_[pair(i + 1, l)] : 0;
+      const double* rest = d > 0 ? values(i + 1, l) : nullptr;
+      // Keep stage i whole as variant v: F_all(i), stages i+1..l on what is
+      // left (nothing when d == 0), then B(i).
+      auto keep_need = [&](int k) {
+        return std::max(grad + vs_[k] + vtf_[k], vs_[k] + a_[i + 1] + a_[i] + vtb_[k]);
+      };
+      const int fast = var_start_[i] + fastest_[i];
+      std::int64_t ka = keep_need(fast);
+      lower[p] = vtime_[fast];
       if (d > 0) {
-        ka = std::max(ka, s_[i] + keep_all[pair(i + 1, l)]);
+        ka = std::max(ka, vs_[fast] + keep_all[pair(i + 1, l)]);
         lower[p] += lower[pair(i + 1, l)];
       }
       keep_all[p] = ka;
       const std::int64_t top = std::min(ka, top_limit);  // [top, capacity]: keep everything
-      double* v = values(i, l);
+      double* val = values(i, l);
       std::int16_t* c = choices(i, l);
-      std::fill(v, v + top, kInfinity);
+      std::fill(val, val + top, kInfinity);
       std::fill(c, c + top, std::int16_t{-1});
       std::int64_t least = top;
 
-      if (d > 0) {
-        // Keep stage i whole (F_all), solve i+1..l on what is left, then B(i).
-        const std::int64_t keep_start =
-            std::max({forward_all_need, backward_need, s_[i] + least_[pair(i + 1, l)]});
-        if (keep_start < top) {
-          const double* rest = values(i + 1, l);
-          const double own = f_[i] + b_[i];
-          for (std::int64_t m = keep_start; m < top; ++m) {
-            v[m] = own + rest[m - s_[i]];
-            c[m] = 0;
+      for (int k = var_start_[i]; k < var_start_[i + 1]; ++k) {
+        const std::int64_t start = std::max(keep_need(k), vs_[k] + rest_least);
+        if (start >= top) continue;
+        const std::int16_t code = keep_choice(k - var_start_[i]);
+        const double own = vtime_[k];
+        for (std::int64_t m = start; m < top; ++m) {
+          const double t = d > 0 ? own + rest[m - vs_[k]] : own;
+          if (t < val[m]) {
+            val[m] = t;
+            c[m] = code;
           }
-          computed_ += top - keep_start;
-          least = std::min(least, keep_start);
         }
+        computed_ += top - start;
+        least = std::min(least, start);
+      }
+      if (d > 0) {
         // Checkpoint at j: F_ck(i), F_n(i+1..j-1) keep only x_i and x_j;
         // solve j..l with x_j held, then i..j-1 again with delta_j.
         std::int64_t forward_peak = a_[i + 1] + tn_[i];
@@ -111,8 +130,8 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
           const std::int64_t aj = a_[j];
           for (std::int64_t m = start; m < top; ++m) {
             const double t = forward_time + later[m - aj] + again[m];
-            if (t < v[m]) {
-              v[m] = t;
+            if (t < val[m]) {
+              val[m] = t;
               c[m] = static_cast<std::int16_t>(j);
             }
           }
@@ -120,8 +139,8 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
           least = std::min(least, start);
         }
       }
-      std::fill(v + top, v + width_, lower[p]);
-      std::fill(c + top, c + width_, std::int16_t{0});
+      std::fill(val + top, val + width_, lower[p]);
+      std::fill(c + top, c + width_, keep_choice(fastest_[i]));
       least_[p] = least;
     }
   }
@@ -142,14 +161,12 @@ Schedule PersistentDp::schedule(std::int64_t m) const {
 
 void PersistentDp::emit(int i, int l, std::int64_t m, Schedule& out) const {
   const std::int16_t c = choice(i, l, m);
-  assert(c >= 0);
-  if (i == l) {
-    out.forward_all(i);
-    if (i == n_ - 1) out.loss();
-    out.backward(i);
-  } else if (c == 0) {
-    out.forward_all(i);
-    emit(i + 1, l, m - s_[i], out);
+  assert(c != -1 && c != 0);
+  if (c < 0) {
+    const int v = -2 - c;
+    out.forward_all(i, v);
+    if (i < l) emit(i + 1, l, m - vs_[var_start_[i] + v], out);
+    else if (i == n_ - 1) out.loss();
     out.backward(i);
   } else {
     const int j = c;

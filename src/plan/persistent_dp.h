@@ -7,6 +7,10 @@
 // Memory is discretised into slots; every size is rounded up to whole slots,
 // so a schedule the table calls feasible is feasible in bytes too. With a
 // slot of one byte the table is exact.
+//
+// With `variants`, keeping a stage also chooses which of its variants
+// (Stage::variants, MONeT's operator variants) runs forward with grad: the
+// `joint` planner. Without, every stage runs as itself: `optimal`.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +31,7 @@ class PersistentDp {
   // Fills OPT(m, i, l) for every 0 <= i <= l < n and every m in 0..capacity
   // slots of `slot_bytes` each. Throws UsageError when the table would be
   // larger than kMaxEntries. The buffers are kept for the next solve.
-  void solve(const Chain& chain, Bytes slot_bytes, std::int64_t capacity);
+  void solve(const Chain& chain, Bytes slot_bytes, std::int64_t capacity, bool variants = false);
 
   // Least time for stages i..l with m slots available (see OPTIMAL.md), or
   // kInfinity.
@@ -59,12 +63,19 @@ class PersistentDp {
   Bytes slot_bytes_ = 1;
   std::int64_t computed_ = 0;
   // Sizes in slots, rounded up: a[0..n], saved, fwd temp (grad / no grad), bwd temp.
-  std::vector<std::int64_t> a_, s_, tf_, tn_, tb_;
+  std::vector<std::int64_t> a_, tn_;
   std::vector<double> f_, b_;
   std::vector<int> row_start_;
   std::vector<std::int64_t> least_;
   std::vector<double> value_;
-  std::vector<std::int16_t> choice_;  // -1 infeasible, 0 keep stage i whole, j > 0 checkpoint at j
+  // Per variant of every stage, stage i's from var_start_[i] to var_start_[i+1]:
+  // sizes in slots and f + b.
+  std::vector<int> var_start_;
+  std::vector<std::int64_t> vs_, vtf_, vtb_;
+  std::vector<double> vtime_;
+  std::vector<int> fastest_;  // per stage: the variant with the least f + b (ties: least saved)
+  // -1 infeasible; j > 0 checkpoint at j; -(2 + v) keep stage i whole as variant v.
+  std::vector<std::int16_t> choice_;
 };
 
 }  // namespace memtrain::plan

@@ -22,6 +22,7 @@ using Factory = std::function<std::unique_ptr<Planner>(const PlannerOptions&)>;
 const std::vector<std::pair<std::string, Factory>>& table() {
   static const std::vector<std::pair<std::string, Factory>> planners = {
       {"all", [](const PlannerOptions&) { return std::make_unique<AllPlanner>(); }},
+      {"joint", [](const PlannerOptions& o) { return std::make_unique<OptimalPlanner>(o, true); }},
       {"mimose", [](const PlannerOptions&) { return std::make_unique<MimosePlanner>(); }},
       {"none", [](const PlannerOptions&) { return std::make_unique<NonePlanner>(); }},
       {"optimal", [](const PlannerOptions& o) { return std::make_unique<OptimalPlanner>(o); }},

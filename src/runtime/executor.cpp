@@ -85,6 +85,10 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         const torch::Tensor in = input_of(i);
         if (!in.defined()) throw cannot_run(op, "its input is not held");
         if (graph[i].defined()) throw cannot_run(op, "it already holds a forward with grad");
+        if (op.variant != 0) {
+          throw cannot_run(op, "variant " + std::to_string(op.variant) +
+                                   " requested, but the runtime's stages run only as themselves (variant 0)");
+        }
         rec.input_bytes = input_bytes(i, in);
         torch::AutoGradMode grad_on(true);
         leaf[i] = (i == 0 || !in.is_floating_point()) ? in : in.detach().requires_grad_(true);

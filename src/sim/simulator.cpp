@@ -12,7 +12,7 @@ namespace {
 struct State {
   const Chain& chain;
   std::vector<char> x;     // x[i]: a_i stored on its own, i in 0..n
-  std::vector<char> xbar;  // xbar[i]: s_i stored
+  std::vector<int> xbar;   // xbar[i]: 0, or 1 + the variant whose s_i is stored
   int grad = -1;           // index g of the gradient delta_g, -1 before Loss
   Bytes mem = 0;
 
@@ -25,6 +25,7 @@ struct State {
 Error bad_op(size_t index, const Op& op, const std::string& why) {
   std::string name = op_kind_name(op.kind);
   if (op.kind != OpKind::Loss) name += " " + std::to_string(op.stage);
+  if (op.variant != 0) name += " variant " + std::to_string(op.variant);
   return Error("schedule op " + std::to_string(index) + " (" + name + "): " + why);
 }
 
@@ -51,10 +52,14 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
         if (!st.available(i)) throw bad_op(k, op, "its input is not stored");
         if (st.xbar[i]) throw bad_op(k, op, "the stage already holds a forward with grad");
         if (st.grad >= 0 && st.grad <= i) throw bad_op(k, op, "its backward has already run");
-        const Stage& s = chain.stages[i];
+        if (op.variant < 0 || op.variant >= chain.stages[i].variant_count()) {
+          throw bad_op(k, op, "variant " + std::to_string(op.variant) + " does not exist; the stage has variants 0.." +
+                                  std::to_string(chain.stages[i].variant_count() - 1));
+        }
+        const StageVariant s = chain.stages[i].variant(op.variant);
         peak = st.mem + s.saved_bytes + s.forward_temp_bytes;
         st.mem += s.saved_bytes;
-        st.xbar[i] = 1;
+        st.xbar[i] = 1 + op.variant;
         result.time += s.forward_time;
         break;
       }
@@ -90,7 +95,7 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
                                                 ", not delta_" + std::to_string(i + 1));
         }
         if (!st.available(i)) throw bad_op(k, op, "its input is not stored");
-        const Stage& s = chain.stages[i];
+        const StageVariant s = chain.stages[i].variant(st.xbar[i] - 1);
         peak = st.mem + st.a(i) + s.backward_temp_bytes;
         st.mem += st.a(i) - s.saved_bytes - st.a(i + 1);
         st.xbar[i] = 0;

@@ -40,7 +40,7 @@ TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   EXPECT_NE(o.err.find("unknown command 'fly'; known: plan, train"), std::string::npos);
   o = run({"train", "--planner", "rotor"});
   EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("unknown planner 'rotor'; known: all, mimose, none, optimal, sqrt, static"), std::string::npos);
+  EXPECT_NE(o.err.find("unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static"), std::string::npos);
   o = run({"train", "--budget", "150%"});
   EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.err.find("--budget '150%' is not a valid percentage"), std::string::npos);
@@ -123,7 +123,7 @@ TEST(Commands, PlanSweepWritesEveryPlannerAtEveryBudgetAndAPlot) {
     ++rows[planner];
     feasible[planner] += line.find(",1,") != std::string::npos;
   }
-  EXPECT_EQ(rows.size(), 6u);
+  EXPECT_EQ(rows.size(), 7u);
   for (const auto& [planner, count] : rows) EXPECT_EQ(count, 7) << planner;
   EXPECT_EQ(feasible["none"], 1);        // only at the top budget
   EXPECT_GE(feasible["optimal"], feasible["mimose"]);

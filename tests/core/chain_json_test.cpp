@@ -92,3 +92,34 @@ TEST(ChainJson, FileErrorsNameThePath) {
 
 }  // namespace
 }  // namespace memtrain
+
+namespace memtrain {
+namespace {
+
+TEST(ChainJson, ReadsAndWritesOperatorVariants) {
+  json j = two_stage_chain();
+  j["stages"][0]["variants"] = json::parse(
+      R"([{"name": "relu-1bit", "forward_time": 1.6, "backward_time": 3.1, "saved_bytes": 22,
+           "backward_temp_bytes": 3}])");
+  const Chain c = chain_from_json(j, "test.json");
+  ASSERT_EQ(c.stages[0].variant_count(), 2);
+  EXPECT_EQ(c.stages[1].variant_count(), 1);
+  const StageVariant v = c.stages[0].variant(1);
+  EXPECT_EQ(v.name, "relu-1bit");
+  EXPECT_EQ(v.saved_bytes, 22);
+  EXPECT_EQ(v.forward_temp_bytes, 0);
+  EXPECT_EQ(v.backward_temp_bytes, 3);
+  EXPECT_EQ(c.stages[0].variant(0).saved_bytes, 40) << "variant 0 is the stage itself";
+  const Chain back = chain_from_json(chain_to_json(c), "round trip");
+  EXPECT_EQ(back.stages[0].variant(1).saved_bytes, 22);
+  EXPECT_DOUBLE_EQ(back.stages[0].variant(1).backward_time, 3.1);
+  EXPECT_FALSE(chain_to_json(c)["stages"][1].contains("variants")) << "no variants, no field";
+
+  j["stages"][0]["variants"][0].erase("saved_bytes");
+  EXPECT_EQ(error_of(j), "test.json: stage 0 variant 1: missing field 'saved_bytes'");
+  j["stages"][0]["variants"] = 3;
+  EXPECT_EQ(error_of(j), "test.json: stage 0: field 'variants' must be an array of objects");
+}
+
+}  // namespace
+}  // namespace memtrain

@@ -65,4 +65,30 @@ inline Chain random_chain(int n, std::uint32_t seed) {
   return c;
 }
 
+// random_chain with operator variants: some stages offer one or two other
+// implementations that keep less for their backward and cost more time.
+inline Chain random_chain_with_variants(int n, std::uint32_t seed) {
+  Chain c = random_chain(n, seed);
+  std::mt19937 rng(seed * 7919u + 13u);
+  auto uniform = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  for (int i = 0; i < n; ++i) {
+    Stage& s = c.stages[i];
+    const int count = static_cast<int>(uniform(0, 2));
+    for (int v = 0; v < count; ++v) {
+      StageVariant x;
+      x.name = "v" + std::to_string(v + 1);
+      const Bytes output = c.activation_bytes(i + 1);
+      x.saved_bytes = output + (s.saved_bytes - output) * uniform(0, 80) / 100;
+      x.forward_temp_bytes = s.forward_temp_bytes * uniform(50, 150) / 100;
+      x.backward_temp_bytes = s.backward_temp_bytes * uniform(50, 150) / 100;
+      x.forward_time = s.forward_time * static_cast<double>(uniform(100, 130)) / 100;
+      x.backward_time = s.backward_time * static_cast<double>(uniform(100, 160)) / 100;
+      s.variants.push_back(x);
+    }
+  }
+  return c;
+}
+
 }  // namespace memtrain::testing

@@ -1,0 +1,104 @@
+#include "bench/lockstep.h"
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include <torch/version.h>
+
+#include "core/error.h"
+
+namespace memtrain::bench {
+
+double LaneResult::mean_step() const {
+  double t = 0;
+  int n = 0;
+  for (size_t k = collect_steps; k < records.size(); ++k, ++n) t += records[k].seconds;
+  return n ? t / n : 0;
+}
+
+double LaneResult::max_peak_over_budget() const {
+  return static_cast<double>(summary.max_peak_bytes) / static_cast<double>(summary.budget_bytes);
+}
+
+double LaneResult::cache_hit_rate() const {
+  const long lookups = summary.cache_hits + summary.cache_misses;
+  return lookups ? static_cast<double>(summary.cache_hits) / static_cast<double>(lookups) : 0;
+}
+
+std::map<std::string, LaneResult> run_lockstep(const std::vector<std::string>& planners, const std::string& budget,
+                                               int steps, const LaneFactory& make, const std::string& label) {
+  std::map<std::string, LaneResult> results;
+  std::map<std::string, Lane> lanes;
+  for (const std::string& p : planners) {
+    runtime::TrainerOptions o;
+    o.planner = p;
+    o.budget = parse_budget(budget, "--budgets");
+    results[p].collect_steps = o.collect_steps;
+    Lane lane = make(o);
+    try {
+      lane.trainer->calibrate();
+      lanes[p] = std::move(lane);
+    } catch (const Error& e) {
+      results[p].feasible = false;
+      results[p].why = e.what();
+    }
+  }
+  for (int s = 0; s < steps; ++s) {
+    for (const std::string& p : planners) {
+      if (lanes.count(p)) lanes[p].trainer->step();
+    }
+    std::fprintf(stderr, "\r%s, budget %s: step %d/%d", label.c_str(), budget.c_str(), s + 1, steps);
+  }
+  std::fprintf(stderr, "\n");
+  for (auto& [p, lane] : lanes) {
+    results[p].summary = lane.trainer->summary();
+    results[p].records = lane.trainer->records();
+  }
+  return results;
+}
+
+std::string machine() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, LibTorch " +
+         TORCH_VERSION + " (CPU)";
+}
+
+std::string today() {
+  char buf[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&now));
+  return buf;
+}
+
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+void write_section(const std::string& path, const std::string& name, const std::string& report) {
+  const std::string begin = "<!-- " + name + ":begin -->", end = "<!-- " + name + ":end -->";
+  std::string doc;
+  {
+    std::ifstream in(path);
+    doc.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t b = doc.find(begin), e = doc.find(end);
+  const std::string section = begin + "\n" + report + end;
+  if (b != std::string::npos && e != std::string::npos && e > b) doc.replace(b, e + end.size() - b, section);
+  else doc += (doc.empty() ? "# Benchmarks\n\n" : "\n") + section + "\n";
+  std::ofstream out(path);
+  if (!out) throw Error("--out: cannot write '" + path + "'");
+  out << doc;
+}
+
+}  // namespace memtrain::bench

@@ -1,0 +1,236 @@
+// Issue 3's benchmark: `optimal` against `mimose` (and `none` as the
+// reference) training the Brown tagger (dynamic lengths) and the
+// Fashion-MNIST ResNet (dynamic image sizes) at budgets of 30%, 50% and 70%
+// of the unconstrained peak, in lockstep; and the time `optimal` takes to
+// plan a new input size for 24- and 100-stage chains at 500 slots.
+//
+//   build/bench/optimal_bench [--steps N] [--out docs/BENCHMARKS.md] [--budgets 30,50,70]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <thread>
+
+#include <ATen/Parallel.h>
+
+#include "bench/lockstep.h"
+#include "cli/flags.h"
+#include "core/error.h"
+#include "data/brown_corpus.h"
+#include "data/fashion_mnist.h"
+#include "data/tagging_dataset.h"
+#include "plan/optimal_planner.h"
+#include "plan/schedule_builders.h"
+#include "runtime/brown_batches.h"
+#include "runtime/fashion_mnist_batches.h"
+#include "runtime/models/model_registry.h"
+#include "sim/simulator.h"
+
+namespace memtrain::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+const std::vector<std::string> kPlanners = {"none", "mimose", "optimal"};
+
+// The tagger's measured stages tiled to `layers` encoder layers: the
+// embedding, (attention, FFN) x layers, the classifier. A deep chain whose
+// every stage is a real measured one.
+Chain tile(const Chain& c, int layers) {
+  Chain out = c;
+  out.stages = {c.stages.front()};
+  for (int k = 0; k < layers; ++k) {
+    out.stages.push_back(c.stages[1]);
+    out.stages.push_back(c.stages[2]);
+  }
+  out.stages.push_back(c.stages.back());
+  return out;
+}
+
+struct PlanningTime {
+  int stages = 0;
+  std::string budget;
+  double mean_ms = 0, max_ms = 0;
+  double mean_entries = 0;  // table entries computed per plan, after pruning
+  int feasible = 0, sizes = 0;
+};
+
+std::vector<PlanningTime> time_planning(std::shared_ptr<const data::TaggingDataset> data,
+                                        const std::vector<std::string>& budgets) {
+  runtime::CpuDeviceMemory memory;
+  runtime::BrownBatches source(data, 32, 1);
+  const runtime::DataShape shape{data->words.size(), data->tags.size(), data->max_length, 1};
+  runtime::TrainerOptions o;
+  runtime::Trainer trainer(o, memory, [&] { return runtime::make_model("transformer", {}, shape); }, source);
+  for (int s = 0; s < o.collect_steps; ++s) trainer.step();  // a predictor that has learned
+  const std::int64_t largest = trainer.largest_signature().size;
+  std::vector<PlanningTime> out;
+  for (int layers : {11, 49}) {
+    const Chain top = tile(trainer.predictor().predict(largest), layers);
+    const Bytes keep_all = sim::simulate(top, plan::schedule_keeping_everything(top.size())).peak_bytes;
+    for (const std::string& b : budgets) {
+      const Bytes budget = parse_budget(b, "--budgets").resolve(keep_all);
+      plan::OptimalPlanner planner;  // 500 slots
+      PlanningTime t;
+      t.stages = top.size();
+      t.budget = b;
+      const int sizes = layers > 20 ? 60 : 200;
+      for (int k = 0; k < sizes; ++k) {
+        const std::int64_t size = 32 * (2 + (k * 7) % (largest / 32 - 1));
+        const Chain chain = tile(trainer.predictor().predict(size), layers);
+        const Clock::time_point t0 = Clock::now();
+        const Plan p = planner.plan({chain, budget});
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        t.mean_ms += ms / sizes;
+        t.max_ms = std::max(t.max_ms, ms);
+        t.mean_entries += static_cast<double>(planner.table().computed_entries()) / sizes;
+        t.feasible += p.feasible;
+        ++t.sizes;
+      }
+      out.push_back(t);
+    }
+  }
+  return out;
+}
+
+struct ModelRuns {
+  std::string name;
+  std::map<std::string, std::map<std::string, LaneResult>> by_budget;
+};
+
+void report_model(std::ostringstream& md, const ModelRuns& runs, const std::vector<std::string>& budgets) {
+  md << "| budget | planner | step time / none | max peak / budget | retries | recomputed forwards per step |\n"
+     << "|---|---|---|---|---|---|\n";
+  for (const std::string& b : budgets) {
+    const auto& rs = runs.by_budget.at(b);
+    const double none = rs.at("none").mean_step();
+    for (const std::string& p : kPlanners) {
+      const LaneResult& r = rs.at(p);
+      md << "| " << b << " | " << p << " | ";
+      if (!r.feasible) {
+        md << "infeasible: " << r.why.substr(0, r.why.find(" that planner")) << " | | | |\n";
+        continue;
+      }
+      double recomputed = 0;
+      int counted = 0;
+      for (size_t k = r.collect_steps; k < r.records.size(); ++k, ++counted) recomputed += r.records[k].recomputed_forwards;
+      md << fmt("%.3f", r.mean_step() / none) << " (" << fmt("%.3f", r.mean_step()) << " s) | "
+         << fmt("%.3f", r.max_peak_over_budget()) << " | " << r.summary.retries << " | "
+         << fmt("%.1f", counted ? recomputed / counted : 0) << " |\n";
+    }
+  }
+  md << "\n";
+}
+
+// mimose / optimal step time at the tightest budget where both are feasible.
+std::string tightest_ratio(const ModelRuns& runs, const std::vector<std::string>& budgets, double* ratio) {
+  for (const std::string& b : budgets) {  // budgets ascend
+    const auto& rs = runs.by_budget.at(b);
+    if (rs.at("mimose").feasible && rs.at("optimal").feasible) {
+      *ratio = rs.at("mimose").mean_step() / rs.at("optimal").mean_step();
+      return b;
+    }
+  }
+  *ratio = 0;
+  return "";
+}
+
+int run(const std::vector<std::string>& args) {
+  cli::Flags flags(args, {}, "optimal_bench");
+  const int steps = static_cast<int>(flags.integer("steps", 40, 10, 100000));
+  const std::string out_path = flags.text("out", "docs/BENCHMARKS.md");
+  std::vector<std::string> budgets;
+  std::stringstream list(flags.text("budgets", "30,50,70"));
+  for (std::string b; std::getline(list, b, ',');) budgets.push_back(b + "%");
+  flags.check_all_used();
+  at::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+
+  const data::BrownCorpus corpus = data::read_brown_corpus(data::find_brown_directory(""));
+  auto tagging = std::make_shared<data::TaggingDataset>(data::make_tagging_dataset(corpus, 10000));
+  auto images = std::make_shared<data::ImageDataset>(
+      data::read_fashion_mnist(data::find_fashion_mnist_directory(""), "train"));
+  const runtime::DataShape text_shape{tagging->words.size(), tagging->tags.size(), tagging->max_length, 1};
+  runtime::DataShape image_shape;
+  image_shape.classes = images->classes;
+
+  ModelRuns tagger{"tagger"}, resnet{"resnet"};
+  for (const std::string& b : budgets) {
+    tagger.by_budget[b] = run_lockstep(kPlanners, b, steps, [&](const runtime::TrainerOptions& o) {
+      Lane lane;
+      lane.memory = std::make_unique<runtime::CpuDeviceMemory>();
+      lane.source = std::make_unique<runtime::BrownBatches>(tagging, 32, o.seed);
+      lane.trainer = std::make_unique<runtime::Trainer>(
+          o, *lane.memory, [&] { return runtime::make_model("transformer", {}, text_shape); }, *lane.source);
+      return lane;
+    }, "tagger");
+    resnet.by_budget[b] = run_lockstep(kPlanners, b, steps, [&](const runtime::TrainerOptions& o) {
+      Lane lane;
+      lane.memory = std::make_unique<runtime::CpuDeviceMemory>();
+      lane.source = std::make_unique<runtime::FashionMnistBatches>(images, 32, 28, 112, o.seed);
+      lane.trainer = std::make_unique<runtime::Trainer>(
+          o, *lane.memory, [&] { return runtime::make_model("resnet", {}, image_shape); }, *lane.source);
+      return lane;
+    }, "resnet");
+  }
+  const std::vector<PlanningTime> planning = time_planning(tagging, budgets);
+
+  std::ostringstream md;
+  md << "## Optimal planning (issue 3, CPU)\n\n"
+     << "Command: `build/bench/optimal_bench --steps " << steps << "` (or `scripts/bench.sh`)  \n"
+     << "Machine: " << machine() << "  \n"
+     << "Date: " << today() << "  \n"
+     << "Planners `none`, `mimose` and `optimal` (500 slots) train side by side in lockstep on the same batches, "
+     << steps << " steps each; step times are means after the 4 collection steps. Budgets are a percentage of the "
+     << "unconstrained peak of the dataset's largest batch.\n\n"
+     << "### Brown tagger (6 layers, 14 stages, batch 32, lengths up to 180)\n\n";
+  report_model(md, tagger, budgets);
+  md << "### Fashion-MNIST ResNet (2 blocks per group, 8 stages, batch 32, images 28..112 px)\n\n";
+  report_model(md, resnet, budgets);
+  md << "### Planning a new input size with `optimal` (500 slots)\n\n"
+     << "The tagger's predicted chain for each size, tiled to 11 and 49 encoder layers (24 and 100 stages; every "
+     << "stage a measured one). Times are for `OptimalPlanner::plan` alone: table, schedule, simulation.\n\n"
+     << "| stages | budget | sizes | feasible | mean | max | table entries computed (mean) |\n|---|---|---|---|---|---|---|\n";
+  double max24 = 0, max100 = 0;
+  for (const PlanningTime& t : planning) {
+    md << "| " << t.stages << " | " << t.budget << " | " << t.sizes << " | " << t.feasible << " | "
+       << fmt("%.2f ms", t.mean_ms) << " | " << fmt("%.2f ms", t.max_ms) << " | " << fmt("%.0f", t.mean_entries)
+       << " |\n";
+    (t.stages < 50 ? max24 : max100) = std::max(t.stages < 50 ? max24 : max100, t.max_ms);
+  }
+  md << "\n### Targets (issue 3), measured in this run\n\n";
+  auto line = [&](bool ok, const std::string& what) { md << "- " << (ok ? "met" : "**not met**") << ": " << what << "\n"; };
+  for (const ModelRuns* m : {&tagger, &resnet}) {
+    double ratio = 0;
+    const std::string b = tightest_ratio(*m, budgets, &ratio);
+    if (b.empty()) {
+      line(false, m->name + ": no budget where both mimose and optimal are feasible");
+    } else {
+      line(ratio >= 1.10, m->name + ": at " + b + " (the tightest budget where both are feasible) optimal is " +
+                              fmt("%.3f", ratio) + "x faster per step than mimose (target 1.10x)");
+    }
+  }
+  line(max24 < 20, "planning a new size, 24 stages at 500 slots: at most " + fmt("%.2f ms", max24) + " (target < 20 ms)");
+  line(max100 < 200, "planning a new size, 100 stages at 500 slots: at most " + fmt("%.2f ms", max100) +
+                         " (target < 200 ms)");
+  md << "- not measured: `joint` and operator variants are not built yet (see the README's status)\n\n";
+
+  const std::string report = md.str();
+  std::fputs(report.c_str(), stdout);
+  write_section(out_path, "optimal_bench", report);
+  std::fprintf(stderr, "optimal_bench: wrote %s\n", out_path.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace memtrain::bench
+
+int main(int argc, char** argv) {
+  try {
+    return memtrain::bench::run(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const memtrain::UsageError& e) {
+    std::fprintf(stderr, "optimal_bench: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "optimal_bench: %s\n", e.what());
+    return 1;
+  }
+}
