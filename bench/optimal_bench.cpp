@@ -5,6 +5,7 @@
 // plan a new input size for 24- and 100-stage chains at 500 slots.
 //
 //   build/bench/optimal_bench [--steps N] [--out docs/BENCHMARKS.md] [--budgets 30,50,70]
+//   build/bench/optimal_bench --planning-only   (prints planning times, writes nothing)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -135,7 +136,8 @@ std::string tightest_ratio(const ModelRuns& runs, const std::vector<std::string>
 }
 
 int run(const std::vector<std::string>& args) {
-  cli::Flags flags(args, {}, "optimal_bench");
+  cli::Flags flags(args, {"planning-only"}, "optimal_bench");
+  const bool planning_only = flags.has("planning-only");
   const int steps = static_cast<int>(flags.integer("steps", 40, 10, 100000));
   const std::string out_path = flags.text("out", "docs/BENCHMARKS.md");
   std::vector<std::string> budgets;
@@ -146,13 +148,20 @@ int run(const std::vector<std::string>& args) {
 
   const data::BrownCorpus corpus = data::read_brown_corpus(data::find_brown_directory(""));
   auto tagging = std::make_shared<data::TaggingDataset>(data::make_tagging_dataset(corpus, 10000));
+  if (planning_only) {
+    for (const PlanningTime& t : time_planning(tagging, budgets)) {
+      std::printf("%d stages, budget %s: mean %.2f ms, max %.2f ms, %d/%d feasible\n", t.stages, t.budget.c_str(),
+                  t.mean_ms, t.max_ms, t.feasible, t.sizes);
+    }
+    return 0;
+  }
   auto images = std::make_shared<data::ImageDataset>(
       data::read_fashion_mnist(data::find_fashion_mnist_directory(""), "train"));
   const runtime::DataShape text_shape{tagging->words.size(), tagging->tags.size(), tagging->max_length, 1};
   runtime::DataShape image_shape;
   image_shape.classes = images->classes;
 
-  ModelRuns tagger{"tagger"}, resnet{"resnet"};
+  ModelRuns tagger{"tagger", {}}, resnet{"resnet", {}};
   for (const std::string& b : budgets) {
     tagger.by_budget[b] = run_lockstep(kPlanners, b, steps, [&](const runtime::TrainerOptions& o) {
       Lane lane;

@@ -1,7 +1,6 @@
 #include "plan/persistent_dp.h"
 
 #include <algorithm>
-#include <cassert>
 #include <string>
 
 #include "core/error.h"
@@ -12,9 +11,18 @@ namespace {
 
 std::int64_t slots_of(Bytes bytes, Bytes slot) { return (bytes + slot - 1) / slot; }
 
-std::int16_t keep_choice(int variant) { return static_cast<std::int16_t>(-2 - variant); }
-
 }  // namespace
+
+std::int64_t PersistentDp::keep_start(int i, int l, int k) const {
+  // F_all(i) runs while the gradient of l+1 exists; B(i) holds x̄_i, delta_{i+1}, x_i and makes delta_i.
+  std::int64_t start = std::max(gradient(l) + vs_[k] + vtf_[k], vs_[k] + a_[i + 1] + a_[i] + vtb_[k]);
+  if (l > i) start = std::max(start, vs_[k] + least_[pair(i + 1, l)]);
+  return start;
+}
+
+std::int64_t PersistentDp::checkpoint_start(int i, int l, int j, std::int64_t forward_peak) const {
+  return std::max({gradient(l) + forward_peak, a_[j] + least_[pair(j, l)], least_[pair(i, j - 1)]});
+}
 
 void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capacity, bool variants) {
   if (slot_bytes < 1) throw UsageError("optimal planner: the slot size must be at least 1 byte");
@@ -65,7 +73,6 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
   least_.assign(pairs, capacity + 1);
   // Every entry is written below, so no initialisation is needed here.
   value_.resize(static_cast<size_t>(pairs) * width_);
-  choice_.resize(static_cast<size_t>(pairs) * width_);
   std::vector<double> lower(pairs);            // each stage once, fastest variant: no schedule is faster
   std::vector<std::int64_t> keep_all(pairs);  // least m at which keeping every stage that way fits
 
@@ -74,73 +81,53 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
     for (int i = 0; i + d < n; ++i) {
       const int l = i + d;
       const int p = pair(i, l);
-      // The gradient present while stages i..l run forward: delta_{l+1},
-      // except above the loss, whose gradient appears only at the Loss op.
-      const std::int64_t grad = l < n - 1 ? a_[l + 1] : 0;
-      const std::int64_t rest_least = d > 0 ? least_[pair(i + 1, l)] : 0;
-      const double* rest = d > 0 ? values(i + 1, l) : nullptr;
-      // Keep stage i whole as variant v: F_all(i), stages i+1..l on what is
-      // left (nothing when d == 0), then B(i).
-      auto keep_need = [&](int k) {
-        return std::max(grad + vs_[k] + vtf_[k], vs_[k] + a_[i + 1] + a_[i] + vtb_[k]);
-      };
       const int fast = var_start_[i] + fastest_[i];
-      std::int64_t ka = keep_need(fast);
+      std::int64_t ka = std::max(gradient(l) + vs_[fast] + vtf_[fast], vs_[fast] + a_[i + 1] + a_[i] + vtb_[fast]);
       lower[p] = vtime_[fast];
       if (d > 0) {
         ka = std::max(ka, vs_[fast] + keep_all[pair(i + 1, l)]);
         lower[p] += lower[pair(i + 1, l)];
       }
       keep_all[p] = ka;
-      const std::int64_t top = std::min(ka, top_limit);  // [top, capacity]: keep everything
+      // Above `top` keeping every stage (fastest variants) fits: the lower bound.
+      const std::int64_t top = std::min(ka, top_limit);
       double* val = values(i, l);
-      std::int16_t* c = choices(i, l);
       std::fill(val, val + top, kInfinity);
-      std::fill(c, c + top, std::int16_t{-1});
       std::int64_t least = top;
 
+      // Keep stage i whole as one of its variants, then i+1..l, then B(i).
+      // Pure minimum updates: the compiler vectorises them.
+      const double* rest = d > 0 ? values(i + 1, l) : nullptr;
       for (int k = var_start_[i]; k < var_start_[i + 1]; ++k) {
-        const std::int64_t start = std::max(keep_need(k), vs_[k] + rest_least);
+        const std::int64_t start = keep_start(i, l, k);
         if (start >= top) continue;
-        const std::int16_t code = keep_choice(k - var_start_[i]);
         const double own = vtime_[k];
-        for (std::int64_t m = start; m < top; ++m) {
-          const double t = d > 0 ? own + rest[m - vs_[k]] : own;
-          if (t < val[m]) {
-            val[m] = t;
-            c[m] = code;
-          }
+        if (d == 0) {
+          for (std::int64_t m = start; m < top; ++m) val[m] = std::min(val[m], own);
+        } else {
+          const std::int64_t s = vs_[k];
+          for (std::int64_t m = start; m < top; ++m) val[m] = std::min(val[m], own + rest[m - s]);
         }
         computed_ += top - start;
         least = std::min(least, start);
       }
-      if (d > 0) {
-        // Checkpoint at j: F_ck(i), F_n(i+1..j-1) keep only x_i and x_j;
-        // solve j..l with x_j held, then i..j-1 again with delta_j.
-        std::int64_t forward_peak = a_[i + 1] + tn_[i];
-        double forward_time = 0;
-        for (int j = i + 1; j <= l; ++j) {
-          forward_time += f_[j - 1];
-          if (j > i + 1) forward_peak = std::max(forward_peak, a_[j - 1] + a_[j] + tn_[j - 1]);
-          const std::int64_t start =
-              std::max({grad + forward_peak, a_[j] + least_[pair(j, l)], least_[pair(i, j - 1)]});
-          if (start >= top) continue;
-          const double* later = values(j, l);
-          const double* again = values(i, j - 1);
-          const std::int64_t aj = a_[j];
-          for (std::int64_t m = start; m < top; ++m) {
-            const double t = forward_time + later[m - aj] + again[m];
-            if (t < val[m]) {
-              val[m] = t;
-              c[m] = static_cast<std::int16_t>(j);
-            }
-          }
-          computed_ += top - start;
-          least = std::min(least, start);
-        }
+      // Checkpoint at j: F_ck(i), F_n(i+1..j-1) keep only x_i and x_j;
+      // solve j..l with x_j held, then i..j-1 again with delta_j.
+      std::int64_t forward_peak = a_[i + 1] + tn_[i];
+      double forward_time = 0;
+      for (int j = i + 1; j <= l; ++j) {
+        forward_time += f_[j - 1];
+        if (j > i + 1) forward_peak = std::max(forward_peak, a_[j - 1] + a_[j] + tn_[j - 1]);
+        const std::int64_t start = checkpoint_start(i, l, j, forward_peak);
+        if (start >= top) continue;
+        const double* later = values(j, l);
+        const double* again = values(i, j - 1);
+        const std::int64_t aj = a_[j];
+        for (std::int64_t m = start; m < top; ++m) val[m] = std::min(val[m], forward_time + later[m - aj] + again[m]);
+        computed_ += top - start;
+        least = std::min(least, start);
       }
       std::fill(val + top, val + width_, lower[p]);
-      std::fill(c + top, c + width_, keep_choice(fastest_[i]));
       least_[p] = least;
     }
   }
@@ -160,21 +147,32 @@ Schedule PersistentDp::schedule(std::int64_t m) const {
 }
 
 void PersistentDp::emit(int i, int l, std::int64_t m, Schedule& out) const {
-  const std::int16_t c = choice(i, l, m);
-  assert(c != -1 && c != 0);
-  if (c < 0) {
-    const int v = -2 - c;
-    out.forward_all(i, v);
-    if (i < l) emit(i + 1, l, m - vs_[var_start_[i] + v], out);
+  const double target = values(i, l)[m];
+  for (int k = var_start_[i]; k < var_start_[i + 1]; ++k) {
+    if (m < keep_start(i, l, k)) continue;
+    const double t = l > i ? vtime_[k] + values(i + 1, l)[m - vs_[k]] : vtime_[k];
+    if (t != target) continue;
+    out.forward_all(i, k - var_start_[i]);
+    if (l > i) emit(i + 1, l, m - vs_[k], out);
     else if (i == n_ - 1) out.loss();
     out.backward(i);
-  } else {
-    const int j = c;
+    return;
+  }
+  std::int64_t forward_peak = a_[i + 1] + tn_[i];
+  double forward_time = 0;
+  for (int j = i + 1; j <= l; ++j) {
+    forward_time += f_[j - 1];
+    if (j > i + 1) forward_peak = std::max(forward_peak, a_[j - 1] + a_[j] + tn_[j - 1]);
+    if (m < checkpoint_start(i, l, j, forward_peak)) continue;
+    if (forward_time + values(j, l)[m - a_[j]] + values(i, j - 1)[m] != target) continue;
     out.forward_checkpoint(i);
     for (int k = i + 1; k < j; ++k) out.forward_none(k);
     emit(j, l, m - a_[j], out);
     emit(i, j - 1, m, out);
+    return;
   }
+  throw Error("optimal planner: internal error, no branch reproduces the table at stages " + std::to_string(i) +
+              ".." + std::to_string(l) + ", " + std::to_string(m) + " slots");
 }
 
 }  // namespace memtrain::plan

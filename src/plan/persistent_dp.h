@@ -25,7 +25,7 @@ namespace memtrain::plan {
 class PersistentDp {
  public:
   static constexpr double kInfinity = std::numeric_limits<double>::infinity();
-  // Refuse tables larger than this many entries (each 10 bytes).
+  // Refuse tables larger than this many entries (each 8 bytes).
   static constexpr std::int64_t kMaxEntries = std::int64_t{1} << 25;
 
   // Fills OPT(m, i, l) for every 0 <= i <= l < n and every m in 0..capacity
@@ -43,18 +43,26 @@ class PersistentDp {
 
   std::int64_t capacity() const { return capacity_; }
   Bytes slot_bytes() const { return slot_bytes_; }
-  // Table entries actually computed by the last solve (the rest were
-  // pruned: below the least feasible m or above the keep-everything one).
+  // Table entries actually computed by the last solve, summed over the
+  // branches tried (the rest were pruned: below a branch's least feasible m
+  // or above the m at which keeping everything fits).
   std::int64_t computed_entries() const { return computed_; }
 
  private:
   int pair(int i, int l) const { return row_start_[i] + (l - i); }
   const double* values(int i, int l) const { return &value_[static_cast<size_t>(pair(i, l)) * width_]; }
   double* values(int i, int l) { return &value_[static_cast<size_t>(pair(i, l)) * width_]; }
-  std::int16_t* choices(int i, int l) { return &choice_[static_cast<size_t>(pair(i, l)) * width_]; }
-  std::int16_t choice(int i, int l, std::int64_t m) const {
-    return choice_[static_cast<size_t>(pair(i, l)) * width_ + m];
-  }
+  // The gradient present while stages i..l run forward.
+  std::int64_t gradient(int l) const { return l < n_ - 1 ? a_[l + 1] : 0; }
+  // Least m at which keeping stage i whole as variant index k (into vs_...)
+  // is possible, the rest i+1..l included.
+  std::int64_t keep_start(int i, int l, int k) const;
+  // Least m at which checkpointing at j is possible; forward_peak is the
+  // running maximum of the forward pass F_ck(i), F_n(i+1..j-1).
+  std::int64_t checkpoint_start(int i, int l, int j, std::int64_t forward_peak) const;
+  // Emits the schedule of (i, l, m): the first branch, in the order solve
+  // tries them, whose value equals the table's (the same sum of the same
+  // numbers, so equal bit for bit). No choice table is kept.
   void emit(int i, int l, std::int64_t m, Schedule& out) const;
 
   int n_ = 0;
@@ -74,8 +82,7 @@ class PersistentDp {
   std::vector<std::int64_t> vs_, vtf_, vtb_;
   std::vector<double> vtime_;
   std::vector<int> fastest_;  // per stage: the variant with the least f + b (ties: least saved)
-  // -1 infeasible; j > 0 checkpoint at j; -(2 + v) keep stage i whole as variant v.
-  std::vector<std::int16_t> choice_;
+
 };
 
 }  // namespace memtrain::plan
