@@ -18,6 +18,7 @@ class OptimalPlanner : public Planner {
   explicit OptimalPlanner(PlannerOptions options = {}, bool variants = false)
       : options_(options), variants_(variants) {}
   std::string name() const override { return variants_ ? "joint" : "optimal"; }
+  bool uses_variants() const override { return variants_; }
   Plan plan(const PlanRequest& request) override;
 
   // The table of the last plan, and its value: the DP's own time for the

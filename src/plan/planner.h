@@ -30,6 +30,9 @@ class Planner {
   // False for planners that ignore the budget (`none`): the trainer then
   // runs them without enforcing it and counts violations instead.
   virtual bool respects_budget() const { return true; }
+  // True for planners that choose operator variants (`joint`): the trainer
+  // then measures every variant while it collects.
+  virtual bool uses_variants() const { return false; }
   virtual Plan plan(const PlanRequest& request) = 0;
 };
 

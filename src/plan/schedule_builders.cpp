@@ -31,13 +31,14 @@ Schedule schedule_checkpointing_everything(int stages) {
   return schedule_with_recompute(std::vector<char>(stages, 1));
 }
 
-Schedule schedule_for_collection(int stages) {
+Schedule schedule_for_collection(int stages, const std::vector<int>& variants) {
+  auto variant = [&](int i) { return i < static_cast<int>(variants.size()) ? variants[i] : 0; };
   Schedule s;
   for (int i = 0; i < stages; ++i) s.forward_checkpoint(i);
-  s.forward_all(stages - 1);
+  s.forward_all(stages - 1, variant(stages - 1));
   s.loss();
   for (int i = stages - 1; i >= 0; --i) {
-    if (i < stages - 1) s.forward_all(i);
+    if (i < stages - 1) s.forward_all(i, variant(i));
     s.backward(i);
   }
   return s;

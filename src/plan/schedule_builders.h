@@ -24,7 +24,9 @@ Schedule schedule_checkpointing_everything(int stages);
 // once without grad and again with grad before its backward, so one step
 // measures every field of every stage, and any input that fits one stage's
 // recomputation fits.
-Schedule schedule_for_collection(int stages);
+// With `variants`, stage i's forward with grad runs as variants[i], so a
+// collection step also measures operator variants.
+Schedule schedule_for_collection(int stages, const std::vector<int>& variants = {});
 
 // Chen et al.'s segments: `starts` are the first stages of consecutive
 // segments (starts[0] == 0). Every segment but the last keeps only its input

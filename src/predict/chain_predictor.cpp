@@ -19,8 +19,9 @@ void observe_if(QuadraticModel& m, double x, const std::optional<Seconds>& v) {
 }  // namespace
 
 ChainPredictor::ChainPredictor(std::vector<StageConstants> stages, double margin)
-    : constants_(std::move(stages)), models_(constants_.size()), margin_(margin) {
+    : constants_(std::move(stages)), models_(constants_.size()), variant_models_(constants_.size()), margin_(margin) {
   if (!(margin >= 0)) throw Error("predictor: margin " + std::to_string(margin) + " must be >= 0");
+  for (size_t i = 0; i < constants_.size(); ++i) variant_models_[i].resize(constants_[i].variants.size());
 }
 
 void ChainPredictor::observe(std::int64_t size, const ChainSample& sample) {
@@ -33,12 +34,25 @@ void ChainPredictor::observe(std::int64_t size, const ChainSample& sample) {
     const StageSample& s = sample.stages[i];
     auto& m = models_[i];
     observe_if(m[kInput], x, s.input_bytes);
-    observe_if(m[kSaved], x, s.saved_bytes);
-    observe_if(m[kForwardTemp], x, s.forward_temp_bytes);
     observe_if(m[kNogradTemp], x, s.nograd_forward_temp_bytes);
-    observe_if(m[kBackwardTemp], x, s.backward_temp_bytes);
-    observe_if(m[kForwardTime], x, s.forward_time);
-    observe_if(m[kBackwardTime], x, s.backward_time);
+    if (s.variant < 0 || s.variant > static_cast<int>(variant_models_[i].size())) {
+      throw Error("predictor: stage " + std::to_string(i) + " sample names variant " + std::to_string(s.variant) +
+                  "; the stage has variants 0.." + std::to_string(variant_models_[i].size()));
+    }
+    if (s.variant == 0) {
+      observe_if(m[kSaved], x, s.saved_bytes);
+      observe_if(m[kForwardTemp], x, s.forward_temp_bytes);
+      observe_if(m[kBackwardTemp], x, s.backward_temp_bytes);
+      observe_if(m[kForwardTime], x, s.forward_time);
+      observe_if(m[kBackwardTime], x, s.backward_time);
+    } else {
+      auto& v = variant_models_[i][s.variant - 1];
+      observe_if(v[kVSaved], x, s.saved_bytes);
+      observe_if(v[kVForwardTemp], x, s.forward_temp_bytes);
+      observe_if(v[kVBackwardTemp], x, s.backward_temp_bytes);
+      observe_if(v[kVForwardTime], x, s.forward_time);
+      observe_if(v[kVBackwardTime], x, s.backward_time);
+    }
   }
   observe_if(output_bytes_, x, sample.output_bytes);
   observe_if(update_temp_bytes_, x, sample.update_temp_bytes);
@@ -84,6 +98,13 @@ Chain ChainPredictor::predict(std::int64_t size) const {
     s.backward_temp_bytes = bytes(m[kBackwardTemp]);
     s.forward_time = seconds(m[kForwardTime]);
     s.backward_time = seconds(m[kBackwardTime]);
+    for (size_t v = 0; v < variant_models_[i].size(); ++v) {
+      const auto& vm = variant_models_[i][v];
+      // Variants keep their numbers: stop at the first not observed yet.
+      if (std::any_of(vm.begin(), vm.end(), [](const QuadraticModel& q) { return q.count() == 0; })) break;
+      s.variants.push_back({constants_[i].variants[v], seconds(vm[kVForwardTime]), seconds(vm[kVBackwardTime]),
+                            bytes(vm[kVSaved]), bytes(vm[kVForwardTemp]), bytes(vm[kVBackwardTemp])});
+    }
   }
   chain.output_bytes = bytes(output_bytes_);
   chain.update_temp_bytes = bytes(update_temp_bytes_);

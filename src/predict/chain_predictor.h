@@ -17,6 +17,7 @@ namespace memtrain::predict {
 // What one step measured of one stage. A field is empty when the step's
 // schedule did not exercise it (a kept stage runs no forward without grad).
 struct StageSample {
+  int variant = 0;  // the variant whose forward with grad and backward were measured
   std::optional<Bytes> input_bytes;
   std::optional<Bytes> saved_bytes;
   std::optional<Bytes> forward_temp_bytes;
@@ -37,6 +38,7 @@ struct StageConstants {
   std::string name;
   Bytes param_bytes = 0;  // weights
   Bytes state_bytes = 0;  // gradients and optimizer state
+  std::vector<std::string> variants;  // names of the stage's variants 1.. (operator variants)
 };
 
 class ChainPredictor {
@@ -48,6 +50,7 @@ class ChainPredictor {
   void observe(std::int64_t size, const ChainSample& sample);
   // True once every memory field of every stage has been observed.
   bool ready() const;
+  // Variants appear on a stage once each of their fields has been observed.
   Chain predict(std::int64_t size) const;
   bool in_range(std::int64_t size) const;
   // Largest rms residual of any memory field's fit, relative to that field's
@@ -60,9 +63,13 @@ class ChainPredictor {
  private:
   enum Field { kInput, kSaved, kForwardTemp, kNogradTemp, kBackwardTemp, kForwardTime, kBackwardTime, kFields };
   static constexpr int kMemoryFields = kForwardTime;
+  // What differs between variants: saved, forward temp, backward temp, forward and backward time.
+  enum VariantField { kVSaved, kVForwardTemp, kVBackwardTemp, kVForwardTime, kVBackwardTime, kVariantFields };
 
   std::vector<StageConstants> constants_;
   std::vector<std::array<QuadraticModel, kFields>> models_;
+  // [stage][variant - 1]
+  std::vector<std::vector<std::array<QuadraticModel, kVariantFields>>> variant_models_;
   QuadraticModel output_bytes_, update_temp_bytes_;
   double margin_;
   long observations_ = 0;

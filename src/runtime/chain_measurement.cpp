@@ -14,6 +14,7 @@ predict::ChainSample sample_execution(const ExecutionResult& result, int stages,
     predict::StageSample& s = sample.stages[r.op.stage];
     switch (r.op.kind) {
       case OpKind::ForwardAll:
+        s.variant = r.op.variant;
         s.input_bytes = r.input_bytes;
         s.saved_bytes = r.live_after - r.live_before;
         s.forward_temp_bytes = r.peak - r.live_after;
@@ -43,7 +44,7 @@ std::vector<predict::StageConstants> stage_constants(const StagedModel& model, i
   std::vector<predict::StageConstants> constants;
   for (int i = 0; i < model.size(); ++i) {
     constants.push_back({model.stage_name(i), model.stage_param_bytes(i),
-                         model.stage_weight_bytes(i) * (1 + optimizer_slots)});
+                         model.stage_weight_bytes(i) * (1 + optimizer_slots), model.stage_variant_names(i)});
   }
   return constants;
 }
@@ -75,6 +76,40 @@ Chain chain_from_sample(const predict::ChainSample& sample, const std::vector<pr
   }
   chain.output_bytes = sample.output_bytes.value_or(0);
   chain.update_temp_bytes = sample.update_temp_bytes.value_or(0);
+  return chain;
+}
+
+Chain chain_from_samples(const std::vector<predict::ChainSample>& samples,
+                         const std::vector<predict::StageConstants>& constants) {
+  if (samples.empty()) throw Error("measured chain: no samples");
+  // Plain fields: per stage, from the first sample that ran it as variant 0.
+  predict::ChainSample plain = samples.front();
+  for (size_t i = 0; i < constants.size(); ++i) {
+    for (const predict::ChainSample& s : samples) {
+      if (s.stages.at(i).variant == 0) {
+        plain.stages[i] = s.stages[i];
+        break;
+      }
+    }
+  }
+  Chain chain = chain_from_sample(plain, constants);
+  for (size_t i = 0; i < constants.size(); ++i) {
+    for (int v = 1; v <= static_cast<int>(constants[i].variants.size()); ++v) {
+      const predict::StageSample* found = nullptr;
+      for (const predict::ChainSample& s : samples) {
+        const predict::StageSample& st = s.stages.at(i);
+        if (st.variant == v && st.saved_bytes && st.forward_temp_bytes && st.backward_temp_bytes && st.forward_time &&
+            st.backward_time) {
+          found = &st;
+          break;
+        }
+      }
+      if (!found) break;
+      chain.stages[i].variants.push_back({constants[i].variants[v - 1], *found->forward_time, *found->backward_time,
+                                          *found->saved_bytes, *found->forward_temp_bytes,
+                                          *found->backward_temp_bytes});
+    }
+  }
   return chain;
 }
 

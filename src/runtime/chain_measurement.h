@@ -22,5 +22,10 @@ std::vector<predict::StageConstants> stage_constants(const StagedModel& model, i
 // A complete chain from a sample that exercised every field (a collection
 // step does); throws memtrain::Error naming the first missing field.
 Chain chain_from_sample(const predict::ChainSample& sample, const std::vector<predict::StageConstants>& constants);
+// The same from several samples: each stage's plain fields from the first
+// sample that ran it as variant 0, and its variants 1.. from the first that
+// ran each (stopping at the first variant none of them ran).
+Chain chain_from_samples(const std::vector<predict::ChainSample>& samples,
+                         const std::vector<predict::StageConstants>& constants);
 
 }  // namespace memtrain::runtime

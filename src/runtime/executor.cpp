@@ -85,14 +85,17 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         const torch::Tensor in = input_of(i);
         if (!in.defined()) throw cannot_run(op, "its input is not held");
         if (graph[i].defined()) throw cannot_run(op, "it already holds a forward with grad");
-        if (op.variant != 0) {
-          throw cannot_run(op, "variant " + std::to_string(op.variant) +
-                                   " requested, but the runtime's stages run only as themselves (variant 0)");
+        const int variants = 1 + static_cast<int>(model_.stage(i).variant_names().size());
+        if (op.variant < 0 || op.variant >= variants) {
+          throw cannot_run(op, "variant " + std::to_string(op.variant) + " does not exist; stage '" +
+                                   model_.stage_name(i) + "' has variants 0.." + std::to_string(variants - 1));
         }
         rec.input_bytes = input_bytes(i, in);
         torch::AutoGradMode grad_on(true);
         leaf[i] = (i == 0 || !in.is_floating_point()) ? in : in.detach().requires_grad_(true);
+        ctx.variant = op.variant;
         graph[i] = forward(i, leaf[i]);
+        ctx.variant = 0;
         rec.output_bytes = static_cast<Bytes>(graph[i].nbytes());
         break;
       }

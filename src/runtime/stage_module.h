@@ -2,6 +2,9 @@
 // stage's output to its own; the last stage returns the scalar loss.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
@@ -13,6 +16,10 @@ class StageModule : public torch::nn::Module {
  public:
   using torch::nn::Module::Module;
   virtual torch::Tensor forward(const torch::Tensor& input, StepContext& ctx) = 0;
+  // Other implementations of the stage (operator variants) beyond the plain
+  // one, which is variant 0; ctx.variant selects one. Each computes the same
+  // function and gradients but keeps less for its backward.
+  virtual std::vector<std::string> variant_names() const { return {}; }
 };
 
 }  // namespace memtrain::runtime

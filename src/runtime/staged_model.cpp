@@ -1,5 +1,7 @@
 #include "runtime/staged_model.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "runtime/models/classification_loss.h"
 
@@ -70,6 +72,12 @@ Bytes StagedModel::stage_param_bytes(int i) const {
   Bytes total = stage_weight_bytes(i);
   for (const auto& b : stages_.at(i)->buffers()) total += static_cast<Bytes>(b.nbytes());
   return total;
+}
+
+int StagedModel::max_variant_count() const {
+  int most = 1;
+  for (const auto& stage : stages_) most = std::max(most, 1 + static_cast<int>(stage->variant_names().size()));
+  return most;
 }
 
 Bytes StagedModel::stage_weight_bytes(int i) const {

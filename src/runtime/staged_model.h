@@ -29,6 +29,10 @@ class StagedModel {
   int size() const { return static_cast<int>(stages_.size()); }
   StageModule& stage(int i) { return *stages_.at(i); }
   const std::string& stage_name(int i) const { return stage_names_.at(i); }
+  // Names of stage i's operator variants 1.. (variant 0 is the stage itself).
+  std::vector<std::string> stage_variant_names(int i) const { return stages_.at(i)->variant_names(); }
+  // The most variants any stage has, the plain one included.
+  int max_variant_count() const;
 
   std::vector<torch::Tensor> parameters() const;
   // Weights and buffers (batch-norm statistics) of stage i: resident bytes.

@@ -17,6 +17,9 @@ struct StepContext {
   // while the trainer calibrates: stages then leave their buffers alone
   // (batch-norm running statistics), so recomputation changes nothing.
   bool update_buffers = true;
+  // Which implementation a stage runs (StageModule::variant_names): set by
+  // the executor for a forward with grad, 0 otherwise.
+  int variant = 0;
 
   // Written by the loss stage.
   double correct = 0;  // examples or tokens predicted right

@@ -72,6 +72,16 @@ StepContext Trainer::context_for(const Batch& batch) {
   return ctx;
 }
 
+int Trainer::variant_rounds() const { return planner_->uses_variants() ? model_->max_variant_count() : 1; }
+
+std::vector<int> Trainer::collection_variants(int round) const {
+  std::vector<int> variants(model_->size(), 0);
+  for (int i = 0; i < model_->size(); ++i) {
+    variants[i] = std::min(round, static_cast<int>(model_->stage_variant_names(i).size()));
+  }
+  return variants;
+}
+
 Error Trainer::below_minimum(const Signature& sig, Bytes minimum) const {
   return Error("budget " + format_bytes(budget_) + " (" + std::to_string(budget_) + " bytes) is below the minimum " +
                format_bytes(minimum) + " (" + std::to_string(minimum) + " bytes) that planner " + planner_->name() +
@@ -100,10 +110,14 @@ void Trainer::calibrate() {
   if (options_.budget.is_percent) {
     reference_peak_ = measure(plan::schedule_keeping_everything(n)).peak;
   }
-  const predict::ChainSample sample =
-      sample_execution(measure(plan::schedule_for_collection(n)), n, optimizer_->update_temp_bytes());
-  predictor_->observe(largest.signature.size, sample);
-  largest_chain_ = chain_from_sample(sample, stage_constants(*model_, Adam::kSlots));
+  // One collection run per variant when the planner chooses variants.
+  std::vector<predict::ChainSample> samples;
+  for (int v = 0; v < variant_rounds(); ++v) {
+    samples.push_back(
+        sample_execution(measure(plan::schedule_for_collection(n, collection_variants(v))), n, optimizer_->update_temp_bytes()));
+    predictor_->observe(largest.signature.size, samples.back());
+  }
+  largest_chain_ = chain_from_samples(samples, stage_constants(*model_, Adam::kSlots));
 
   budget_ = options_.budget.resolve(reference_peak_);
   memory_.set_budget(budget_);
@@ -141,7 +155,9 @@ Schedule Trainer::most_frugal(std::int64_t size) {
 Trainer::Choice Trainer::choose(const Signature& sig) {
   const Clock::time_point t0 = Clock::now();
   if (static_cast<int>(records_.size()) < options_.collect_steps) {
-    return {plan::schedule_for_collection(model_->size()), "collect", since(t0)};
+    // Collection steps take the variants in turn, so each is seen at several sizes.
+    const int round = static_cast<int>(records_.size()) % variant_rounds();
+    return {plan::schedule_for_collection(model_->size(), collection_variants(round)), "collect", since(t0)};
   }
   if (const Plan* hit = cache_->find(sig.size)) return {hit->schedule, "cached", since(t0)};
   Plan p = plan_for(sig.size);

@@ -121,6 +121,10 @@ class Trainer {
   // The schedule with the lowest predicted peak for this size: the planner's
   // own at the least budget it can work with, or every stage checkpointed.
   Schedule most_frugal(std::int64_t size);
+  // Collection runs: one per variant when the planner chooses variants.
+  int variant_rounds() const;
+  // Per stage, the variant collection round `round` runs (its last one when it has fewer).
+  std::vector<int> collection_variants(int round) const;
   StepContext context_for(const Batch& batch);
   Error below_minimum(const Signature& sig, Bytes minimum) const;
 

@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "plan/registry.h"
 #include "runtime/brown_batches.h"
 #include "runtime/trainer.h"
 #include "support/tiny_tagging.h"
@@ -56,7 +57,7 @@ TEST(Trainer, CheckpointedTrainingEqualsPlainTrainingWithDropout) {
   const TrainingRun plain = train(options("none"), 12);
   // sqrt ignores the budget when it plans, so it gets one its schedule fits.
   for (const auto& [planner, budget] : std::vector<std::pair<std::string, std::string>>{
-           {"all", "60%"}, {"sqrt", "80%"}, {"mimose", "60%"}, {"static", "60%"}, {"optimal", "55%"}}) {
+           {"all", "60%"}, {"sqrt", "80%"}, {"mimose", "60%"}, {"static", "60%"}, {"optimal", "55%"}, {"joint", "45%"}}) {
     const TrainingRun r = train(options(planner, budget), 12);
     expect_same_training(plain, r, planner);
     long recomputing_steps = 0;
@@ -99,6 +100,38 @@ TEST(Trainer, AMispredictionIsRetriedWithoutLosingOrRepeatingABatch) {
     // Every batch trained once, in order, exactly as a run that never failed.
     expect_same_training(plain, faulty, std::string("retried run, ") + planner);
   }
+}
+
+// Operator variants in training: `joint` measures them while collecting,
+// chooses them, and trains exactly as a plain run at a budget `optimal`
+// cannot meet.
+TEST(Trainer, JointChoosesVariantsAndFitsBelowOptimalsMinimum) {
+  const auto data = tiny_tagging();
+  auto minimum = [&](const std::string& planner) {
+    CpuDeviceMemory memory;
+    BrownBatches source(data, 16, 5);
+    TrainerOptions o = options(planner, "100%");
+    Trainer trainer(o, memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
+    trainer.calibrate();
+    return plan::make_planner(planner)->plan({trainer.largest_chain(), 0, &trainer.largest_chain()}).min_budget_bytes;
+  };
+  const Bytes optimal = minimum("optimal"), joint = minimum("joint");
+  EXPECT_LT(joint, optimal);
+
+  const TrainingRun plain = train(options("none"), 12);
+  CpuDeviceMemory memory;
+  BrownBatches source(data, 16, 5);
+  TrainerOptions o = options("joint");
+  o.budget = {false, 0, (joint + optimal) / 2};  // below what optimal needs
+  Trainer trainer(o, memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
+  TrainingRun run;
+  for (int s = 0; s < 12; ++s) run.losses.push_back(trainer.step().loss);
+  for (const auto& p : trainer.model().parameters()) run.weights.push_back(p.detach().clone());
+  expect_same_training(plain, run, "joint");
+  long with_variant = 0;
+  for (const StepRecord& r : trainer.records()) with_variant += r.plan != "collect" && r.schedule.find(".v1") != std::string::npos;
+  EXPECT_GT(with_variant, 3);
+  EXPECT_EQ(trainer.summary().violations, 0);
 }
 
 TEST(Trainer, NoneIgnoresTheBudgetAndCountsViolations) {

@@ -41,10 +41,15 @@ class MaskedScale : public torch::autograd::Function<MaskedScale> {
 
 }  // namespace
 
+torch::Tensor step_dropout_mask(c10::IntArrayRef sizes, const torch::TensorOptions& options, double p,
+                                StepContext& ctx) {
+  if (!ctx.training || p <= 0) return {};
+  return torch::empty(sizes, options.dtype(torch::kBool)).bernoulli_(1.0 - p, ctx.generator);
+}
+
 torch::Tensor step_dropout(const torch::Tensor& x, double p, StepContext& ctx) {
-  if (!ctx.training || p <= 0) return x;
-  const torch::Tensor keep =
-      torch::empty(x.sizes(), x.options().dtype(torch::kBool)).bernoulli_(1.0 - p, ctx.generator);
+  const torch::Tensor keep = step_dropout_mask(x.sizes(), x.options(), p, ctx);
+  if (!keep.defined()) return x;
   return MaskedScale::apply(x, keep, 1.0 / (1.0 - p));
 }
 

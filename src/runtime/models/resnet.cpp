@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "runtime/models/classification_loss.h"
+#include "runtime/ops/recomputed_segment.h"
 
 namespace memtrain::runtime {
 
@@ -23,11 +24,14 @@ class StepBatchNorm : public torch::nn::Module {
         var_(register_buffer("running_var", torch::ones({channels}))) {}
 
   torch::Tensor forward(const torch::Tensor& x, const StepContext& ctx) {
+    return forward(x, ctx.training, ctx.update_buffers);
+  }
+  torch::Tensor forward(const torch::Tensor& x, bool training, bool update_buffers) {
     // In training without buffer updates, passing no running statistics
     // normalises with the batch's and records nothing.
-    const bool running = !ctx.training || ctx.update_buffers;
+    const bool running = !training || update_buffers;
     return torch::batch_norm(x, weight_, bias_, running ? mean_ : torch::Tensor(), running ? var_ : torch::Tensor(),
-                             ctx.training, 0.1, 1e-5, /*cudnn_enabled=*/true);
+                             training, 0.1, 1e-5, /*cudnn_enabled=*/true);
   }
 
  private:
@@ -53,7 +57,7 @@ class StemStage : public StageModule {
   std::shared_ptr<StepBatchNorm> norm_;
 };
 
-class BasicBlockStage : public StageModule {
+class BasicBlockStage : public StageModule, public Segment {
  public:
   BasicBlockStage(int64_t in, int64_t out, int64_t stride)
       : conv1_(register_module("conv1", conv3x3(in, out, stride))),
@@ -68,11 +72,23 @@ class BasicBlockStage : public StageModule {
   }
 
   torch::Tensor forward(const torch::Tensor& x, StepContext& ctx) override {
-    torch::Tensor h = torch::relu(norm1_->forward(conv1_(x), ctx));
-    h = norm2_->forward(conv2_(h), ctx);
+    const torch::Tensor c1 = conv1_(x);
+    const bool recompute = ctx.variant == 1 && ctx.training && torch::GradMode::is_enabled();
+    torch::Tensor h = recompute ? run_recomputed(*this, c1, ctx.update_buffers)
+                                : conv2_(torch::relu(norm1_->forward(c1, ctx)));
+    h = norm2_->forward(h, ctx);
     const torch::Tensor skip = shortcut_ ? shortcut_norm_->forward(shortcut_(x), ctx) : x;
     return torch::relu(h + skip);
   }
+
+  // Norm, ReLU and the second convolution: the variant keeps only the first
+  // convolution's output and recomputes the rest in the backward, dropping
+  // the activation between them (training only: batch statistics).
+  torch::Tensor run_segment(const torch::Tensor& c1, bool first_run) override {
+    return conv2_(torch::relu(norm1_->forward(c1, true, first_run)));
+  }
+
+  std::vector<std::string> variant_names() const override { return {"recompute-conv2"}; }
 
  private:
   torch::nn::Conv2d conv1_;

@@ -6,6 +6,8 @@
 
 #include "core/error.h"
 #include "runtime/models/classification_loss.h"
+#include "runtime/ops/attention_recomputing_softmax.h"
+#include "runtime/ops/recomputed_segment.h"
 
 namespace memtrain::runtime {
 
@@ -46,6 +48,16 @@ class AttentionStage : public StageModule {
     const int64_t b = x.size(0), t = x.size(1), d = x.size(2), dh = d / heads_;
     const torch::Tensor qkv = qkv_(norm_(x)).view({b, t, 3, heads_, dh}).permute({2, 0, 3, 1, 4});
     const torch::Tensor q = qkv[0] * (1.0 / std::sqrt(static_cast<double>(dh)));
+    if (ctx.variant == 1) {
+      // Same draws as the plain path: the mask has the probabilities' shape.
+      const torch::Tensor keep = step_dropout_mask({b, heads_, t, t}, q.options(), dropout_, ctx);
+      const torch::Tensor padding = ctx.key_padding.defined() ? ctx.key_padding.view({b, 1, 1, t}) : torch::Tensor();
+      const torch::Tensor mixed =
+          attention_recomputing_softmax(q, qkv[1], qkv[2], padding, keep, 1.0 / (1.0 - dropout_))
+              .transpose(1, 2)
+              .reshape({b, t, d});
+      return x + step_dropout(out_(mixed), dropout_, ctx);
+    }
     torch::Tensor scores = torch::matmul(q, qkv[1].transpose(-2, -1));
     if (ctx.key_padding.defined()) {
       // In place: the matmul's backward needs q and k, not its output, so
@@ -57,6 +69,8 @@ class AttentionStage : public StageModule {
     return x + step_dropout(out_(mixed), dropout_, ctx);
   }
 
+  std::vector<std::string> variant_names() const override { return {"recompute-softmax"}; }
+
  private:
   torch::nn::LayerNorm norm_;
   torch::nn::Linear qkv_, out_;
@@ -64,7 +78,7 @@ class AttentionStage : public StageModule {
   double dropout_;
 };
 
-class FeedForwardStage : public StageModule {
+class FeedForwardStage : public StageModule, public Segment {
  public:
   FeedForwardStage(const TransformerTaggerConfig& c)
       : norm_(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.width})))),
@@ -73,8 +87,16 @@ class FeedForwardStage : public StageModule {
         dropout_(c.dropout) {}
 
   torch::Tensor forward(const torch::Tensor& x, StepContext& ctx) override {
-    return x + step_dropout(down_(torch::gelu(up_(norm_(x)))), dropout_, ctx);
+    const torch::Tensor h = up_(norm_(x));
+    const torch::Tensor y = ctx.variant == 1 ? run_recomputed(*this, h, ctx.update_buffers) : run_segment(h, true);
+    return x + step_dropout(y, dropout_, ctx);
   }
+
+  // GELU and the down projection: the variant keeps only h and computes
+  // gelu(h) again in the backward for the projection's weight gradient.
+  torch::Tensor run_segment(const torch::Tensor& h, bool) override { return down_(torch::gelu(h)); }
+
+  std::vector<std::string> variant_names() const override { return {"recompute-gelu"}; }
 
  private:
   torch::nn::LayerNorm norm_;
