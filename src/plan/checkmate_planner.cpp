@@ -1,0 +1,265 @@
+#include "plan/checkmate_planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include <coin/Cbc_C_Interface.h>
+
+#include "core/error.h"
+
+namespace memtrain::plan {
+
+namespace {
+
+std::vector<std::vector<char>> square(int n) { return std::vector<std::vector<char>>(n, std::vector<char>(n, 0)); }
+
+}  // namespace
+
+std::string GraphSchedule::to_string() const {
+  std::string out;
+  const int n = static_cast<int>(compute.size());
+  for (int t = 0; t < n; ++t) {
+    out += (t ? " | t" : "t") + std::to_string(t) + ":";
+    std::string kept;
+    for (int i = 0; i < t; ++i) {
+      if (keep[t][i]) kept += (kept.empty() ? "" : ",") + std::to_string(i);
+    }
+    if (!kept.empty()) out += " keep " + kept + ";";
+    for (int i = 0; i <= t; ++i) {
+      if (compute[t][i]) out += " " + std::to_string(i);
+    }
+  }
+  return out;
+}
+
+GraphCost price_graph_schedule(const Graph& graph, const GraphSchedule& s) {
+  const int n = graph.size();
+  GraphCost c;
+  auto fail = [&](int t, int i, const std::string& why) {
+    c.why = "stage " + std::to_string(t) + ", node " + std::to_string(i) + " ('" + graph.nodes[i].name + "'): " + why;
+    return c;
+  };
+  if (static_cast<int>(s.compute.size()) != n || static_cast<int>(s.keep.size()) != n) {
+    c.why = "schedule has " + std::to_string(s.compute.size()) + " stages; the graph has " + std::to_string(n) + " nodes";
+    return c;
+  }
+  auto reads = [&](int k, int i) {
+    const auto& in = graph.nodes[k].inputs;
+    return std::find(in.begin(), in.end(), i) != in.end();
+  };
+  for (int t = 0; t < n; ++t) {
+    if (!s.compute[t][t]) return fail(t, t, "stage t must compute node t");
+    for (int i = 0; i < t; ++i) {
+      if (!s.keep[t][i]) continue;
+      const bool had = t > 0 && ((i < t - 1 && s.keep[t - 1][i]) || s.compute[t - 1][i]);
+      if (!had) return fail(t, i, "kept but neither kept nor computed in the stage before");
+    }
+    auto kept = [&](int i) { return i < t && s.keep[t][i]; };
+    auto kept_next = [&](int i) { return t + 1 < n && i <= t && s.keep[t + 1][i]; };
+    for (int k = 0; k <= t; ++k) {
+      if (!s.compute[t][k]) continue;
+      for (int j : graph.nodes[k].inputs) {
+        if (!s.compute[t][j] && !kept(j)) {
+          return fail(t, k, "input " + std::to_string(j) + " is neither kept nor computed in this stage");
+        }
+      }
+      Bytes mem = graph.persistent_bytes + graph.nodes[k].temp_bytes;
+      for (int i = 0; i <= t; ++i) {
+        const bool present = kept(i) || (s.compute[t][i] && i <= k);
+        bool needed = i == k || reads(k, i) || kept_next(i);
+        for (int j = k + 1; j <= t && !needed; ++j) needed = s.compute[t][j] && reads(j, i);
+        if (present && needed) mem += graph.nodes[i].output_bytes;
+      }
+      c.peak_bytes = std::max(c.peak_bytes, mem);
+      c.time += graph.nodes[k].time;
+    }
+  }
+  c.valid = true;
+  return c;
+}
+
+GraphSchedule with_least_keeping(const Graph& graph, std::vector<std::vector<char>> compute) {
+  const int n = graph.size();
+  GraphSchedule s;
+  s.compute = std::move(compute);
+  s.keep = square(n);
+  for (int i = 0; i < n; ++i) {
+    bool needed_next = false;  // needed entering stage t + 1
+    for (int t = n - 1; t > i; --t) {
+      bool used = false;
+      for (int k = i + 1; k <= t && !used; ++k) {
+        if (!s.compute[t][k]) continue;
+        const auto& in = graph.nodes[k].inputs;
+        used = std::find(in.begin(), in.end(), i) != in.end();
+      }
+      const bool needed = !s.compute[t][i] && (used || needed_next);
+      s.keep[t][i] = needed;
+      needed_next = needed;
+    }
+  }
+  return s;
+}
+
+GraphPlan plan_graph_exhaustively(const Graph& graph, Bytes budget) {
+  const int n = graph.size();
+  if (n > 7) throw UsageError("exhaustive graph planning: " + std::to_string(n) + " nodes; at most 7");
+  std::vector<std::pair<int, int>> free_bits;  // (t, i) with i < t
+  for (int t = 0; t < n; ++t) {
+    for (int i = 0; i < t; ++i) free_bits.push_back({t, i});
+  }
+  GraphPlan best;
+  for (unsigned long mask = 0; mask < (1ul << free_bits.size()); ++mask) {
+    auto compute = square(n);
+    for (int t = 0; t < n; ++t) compute[t][t] = 1;
+    for (size_t b = 0; b < free_bits.size(); ++b) {
+      if (mask >> b & 1) compute[free_bits[b].first][free_bits[b].second] = 1;
+    }
+    GraphSchedule s = with_least_keeping(graph, std::move(compute));
+    const GraphCost c = price_graph_schedule(graph, s);
+    if (!c.valid || c.peak_bytes > budget) continue;
+    if (!best.feasible || c.time < best.cost.time) {
+      best.feasible = true;
+      best.proven_optimal = true;
+      best.schedule = std::move(s);
+      best.cost = c;
+    }
+  }
+  best.note = best.feasible ? "exhaustive search" : "no schedule fits the budget";
+  return best;
+}
+
+GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit) {
+  graph.validate("graph");
+  const int n = graph.size();
+  GraphPlan plan;
+  const double room = static_cast<double>(budget - graph.persistent_bytes);
+  if (room <= 0) {
+    plan.note = "the budget does not cover the resident bytes";
+    return plan;
+  }
+  Cbc_Model* model = Cbc_newModel();
+  struct Guard {
+    Cbc_Model* m;
+    ~Guard() { Cbc_deleteModel(m); }
+  } guard{model};
+  Cbc_setLogLevel(model, 0);
+  Cbc_setMaximumSeconds(model, time_limit);
+
+  // Column indices of R[t][i] (i <= t) and S[t][i] (i < t).
+  std::vector<std::vector<int>> r(n, std::vector<int>(n, -1)), s(n, std::vector<int>(n, -1));
+  int columns = 0;
+  for (int t = 0; t < n; ++t) {
+    for (int i = 0; i <= t; ++i) {
+      const double fixed = i == t ? 1.0 : 0.0;
+      Cbc_addCol(model, ("R" + std::to_string(t) + "_" + std::to_string(i)).c_str(), fixed, 1.0,
+                 graph.nodes[i].time, 1, 0, nullptr, nullptr);
+      r[t][i] = columns++;
+    }
+    for (int i = 0; i < t; ++i) {
+      Cbc_addCol(model, ("S" + std::to_string(t) + "_" + std::to_string(i)).c_str(), 0.0, 1.0, 0.0, 1, 0, nullptr,
+                 nullptr);
+      s[t][i] = columns++;
+    }
+  }
+  auto row = [&](const std::vector<int>& cols, const std::vector<double>& coefs, char sense, double rhs) {
+    Cbc_addRow(model, "", static_cast<int>(cols.size()), cols.data(), coefs.data(), sense, rhs);
+  };
+  for (int t = 0; t < n; ++t) {
+    for (int i = 0; i <= t; ++i) {
+      for (int j : graph.nodes[i].inputs) {  // R[t][i] <= R[t][j] + S[t][j]
+        std::vector<int> cols = {r[t][i], r[t][j]};
+        std::vector<double> coefs = {1, -1};
+        if (j < t) {
+          cols.push_back(s[t][j]);
+          coefs.push_back(-1);
+        }
+        row(cols, coefs, 'L', 0);
+      }
+    }
+    if (t + 1 < n) {
+      for (int i = 0; i <= t; ++i) {  // S[t+1][i] <= S[t][i] + R[t][i]
+        std::vector<int> cols = {s[t + 1][i], r[t][i]};
+        std::vector<double> coefs = {1, -1};
+        if (i < t) {
+          cols.push_back(s[t][i]);
+          coefs.push_back(-1);
+        }
+        row(cols, coefs, 'L', 0);
+      }
+    }
+  }
+  // A[t][i][k]: output i alive while stage t computes node k; each reason it
+  // must be alive bounds it below, and memory bounds the sum.
+  std::vector<std::vector<int>> users(n);
+  for (int i = 0; i < n; ++i) {
+    for (int j : graph.nodes[i].inputs) users[j].push_back(i);
+  }
+  for (int t = 0; t < n; ++t) {
+    std::vector<std::vector<int>> a(t + 1, std::vector<int>(t + 1));
+    for (int i = 0; i <= t; ++i) {
+      for (int k = 0; k <= t; ++k) {
+        Cbc_addCol(model, "", 0.0, 1.0, 0.0, 1, 0, nullptr, nullptr);
+        a[i][k] = columns++;
+      }
+    }
+    auto at_least = [&](int alive, std::vector<int> cols, std::vector<double> coefs, double rhs) {
+      // alive - sum(coefs * cols) >= rhs
+      cols.insert(cols.begin(), alive);
+      std::vector<double> c = {1};
+      for (double x : coefs) c.push_back(-x);
+      row(cols, c, 'G', rhs);
+    };
+    for (int k = 0; k <= t; ++k) {
+      at_least(a[k][k], {r[t][k]}, {1}, 0);                              // its own output
+      for (int i : graph.nodes[k].inputs) at_least(a[i][k], {r[t][k]}, {1}, 0);  // its inputs
+    }
+    for (int i = 0; i <= t; ++i) {
+      for (int k = 0; k <= t; ++k) {
+        for (int j : users[i]) {  // a later node of this stage reads it
+          if (j <= k || j > t) continue;
+          if (k >= i) at_least(a[i][k], {r[t][j]}, {1}, 0);
+          else if (i < t) at_least(a[i][k], {r[t][j], s[t][i]}, {1, 1}, -1);
+        }
+        if (t + 1 < n) {  // kept for the next stage
+          if (k >= i) at_least(a[i][k], {s[t + 1][i]}, {1}, 0);
+          else if (i < t) at_least(a[i][k], {s[t + 1][i], s[t][i]}, {1, 1}, -1);
+        }
+      }
+    }
+    // Memory while computing k, as a fraction of the room the budget leaves;
+    // a hair under 1 so CBC's tolerances cannot overrun it.
+    for (int k = 0; k <= t; ++k) {
+      std::vector<int> cols = {r[t][k]};
+      std::vector<double> coefs = {static_cast<double>(graph.nodes[k].temp_bytes) / room};
+      for (int i = 0; i <= t; ++i) {
+        cols.push_back(a[i][k]);
+        coefs.push_back(static_cast<double>(graph.nodes[i].output_bytes) / room);
+      }
+      row(cols, coefs, 'L', 1.0 - 1e-9);
+    }
+  }
+  Cbc_solve(model);
+  const double* solution = Cbc_bestSolution(model);
+  if (!solution) {
+    plan.note = Cbc_isProvenInfeasible(model) ? "no schedule fits the budget"
+                                              : "no schedule found within the time limit of " +
+                                                    std::to_string(time_limit) + " s";
+    return plan;
+  }
+  auto compute = square(n);
+  for (int t = 0; t < n; ++t) {
+    for (int i = 0; i <= t; ++i) compute[t][i] = solution[r[t][i]] > 0.5;
+  }
+  // The program may keep more than it needs; keeping the least is as fast and never uses more.
+  plan.schedule = with_least_keeping(graph, std::move(compute));
+  plan.cost = price_graph_schedule(graph, plan.schedule);
+  plan.feasible = plan.cost.valid && plan.cost.peak_bytes <= budget;
+  plan.proven_optimal = plan.feasible && Cbc_isProvenOptimal(model);
+  if (!plan.cost.valid) plan.note = "internal error: the solver's schedule is invalid: " + plan.cost.why;
+  else if (!plan.feasible) plan.note = "internal error: the solver's schedule exceeds the budget";
+  else plan.note = plan.proven_optimal ? "proven optimal" : "best found within the time limit";
+  return plan;
+}
+
+}  // namespace memtrain::plan
