@@ -40,6 +40,18 @@ predict::ChainSample sample_execution(const ExecutionResult& result, int stages,
   return sample;
 }
 
+predict::ChainSample faster_of(const predict::ChainSample& a, const predict::ChainSample& b) {
+  predict::ChainSample out = b;
+  for (size_t i = 0; i < out.stages.size() && i < a.stages.size(); ++i) {
+    auto shorter = [](std::optional<Seconds>& mine, const std::optional<Seconds>& other) {
+      if (mine && other) mine = std::min(*mine, *other);
+    };
+    shorter(out.stages[i].forward_time, a.stages[i].forward_time);
+    shorter(out.stages[i].backward_time, a.stages[i].backward_time);
+  }
+  return out;
+}
+
 std::vector<predict::StageConstants> stage_constants(const StagedModel& model, int optimizer_slots) {
   std::vector<predict::StageConstants> constants;
   for (int i = 0; i < model.size(); ++i) {

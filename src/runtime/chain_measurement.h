@@ -15,6 +15,11 @@ namespace memtrain::runtime {
 // Fields a schedule did not exercise stay empty. update_temp_bytes < 0: not measured.
 predict::ChainSample sample_execution(const ExecutionResult& result, int stages, Bytes update_temp_bytes);
 
+// Two measurements of the same schedule on the same input: the memory of
+// `b` and, per stage, the shorter of the two times (interference from the
+// rest of the machine only ever adds time).
+predict::ChainSample faster_of(const predict::ChainSample& a, const predict::ChainSample& b);
+
 // The model's fixed per-stage costs: weights and buffers, and gradients plus
 // `optimizer_slots` optimizer tensors per weight (2 for Adam).
 std::vector<predict::StageConstants> stage_constants(const StagedModel& model, int optimizer_slots);

@@ -113,8 +113,14 @@ void Trainer::calibrate() {
   // One collection run per variant when the planner chooses variants.
   std::vector<predict::ChainSample> samples;
   for (int v = 0; v < variant_rounds(); ++v) {
-    samples.push_back(
-        sample_execution(measure(plan::schedule_for_collection(n, collection_variants(v))), n, optimizer_->update_temp_bytes()));
+    const Schedule collect = plan::schedule_for_collection(n, collection_variants(v));
+    predict::ChainSample sample = sample_execution(measure(collect), n, optimizer_->update_temp_bytes());
+    // Variants are chosen by their times, so each is timed twice and the
+    // shorter kept: one-off costs and a busy machine would bias the choice.
+    if (planner_->uses_variants()) {
+      sample = faster_of(sample, sample_execution(measure(collect), n, optimizer_->update_temp_bytes()));
+    }
+    samples.push_back(sample);
     predictor_->observe(largest.signature.size, samples.back());
   }
   largest_chain_ = chain_from_samples(samples, stage_constants(*model_, Adam::kSlots));

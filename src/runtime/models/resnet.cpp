@@ -48,8 +48,13 @@ class StemStage : public StageModule {
       : conv_(register_module("conv", conv3x3(in, out, 1))),
         norm_(register_module("norm", std::make_shared<StepBatchNorm>(out))) {}
 
+  // One tensor per statement, ReLU in place (batch norm's backward needs its
+  // input, not its output): without grad each intermediate dies as soon as
+  // the next exists, instead of at the end of one long expression.
   torch::Tensor forward(const torch::Tensor& x, StepContext& ctx) override {
-    return torch::relu(norm_->forward(conv_(x), ctx));
+    torch::Tensor h = conv_(x);
+    h = norm_->forward(h, ctx);
+    return h.relu_();
   }
 
  private:
@@ -71,21 +76,34 @@ class BasicBlockStage : public StageModule, public Segment {
     }
   }
 
+  // As the stem: one tensor per statement, in-place ReLU and sum.
   torch::Tensor forward(const torch::Tensor& x, StepContext& ctx) override {
-    const torch::Tensor c1 = conv1_(x);
+    torch::Tensor h = conv1_(x);
     const bool recompute = ctx.variant == 1 && ctx.training && torch::GradMode::is_enabled();
-    torch::Tensor h = recompute ? run_recomputed(*this, c1, ctx.update_buffers)
-                                : conv2_(torch::relu(norm1_->forward(c1, ctx)));
+    if (recompute) {
+      h = run_recomputed(*this, h, ctx.update_buffers);
+    } else {
+      h = norm1_->forward(h, ctx);
+      h.relu_();
+      h = conv2_(h);
+    }
     h = norm2_->forward(h, ctx);
-    const torch::Tensor skip = shortcut_ ? shortcut_norm_->forward(shortcut_(x), ctx) : x;
-    return torch::relu(h + skip);
+    if (shortcut_) {
+      torch::Tensor skip = shortcut_(x);
+      h.add_(shortcut_norm_->forward(skip, ctx));
+    } else {
+      h.add_(x);
+    }
+    return h.relu_();
   }
 
   // Norm, ReLU and the second convolution: the variant keeps only the first
   // convolution's output and recomputes the rest in the backward, dropping
   // the activation between them (training only: batch statistics).
   torch::Tensor run_segment(const torch::Tensor& c1, bool first_run) override {
-    return conv2_(torch::relu(norm1_->forward(c1, true, first_run)));
+    torch::Tensor h = norm1_->forward(c1, true, first_run);
+    h.relu_();
+    return conv2_(h);
   }
 
   std::vector<std::string> variant_names() const override { return {"recompute-conv2"}; }

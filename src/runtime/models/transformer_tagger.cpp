@@ -48,7 +48,9 @@ class AttentionStage : public StageModule {
     const int64_t b = x.size(0), t = x.size(1), d = x.size(2), dh = d / heads_;
     const torch::Tensor qkv = qkv_(norm_(x)).view({b, t, 3, heads_, dh}).permute({2, 0, 3, 1, 4});
     const torch::Tensor q = qkv[0] * (1.0 / std::sqrt(static_cast<double>(dh)));
-    if (ctx.variant == 1) {
+    // The variant, and every forward without grad (nothing is kept then, so
+    // the per-head core only lowers the peak; its output is bit-identical).
+    if (ctx.variant == 1 || !torch::GradMode::is_enabled()) {
       // Same draws as the plain path: the mask has the probabilities' shape.
       const torch::Tensor keep = step_dropout_mask({b, heads_, t, t}, q.options(), dropout_, ctx);
       const torch::Tensor padding = ctx.key_padding.defined() ? ctx.key_padding.view({b, 1, 1, t}) : torch::Tensor();
