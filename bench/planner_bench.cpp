@@ -116,7 +116,7 @@ int run(const std::vector<std::string>& args) {
 
   std::ostringstream md;
   md << "## Planners on the Brown tagger (CPU)\n\n"
-     << "Command: `build/bench/planner_bench --steps " << steps << "` (or `scripts/bench.sh`)  \n"
+     << "Command: `build/bench/planner_bench --steps " << steps << "` (or `scripts/bench.sh planner`)  \n"
      << "Machine: " << machine() << "  \n"
      << "Date: " << today() << "  \n"
      << "Model: the default Transformer tagger (6 layers, width 128, 4 heads, 14 stages), batch 32, seed 1; "

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the planner benchmark, which
-# rewrites its section of docs/BENCHMARKS.md. Arguments go to planner_bench
-# (e.g. --steps 100, --budgets 50).
+# Installs what is missing, builds, and runs the benchmarks; each rewrites its
+# own section of docs/BENCHMARKS.md. Optional first argument: planner or
+# optimal, to run one; further arguments go to it (e.g. --steps 100).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-exec build/bench/planner_bench "$@"
+case "${1:-}" in
+  planner) shift; exec build/bench/planner_bench "$@" ;;
+  optimal) shift; exec build/bench/optimal_bench "$@" ;;
+  "") build/bench/planner_bench; exec build/bench/optimal_bench ;;
+  *) echo "bench.sh: unknown benchmark '$1'; expected planner or optimal" >&2; exit 2 ;;
+esac
