@@ -7,11 +7,12 @@ set -euo pipefail
 BROWN_VERSION=1.9.80
 DATA_PREFIX=${MEMTRAIN_DATA_PREFIX:-/usr/local/share/memtrain}
 
-# gnuplot-nox draws `memtrain plan --sweep`. libopenblas0-pthread: Debian's LibTorch links the generic libblas.so.3,
+# gnuplot-nox draws `memtrain plan --sweep`; coinor-libcbc-dev solves the graph
+# planner's mixed-integer program. libopenblas0-pthread: Debian's LibTorch links the generic libblas.so.3,
 # which otherwise resolves to netlib's reference BLAS (8x slower here).
 packages=(g++ cmake ninja-build ccache git pkg-config ca-certificates
           libtorch-dev libopenblas0-pthread libgtest-dev nlohmann-json3-dev zlib1g-dev
-          dataset-fashion-mnist gnuplot-nox)
+          dataset-fashion-mnist gnuplot-nox coinor-libcbc-dev)
 
 missing=()
 for p in "${packages[@]}"; do
