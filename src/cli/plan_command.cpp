@@ -11,7 +11,9 @@
 #include "cli/gnuplot.h"
 #include "cli/planner_flags.h"
 #include "core/chain_json.h"
+#include "core/graph_json.h"
 #include "core/error.h"
+#include "plan/checkmate_planner.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
 #include "plan/tradeoff_curve.h"
@@ -25,6 +27,7 @@ const char* kPlanHelp =
     "usage: memtrain plan --chain FILE.json --budget B --planner P [--slots N | --slot-bytes N]\n"
     "                     [--json FILE] [--largest FILE.json]\n"
     "       memtrain plan --chain FILE.json --sweep [--points N] [--csv FILE] [--plot FILE.svg|.png]\n"
+    "       memtrain plan --graph FILE.json --budget B [--time-limit S] [--json FILE]\n"
     "\n"
     "Plans the chain in FILE.json (format: docs/chain-format.md) and prints the schedule,\n"
     "its simulated peak memory and time, or that no schedule of this planner fits.\n"
@@ -39,7 +42,60 @@ const char* kPlanHelp =
     "\n"
     "  --sweep           every planner at --points budgets from the least any planner needs to the\n"
     "                    peak with nothing recomputed: prints simulated time over budget, writes\n"
-    "                    --csv (default plan-sweep.csv) and --plot (default plan-sweep.svg; gnuplot)\n";
+    "                    --csv (default plan-sweep.csv) and --plot (default plan-sweep.svg; gnuplot)\n"
+    "\n"
+    "  --graph FILE      a network that is not a chain (format: docs/graph-format.md): the\n"
+    "                    Checkmate mixed-integer program, solved with CBC; --budget is bytes or\n"
+    "                    N% of the peak with nothing recomputed; --time-limit S (default 60)\n"
+    "                    returns the best schedule found by then\n";
+
+int run_graph(Flags& flags) {
+  const std::string path = flags.text("graph", "");
+  if (!flags.has("budget")) throw UsageError("plan: --budget B is required; see memtrain plan --help");
+  const BudgetSpec spec = parse_budget(flags.text("budget", ""), "--budget");
+  const double limit = flags.real("time-limit", 60, 0.01, 86400);
+  const std::string json_path = flags.text("json", "");
+  flags.check_all_used();
+
+  const Graph graph = read_graph_file(path);
+  const plan::GraphCost all = plan::price_graph_schedule(graph, plan::keeping_everything(graph));
+  const Bytes budget = spec.resolve(all.peak_bytes);
+  const plan::GraphPlan p = plan::plan_graph(graph, budget, limit);
+  std::printf("graph of %d nodes (backward included), budget %s (%lld bytes); nothing recomputed: peak %s, time %.6g s\n",
+              graph.size(), format_bytes(budget).c_str(), static_cast<long long>(budget),
+              format_bytes(all.peak_bytes).c_str(), all.time);
+  if (p.feasible) {
+    std::printf("schedule (per stage: outputs kept into it; nodes it computes): %s\n", p.schedule.to_string().c_str());
+    std::printf("peak %s (%lld bytes), time %.6g s; %s\n", format_bytes(p.cost.peak_bytes).c_str(),
+                static_cast<long long>(p.cost.peak_bytes), p.cost.time, p.note.c_str());
+  } else {
+    std::printf("%s\n", p.note.c_str());
+  }
+  if (!json_path.empty()) {
+    nlohmann::json compute = nlohmann::json::array(), keep = nlohmann::json::array();
+    for (int t = 0; p.feasible && t < graph.size(); ++t) {
+      nlohmann::json c = nlohmann::json::array(), k = nlohmann::json::array();
+      for (int i = 0; i <= t; ++i) {
+        if (p.schedule.compute[t][i]) c.push_back(i);
+        if (i < t && p.schedule.keep[t][i]) k.push_back(i);
+      }
+      compute.push_back(c);
+      keep.push_back(k);
+    }
+    const nlohmann::json j = {{"budget_bytes", budget},
+                              {"feasible", p.feasible},
+                              {"proven_optimal", p.proven_optimal},
+                              {"peak_bytes", p.feasible ? nlohmann::json(p.cost.peak_bytes) : nlohmann::json()},
+                              {"time", p.feasible ? nlohmann::json(p.cost.time) : nlohmann::json()},
+                              {"compute", compute},
+                              {"keep", keep},
+                              {"note", p.note}};
+    std::ofstream out(json_path);
+    if (!out) throw Error("--json: cannot write '" + json_path + "'");
+    out << j.dump(2) << "\n";
+  }
+  return 0;
+}
 
 int run_sweep(Flags& flags, const std::string& chain_path, const plan::PlannerOptions& options) {
   const int points = static_cast<int>(flags.integer("points", 25, 2, 1000));
@@ -101,6 +157,10 @@ int run_plan(const std::vector<std::string>& args) {
   if (flags.has("help")) {
     std::fputs(help_with_planners(kPlanHelp).c_str(), stdout);
     return 0;
+  }
+  if (flags.has("graph")) {
+    if (flags.has("chain")) throw UsageError("plan: give --chain FILE or --graph FILE, not both");
+    return run_graph(flags);
   }
   if (!flags.has("chain")) throw UsageError("plan: --chain FILE is required; see memtrain plan --help");
   const std::string chain_path = flags.text("chain", "");

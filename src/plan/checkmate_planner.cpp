@@ -101,6 +101,12 @@ GraphSchedule with_least_keeping(const Graph& graph, std::vector<std::vector<cha
   return s;
 }
 
+GraphSchedule keeping_everything(const Graph& graph) {
+  auto compute = square(graph.size());
+  for (int t = 0; t < graph.size(); ++t) compute[t][t] = 1;
+  return with_least_keeping(graph, std::move(compute));
+}
+
 GraphPlan plan_graph_exhaustively(const Graph& graph, Bytes budget) {
   const int n = graph.size();
   if (n > 7) throw UsageError("exhaustive graph planning: " + std::to_string(n) + " nodes; at most 7");

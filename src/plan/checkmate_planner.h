@@ -44,6 +44,9 @@ GraphCost price_graph_schedule(const Graph& graph, const GraphSchedule& schedule
 // computation until its last use from storage. Memory only falls.
 GraphSchedule with_least_keeping(const Graph& graph, std::vector<std::vector<char>> compute);
 
+// Each stage computes only its own node; outputs kept until their last use.
+GraphSchedule keeping_everything(const Graph& graph);
+
 struct GraphPlan {
   bool feasible = false;
   bool proven_optimal = false;  // false when the time limit stopped the search first

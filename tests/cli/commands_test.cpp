@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -132,6 +133,23 @@ TEST(Commands, PlanSweepWritesEveryPlannerAtEveryBudgetAndAPlot) {
   std::string head((std::istreambuf_iterator<char>(plot)), {});
   EXPECT_NE(head.find("<svg"), std::string::npos);
   EXPECT_NE(head.find("optimal"), std::string::npos);
+}
+
+TEST(Commands, PlanGraphSolvesTheExampleUNetWithCbc) {
+  testing::TempDir dir;
+  const std::string out = dir.path() + "/graph.json";
+  const char* source = std::getenv("MEMTRAIN_SOURCE_DIR");  // ctest sets it
+  ASSERT_NE(source, nullptr) << "run under ctest, or set MEMTRAIN_SOURCE_DIR";
+  const std::string example = std::string(source) + "/docs/examples/unet-graph.json";
+  const Outcome o = run({"plan", "--graph", example, "--budget", "85%", "--time-limit", "60", "--json", out});
+  ASSERT_EQ(o.status, 0) << o.err;
+  const json j = read_json(out);
+  ASSERT_TRUE(j["feasible"].get<bool>());
+  EXPECT_TRUE(j["proven_optimal"].get<bool>());
+  EXPECT_LE(j["peak_bytes"].get<long long>(), j["budget_bytes"].get<long long>());
+  EXPECT_EQ(j["compute"].size(), 18u);  // 9 forward nodes and their backward
+  EXPECT_GT(j["time"].get<double>(), 54.0) << "54 s is the time with nothing recomputed; 85% needs some";
+  EXPECT_EQ(run({"plan", "--graph", example, "--chain", example, "--budget", "1"}).status, 2);
 }
 
 // The real thing, small: Brown, a two-layer tagger, a few steps.

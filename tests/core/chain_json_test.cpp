@@ -123,3 +123,43 @@ TEST(ChainJson, ReadsAndWritesOperatorVariants) {
 
 }  // namespace
 }  // namespace memtrain
+
+#include "core/graph_json.h"
+
+namespace memtrain {
+namespace {
+
+TEST(GraphJson, ReadsAForwardGraphAndDerivesItsBackward) {
+  const json j = json::parse(R"({"persistent_bytes": 7, "nodes": [
+      {"name": "x", "time": 0, "output_bytes": 8},
+      {"name": "a", "time": 1, "output_bytes": 16, "temp_bytes": 2, "inputs": [0]},
+      {"name": "loss", "time": 1, "output_bytes": 4, "inputs": [1, 0]}]})");
+  const Graph g = training_graph_from_json(j, "g.json");
+  ASSERT_EQ(g.size(), 6);
+  EXPECT_EQ(g.persistent_bytes, 7);
+  EXPECT_EQ(g.nodes[1].temp_bytes, 2);
+  EXPECT_EQ(g.nodes[3].name, "grad loss");
+  json included = j;
+  included["backward"] = "included";
+  EXPECT_EQ(training_graph_from_json(included, "g.json").size(), 3);
+}
+
+TEST(GraphJson, ErrorsNameTheNodeAndField) {
+  auto error_of_graph = [](const json& j) {
+    try {
+      training_graph_from_json(j, "g.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error_of_graph(json::parse(R"({"nodes": [{"time": 1}]})")),
+            "g.json: node 0: missing field 'output_bytes'");
+  EXPECT_EQ(error_of_graph(json::parse(R"({"nodes": [{"time": 1, "output_bytes": 4, "inputs": [0]}]})")),
+            "g.json: node 0 ('node0'): input 0 is not an earlier node; expected 0..-1");
+  EXPECT_EQ(error_of_graph(json::parse(R"({"nodes": [{"time": 1, "output_bytes": 4}], "backward": "maybe"})")),
+            "g.json: field 'backward' is 'maybe'; expected 'derive' (default) or 'included'");
+}
+
+}  // namespace
+}  // namespace memtrain
