@@ -102,8 +102,12 @@ Chain ChainPredictor::predict(std::int64_t size) const {
       const auto& vm = variant_models_[i][v];
       // Variants keep their numbers: stop at the first not observed yet.
       if (std::any_of(vm.begin(), vm.end(), [](const QuadraticModel& q) { return q.count() == 0; })) break;
-      s.variants.push_back({constants_[i].variants[v], seconds(vm[kVForwardTime]), seconds(vm[kVBackwardTime]),
-                            bytes(vm[kVSaved]), bytes(vm[kVForwardTemp]), bytes(vm[kVBackwardTemp])});
+      StageVariant x{constants_[i].variants[v], seconds(vm[kVForwardTime]), seconds(vm[kVBackwardTime]),
+                     bytes(vm[kVSaved]), bytes(vm[kVForwardTemp]), bytes(vm[kVBackwardTemp])};
+      if (constants_[i].variants_recompute) {
+        x.backward_time = std::max(x.backward_time, s.forward_time + s.backward_time - x.forward_time);
+      }
+      s.variants.push_back(x);
     }
   }
   chain.output_bytes = bytes(output_bytes_);

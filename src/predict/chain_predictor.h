@@ -39,6 +39,10 @@ struct StageConstants {
   Bytes param_bytes = 0;  // weights
   Bytes state_bytes = 0;  // gradients and optimizer state
   std::vector<std::string> variants;  // names of the stage's variants 1.. (operator variants)
+  // The variants do the plain stage's work and more (they recompute), so a
+  // prediction never makes one faster than the plain stage: a measurement
+  // that says so is noise, and would make `joint` choose it for nothing.
+  bool variants_recompute = false;
 };
 
 class ChainPredictor {

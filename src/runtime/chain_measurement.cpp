@@ -56,7 +56,8 @@ std::vector<predict::StageConstants> stage_constants(const StagedModel& model, i
   std::vector<predict::StageConstants> constants;
   for (int i = 0; i < model.size(); ++i) {
     constants.push_back({model.stage_name(i), model.stage_param_bytes(i),
-                         model.stage_weight_bytes(i) * (1 + optimizer_slots), model.stage_variant_names(i)});
+                         model.stage_weight_bytes(i) * (1 + optimizer_slots), model.stage_variant_names(i),
+                         /*variants_recompute=*/true});
   }
   return constants;
 }
@@ -117,9 +118,13 @@ Chain chain_from_samples(const std::vector<predict::ChainSample>& samples,
         }
       }
       if (!found) break;
-      chain.stages[i].variants.push_back({constants[i].variants[v - 1], *found->forward_time, *found->backward_time,
-                                          *found->saved_bytes, *found->forward_temp_bytes,
-                                          *found->backward_temp_bytes});
+      StageVariant x{constants[i].variants[v - 1], *found->forward_time, *found->backward_time,
+                     *found->saved_bytes, *found->forward_temp_bytes, *found->backward_temp_bytes};
+      const Stage& plain_stage = chain.stages[i];
+      if (constants[i].variants_recompute) {  // see StageConstants::variants_recompute
+        x.backward_time = std::max(x.backward_time, plain_stage.forward_time + plain_stage.backward_time - x.forward_time);
+      }
+      chain.stages[i].variants.push_back(x);
     }
   }
   return chain;

@@ -18,7 +18,8 @@ class StageModule : public torch::nn::Module {
   virtual torch::Tensor forward(const torch::Tensor& input, StepContext& ctx) = 0;
   // Other implementations of the stage (operator variants) beyond the plain
   // one, which is variant 0; ctx.variant selects one. Each computes the same
-  // function and gradients but keeps less for its backward.
+  // function and gradients but keeps less for its backward, by recomputing:
+  // never faster than the plain stage (the predictor relies on it).
   virtual std::vector<std::string> variant_names() const { return {}; }
 };
 

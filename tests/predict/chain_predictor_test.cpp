@@ -77,3 +77,39 @@ TEST(ChainPredictor, RejectsSamplesOfAnotherModel) {
 
 }  // namespace
 }  // namespace memtrain::predict
+
+namespace memtrain::predict {
+namespace {
+
+// A stage with one variant: what a variant round of collection measures.
+ChainSample variant_sample_at(std::int64_t x, double time_factor) {
+  ChainSample s = sample_at(x);
+  s.stages[0].variant = 1;
+  s.stages[0].saved_bytes = saved_at(x) / 2;
+  s.stages[0].forward_time = time_factor * 1e-6 * static_cast<double>(x);
+  s.stages[0].backward_time = time_factor * 2e-6 * static_cast<double>(x);
+  return s;
+}
+
+TEST(ChainPredictor, LearnsEachVariantOnItsOwnAndShowsItOnceMeasured) {
+  for (bool recompute : {false, true}) {
+    ChainPredictor p({{"body", 100, 300, {"lean"}, recompute}, {"loss", 10, 30}}, 0.1);
+    for (std::int64_t x : {320, 3200, 960}) p.observe(x, sample_at(x));
+    EXPECT_EQ(p.predict(1000).stages[0].variant_count(), 1) << "not measured yet, not offered";
+    // Measured faster than the plain stage (noise, for a variant that recomputes).
+    for (std::int64_t x : {320, 3200, 960}) p.observe(x, variant_sample_at(x, 0.5));
+    const Chain c = p.predict(1000);
+    ASSERT_EQ(c.stages[0].variant_count(), 2);
+    const StageVariant lean = c.stages[0].variant(1);
+    EXPECT_NEAR(static_cast<double>(lean.saved_bytes), static_cast<double>(saved_at(1000) / 2), 2);
+    EXPECT_NEAR(static_cast<double>(c.stages[0].saved_bytes), static_cast<double>(saved_at(1000)), 2)
+        << "the plain fields learn only from plain runs";
+    const double plain = c.stages[0].forward_time + c.stages[0].backward_time;
+    const double variant = lean.forward_time + lean.backward_time;
+    if (recompute) EXPECT_NEAR(variant, plain, 1e-12) << "a recomputing variant is never predicted faster";
+    else EXPECT_NEAR(variant, 0.5 * plain, 1e-9);
+  }
+}
+
+}  // namespace
+}  // namespace memtrain::predict
