@@ -16,7 +16,7 @@ Schedule OptimalPlanner::keeping_everything_fastest(const Chain& chain) const {
     for (int v = 1; v < st.variant_count(); ++v) {
       const StageVariant a = st.variant(v), b = st.variant(op.variant);
       const double ta = a.forward_time + a.backward_time, tb = b.forward_time + b.backward_time;
-      if (ta < tb || (ta == tb && a.saved_bytes < b.saved_bytes)) op.variant = v;
+      if (ta < tb) op.variant = v;  // ties: the plain stage
     }
   }
   return s;

@@ -64,7 +64,7 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
       vtb_.push_back(slots_of(x.backward_temp_bytes, slot_bytes));
       vtime_.push_back(x.forward_time + x.backward_time);
       const int k = var_start_.back() + v, best = var_start_.back() + fastest_[i];
-      if (vtime_[k] < vtime_[best] || (vtime_[k] == vtime_[best] && vs_[k] < vs_[best])) fastest_[i] = v;
+      if (vtime_[k] < vtime_[best]) fastest_[i] = v;  // ties: the plain stage
     }
     var_start_.push_back(var_start_.back() + count);
   }

@@ -81,7 +81,7 @@ class PersistentDp {
   std::vector<int> var_start_;
   std::vector<std::int64_t> vs_, vtf_, vtb_;
   std::vector<double> vtime_;
-  std::vector<int> fastest_;  // per stage: the variant with the least f + b (ties: least saved)
+  std::vector<int> fastest_;  // per stage: the variant with the least f + b (ties: the plain stage)
 
 };
 

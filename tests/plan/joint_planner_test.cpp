@@ -157,6 +157,21 @@ TEST(JointPlanner, NeverWorseThanOptimalAndFitsLowerBudgets) {
   EXPECT_GT(lower_minimum, 20);
 }
 
+TEST(JointPlanner, UsesAVariantOnlyWhenItBuysSomething) {
+  Chain c = random_chain(8, 42);
+  for (Stage& s : c.stages) {  // as fast as the plain stage, keeping less
+    s.variants.push_back({"lean", s.forward_time, s.backward_time, s.saved_bytes / 2 + c.output_bytes, 0, 0});
+  }
+  const Plan ample = make_planner("joint", exact())->plan({c, keep_all_peak(c)});
+  ASSERT_TRUE(ample.feasible);
+  for (const Op& op : ample.schedule.ops) EXPECT_EQ(op.variant, 0) << ample.schedule.to_string();
+  const Plan tight = make_planner("joint", exact())->plan({c, keep_all_peak(c) * 6 / 10});
+  ASSERT_TRUE(tight.feasible);
+  int variants = 0;
+  for (const Op& op : tight.schedule.ops) variants += op.variant != 0;
+  EXPECT_GT(variants, 0) << "where memory is short, the lean variant is free time";
+}
+
 TEST(JointPlanner, IsOptimalOnAChainWithoutVariants) {
   for (std::uint32_t seed = 1; seed <= 30; ++seed) {
     const Chain c = random_chain(3 + seed % 20, 700 + seed);
