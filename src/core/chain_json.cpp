@@ -1,44 +1,13 @@
 #include "core/chain_json.h"
 
-#include <cmath>
 #include <fstream>
 
 #include "core/error.h"
+#include "core/json_fields.h"
 
 namespace memtrain {
 
-namespace {
-
 using nlohmann::json;
-
-double number_field(const json& obj, const char* key, bool required, double fallback,
-                    const std::string& where) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) {
-    if (required) throw Error(where + ": missing field '" + key + "'");
-    return fallback;
-  }
-  if (!it->is_number()) {
-    throw Error(where + ": field '" + key + "' is " + it->dump() + "; expected a number");
-  }
-  const double v = it->get<double>();
-  if (!std::isfinite(v) || v < 0) {
-    throw Error(where + ": field '" + key + "' is " + it->dump() + "; expected a number >= 0");
-  }
-  return v;
-}
-
-Bytes bytes_field(const json& obj, const char* key, bool required, Bytes fallback,
-                  const std::string& where) {
-  const double v = number_field(obj, key, required, static_cast<double>(fallback), where);
-  if (v != std::floor(v) || v > 9.0e18) {
-    throw Error(where + ": field '" + key + "' is " + obj.at(key).dump() +
-                "; expected a whole number of bytes");
-  }
-  return static_cast<Bytes>(v);
-}
-
-}  // namespace
 
 Chain chain_from_json(const json& j, const std::string& origin) {
   if (!j.is_object()) throw Error(origin + ": expected a JSON object with a 'stages' array");
@@ -123,15 +92,7 @@ json chain_to_json(const Chain& chain) {
 }
 
 Chain read_chain_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("chain file '" + path + "' cannot be opened; expected a readable JSON file");
-  json j;
-  try {
-    in >> j;
-  } catch (const json::parse_error& e) {
-    throw Error("chain file '" + path + "' is not valid JSON: " + e.what());
-  }
-  return chain_from_json(j, "chain file '" + path + "'");
+  return chain_from_json(read_json_file(path, "chain"), "chain file '" + path + "'");
 }
 
 void write_chain_file(const Chain& chain, const std::string& path) {

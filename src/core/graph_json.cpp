@@ -1,37 +1,11 @@
 #include "core/graph_json.h"
 
-#include <cmath>
-#include <fstream>
-
 #include "core/error.h"
+#include "core/json_fields.h"
 
 namespace memtrain {
 
-namespace {
-
 using nlohmann::json;
-
-double number(const json& obj, const char* key, bool required, const std::string& where) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) {
-    if (required) throw Error(where + ": missing field '" + key + "'");
-    return 0;
-  }
-  if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
-    throw Error(where + ": field '" + key + "' is " + it->dump() + "; expected a number >= 0");
-  }
-  return it->get<double>();
-}
-
-Bytes bytes(const json& obj, const char* key, bool required, const std::string& where) {
-  const double v = number(obj, key, required, where);
-  if (v != std::floor(v) || v > 9.0e18) {
-    throw Error(where + ": field '" + key + "' is " + obj.at(key).dump() + "; expected a whole number of bytes");
-  }
-  return static_cast<Bytes>(v);
-}
-
-}  // namespace
 
 Graph training_graph_from_json(const json& j, const std::string& origin) {
   if (!j.is_object()) throw Error(origin + ": expected a JSON object with a 'nodes' array");
@@ -48,9 +22,9 @@ Graph training_graph_from_json(const json& j, const std::string& origin) {
     auto name = n.find("name");
     if (name != n.end() && !name->is_string()) throw Error(where + ": field 'name' must be a string");
     node.name = name != n.end() ? name->get<std::string>() : "node" + std::to_string(i);
-    node.time = number(n, "time", true, where);
-    node.output_bytes = bytes(n, "output_bytes", true, where);
-    node.temp_bytes = bytes(n, "temp_bytes", false, where);
+    node.time = number_field(n, "time", true, 0, where);
+    node.output_bytes = bytes_field(n, "output_bytes", true, 0, where);
+    node.temp_bytes = bytes_field(n, "temp_bytes", false, 0, where);
     auto inputs = n.find("inputs");
     if (inputs != n.end()) {
       if (!inputs->is_array()) throw Error(where + ": field 'inputs' must be an array of node indices");
@@ -61,7 +35,7 @@ Graph training_graph_from_json(const json& j, const std::string& origin) {
     }
     g.nodes.push_back(node);
   }
-  g.persistent_bytes = bytes(j, "persistent_bytes", false, origin);
+  g.persistent_bytes = bytes_field(j, "persistent_bytes", false, 0, origin);
   g.validate(origin);
   auto field = j.find("backward");
   if (field != j.end() && !field->is_string()) throw Error(origin + ": field 'backward' must be a string");
@@ -74,15 +48,7 @@ Graph training_graph_from_json(const json& j, const std::string& origin) {
 }
 
 Graph read_graph_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("graph file '" + path + "' cannot be opened; expected a readable JSON file");
-  json j;
-  try {
-    in >> j;
-  } catch (const json::parse_error& e) {
-    throw Error("graph file '" + path + "' is not valid JSON: " + e.what());
-  }
-  return training_graph_from_json(j, "graph file '" + path + "'");
+  return training_graph_from_json(read_json_file(path, "graph"), "graph file '" + path + "'");
 }
 
 }  // namespace memtrain

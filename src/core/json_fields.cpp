@@ -1,0 +1,48 @@
+#include "core/json_fields.h"
+
+#include <cmath>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace memtrain {
+
+using nlohmann::json;
+
+double number_field(const json& obj, const char* key, bool required, double fallback, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) {
+    if (required) throw Error(where + ": missing field '" + key + "'");
+    return fallback;
+  }
+  if (!it->is_number()) {
+    throw Error(where + ": field '" + key + "' is " + it->dump() + "; expected a number");
+  }
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || v < 0) {
+    throw Error(where + ": field '" + key + "' is " + it->dump() + "; expected a number >= 0");
+  }
+  return v;
+}
+
+Bytes bytes_field(const json& obj, const char* key, bool required, Bytes fallback, const std::string& where) {
+  const double v = number_field(obj, key, required, static_cast<double>(fallback), where);
+  if (v != std::floor(v) || v > 9.0e18) {
+    throw Error(where + ": field '" + key + "' is " + obj.at(key).dump() + "; expected a whole number of bytes");
+  }
+  return static_cast<Bytes>(v);
+}
+
+json read_json_file(const std::string& path, const std::string& kind) {
+  std::ifstream in(path);
+  if (!in) throw Error(kind + " file '" + path + "' cannot be opened; expected a readable JSON file");
+  json j;
+  try {
+    in >> j;
+  } catch (const json::parse_error& e) {
+    throw Error(kind + " file '" + path + "' is not valid JSON: " + e.what());
+  }
+  return j;
+}
+
+}  // namespace memtrain
