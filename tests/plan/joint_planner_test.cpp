@@ -1,67 +1,24 @@
 #include <gtest/gtest.h>
 
-#include <cmath>
-
 #include "core/error.h"
 #include "plan/optimal_planner.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
 #include "sim/simulator.h"
 #include "support/chains.h"
+#include "support/schedule_class.h"
 
 namespace memtrain::plan {
 namespace {
 
+using testing::enumerate_persistent_schedules;
+using testing::exact_slots;
+using testing::keep_all_peak;
 using testing::random_chain;
 using testing::random_chain_with_variants;
+using testing::same_time;
 
-Bytes keep_all_peak(const Chain& c) { return sim::simulate(c, schedule_keeping_everything(c.size())).peak_bytes; }
-
-PlannerOptions exact() {
-  PlannerOptions o;
-  o.slot_bytes = 1;
-  return o;
-}
-
-bool same_time(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
-
-// The persistent-chain class again (see optimal_planner_test.cpp), now with
-// every F_all free to pick any variant of its stage.
-void enumerate(int i, int l, int n, std::vector<Schedule>& out) {
-  if (i == l) {
-    Schedule s;
-    s.forward_all(i);
-    if (i == n - 1) s.loss();
-    s.backward(i);
-    out.push_back(s);
-    return;
-  }
-  std::vector<Schedule> rest;
-  enumerate(i + 1, l, n, rest);
-  for (const Schedule& r : rest) {
-    Schedule s;
-    s.forward_all(i);
-    s.ops.insert(s.ops.end(), r.ops.begin(), r.ops.end());
-    s.backward(i);
-    out.push_back(s);
-  }
-  for (int j = i + 1; j <= l; ++j) {
-    std::vector<Schedule> later, again;
-    enumerate(j, l, n, later);
-    enumerate(i, j - 1, n, again);
-    for (const Schedule& x : later) {
-      for (const Schedule& y : again) {
-        Schedule s;
-        s.forward_checkpoint(i);
-        for (int k = i + 1; k < j; ++k) s.forward_none(k);
-        s.ops.insert(s.ops.end(), x.ops.begin(), x.ops.end());
-        s.ops.insert(s.ops.end(), y.ops.begin(), y.ops.end());
-        out.push_back(s);
-      }
-    }
-  }
-}
-
+// `s` with every choice of variant for each of its F_all operations.
 std::vector<Schedule> with_every_variant(const Schedule& s, const Chain& c) {
   std::vector<Schedule> out = {s};
   for (size_t k = 0; k < s.ops.size(); ++k) {
@@ -106,13 +63,13 @@ TEST(JointPlanner, WithOneByteSlotsItIsTheOptimumOverSchedulesAndVariants) {
     const int n = 1 + seed % 5;
     const Chain c = random_chain_with_variants(n, 500 + seed);
     std::vector<Schedule> shapes, all;
-    enumerate(0, n - 1, n, shapes);
+    enumerate_persistent_schedules(0, n - 1, n, shapes);
     for (const Schedule& s : shapes) {
       for (Schedule& v : with_every_variant(s, c)) all.push_back(std::move(v));
     }
     std::vector<sim::SimResult> priced;
     for (const Schedule& s : all) priced.push_back(sim::simulate(c, s));
-    OptimalPlanner joint(exact(), true);
+    OptimalPlanner joint(exact_slots(), true);
     const Bytes top = keep_all_peak(c);
     for (int k = 1; k <= 12; ++k) {
       const Bytes budget = top * k / 12;
@@ -138,7 +95,7 @@ TEST(JointPlanner, NeverWorseThanOptimalAndFitsLowerBudgets) {
   for (std::uint32_t seed = 1; seed <= 60; ++seed) {
     const Chain c = random_chain_with_variants(2 + seed % 14, 600 + seed);
     const Bytes top = keep_all_peak(c);
-    for (const PlannerOptions& options : {exact(), PlannerOptions{}}) {
+    for (const PlannerOptions& options : {exact_slots(), PlannerOptions{}}) {
       OptimalPlanner optimal(options), joint(options, true);
       for (int k = 2; k <= 20; k += 2) {
         const Bytes budget = top * k / 20;
@@ -149,7 +106,7 @@ TEST(JointPlanner, NeverWorseThanOptimalAndFitsLowerBudgets) {
         EXPECT_LE(sim::simulate(c, j.schedule).peak_bytes, budget);
       }
     }
-    OptimalPlanner optimal(exact()), joint(exact(), true);
+    OptimalPlanner optimal(exact_slots()), joint(exact_slots(), true);
     const Bytes o_min = optimal.plan({c, 0}).min_budget_bytes, j_min = joint.plan({c, 0}).min_budget_bytes;
     EXPECT_LE(j_min, o_min) << "seed " << seed;
     lower_minimum += j_min < o_min;
@@ -162,10 +119,10 @@ TEST(JointPlanner, UsesAVariantOnlyWhenItBuysSomething) {
   for (Stage& s : c.stages) {  // as fast as the plain stage, keeping less
     s.variants.push_back({"lean", s.forward_time, s.backward_time, s.saved_bytes / 2 + c.output_bytes, 0, 0});
   }
-  const Plan ample = make_planner("joint", exact())->plan({c, keep_all_peak(c)});
+  const Plan ample = make_planner("joint", exact_slots())->plan({c, keep_all_peak(c)});
   ASSERT_TRUE(ample.feasible);
   for (const Op& op : ample.schedule.ops) EXPECT_EQ(op.variant, 0) << ample.schedule.to_string();
-  const Plan tight = make_planner("joint", exact())->plan({c, keep_all_peak(c) * 6 / 10});
+  const Plan tight = make_planner("joint", exact_slots())->plan({c, keep_all_peak(c) * 6 / 10});
   ASSERT_TRUE(tight.feasible);
   int variants = 0;
   for (const Op& op : tight.schedule.ops) variants += op.variant != 0;

@@ -1,74 +1,28 @@
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <functional>
-
 #include "core/error.h"
 #include "plan/optimal_planner.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
 #include "sim/simulator.h"
 #include "support/chains.h"
+#include "support/schedule_class.h"
 
 namespace memtrain::plan {
 namespace {
 
+using testing::enumerate_persistent_schedules;
+using testing::exact_slots;
+using testing::keep_all_peak;
 using testing::random_chain;
-
-Bytes keep_all_peak(const Chain& c) { return sim::simulate(c, schedule_keeping_everything(c.size())).peak_bytes; }
-
-PlannerOptions exact() {
-  PlannerOptions o;
-  o.slot_bytes = 1;
-  return o;
-}
-
-bool same_time(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
-
-// Every schedule of the persistent-chain class for stages i..l, built by the
-// class's definition alone (no memory reasoning): stage i kept whole, or a
-// checkpoint at some j with i < j <= l.
-void enumerate(int i, int l, int n, std::vector<Schedule>& out) {
-  if (i == l) {
-    Schedule s;
-    s.forward_all(i);
-    if (i == n - 1) s.loss();
-    s.backward(i);
-    out.push_back(s);
-    return;
-  }
-  std::vector<Schedule> rest;
-  enumerate(i + 1, l, n, rest);
-  for (const Schedule& r : rest) {
-    Schedule s;
-    s.forward_all(i);
-    s.ops.insert(s.ops.end(), r.ops.begin(), r.ops.end());
-    s.backward(i);
-    out.push_back(s);
-  }
-  for (int j = i + 1; j <= l; ++j) {
-    std::vector<Schedule> later, again;
-    enumerate(j, l, n, later);
-    enumerate(i, j - 1, n, again);
-    for (const Schedule& x : later) {
-      for (const Schedule& y : again) {
-        Schedule s;
-        s.forward_checkpoint(i);
-        for (int k = i + 1; k < j; ++k) s.forward_none(k);
-        s.ops.insert(s.ops.end(), x.ops.begin(), x.ops.end());
-        s.ops.insert(s.ops.end(), y.ops.begin(), y.ops.end());
-        out.push_back(s);
-      }
-    }
-  }
-}
+using testing::same_time;
 
 TEST(OptimalPlanner, SimulatorReproducesTheTableValueAndTheBudgetHolds) {
   int feasible = 0, recomputing = 0;
   for (std::uint32_t seed = 1; seed <= 150; ++seed) {
     const Chain c = random_chain(1 + seed % 30, seed);
     const Bytes top = keep_all_peak(c);
-    for (const PlannerOptions& options : {PlannerOptions{}, PlannerOptions{37, 0}, exact()}) {
+    for (const PlannerOptions& options : {PlannerOptions{}, PlannerOptions{37, 0}, exact_slots()}) {
       if (options.slot_bytes == 1 && c.size() > 12) continue;  // keeps the exact table small
       OptimalPlanner planner(options);
       for (double fraction : {0.25, 0.4, 0.55, 0.7, 0.85, 1.0}) {
@@ -97,10 +51,10 @@ TEST(OptimalPlanner, WithOneByteSlotsItIsTheOptimumOfEveryScheduleInItsClass) {
     const int n = 1 + seed % 6;
     const Chain c = random_chain(n, 1000 + seed);
     std::vector<Schedule> all;
-    enumerate(0, n - 1, n, all);
+    enumerate_persistent_schedules(0, n - 1, n, all);
     std::vector<sim::SimResult> priced;
     for (const Schedule& s : all) priced.push_back(sim::simulate(c, s));
-    OptimalPlanner planner(exact());
+    OptimalPlanner planner(exact_slots());
     const Bytes top = keep_all_peak(c);
     for (int k = 1; k <= 12; ++k) {
       const Bytes budget = top * k / 12;
@@ -122,7 +76,7 @@ TEST(OptimalPlanner, WithOneByteSlotsItIsTheOptimumOfEveryScheduleInItsClass) {
 TEST(OptimalPlanner, WithOneByteSlotsTheLeastBudgetIsExact) {
   for (std::uint32_t seed = 1; seed <= 40; ++seed) {
     const Chain c = random_chain(2 + seed % 10, 2000 + seed);
-    OptimalPlanner planner(exact());
+    OptimalPlanner planner(exact_slots());
     const Plan none_fits = planner.plan({c, 0});
     ASSERT_FALSE(none_fits.feasible);
     const Bytes least = none_fits.min_budget_bytes;
@@ -136,7 +90,7 @@ TEST(OptimalPlanner, NeverSlowerThanAnyOtherPlannerWhereThatOneFits) {
   for (std::uint32_t seed = 1; seed <= 80; ++seed) {
     const Chain c = random_chain(2 + seed % 12, 3000 + seed);
     const Bytes top = keep_all_peak(c);
-    OptimalPlanner optimal(exact());
+    OptimalPlanner optimal(exact_slots());
     for (double fraction : {0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0}) {
       const Bytes budget = static_cast<Bytes>(fraction * static_cast<double>(top));
       const Plan best = optimal.plan({c, budget});
@@ -188,7 +142,7 @@ TEST(OptimalPlanner, FitsWhereverKeepingEverythingFitsEvenAtCoarseSlots) {
 
 TEST(OptimalPlanner, RecomputesMoreAsTheBudgetShrinks) {
   const Chain c = random_chain(16, 7);
-  OptimalPlanner planner(exact());
+  OptimalPlanner planner(exact_slots());
   const Bytes top = keep_all_peak(c);
   double previous = 0;
   int previous_recomputed = 0;
@@ -205,7 +159,7 @@ TEST(OptimalPlanner, RecomputesMoreAsTheBudgetShrinks) {
 
 TEST(OptimalPlanner, RefusesATableTooLargeNamingTheFlags) {
   const Chain c = random_chain(30, 3);
-  OptimalPlanner planner(exact());
+  OptimalPlanner planner(exact_slots());
   try {
     planner.plan({c, Bytes{1} << 40});
   } catch (const UsageError& e) {
@@ -230,7 +184,7 @@ TEST(OptimalPlanner, RegistryPassesSlotOptionsAndRejectsBadOnes) {
   const Chain c = random_chain(20, 11);
   const Bytes budget = keep_all_peak(c) / 2;
   const Plan coarse = make_planner("optimal", PlannerOptions{20, 0})->plan({c, budget});
-  const Plan fine = make_planner("optimal", exact())->plan({c, budget});
+  const Plan fine = make_planner("optimal", exact_slots())->plan({c, budget});
   ASSERT_TRUE(fine.feasible);
   if (coarse.feasible) {
     EXPECT_GE(coarse.time, fine.time - 1e-9);

@@ -1,0 +1,69 @@
+// What the optimal and joint planner tests check against: every schedule of
+// the persistent-chain class, built from the class's definition alone (no
+// memory reasoning), and small helpers they share.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/chain.h"
+#include "core/schedule.h"
+#include "plan/planner.h"
+#include "plan/schedule_builders.h"
+#include "sim/simulator.h"
+
+namespace memtrain::testing {
+
+// Stages i..l of an n-stage chain: stage i kept whole, or a checkpoint at
+// some j with i < j <= l, recursively.
+inline void enumerate_persistent_schedules(int i, int l, int n, std::vector<Schedule>& out) {
+  if (i == l) {
+    Schedule s;
+    s.forward_all(i);
+    if (i == n - 1) s.loss();
+    s.backward(i);
+    out.push_back(s);
+    return;
+  }
+  std::vector<Schedule> rest;
+  enumerate_persistent_schedules(i + 1, l, n, rest);
+  for (const Schedule& r : rest) {
+    Schedule s;
+    s.forward_all(i);
+    s.ops.insert(s.ops.end(), r.ops.begin(), r.ops.end());
+    s.backward(i);
+    out.push_back(s);
+  }
+  for (int j = i + 1; j <= l; ++j) {
+    std::vector<Schedule> later, again;
+    enumerate_persistent_schedules(j, l, n, later);
+    enumerate_persistent_schedules(i, j - 1, n, again);
+    for (const Schedule& x : later) {
+      for (const Schedule& y : again) {
+        Schedule s;
+        s.forward_checkpoint(i);
+        for (int k = i + 1; k < j; ++k) s.forward_none(k);
+        s.ops.insert(s.ops.end(), x.ops.begin(), x.ops.end());
+        s.ops.insert(s.ops.end(), y.ops.begin(), y.ops.end());
+        out.push_back(s);
+      }
+    }
+  }
+}
+
+inline Bytes keep_all_peak(const Chain& c) {
+  return sim::simulate(c, plan::schedule_keeping_everything(c.size())).peak_bytes;
+}
+
+// Slots of one byte: the planners' tables are exact.
+inline plan::PlannerOptions exact_slots() {
+  plan::PlannerOptions o;
+  o.slot_bytes = 1;
+  return o;
+}
+
+// Equal up to the order of floating-point sums.
+inline bool same_time(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
+
+}  // namespace memtrain::testing
