@@ -85,6 +85,24 @@ std::string fmt(const char* format, double value) {
   return buf;
 }
 
+int bench_main(const char* name, int (*run)(const std::vector<std::string>&), int argc, char** argv) {
+  auto report = [&](const std::exception& e) {
+    const std::string message = e.what(), prefix = std::string(name) + ":";
+    // Flag errors already name the benchmark.
+    if (message.rfind(prefix, 0) == 0) std::fprintf(stderr, "%s\n", message.c_str());
+    else std::fprintf(stderr, "%s %s\n", prefix.c_str(), message.c_str());
+  };
+  try {
+    return run(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const UsageError& e) {
+    report(e);
+    return 2;
+  } catch (const std::exception& e) {
+    report(e);
+    return 1;
+  }
+}
+
 void write_section(const std::string& path, const std::string& name, const std::string& report) {
   const std::string begin = "<!-- " + name + ":begin -->", end = "<!-- " + name + ":end -->";
   std::string doc;

@@ -203,14 +203,4 @@ int run(const std::vector<std::string>& args) {
 }  // namespace
 }  // namespace memtrain::bench
 
-int main(int argc, char** argv) {
-  try {
-    return memtrain::bench::run(std::vector<std::string>(argv + 1, argv + argc));
-  } catch (const memtrain::UsageError& e) {
-    std::fprintf(stderr, "planner_bench: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "planner_bench: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return memtrain::bench::bench_main("planner_bench", memtrain::bench::run, argc, argv); }
