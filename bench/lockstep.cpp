@@ -3,11 +3,14 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <torch/version.h>
 
 #include "core/error.h"
+#include "runtime/brown_batches.h"
+#include "runtime/models/model_registry.h"
 
 namespace memtrain::bench {
 
@@ -25,6 +28,23 @@ double LaneResult::max_peak_over_budget() const {
 double LaneResult::cache_hit_rate() const {
   const long lookups = summary.cache_hits + summary.cache_misses;
   return lookups ? static_cast<double>(summary.cache_hits) / static_cast<double>(lookups) : 0;
+}
+
+LaneFactory lanes(std::function<std::unique_ptr<runtime::BatchSource>(std::uint64_t seed)> source,
+                  runtime::Trainer::ModelFactory model) {
+  return [source = std::move(source), model = std::move(model)](const runtime::TrainerOptions& o) {
+    Lane lane;
+    lane.memory = std::make_unique<runtime::CpuDeviceMemory>();
+    lane.source = source(o.seed);
+    lane.trainer = std::make_unique<runtime::Trainer>(o, *lane.memory, model, *lane.source);
+    return lane;
+  };
+}
+
+LaneFactory tagger_lanes(std::shared_ptr<const data::TaggingDataset> data) {
+  const runtime::DataShape shape{data->words.size(), data->tags.size(), data->max_length, 1};
+  return lanes([data](std::uint64_t seed) { return std::make_unique<runtime::BrownBatches>(data, 32, seed); },
+               [shape] { return runtime::make_model("transformer", {}, shape); });
 }
 
 std::map<std::string, LaneResult> run_lockstep(const std::vector<std::string>& planners, const std::string& budget,
@@ -103,7 +123,19 @@ int bench_main(const char* name, int (*run)(const std::vector<std::string>&), in
   }
 }
 
-void write_section(const std::string& path, const std::string& name, const std::string& report) {
+std::vector<std::string> percent_budgets(const std::string& list) {
+  std::vector<std::string> budgets;
+  std::stringstream in(list);
+  for (std::string b; std::getline(in, b, ',');) budgets.push_back(b + "%");
+  return budgets;
+}
+
+void target_line(std::ostream& md, bool met, const std::string& what) {
+  md << "- " << (met ? "met" : "**not met**") << ": " << what << "\n";
+}
+
+void publish(const std::string& name, const std::string& report, const std::string& path) {
+  std::fputs(report.c_str(), stdout);
   const std::string begin = "<!-- " + name + ":begin -->", end = "<!-- " + name + ":end -->";
   std::string doc;
   {
@@ -117,6 +149,7 @@ void write_section(const std::string& path, const std::string& name, const std::
   std::ofstream out(path);
   if (!out) throw Error("--out: cannot write '" + path + "'");
   out << doc;
+  std::fprintf(stderr, "%s: wrote %s\n", name.c_str(), path.c_str());
 }
 
 }  // namespace memtrain::bench

@@ -3,12 +3,15 @@
 // them alike and ratios compare like with like), and the report plumbing.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
+#include "data/tagging_dataset.h"
 #include "runtime/batch_source.h"
 #include "runtime/device_memory.h"
 #include "runtime/trainer.h"
@@ -38,6 +41,13 @@ struct Lane {
 // Builds the lane of one planner; `options` already names the planner and budget.
 using LaneFactory = std::function<Lane(const runtime::TrainerOptions& options)>;
 
+// Lanes with fresh counted memory each, the batch source `source` makes for
+// the options' seed, and a trainer of the model `model` builds.
+LaneFactory lanes(std::function<std::unique_ptr<runtime::BatchSource>(std::uint64_t seed)> source,
+                  runtime::Trainer::ModelFactory model);
+// The default Transformer tagger on Brown, batch 32: what `memtrain train` runs.
+LaneFactory tagger_lanes(std::shared_ptr<const data::TaggingDataset> data);
+
 // Every planner at `budget` (e.g. "50%"), `steps` steps each in lockstep.
 // A planner whose calibration fails (budget below its minimum) is reported
 // infeasible with the trainer's reason.
@@ -51,8 +61,12 @@ std::string fmt(const char* format, double value);
 // any other error 1, each printed after the benchmark's name.
 int bench_main(const char* name, int (*run)(const std::vector<std::string>&), int argc, char** argv);
 
-// Replaces the section between <!-- NAME:begin --> and <!-- NAME:end --> in
-// `path` (appending it when absent), keeping the rest of the file.
-void write_section(const std::string& path, const std::string& name, const std::string& report);
+// "30,50,70" -> {"30%", "50%", "70%"}: the --budgets flag.
+std::vector<std::string> percent_budgets(const std::string& list);
+// One line of a report's targets list: "- met: ..." or "- **not met**: ...".
+void target_line(std::ostream& md, bool met, const std::string& what);
+// Prints `report` and puts it between <!-- NAME:begin --> and <!-- NAME:end -->
+// in `path` (appending it when absent), keeping the rest of the file.
+void publish(const std::string& name, const std::string& report, const std::string& path);
 
 }  // namespace memtrain::bench

@@ -187,9 +187,7 @@ int run(const std::vector<std::string>& args) {
   const bool planning_only = flags.has("planning-only");
   const int steps = static_cast<int>(flags.integer("steps", 40, 10, 100000));
   const std::string out_path = flags.text("out", "docs/BENCHMARKS.md");
-  std::vector<std::string> budgets;
-  std::stringstream list(flags.text("budgets", "30,50,70"));
-  for (std::string b; std::getline(list, b, ',');) budgets.push_back(b + "%");
+  const std::vector<std::string> budgets = percent_budgets(flags.text("budgets", "30,50,70"));
   flags.check_all_used();
   at::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 
@@ -204,26 +202,13 @@ int run(const std::vector<std::string>& args) {
   }
   auto images = std::make_shared<data::ImageDataset>(
       data::read_fashion_mnist(data::find_fashion_mnist_directory(""), "train"));
-  const runtime::DataShape text_shape{tagging->words.size(), tagging->tags.size(), tagging->max_length, 1};
   runtime::DataShape image_shape;
   image_shape.classes = images->classes;
 
-  const LaneFactory tagger_lane = [&](const runtime::TrainerOptions& o) {
-    Lane lane;
-    lane.memory = std::make_unique<runtime::CpuDeviceMemory>();
-    lane.source = std::make_unique<runtime::BrownBatches>(tagging, 32, o.seed);
-    lane.trainer = std::make_unique<runtime::Trainer>(
-        o, *lane.memory, [&] { return runtime::make_model("transformer", {}, text_shape); }, *lane.source);
-    return lane;
-  };
-  const LaneFactory resnet_lane = [&](const runtime::TrainerOptions& o) {
-    Lane lane;
-    lane.memory = std::make_unique<runtime::CpuDeviceMemory>();
-    lane.source = std::make_unique<runtime::FashionMnistBatches>(images, 32, 28, 112, o.seed);
-    lane.trainer = std::make_unique<runtime::Trainer>(
-        o, *lane.memory, [&] { return runtime::make_model("resnet", {}, image_shape); }, *lane.source);
-    return lane;
-  };
+  const LaneFactory tagger_lane = tagger_lanes(tagging);
+  const LaneFactory resnet_lane = lanes(
+      [images](std::uint64_t seed) { return std::make_unique<runtime::FashionMnistBatches>(images, 32, 28, 112, seed); },
+      [image_shape] { return runtime::make_model("resnet", {}, image_shape); });
   ModelRuns tagger{"tagger", {}}, resnet{"resnet", {}};
   for (const std::string& b : budgets) {
     tagger.by_budget[b] = run_lockstep(kPlanners, b, steps, tagger_lane, "tagger");
@@ -273,7 +258,7 @@ int run(const std::vector<std::string>& args) {
     (t.stages < 50 ? max24 : max100) = std::max(t.stages < 50 ? max24 : max100, t.max_ms);
   }
   md << "\n### Targets (issue 3), measured in this run\n\n";
-  auto line = [&](bool ok, const std::string& what) { md << "- " << (ok ? "met" : "**not met**") << ": " << what << "\n"; };
+  auto line = [&](bool ok, const std::string& what) { target_line(md, ok, what); };
   for (const ModelRuns* m : {&tagger, &resnet}) {
     for (const auto& [slower, faster, target] : std::vector<std::tuple<std::string, std::string, double>>{
              {"mimose", "optimal", 1.10}, {"optimal", "joint", 1.0}}) {
@@ -302,10 +287,7 @@ int run(const std::vector<std::string>& args) {
                          " (target < 200 ms)");
   md << "\n";
 
-  const std::string report = md.str();
-  std::fputs(report.c_str(), stdout);
-  write_section(out_path, "optimal_bench", report);
-  std::fprintf(stderr, "optimal_bench: wrote %s\n", out_path.c_str());
+  publish("optimal_bench", md.str(), out_path);
   return 0;
 }
 

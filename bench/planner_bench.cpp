@@ -75,19 +75,6 @@ PlanningTimes time_planning(std::shared_ptr<const data::TaggingDataset> data, in
   return t;
 }
 
-std::map<std::string, LaneResult> run_budget(std::shared_ptr<const data::TaggingDataset> data,
-                                             const std::string& budget, int steps) {
-  const runtime::DataShape shape{data->words.size(), data->tags.size(), data->max_length, 1};
-  return run_lockstep(kPlanners, budget, steps, [&](const runtime::TrainerOptions& o) {
-    Lane lane;
-    lane.memory = std::make_unique<runtime::CpuDeviceMemory>();
-    lane.source = std::make_unique<runtime::BrownBatches>(data, 32, o.seed);
-    lane.trainer = std::make_unique<runtime::Trainer>(
-        o, *lane.memory, [shape] { return runtime::make_model("transformer", {}, shape); }, *lane.source);
-    return lane;
-  }, "tagger");
-}
-
 double default_job_seconds(std::shared_ptr<const data::TaggingDataset> data) {
   // What `memtrain train` does after loading the corpus: build, calibrate, 40 steps.
   const Clock::time_point t0 = Clock::now();
@@ -103,9 +90,7 @@ int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "planner_bench");
   const int steps = static_cast<int>(flags.integer("steps", 60, 10, 100000));
   const std::string out_path = flags.text("out", "docs/BENCHMARKS.md");
-  std::vector<std::string> budgets;
-  std::stringstream list(flags.text("budgets", "30,50,70"));
-  for (std::string b; std::getline(list, b, ',');) budgets.push_back(b + "%");
+  const std::vector<std::string> budgets = percent_budgets(flags.text("budgets", "30,50,70"));
   flags.check_all_used();
   at::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 
@@ -128,7 +113,7 @@ int run(const std::vector<std::string>& args) {
      << "|---|---|---|---|---|---|---|---|---|---|\n";
   std::map<std::string, std::map<std::string, LaneResult>> all;
   for (const std::string& b : budgets) {
-    all[b] = run_budget(data, b, steps);
+    all[b] = run_lockstep(kPlanners, b, steps, tagger_lanes(data), "tagger");
     const double none = all[b]["none"].mean_step();
     for (const std::string& p : kPlanners) {
       const LaneResult& r = all[b][p];
@@ -151,7 +136,7 @@ int run(const std::vector<std::string>& args) {
 
   // Targets, measured in this run.
   md << "### Targets (issue 2), measured in this run\n\n";
-  auto line = [&](bool ok, const std::string& what) { md << "- " << (ok ? "met" : "**not met**") << ": " << what << "\n"; };
+  auto line = [&](bool ok, const std::string& what) { target_line(md, ok, what); };
   long violations = 0, retries = 0, steps_total = 0;
   double median_err = 0, max_err = 0;
   for (const auto& [b, rs] : all) {
@@ -193,10 +178,7 @@ int run(const std::vector<std::string>& args) {
                                     " (corpus loading " + fmt("%.1f s", load_seconds) + ") < 60 s");
   md << "\n";
 
-  const std::string report = md.str();
-  std::fputs(report.c_str(), stdout);
-  write_section(out_path, "planner_bench", report);
-  std::fprintf(stderr, "planner_bench: wrote %s\n", out_path.c_str());
+  publish("planner_bench", md.str(), out_path);
   return 0;
 }
 
