@@ -19,11 +19,9 @@ Chain chain_from_json(const json& j, const std::string& origin) {
   for (size_t i = 0; i < st->size(); ++i) {
     const json& s = (*st)[i];
     const std::string where = origin + ": stage " + std::to_string(i);
-    if (!s.is_object()) throw Error(where + " is " + s.dump() + "; expected an object");
+    expect_object(s, where);
     Stage stage;
-    auto name = s.find("name");
-    if (name != s.end() && !name->is_string()) throw Error(where + ": field 'name' must be a string");
-    stage.name = name != s.end() ? name->get<std::string>() : "stage" + std::to_string(i);
+    stage.name = name_field(s, "stage" + std::to_string(i), where);
     stage.forward_time = number_field(s, "forward_time", true, 0, where);
     stage.backward_time = number_field(s, "backward_time", true, 0, where);
     stage.input_bytes = bytes_field(s, "input_bytes", true, 0, where);
@@ -41,11 +39,9 @@ Chain chain_from_json(const json& j, const std::string& origin) {
       for (size_t v = 0; v < variants->size(); ++v) {
         const json& x = (*variants)[v];
         const std::string at = where + " variant " + std::to_string(v + 1);
-        if (!x.is_object()) throw Error(at + " is " + x.dump() + "; expected an object");
+        expect_object(x, at);
         StageVariant sv;
-        auto vname = x.find("name");
-        if (vname != x.end() && !vname->is_string()) throw Error(at + ": field 'name' must be a string");
-        sv.name = vname != x.end() ? vname->get<std::string>() : "variant" + std::to_string(v + 1);
+        sv.name = name_field(x, "variant" + std::to_string(v + 1), at);
         sv.forward_time = number_field(x, "forward_time", true, 0, at);
         sv.backward_time = number_field(x, "backward_time", true, 0, at);
         sv.saved_bytes = bytes_field(x, "saved_bytes", true, 0, at);

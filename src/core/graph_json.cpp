@@ -17,11 +17,9 @@ Graph training_graph_from_json(const json& j, const std::string& origin) {
   for (size_t i = 0; i < nodes->size(); ++i) {
     const json& n = (*nodes)[i];
     const std::string where = origin + ": node " + std::to_string(i);
-    if (!n.is_object()) throw Error(where + " is " + n.dump() + "; expected an object");
+    expect_object(n, where);
     GraphNode node;
-    auto name = n.find("name");
-    if (name != n.end() && !name->is_string()) throw Error(where + ": field 'name' must be a string");
-    node.name = name != n.end() ? name->get<std::string>() : "node" + std::to_string(i);
+    node.name = name_field(n, "node" + std::to_string(i), where);
     node.time = number_field(n, "time", true, 0, where);
     node.output_bytes = bytes_field(n, "output_bytes", true, 0, where);
     node.temp_bytes = bytes_field(n, "temp_bytes", false, 0, where);

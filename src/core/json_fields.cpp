@@ -33,6 +33,17 @@ Bytes bytes_field(const json& obj, const char* key, bool required, Bytes fallbac
   return static_cast<Bytes>(v);
 }
 
+std::string name_field(const json& obj, const std::string& fallback, const std::string& where) {
+  auto name = obj.find("name");
+  if (name == obj.end()) return fallback;
+  if (!name->is_string()) throw Error(where + ": field 'name' must be a string");
+  return name->get<std::string>();
+}
+
+void expect_object(const json& value, const std::string& where) {
+  if (!value.is_object()) throw Error(where + " is " + value.dump() + "; expected an object");
+}
+
 json read_json_file(const std::string& path, const std::string& kind) {
   std::ifstream in(path);
   if (!in) throw Error(kind + " file '" + path + "' cannot be opened; expected a readable JSON file");

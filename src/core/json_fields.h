@@ -18,6 +18,12 @@ double number_field(const nlohmann::json& obj, const char* key, bool required, d
 Bytes bytes_field(const nlohmann::json& obj, const char* key, bool required, Bytes fallback,
                   const std::string& where);
 
+// The string at obj["name"], or `fallback` when absent; "where: field 'name'
+// must be a string" otherwise.
+std::string name_field(const nlohmann::json& obj, const std::string& fallback, const std::string& where);
+// "where is <value>; expected an object" unless `value` is one.
+void expect_object(const nlohmann::json& value, const std::string& where);
+
 // The JSON in `path`; errors say "<kind> file 'path' cannot be opened ..." or "... is not valid JSON".
 nlohmann::json read_json_file(const std::string& path, const std::string& kind);
 
