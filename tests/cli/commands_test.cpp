@@ -34,35 +34,28 @@ json read_json(const std::string& path) {
   return json::parse(in);
 }
 
+// A command refused as bad input: exit status 2 and a message saying why.
+void expect_refused(const std::vector<std::string>& args, const std::string& message) {
+  const Outcome o = run(args);
+  EXPECT_EQ(o.status, 2) << message;
+  EXPECT_NE(o.err.find(message), std::string::npos) << o.err;
+}
+
 TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   EXPECT_EQ(run({}).status, 2);
-  Outcome o = run({"fly"});
-  EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("unknown command 'fly'; known: plan, train"), std::string::npos);
-  o = run({"train", "--planner", "rotor"});
-  EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static"), std::string::npos);
-  o = run({"train", "--budget", "150%"});
-  EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("--budget '150%' is not a valid percentage"), std::string::npos);
-  o = run({"train", "--model", "resnet", "--data", "brown"});
-  EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("does not fit --data brown"), std::string::npos);
-  o = run({"train", "--steps", "-1"});
-  EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("--steps -1 is out of range"), std::string::npos);
-  o = run({"plan", "--budget", "1MiB"});
-  EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("--chain FILE is required"), std::string::npos);
-  o = run({"plan", "--chain", "c.json", "--budget", "1MiB", "--slots", "10", "--slot-bytes", "4"});
-  EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("give --slots N or --slot-bytes N, not both"), std::string::npos) << o.err;
-  o = run({"plan", "--chain", "c.json", "--budget", "1MiB", "--slots", "0"});
-  EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("--slots 0 is out of range; expected an integer in 1..100000"), std::string::npos) << o.err;
-  o = run({"plan", "--chain", "c.json", "--sweep", "--plot", "curve.pdf"});
-  EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("plot file 'curve.pdf': expected a name ending in .svg or .png"), std::string::npos) << o.err;
+  expect_refused({"fly"}, "unknown command 'fly'; known: plan, train");
+  expect_refused({"train", "--planner", "rotor"},
+                 "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static");
+  expect_refused({"train", "--budget", "150%"}, "--budget '150%' is not a valid percentage");
+  expect_refused({"train", "--model", "resnet", "--data", "brown"}, "does not fit --data brown");
+  expect_refused({"train", "--steps", "-1"}, "--steps -1 is out of range");
+  expect_refused({"plan", "--budget", "1MiB"}, "--chain FILE is required");
+  expect_refused({"plan", "--chain", "c.json", "--budget", "1MiB", "--slots", "10", "--slot-bytes", "4"},
+                 "give --slots N or --slot-bytes N, not both");
+  expect_refused({"plan", "--chain", "c.json", "--budget", "1MiB", "--slots", "0"},
+                 "--slots 0 is out of range; expected an integer in 1..100000");
+  expect_refused({"plan", "--chain", "c.json", "--sweep", "--plot", "curve.pdf"},
+                 "plot file 'curve.pdf': expected a name ending in .svg or .png");
   EXPECT_EQ(run({"train", "--help"}).status, 0);
   EXPECT_EQ(run({"plan", "--help"}).status, 0);
 }
@@ -103,7 +96,9 @@ TEST(Commands, PlanOptimalWithExactSlotsFitsAndIsNoSlowerThanMimose) {
   const json o = read_json(a), m = read_json(b);
   ASSERT_TRUE(o["feasible"].get<bool>());
   EXPECT_LE(o["peak_bytes"].get<long long>(), o["budget_bytes"].get<long long>());
-  if (m["feasible"].get<bool>()) EXPECT_LE(o["time"].get<double>(), m["time"].get<double>());
+  if (m["feasible"].get<bool>()) {
+    EXPECT_LE(o["time"].get<double>(), m["time"].get<double>());
+  }
 }
 
 TEST(Commands, PlanSweepWritesEveryPlannerAtEveryBudgetAndAPlot) {

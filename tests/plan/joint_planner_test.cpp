@@ -13,7 +13,9 @@ namespace {
 
 using testing::enumerate_persistent_schedules;
 using testing::exact_slots;
+using testing::fastest_within;
 using testing::keep_all_peak;
+using testing::price_all;
 using testing::random_chain;
 using testing::random_chain_with_variants;
 using testing::same_time;
@@ -67,16 +69,12 @@ TEST(JointPlanner, WithOneByteSlotsItIsTheOptimumOverSchedulesAndVariants) {
     for (const Schedule& s : shapes) {
       for (Schedule& v : with_every_variant(s, c)) all.push_back(std::move(v));
     }
-    std::vector<sim::SimResult> priced;
-    for (const Schedule& s : all) priced.push_back(sim::simulate(c, s));
+    const std::vector<sim::SimResult> priced = price_all(c, all);
     OptimalPlanner joint(exact_slots(), true);
     const Bytes top = keep_all_peak(c);
     for (int k = 1; k <= 12; ++k) {
       const Bytes budget = top * k / 12;
-      double best = PersistentDp::kInfinity;
-      for (const sim::SimResult& r : priced) {
-        if (r.peak_bytes <= budget) best = std::min(best, r.time);
-      }
+      const double best = fastest_within(priced, budget);
       const Plan p = joint.plan({c, budget});
       ASSERT_EQ(p.feasible, best != PersistentDp::kInfinity) << "seed " << seed << " budget " << budget;
       if (!p.feasible) continue;

@@ -13,7 +13,9 @@ namespace {
 
 using testing::enumerate_persistent_schedules;
 using testing::exact_slots;
+using testing::fastest_within;
 using testing::keep_all_peak;
+using testing::price_all;
 using testing::random_chain;
 using testing::same_time;
 
@@ -52,16 +54,12 @@ TEST(OptimalPlanner, WithOneByteSlotsItIsTheOptimumOfEveryScheduleInItsClass) {
     const Chain c = random_chain(n, 1000 + seed);
     std::vector<Schedule> all;
     enumerate_persistent_schedules(0, n - 1, n, all);
-    std::vector<sim::SimResult> priced;
-    for (const Schedule& s : all) priced.push_back(sim::simulate(c, s));
+    const std::vector<sim::SimResult> priced = price_all(c, all);
     OptimalPlanner planner(exact_slots());
     const Bytes top = keep_all_peak(c);
     for (int k = 1; k <= 12; ++k) {
       const Bytes budget = top * k / 12;
-      double best = PersistentDp::kInfinity;
-      for (const sim::SimResult& r : priced) {
-        if (r.peak_bytes <= budget) best = std::min(best, r.time);
-      }
+      const double best = fastest_within(priced, budget);
       const Plan p = planner.plan({c, budget});
       ASSERT_EQ(p.feasible, best != PersistentDp::kInfinity) << "seed " << seed << " budget " << budget;
       if (p.feasible) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/chain.h"
@@ -50,6 +51,21 @@ inline void enumerate_persistent_schedules(int i, int l, int n, std::vector<Sche
       }
     }
   }
+}
+
+inline std::vector<sim::SimResult> price_all(const Chain& c, const std::vector<Schedule>& schedules) {
+  std::vector<sim::SimResult> priced;
+  for (const Schedule& s : schedules) priced.push_back(sim::simulate(c, s));
+  return priced;
+}
+
+// The least simulated time among `priced` whose peak fits `budget`; infinity when none does.
+inline double fastest_within(const std::vector<sim::SimResult>& priced, Bytes budget) {
+  double best = std::numeric_limits<double>::infinity();
+  for (const sim::SimResult& r : priced) {
+    if (r.peak_bytes <= budget) best = std::min(best, r.time);
+  }
+  return best;
 }
 
 inline Bytes keep_all_peak(const Chain& c) {
