@@ -39,7 +39,6 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
   n_ = n;
   capacity_ = capacity;
   width_ = static_cast<size_t>(capacity) + 1;
-  slot_bytes_ = slot_bytes;
   computed_ = 0;
 
   a_.resize(n + 1);

@@ -42,7 +42,6 @@ class PersistentDp {
   Schedule schedule(std::int64_t m) const;
 
   std::int64_t capacity() const { return capacity_; }
-  Bytes slot_bytes() const { return slot_bytes_; }
   // Table entries actually computed by the last solve, summed over the
   // branches tried (the rest were pruned: below a branch's least feasible m
   // or above the m at which keeping everything fits).
@@ -68,7 +67,6 @@ class PersistentDp {
   int n_ = 0;
   std::int64_t capacity_ = 0;
   size_t width_ = 0;  // capacity + 1
-  Bytes slot_bytes_ = 1;
   std::int64_t computed_ = 0;
   // Sizes in slots, rounded up: a[0..n], saved, fwd temp (grad / no grad), bwd temp.
   std::vector<std::int64_t> a_, tn_;

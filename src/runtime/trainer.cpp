@@ -114,12 +114,11 @@ void Trainer::calibrate() {
   std::vector<predict::ChainSample> samples;
   for (int v = 0; v < variant_rounds(); ++v) {
     const Schedule collect = plan::schedule_for_collection(n, collection_variants(v));
-    predict::ChainSample sample = sample_execution(measure(collect), n, optimizer_->update_temp_bytes());
+    auto collect_once = [&] { return sample_execution(measure(collect), n, optimizer_->update_temp_bytes()); };
+    predict::ChainSample sample = collect_once();
     // Variants are chosen by their times, so each is timed twice and the
     // shorter kept: one-off costs and a busy machine would bias the choice.
-    if (planner_->uses_variants()) {
-      sample = faster_of(sample, sample_execution(measure(collect), n, optimizer_->update_temp_bytes()));
-    }
+    if (planner_->uses_variants()) sample = faster_of(sample, collect_once());
     samples.push_back(sample);
     predictor_->observe(largest.signature.size, samples.back());
   }
