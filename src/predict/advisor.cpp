@@ -1,0 +1,117 @@
+#include "predict/advisor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace memtrain::predict {
+
+namespace {
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// The largest b in 1..limit with alpha·b + beta <= usable; 0 when none.
+std::int64_t largest_fitting_batch(const ThroughputModel& m, Bytes usable, std::int64_t limit) {
+  const double room = static_cast<double>(usable) - m.beta;
+  if (m.alpha <= 0) return m.peak_bytes(1) <= static_cast<double>(usable) ? limit : 0;
+  const double b = std::floor(room / m.alpha);
+  if (b < 1) return 0;
+  std::int64_t batch = static_cast<std::int64_t>(std::min(b, static_cast<double>(limit)));
+  // Guard the floor against rounding: step down until the prediction fits.
+  while (batch > 0 && m.peak_bytes(static_cast<double>(batch)) > static_cast<double>(usable)) --batch;
+  return batch;
+}
+
+std::string saturation_phrase(const ThroughputModel& m) {
+  const double s = m.saturation_batch();
+  if (!std::isfinite(s)) return "the step time does not grow with the batch in the measurements";
+  if (s < static_cast<double>(m.min_batch)) {
+    return "the device is already saturated at the smallest measured batch (" + std::to_string(m.min_batch) + ")";
+  }
+  return "the device is saturated from batch " + fmt("%.0f", s);
+}
+
+std::string reason_for(const Advice& advice, const MethodAdvice& best) {
+  const MethodAdvice* other = nullptr;  // the runner-up by throughput
+  for (const MethodAdvice& m : advice.methods) {
+    if (&m == &best) continue;
+    if (!other || m.predicted_throughput > other->predicted_throughput) other = &m;
+  }
+  const std::string device = format_bytes(advice.usable_bytes);
+  if (!other) return "it is the only method measured; it fits batch " + std::to_string(best.max_batch) + " in " + device;
+  if (other->max_batch == 0) {
+    return other->method + " does not fit even batch 1 in " + device + "; " + best.method + " fits batch " +
+           std::to_string(best.max_batch);
+  }
+  const double gain = best.predicted_throughput / other->predicted_throughput - 1;
+  const double grow = static_cast<double>(best.max_batch) / static_cast<double>(other->max_batch);
+  if (best.max_batch > other->max_batch) {
+    return best.method + " lets the batch grow " + fmt("%.1f", grow) + "x (" + std::to_string(other->max_batch) +
+           " -> " + std::to_string(best.max_batch) + ") over " + other->method + ", and " +
+           saturation_phrase(other->model) + ", so throughput rises " + fmt("%.0f", 100 * gain) + "%";
+  }
+  // The best fits no larger a batch: the other's extra batch does not pay.
+  const double cost = 1 - other->predicted_throughput / best.predicted_throughput;
+  if (other->max_batch > best.max_batch) {
+    return other->method + " lets the batch grow " +
+           fmt("%.1f", static_cast<double>(other->max_batch) / static_cast<double>(best.max_batch)) + "x (" +
+           std::to_string(best.max_batch) + " -> " + std::to_string(other->max_batch) + "), but " +
+           saturation_phrase(best.model) + ", so it would cost " + fmt("%.0f", 100 * cost) + "% throughput";
+  }
+  return best.method + " fits batch " + std::to_string(best.max_batch) + " (" + other->method + ": " +
+         std::to_string(other->max_batch) + ") and is predicted " + fmt("%.0f", 100 * gain) + "% faster";
+}
+
+}  // namespace
+
+Advice advise(const std::vector<std::pair<std::string, ThroughputModel>>& models, const AdvisorOptions& options) {
+  if (options.device_memory <= 0) throw UsageError("--device-memory must be > 0 bytes");
+  if (!(options.headroom >= 0 && options.headroom < 1)) {
+    throw UsageError("--headroom " + fmt("%g", 100 * options.headroom) + "% is out of range; expected 0% to <100%");
+  }
+  if (models.empty()) throw Error("advise: no methods to compare");
+  Advice advice;
+  advice.device_memory = options.device_memory;
+  advice.headroom = options.headroom;
+  advice.usable_bytes = static_cast<Bytes>(std::floor(static_cast<double>(options.device_memory) * (1 - options.headroom)));
+  for (const auto& [name, model] : models) {
+    MethodAdvice m;
+    m.method = name;
+    m.model = model;
+    m.max_batch = largest_fitting_batch(model, advice.usable_bytes, options.batch_limit);
+    if (model.alpha <= 0) m.note = "peak memory does not grow with the batch in the measurements";
+    if (m.max_batch == options.batch_limit) m.note += (m.note.empty() ? "" : "; ") + std::string("capped at the batch limit");
+    if (m.max_batch > 0) {
+      m.predicted_peak_bytes = model.peak_bytes(static_cast<double>(m.max_batch));
+      m.predicted_throughput = model.throughput(static_cast<double>(m.max_batch));
+    } else {
+      m.note = "does not fit even batch 1 (predicted " + format_bytes(static_cast<Bytes>(model.peak_bytes(1))) + ")";
+    }
+    advice.methods.push_back(m);
+  }
+  const MethodAdvice* best = nullptr;
+  for (const MethodAdvice& m : advice.methods) {
+    if (m.max_batch > 0 && (!best || m.predicted_throughput > best->predicted_throughput)) best = &m;
+  }
+  if (!best) {
+    advice.reason = "no method fits even batch 1 in " + format_bytes(advice.usable_bytes);
+    return advice;
+  }
+  advice.recommended = best->method;
+  advice.reason = reason_for(advice, *best);
+  return advice;
+}
+
+Advice advise_from_measurements(const std::vector<Measurement>& rows, const AdvisorOptions& options) {
+  std::vector<std::pair<std::string, ThroughputModel>> models;
+  for (const std::string& name : method_names(rows)) models.emplace_back(name, fit_throughput_model(rows_of(rows, name)));
+  return advise(models, options);
+}
+
+}  // namespace memtrain::predict

@@ -1,0 +1,47 @@
+// The advisor: given each method's fitted model and a device's memory, the
+// largest batch each method fits, its predicted throughput there, and the
+// method to use. Under the model throughput only grows with the batch, so a
+// method's best batch is the largest that fits; the recommendation is the
+// method with the highest throughput at its best batch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+#include "predict/throughput_model.h"
+
+namespace memtrain::predict {
+
+struct MethodAdvice {
+  std::string method;
+  ThroughputModel model;
+  std::int64_t max_batch = 0;        // 0: not even batch 1 fits
+  double predicted_peak_bytes = 0;   // at max_batch
+  double predicted_throughput = 0;   // samples/s at max_batch
+  std::string note;                  // why max_batch is what it is, when not obvious
+};
+
+struct Advice {
+  Bytes device_memory = 0;
+  double headroom = 0;       // fraction of device memory kept free
+  Bytes usable_bytes = 0;    // device_memory·(1 − headroom)
+  std::vector<MethodAdvice> methods;  // in the order given
+  std::string recommended;   // empty when no method fits
+  std::string reason;        // one line
+};
+
+struct AdvisorOptions {
+  Bytes device_memory = 0;      // > 0
+  double headroom = 0.10;       // 0 <= headroom < 1
+  std::int64_t batch_limit = 1 << 20;  // largest batch considered
+};
+
+// `models`: method name and fitted model, in the order to report them.
+Advice advise(const std::vector<std::pair<std::string, ThroughputModel>>& models, const AdvisorOptions& options);
+
+// Fits every method in `rows` (read_measurements_csv's order) and advises.
+Advice advise_from_measurements(const std::vector<Measurement>& rows, const AdvisorOptions& options);
+
+}  // namespace memtrain::predict
