@@ -107,7 +107,7 @@ void Trainer::calibrate() {
     rng.restore(generator_);
     return r;
   };
-  if (options_.budget.is_percent) {
+  if (options_.budget.is_percent && !options_.least_budget) {
     reference_peak_ = measure(plan::schedule_keeping_everything(n)).peak;
   }
   // One collection run per variant when the planner chooses variants.
@@ -124,7 +124,12 @@ void Trainer::calibrate() {
   }
   largest_chain_ = chain_from_samples(samples, stage_constants(*model_, Adam::kSlots));
 
-  budget_ = options_.budget.resolve(reference_peak_);
+  if (options_.least_budget) {
+    const Plan least = planner_->plan({largest_chain_, 0, &largest_chain_});
+    budget_ = least.feasible ? least.peak_bytes : least.min_budget_bytes;
+  } else {
+    budget_ = options_.budget.resolve(reference_peak_);
+  }
   memory_.set_budget(budget_);
   memory_.set_enforced(options_.enforce && planner_->respects_budget());
   if (planner_->respects_budget()) {
@@ -168,7 +173,9 @@ Trainer::Choice Trainer::choose(const Signature& sig) {
   Plan p = plan_for(sig.size);
   // A planner that respects the budget but finds nothing that fits the
   // prediction runs the most frugal schedule it knows; the budget decides.
-  Schedule s = p.feasible || !planner_->respects_budget() ? p.schedule : most_frugal(sig.size);
+  // The cache keeps that schedule, so a hit runs it too, not the refused one.
+  if (!p.feasible && planner_->respects_budget()) p.schedule = most_frugal(sig.size);
+  Schedule s = p.schedule;
   cache_->store(sig.size, std::move(p));
   return {std::move(s), "new", since(t0)};
 }

@@ -38,6 +38,9 @@ struct TrainerOptions {
   std::string planner = "mimose";
   plan::PlannerOptions planner_options;  // slots of the planners that discretise memory
   BudgetSpec budget = {true, 50.0, 0};  // default: 50% of the largest input's unconstrained peak
+  // Instead of `budget`: the least budget the planner needs for the largest
+  // input (for planners that ignore budgets, their schedule's simulated peak).
+  bool least_budget = false;
   int collect_steps = 4;                // K: steps with every stage checkpointed, 0..10
   std::int64_t bucket = 0;              // plan-cache bucket width in signature size; 0: largest / 64
   double margin = 0.10;                 // safety margin on memory for sizes outside the observed range

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "plan/registry.h"
 #include "runtime/brown_batches.h"
+#include "runtime/largest_input_batches.h"
 #include "runtime/trainer.h"
 #include "support/tiny_tagging.h"
 
@@ -132,6 +133,36 @@ TEST(Trainer, JointChoosesVariantsAndFitsBelowOptimalsMinimum) {
   for (const StepRecord& r : trainer.records()) with_variant += r.plan != "collect" && r.schedule.find(".v1") != std::string::npos;
   EXPECT_GT(with_variant, 3);
   EXPECT_EQ(trainer.summary().violations, 0);
+}
+
+TEST(Trainer, TheLeastBudgetIsWhatThePlannerNeedsAndItTrainsWithinIt) {
+  // On the largest input every step (the input the least budget is for),
+  // optimal's least is below all's and both train within it, enforced.
+  const auto data = tiny_tagging();
+  auto least_run = [&](const std::string& planner) {
+    CpuDeviceMemory memory;
+    LargestInputBatches source(std::make_unique<BrownBatches>(data, 16, 5));
+    TrainerOptions o = options(planner);
+    o.least_budget = true;
+    o.collect_steps = 0;  // collection's keep-each-stage runs are not what the least is for
+    Trainer trainer(o, memory, [&] { return tiny_tagger(tiny_shape(*data), 0.1); }, source);
+    for (int s = 0; s < 6; ++s) trainer.step();
+    return trainer.summary();
+  };
+  const TrainSummary all = least_run("all"), optimal = least_run("optimal");
+  for (const TrainSummary& s : {all, optimal}) {
+    EXPECT_EQ(s.violations, 0);
+    EXPECT_EQ(s.retries, 0);
+    EXPECT_LE(s.max_peak_bytes, s.budget_bytes);
+    EXPECT_EQ(s.reference_peak_bytes, 0) << "no unconstrained run was needed";
+  }
+  EXPECT_LT(optimal.budget_bytes, all.budget_bytes);
+  // Below it, the planner has nothing: the least really is the least.
+  CpuDeviceMemory memory;
+  LargestInputBatches source(std::make_unique<BrownBatches>(data, 16, 5));
+  Trainer below(options("all", std::to_string(all.budget_bytes - 1)), memory,
+                [&] { return tiny_tagger(tiny_shape(*data), 0.1); }, source);
+  EXPECT_THROW(below.calibrate(), Error);
 }
 
 TEST(Trainer, NoneIgnoresTheBudgetAndCountsViolations) {
