@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+
+#include "core/error.h"
 
 namespace memtrain::data {
 
@@ -38,6 +41,29 @@ TaggingDataset make_tagging_dataset(const BrownCorpus& corpus, std::int64_t max_
     d.tag_ids.push_back(std::move(t));
   }
   return d;
+}
+
+TaggingDataset keep_sentences_up_to(TaggingDataset data, std::int64_t max_length) {
+  std::vector<std::vector<std::int64_t>> words, tags;
+  std::int64_t longest = 0, unknown = 0;
+  size_t shortest = SIZE_MAX;
+  for (size_t s = 0; s < data.word_ids.size(); ++s) {
+    shortest = std::min(shortest, data.word_ids[s].size());
+    if (static_cast<std::int64_t>(data.word_ids[s].size()) > max_length) continue;
+    longest = std::max(longest, static_cast<std::int64_t>(data.word_ids[s].size()));
+    unknown += std::count(data.word_ids[s].begin(), data.word_ids[s].end(), TaggingDataset::kUnknownWord);
+    words.push_back(std::move(data.word_ids[s]));
+    tags.push_back(std::move(data.tag_ids[s]));
+  }
+  if (words.empty()) {
+    throw DataError("--max-length " + std::to_string(max_length) + " leaves no sentence" +
+                    (shortest == SIZE_MAX ? std::string() : "; the shortest has " + std::to_string(shortest) + " tokens"));
+  }
+  data.word_ids = std::move(words);
+  data.tag_ids = std::move(tags);
+  data.max_length = longest;
+  data.unknown_tokens = unknown;
+  return data;
 }
 
 }  // namespace memtrain::data

@@ -26,4 +26,9 @@ struct TaggingDataset {
 // max_vocabulary: most frequent words kept (with <pad> and <unk>); 0 keeps all.
 TaggingDataset make_tagging_dataset(const BrownCorpus& corpus, std::int64_t max_vocabulary);
 
+// The sentences of at most `max_length` tokens (the vocabularies unchanged),
+// for training or profiling at a bounded sequence length. DataError when
+// none is left.
+TaggingDataset keep_sentences_up_to(TaggingDataset data, std::int64_t max_length);
+
 }  // namespace memtrain::data

@@ -76,6 +76,22 @@ TEST(SentenceBatcher, LargestTakesTheLongestSentences) {
   EXPECT_EQ(x.tokens, 13);
 }
 
+TEST(TaggingDataset, KeepsOnlySentencesUpToAMaximumLength) {
+  const TaggingDataset d = keep_sentences_up_to(dataset_of_lengths({3, 7, 1, 4, 2, 6, 5}), 4);
+  ASSERT_EQ(d.sentences(), 4);
+  EXPECT_EQ(d.max_length, 4);
+  EXPECT_EQ(d.word_ids[1], std::vector<std::int64_t>({4}));  // the third sentence (length 1): order kept
+  EXPECT_EQ(d.word_ids[2].size(), 4u);
+  EXPECT_EQ(SentenceBatcher(d, 2, 1).largest().length, 4);
+  try {
+    keep_sentences_up_to(dataset_of_lengths({3, 7}), 2);
+    FAIL() << "kept nothing without an error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-length 2 leaves no sentence; the shortest has 3"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(SentenceBatcher, RejectsABatchLargerThanTheData) {
   const TaggingDataset d = dataset_of_lengths({3, 4});
   EXPECT_THROW(SentenceBatcher(d, 3, 1), UsageError);
