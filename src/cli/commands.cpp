@@ -16,6 +16,8 @@ const char* kUsage =
     "commands:\n"
     "  train   train a model under a memory budget (default: Transformer tagger on Brown, mimose, 50%)\n"
     "  plan    plan a chain given as JSON and print the schedule, its simulated peak and time\n"
+    "  profile measure peak memory and step time of memory methods over batch sizes (CSV)\n"
+    "  advise  fit PAPAYA's model to such measurements and say which method and batch pay off\n"
     "\n"
     "memtrain <command> --help describes each command's flags.\n";
 
@@ -30,7 +32,9 @@ int run_memtrain(const std::vector<std::string>& args) {
   try {
     if (args[0] == "train") return run_train(rest);
     if (args[0] == "plan") return run_plan(rest);
-    throw UsageError("unknown command '" + args[0] + "'; known: plan, train");
+    if (args[0] == "profile") return run_profile(rest);
+    if (args[0] == "advise") return run_advise(rest);
+    throw UsageError("unknown command '" + args[0] + "'; known: advise, plan, profile, train");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "memtrain: %s\n", e.what());
     return 2;

@@ -10,5 +10,7 @@ namespace memtrain::cli {
 int run_memtrain(const std::vector<std::string>& args);  // args exclude the program name
 int run_train(const std::vector<std::string>& args);
 int run_plan(const std::vector<std::string>& args);
+int run_profile(const std::vector<std::string>& args);
+int run_advise(const std::vector<std::string>& args);
 
 }  // namespace memtrain::cli

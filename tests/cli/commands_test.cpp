@@ -8,6 +8,8 @@
 
 #include "cli/commands.h"
 #include "core/chain_json.h"
+#include "core/units.h"
+#include "predict/measurement.h"
 #include "support/chains.h"
 #include "support/temp_dir.h"
 
@@ -43,7 +45,7 @@ void expect_refused(const std::vector<std::string>& args, const std::string& mes
 
 TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   EXPECT_EQ(run({}).status, 2);
-  expect_refused({"fly"}, "unknown command 'fly'; known: plan, train");
+  expect_refused({"fly"}, "unknown command 'fly'; known: advise, plan, profile, train");
   expect_refused({"train", "--planner", "rotor"},
                  "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static");
   expect_refused({"train", "--budget", "150%"}, "--budget '150%' is not a valid percentage");
@@ -58,6 +60,15 @@ TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
                  "plot file 'curve.pdf': expected a name ending in .svg or .png");
   EXPECT_EQ(run({"train", "--help"}).status, 0);
   EXPECT_EQ(run({"plan", "--help"}).status, 0);
+  expect_refused({"profile", "--batches", "4,x"}, "'x' is not a batch size");
+  expect_refused({"profile", "--method", "swap"}, "method 'swap' is unknown; expected none, checkpoint or checkpoint:PLANNER");
+  expect_refused({"profile", "--method", "checkpoint:rotor"}, "unknown planner 'rotor'");
+  expect_refused({"profile", "--method", "offload"}, "no method left to measure");
+  expect_refused({"advise", "--from-csv", "m.csv"}, "--device-memory is required");
+  expect_refused({"advise", "--device-memory", "1GiB", "--headroom", "120%"}, "--headroom '120%'");
+  expect_refused({"advise", "--device-memory", "lots"}, "--device-memory");
+  EXPECT_EQ(run({"profile", "--help"}).status, 0);
+  EXPECT_EQ(run({"advise", "--help"}).status, 0);
 }
 
 TEST(Commands, MissingDataIsAFailureNamingThePath) {
@@ -203,6 +214,104 @@ TEST(Commands, TrainsTheResNetOnFashionMnistWithChangingImageSizes) {
   }
   EXPECT_GT(sizes.size(), 3u);
   EXPECT_EQ(j["summary"]["violations"], 0);
+}
+
+}  // namespace
+}  // namespace memtrain::cli
+
+namespace memtrain::cli {
+namespace {
+
+// A small tagger on sentences of at most 24 tokens: quick to profile.
+const std::vector<std::string> kSmallTagger = {"--layers", "1",     "--width",      "32", "--heads",       "2",
+                                               "--vocab",  "2000",  "--max-length", "24", "--timed-steps", "3",
+                                               "--threads", "1"};
+
+std::vector<std::string> with_small_tagger(std::vector<std::string> args) {
+  args.insert(args.end(), kSmallTagger.begin(), kSmallTagger.end());
+  return args;
+}
+
+TEST(Commands, ProfileMeasuresEachMethodAtEachBatchAndSkipsWhatIsNotBuilt) {
+  testing::TempDir dir;
+  const std::string csv = dir.path() + "/p.csv", report = dir.path() + "/p.json";
+  const Outcome o = run(with_small_tagger({"profile", "--method", "none,offload,checkpoint", "--batches", "8,2,4,6",
+                                           "--csv", csv, "--json", report}));
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.err.find("skipping method offload: offload is not built yet"), std::string::npos) << o.err;
+  const std::vector<predict::Measurement> rows = predict::read_measurements_csv_file(csv);
+  ASSERT_EQ(rows.size(), 8u);
+  EXPECT_EQ(predict::method_names(rows), (std::vector<std::string>{"none", "checkpoint"}));
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(rows[i].batch, 2 * static_cast<std::int64_t>(i + 1)) << "batches in increasing order";
+    EXPECT_EQ(rows[i + 4].batch, rows[i].batch);
+    EXPECT_GT(rows[i].step_seconds, 0);
+    if (i > 0) {
+      EXPECT_GT(rows[i].peak_bytes, rows[i - 1].peak_bytes) << "none's peak grows with the batch";
+    }
+  }
+  EXPECT_LT(rows[7].peak_bytes, rows[3].peak_bytes) << "checkpointing peaks lower at batch 8";
+  const json j = read_json(report);
+  ASSERT_EQ(j["measurements"].size(), 8u);
+  EXPECT_EQ(j["measurements"][0]["timed_step_seconds"].size(), 3u);
+  EXPECT_EQ(j["measurements"][3]["input"], "8x24");
+}
+
+TEST(Commands, AdviseFromCsvWritesTheFittedModelsTheAdviceAndAPlot) {
+  testing::TempDir dir;
+  const std::string csv = dir.path() + "/m.csv", report = dir.path() + "/a.json", plot = dir.path() + "/a.svg";
+  {
+    // none: 100 MiB + 10 MiB/sample, saturated from batch 40; checkpoint: 2 MiB/sample, 30% slower per sample.
+    std::ofstream out(csv);
+    out << "method,batch,peak_bytes,step_seconds\n";
+    for (int b : {8, 16, 32, 48, 64}) {
+      out << "none," << b << ',' << (100 + 10 * b) * MiB << ',' << std::max(0.4, 0.01 * b) + 0.05 << '\n';
+      out << "checkpoint," << b << ',' << (100 + 2 * b) * MiB << ',' << std::max(0.52, 0.013 * b) + 0.05 << '\n';
+    }
+    out << "compress,8," << 50 * MiB << ",0.3\n";  // too few to fit: left out, not fatal
+  }
+  const Outcome o = run({"advise", "--from-csv", csv, "--device-memory", "400MiB", "--headroom", "0%", "--json", report,
+                         "--plot", plot});
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.err.find("method compress: 1 measurements are too few"), std::string::npos) << o.err;
+  const json j = read_json(report);
+  ASSERT_EQ(j["methods"].size(), 2u);
+  for (const char* key : {"method", "r2_memory", "r2_time", "alpha", "beta", "a", "k", "c", "max_batch",
+                          "predicted_peak_bytes", "predicted_throughput"}) {
+    EXPECT_TRUE(j["methods"][0].contains(key)) << key;
+  }
+  EXPECT_EQ(j["methods"][0]["max_batch"], 30);   // (400 - 100) / 10: 30 / 0.45 s = 67 samples/s
+  EXPECT_EQ(j["methods"][1]["max_batch"], 150);  // (400 - 100) / 2: 150 / 2.0 s = 75 samples/s
+  EXPECT_NEAR(j["methods"][1]["k"].get<double>(), 0.013, 1e-6);
+  EXPECT_GT(j["methods"][0]["r2_time"].get<double>(), 0.9999);
+  EXPECT_EQ(j["recommended"], "checkpoint");
+  EXPECT_NE(j["reason"].get<std::string>().find("grow 5.0x (30 -> 150) over none, and the device is saturated from batch 40"), std::string::npos) << j["reason"];
+  std::ifstream svg(plot);
+  const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("checkpoint predicted"), std::string::npos);
+
+  std::ofstream(csv) << "method,batch,peak_bytes,step_seconds\nnone,4,100,0.1\nnone,8,200,0.2\n";
+  const Outcome few = run({"advise", "--from-csv", csv, "--device-memory", "1GiB"});
+  EXPECT_EQ(few.status, 1);
+  EXPECT_NE(few.err.find("no method has enough measurements"), std::string::npos) << few.err;
+}
+
+TEST(Commands, AdviseMeasuresHereAndValidatesItsPrediction) {
+  testing::TempDir dir;
+  const std::string report = dir.path() + "/a.json";
+  const Outcome o = run(with_small_tagger({"advise", "--batches", "4,8,12,16", "--device-memory", "40MiB",
+                                           "--json", report, "--plot", dir.path() + "/a.svg", "--validate"}));
+  ASSERT_EQ(o.status, 0) << o.err;
+  const json j = read_json(report);
+  ASSERT_EQ(j["methods"].size(), 2u);
+  ASSERT_EQ(j["validation"].size(), 2u);
+  for (const json& v : j["validation"]) {
+    const double predicted = v["predicted_peak_bytes"].get<double>(), measured = v["measured_peak_bytes"].get<double>();
+    EXPECT_NEAR(predicted / measured, 1.0, 0.10) << v;
+    EXPECT_GT(v["measured_throughput"].get<double>(), 0) << v;
+  }
+  EXPECT_GT(j["methods"][1]["max_batch"].get<long long>(), j["methods"][0]["max_batch"].get<long long>())
+      << "checkpointing fits a larger batch";
 }
 
 }  // namespace
