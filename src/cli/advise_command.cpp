@@ -27,8 +27,9 @@ const char* kAdviseHelp =
     "\n"
     "Fits, per method, peak memory M(b) = alpha*b + beta and step time t(b) = max(a, k*b) + c\n"
     "to measurements at several batch sizes b (at least 4 per method), then prints per method\n"
-    "the largest batch that fits the device, its predicted peak and throughput, and the\n"
-    "method to use with the reason. Without --from-csv it first measures here, as\n"
+    "the largest batch that fits the device, the batch with the highest predicted throughput\n"
+    "(the largest, or the knee when throughput falls beyond it), its predicted peak and\n"
+    "throughput, and the method to use with the reason. Without --from-csv it first measures here, as\n"
     "`memtrain profile` does with the same flags.\n"
     "\n"
     "  --device-memory SIZE         the device's memory (e.g. 16GiB, 800MiB)\n"
@@ -38,7 +39,7 @@ const char* kAdviseHelp =
     "  --csv FILE                   write the measurements taken here as CSV\n"
     "  --json FILE                  write the fitted models and the advice as JSON\n"
     "  --plot FILE.svg|.png         predicted and measured throughput against memory (default advise.svg)\n"
-    "  --validate                   run each method at its predicted largest batch and print\n"
+    "  --validate                   run each method at its predicted best batch and print\n"
     "                               predicted against measured throughput and peak memory\n"
     "  --batch-limit N              largest batch considered (default 1048576)\n"
     "\n"
@@ -99,13 +100,14 @@ std::vector<std::pair<std::string, predict::ThroughputModel>> fit_methods(const 
 void print_advice(const predict::Advice& a) {
   std::printf("device memory %s, headroom %.0f%%: %s usable\n", format_bytes(a.device_memory).c_str(),
               100 * a.headroom, format_bytes(a.usable_bytes).c_str());
-  std::printf("%-20s %7s %7s %12s %12s %10s %12s %10s %9s %12s %11s\n", "method", "R2 mem", "R2 time",
-              "bytes/sample", "beta", "a (s)", "k (s/sample)", "c (s)", "max batch", "pred peak", "samples/s");
+  std::printf("%-20s %7s %7s %12s %12s %10s %12s %10s %9s %9s %12s %11s\n", "method", "R2 mem", "R2 time",
+              "bytes/sample", "beta", "a (s)", "k (s/sample)", "c (s)", "max batch", "best", "pred peak", "samples/s");
   for (const predict::MethodAdvice& m : a.methods) {
-    std::printf("%-20s %7.4f %7.4f %12s %12s %10.4g %12.4g %10.4g %9lld %12s %11.1f%s%s\n", m.method.c_str(),
+    std::printf("%-20s %7.4f %7.4f %12s %12s %10.4g %12.4g %10.4g %9lld %9lld %12s %11.1f%s%s\n", m.method.c_str(),
                 m.model.r2_memory, m.model.r2_time, format_bytes(static_cast<Bytes>(m.model.alpha)).c_str(),
                 format_bytes(static_cast<Bytes>(m.model.beta)).c_str(), m.model.a, m.model.k, m.model.c,
-                static_cast<long long>(m.max_batch), format_bytes(static_cast<Bytes>(m.predicted_peak_bytes)).c_str(),
+                static_cast<long long>(m.max_batch), static_cast<long long>(m.best_batch),
+                format_bytes(static_cast<Bytes>(m.predicted_peak_bytes)).c_str(),
                 m.predicted_throughput, m.note.empty() ? "" : "  ", m.note.c_str());
   }
   if (a.recommended.empty()) std::printf("recommended: nothing: %s\n", a.reason.c_str());
@@ -129,6 +131,7 @@ nlohmann::json advice_json(const predict::Advice& a, const std::vector<Validatio
                             {"c", m.model.c},
                             {"points", m.model.points},
                             {"max_batch", m.max_batch},
+                            {"best_batch", m.best_batch},
                             {"predicted_peak_bytes", m.predicted_peak_bytes},
                             {"predicted_throughput", m.predicted_throughput},
                             {"note", m.note}});
@@ -205,19 +208,19 @@ std::vector<Validation> validate(const predict::Advice& a, const Workload& workl
       }
     }
     const runtime::ProfilePoint p = runtime::profile_batch(
-        *method, m.max_batch, workload.model_factory(),
+        *method, m.best_batch, workload.model_factory(),
         [&](std::int64_t batch) { return workload.batches(batch, request.options.seed); }, request.options);
     Validation v;
     v.method = m.method;
-    v.batch = m.max_batch;
+    v.batch = m.best_batch;
     v.predicted_throughput = m.predicted_throughput;
-    v.measured_throughput = static_cast<double>(m.max_batch) / p.measurement.step_seconds;
+    v.measured_throughput = static_cast<double>(m.best_batch) / p.measurement.step_seconds;
     v.predicted_peak_bytes = m.predicted_peak_bytes;
     v.measured_peak_bytes = p.measurement.peak_bytes;
     v.fits = p.measurement.peak_bytes <= a.device_memory;  // the headroom is the prediction's margin
     out.push_back(v);
   }
-  std::printf("\nvalidation: each method run at its predicted largest batch; fits: measured peak <= device memory\n");
+  std::printf("\nvalidation: each method run at its predicted best batch; fits: measured peak <= device memory\n");
   std::printf("%-20s %9s %12s %12s %7s %12s %12s %7s %5s\n", "method", "batch", "pred samp/s", "meas samp/s", "error",
               "pred peak", "meas peak", "error", "fits");
   const Validation* best = nullptr;

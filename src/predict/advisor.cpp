@@ -28,6 +28,18 @@ std::int64_t largest_fitting_batch(const ThroughputModel& m, Bytes usable, std::
   return batch;
 }
 
+// The batch in 1..max_batch with the highest predicted throughput; the larger
+// one on a tie. T(b) rises to the knee, then rises or falls monotonically.
+std::int64_t best_batch(const ThroughputModel& m, std::int64_t max_batch) {
+  std::int64_t best = max_batch;
+  const double knee = m.saturation_batch();
+  for (double candidate : {1.0, std::floor(knee), std::ceil(knee)}) {
+    if (!(candidate >= 1 && candidate < static_cast<double>(max_batch))) continue;
+    if (m.throughput(candidate) > m.throughput(static_cast<double>(best))) best = static_cast<std::int64_t>(candidate);
+  }
+  return best;
+}
+
 std::string saturation_phrase(const ThroughputModel& m) {
   const double s = m.saturation_batch();
   if (!std::isfinite(s)) return "the step time does not grow with the batch in the measurements";
@@ -44,28 +56,28 @@ std::string reason_for(const Advice& advice, const MethodAdvice& best) {
     if (!other || m.predicted_throughput > other->predicted_throughput) other = &m;
   }
   const std::string device = format_bytes(advice.usable_bytes);
-  if (!other) return "it is the only method measured; it fits batch " + std::to_string(best.max_batch) + " in " + device;
+  if (!other) return "it is the only method measured; its best batch is " + std::to_string(best.best_batch) + " in " + device;
   if (other->max_batch == 0) {
     return other->method + " does not fit even batch 1 in " + device + "; " + best.method + " fits batch " +
-           std::to_string(best.max_batch);
+           std::to_string(best.best_batch);
   }
   const double gain = best.predicted_throughput / other->predicted_throughput - 1;
-  const double grow = static_cast<double>(best.max_batch) / static_cast<double>(other->max_batch);
-  if (best.max_batch > other->max_batch) {
-    return best.method + " lets the batch grow " + fmt("%.1f", grow) + "x (" + std::to_string(other->max_batch) +
-           " -> " + std::to_string(best.max_batch) + ") over " + other->method + ", and " +
+  const double grow = static_cast<double>(best.best_batch) / static_cast<double>(other->best_batch);
+  if (best.best_batch > other->best_batch) {
+    return best.method + " lets the batch grow " + fmt("%.1f", grow) + "x (" + std::to_string(other->best_batch) +
+           " -> " + std::to_string(best.best_batch) + ") over " + other->method + ", and " +
            saturation_phrase(other->model) + ", so throughput rises " + fmt("%.0f", 100 * gain) + "%";
   }
   // The best fits no larger a batch: the other's extra batch does not pay.
   const double cost = 1 - other->predicted_throughput / best.predicted_throughput;
-  if (other->max_batch > best.max_batch) {
+  if (other->best_batch > best.best_batch) {
     return other->method + " lets the batch grow " +
-           fmt("%.1f", static_cast<double>(other->max_batch) / static_cast<double>(best.max_batch)) + "x (" +
-           std::to_string(best.max_batch) + " -> " + std::to_string(other->max_batch) + "), but " +
+           fmt("%.1f", static_cast<double>(other->best_batch) / static_cast<double>(best.best_batch)) + "x (" +
+           std::to_string(best.best_batch) + " -> " + std::to_string(other->best_batch) + "), but " +
            saturation_phrase(best.model) + ", so it would cost " + fmt("%.0f", 100 * cost) + "% throughput";
   }
-  return best.method + " fits batch " + std::to_string(best.max_batch) + " (" + other->method + ": " +
-         std::to_string(other->max_batch) + ") and is predicted " + fmt("%.0f", 100 * gain) + "% faster";
+  return best.method + " fits batch " + std::to_string(best.best_batch) + " (" + other->method + ": " +
+         std::to_string(other->best_batch) + ") and is predicted " + fmt("%.0f", 100 * gain) + "% faster";
 }
 
 }  // namespace
@@ -88,8 +100,13 @@ Advice advise(const std::vector<std::pair<std::string, ThroughputModel>>& models
     if (model.alpha <= 0) m.note = "peak memory does not grow with the batch in the measurements";
     if (m.max_batch == options.batch_limit) m.note += (m.note.empty() ? "" : "; ") + std::string("capped at the batch limit");
     if (m.max_batch > 0) {
-      m.predicted_peak_bytes = model.peak_bytes(static_cast<double>(m.max_batch));
-      m.predicted_throughput = model.throughput(static_cast<double>(m.max_batch));
+      m.best_batch = best_batch(model, m.max_batch);
+      m.predicted_peak_bytes = model.peak_bytes(static_cast<double>(m.best_batch));
+      m.predicted_throughput = model.throughput(static_cast<double>(m.best_batch));
+      if (m.best_batch < m.max_batch) {
+        m.note += (m.note.empty() ? "" : "; ") + std::string("throughput falls beyond batch ") +
+                  std::to_string(m.best_batch);
+      }
     } else {
       m.note = "does not fit even batch 1 (predicted " + format_bytes(static_cast<Bytes>(model.peak_bytes(1))) + ")";
     }

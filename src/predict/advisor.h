@@ -1,8 +1,10 @@
 // The advisor: given each method's fitted model and a device's memory, the
-// largest batch each method fits, its predicted throughput there, and the
-// method to use. Under the model throughput only grows with the batch, so a
-// method's best batch is the largest that fits; the recommendation is the
-// method with the highest throughput at its best batch.
+// largest batch each method fits, the batch with its highest predicted
+// throughput, and the method to use: the one with the highest throughput at
+// its best batch. Under the model throughput grows with the batch while the
+// device is under-used; beyond the knee it keeps growing when c > 0 and falls
+// when c < 0 (a step that gets slower per sample as it grows, as caches
+// overflow on a CPU), so the best batch is the largest that fits or the knee.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +20,9 @@ struct MethodAdvice {
   std::string method;
   ThroughputModel model;
   std::int64_t max_batch = 0;        // 0: not even batch 1 fits
-  double predicted_peak_bytes = 0;   // at max_batch
-  double predicted_throughput = 0;   // samples/s at max_batch
+  std::int64_t best_batch = 0;       // highest predicted throughput in 1..max_batch
+  double predicted_peak_bytes = 0;   // at best_batch
+  double predicted_throughput = 0;   // samples/s at best_batch
   std::string note;                  // why max_batch is what it is, when not obvious
 };
 

@@ -73,6 +73,19 @@ TEST(Advisor, AMethodThatDoesNotFitIsReportedNotRecommended) {
   EXPECT_NE(nothing.reason.find("no method fits"), std::string::npos);
 }
 
+TEST(Advisor, TheBestBatchIsTheKneeWhenThroughputFallsBeyondIt) {
+  // c < 0: past the knee at batch 20 each sample costs more than the last.
+  const ThroughputModel m = model(1 * MiB, 10 * MiB, 0.4, 0.02, -0.1);
+  const Advice a = advise({{"none", m}}, device(1000 * MiB));
+  EXPECT_EQ(a.methods[0].max_batch, 990);
+  EXPECT_EQ(a.methods[0].best_batch, 20);
+  EXPECT_NEAR(a.methods[0].predicted_throughput, 20 / 0.3, 1e-9);
+  EXPECT_NE(a.methods[0].note.find("throughput falls beyond batch 20"), std::string::npos) << a.methods[0].note;
+  // c > 0: the largest batch is the best.
+  const Advice b = advise({{"none", model(1 * MiB, 10 * MiB, 0.4, 0.02, 0.1)}}, device(1000 * MiB));
+  EXPECT_EQ(b.methods[0].best_batch, 990);
+}
+
 TEST(Advisor, RejectsBadDeviceSettings) {
   const std::vector<std::pair<std::string, ThroughputModel>> one = {{"none", model(1, 1, 0, 1, 0)}};
   EXPECT_THROW(advise(one, device(0)), UsageError);
