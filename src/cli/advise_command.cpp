@@ -126,6 +126,7 @@ nlohmann::json advice_json(const predict::Advice& a, const std::vector<Validatio
                             {"r2_time", m.model.r2_time},
                             {"alpha", m.model.alpha},
                             {"beta", m.model.beta},
+                            {"memory_floor", m.model.memory_floor},
                             {"a", m.model.a},
                             {"k", m.model.k},
                             {"c", m.model.c},

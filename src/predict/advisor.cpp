@@ -18,6 +18,7 @@ std::string fmt(const char* format, double v) {
 
 // The largest b in 1..limit with alpha·b + beta <= usable; 0 when none.
 std::int64_t largest_fitting_batch(const ThroughputModel& m, Bytes usable, std::int64_t limit) {
+  if (m.memory_floor > static_cast<double>(usable)) return 0;
   const double room = static_cast<double>(usable) - m.beta;
   if (m.alpha <= 0) return m.peak_bytes(1) <= static_cast<double>(usable) ? limit : 0;
   const double b = std::floor(room / m.alpha);
@@ -40,13 +41,16 @@ std::int64_t best_batch(const ThroughputModel& m, std::int64_t max_batch) {
   return best;
 }
 
-std::string saturation_phrase(const ThroughputModel& m) {
-  const double s = m.saturation_batch();
-  if (!std::isfinite(s)) return "the step time does not grow with the batch in the measurements";
-  if (s < static_cast<double>(m.min_batch)) {
-    return "the device is already saturated at the smallest measured batch (" + std::to_string(m.min_batch) + ")";
+// Why a method's throughput stops growing with its batch, as a clause.
+std::string limit_phrase(const MethodAdvice& m) {
+  if (m.best_batch < m.max_batch) return m.method + "'s throughput peaks at batch " + std::to_string(m.best_batch);
+  const double s = m.model.saturation_batch();
+  if (!std::isfinite(s)) return m.method + "'s step time does not grow with the batch in the measurements";
+  if (s < static_cast<double>(m.model.min_batch)) {
+    return m.method + " saturates the device already at its smallest measured batch (" +
+           std::to_string(m.model.min_batch) + ")";
   }
-  return "the device is saturated from batch " + fmt("%.0f", s);
+  return m.method + " saturates the device from batch " + fmt("%.0f", s);
 }
 
 std::string reason_for(const Advice& advice, const MethodAdvice& best) {
@@ -59,25 +63,24 @@ std::string reason_for(const Advice& advice, const MethodAdvice& best) {
   if (!other) return "it is the only method measured; its best batch is " + std::to_string(best.best_batch) + " in " + device;
   if (other->max_batch == 0) {
     return other->method + " does not fit even batch 1 in " + device + "; " + best.method + " fits batch " +
-           std::to_string(best.best_batch);
+           std::to_string(best.max_batch);
   }
   const double gain = best.predicted_throughput / other->predicted_throughput - 1;
-  const double grow = static_cast<double>(best.best_batch) / static_cast<double>(other->best_batch);
-  if (best.best_batch > other->best_batch) {
-    return best.method + " lets the batch grow " + fmt("%.1f", grow) + "x (" + std::to_string(other->best_batch) +
-           " -> " + std::to_string(best.best_batch) + ") over " + other->method + ", and " +
-           saturation_phrase(other->model) + ", so throughput rises " + fmt("%.0f", 100 * gain) + "%";
+  auto growth = [](const MethodAdvice& from, const MethodAdvice& to) {
+    return fmt("%.1f", static_cast<double>(to.max_batch) / static_cast<double>(from.max_batch)) + "x (" +
+           std::to_string(from.max_batch) + " -> " + std::to_string(to.max_batch) + ")";
+  };
+  if (best.max_batch > other->max_batch) {
+    return best.method + " lets the batch grow " + growth(*other, best) + " over " + other->method + ", and " +
+           limit_phrase(*other) + ", so throughput rises " + fmt("%.0f", 100 * gain) + "%";
   }
-  // The best fits no larger a batch: the other's extra batch does not pay.
-  const double cost = 1 - other->predicted_throughput / best.predicted_throughput;
-  if (other->best_batch > best.best_batch) {
-    return other->method + " lets the batch grow " +
-           fmt("%.1f", static_cast<double>(other->best_batch) / static_cast<double>(best.best_batch)) + "x (" +
-           std::to_string(best.best_batch) + " -> " + std::to_string(other->best_batch) + "), but " +
-           saturation_phrase(best.model) + ", so it would cost " + fmt("%.0f", 100 * cost) + "% throughput";
+  if (other->max_batch > best.max_batch) {
+    const double cost = 1 - other->predicted_throughput / best.predicted_throughput;
+    return other->method + " lets the batch grow " + growth(best, *other) + ", but " + limit_phrase(best) + ", so " +
+           other->method + " would cost " + fmt("%.0f", 100 * cost) + "% throughput";
   }
-  return best.method + " fits batch " + std::to_string(best.best_batch) + " (" + other->method + ": " +
-         std::to_string(other->best_batch) + ") and is predicted " + fmt("%.0f", 100 * gain) + "% faster";
+  return best.method + " and " + other->method + " fit the same batch (" + std::to_string(best.max_batch) + "); " +
+         best.method + " is predicted " + fmt("%.0f", 100 * gain) + "% faster";
 }
 
 }  // namespace

@@ -12,30 +12,30 @@ namespace memtrain::predict {
 namespace {
 
 struct Line {
-  double intercept = 0, slope = 0, sse = 0;
+  double intercept = 0, slope = 0, sse = 0;  // sse: weighted
 };
 
-// Least squares y ≈ intercept + slope·x; x constant gives the mean.
-Line fit_line(const std::vector<double>& x, const std::vector<double>& y) {
-  const double n = static_cast<double>(x.size());
-  double mx = 0, my = 0;
+// Weighted least squares y ≈ intercept + slope·x; x constant gives the mean.
+Line fit_line(const std::vector<double>& x, const std::vector<double>& y, const std::vector<double>& w) {
+  double sw = 0, mx = 0, my = 0;
   for (size_t i = 0; i < x.size(); ++i) {
-    mx += x[i];
-    my += y[i];
+    sw += w[i];
+    mx += w[i] * x[i];
+    my += w[i] * y[i];
   }
-  mx /= n;
-  my /= n;
+  mx /= sw;
+  my /= sw;
   double sxx = 0, sxy = 0;
   for (size_t i = 0; i < x.size(); ++i) {
-    sxx += (x[i] - mx) * (x[i] - mx);
-    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += w[i] * (x[i] - mx) * (x[i] - mx);
+    sxy += w[i] * (x[i] - mx) * (y[i] - my);
   }
   Line l;
   l.slope = sxx > 0 ? sxy / sxx : 0;
   l.intercept = my - l.slope * mx;
   for (size_t i = 0; i < x.size(); ++i) {
     const double r = y[i] - (l.intercept + l.slope * x[i]);
-    l.sse += r * r;
+    l.sse += w[i] * r * r;
   }
   return l;
 }
@@ -51,22 +51,47 @@ double r_squared(const std::vector<double>& y, double sse) {
   return 1.0 - sse / sst;
 }
 
+// y ≈ level + slope·max(0, b − knee), slope >= 0.
 struct Hinge {
   double level = 0, slope = 0, knee = 0, sse = std::numeric_limits<double>::infinity();
+  double at(double b) const { return level + slope * std::max(0.0, b - knee); }
 };
 
-// t ≈ level + slope·max(0, b − knee), slope >= 0.
-Hinge fit_hinge(const std::vector<double>& b, const std::vector<double>& t, double knee) {
+Hinge fit_hinge_at(const std::vector<double>& b, const std::vector<double>& y, const std::vector<double>& w,
+                   double knee) {
   std::vector<double> x(b.size());
   for (size_t i = 0; i < b.size(); ++i) x[i] = std::max(0.0, b[i] - knee);
-  Line l = fit_line(x, t);
-  if (l.slope < 0) {  // a falling time is not this model: the flat level alone
-    l = fit_line(std::vector<double>(b.size(), 0.0), t);
-  }
+  Line l = fit_line(x, y, w);
+  if (l.slope < 0) l = fit_line(std::vector<double>(b.size(), 0.0), y, w);  // falling is not this model: flat
   return {l.intercept, l.slope, knee, l.sse};
 }
 
+// The best hinge over knees at every distinct batch and 16 steps between
+// neighbours (the error is piecewise quadratic in the knee, so this finds the
+// minimum closely); a knee at or below the smallest batch is a plain line.
+Hinge fit_hinge(const std::vector<double>& b, const std::vector<double>& y, const std::vector<double>& w,
+                const std::vector<double>& batches) {
+  Hinge best = fit_hinge_at(b, y, w, 0.0);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const double next = i + 1 < batches.size() ? batches[i + 1] : batches[i];
+    for (int s = 0; s < 16; ++s) {
+      const Hinge h = fit_hinge_at(b, y, w, batches[i] + (next - batches[i]) * s / 16.0);
+      if (h.sse < best.sse) best = h;
+      if (next == batches[i]) break;
+    }
+  }
+  return best;
+}
+
+double sse_of(const Hinge& h, const std::vector<double>& b, const std::vector<double>& y) {
+  double sse = 0;
+  for (size_t i = 0; i < b.size(); ++i) sse += (y[i] - h.at(b[i])) * (y[i] - h.at(b[i]));
+  return sse;
+}
+
 }  // namespace
+
+double ThroughputModel::peak_bytes(double batch) const { return std::max(memory_floor, alpha * batch + beta); }
 
 double ThroughputModel::step_seconds(double batch) const { return std::max(a, k * batch) + c; }
 
@@ -95,33 +120,30 @@ ThroughputModel fit_throughput_model(const std::vector<Measurement>& rows) {
   model.points = static_cast<int>(rows.size());
   model.min_batch = *distinct.begin();
   model.max_batch = *distinct.rbegin();
-  const Line mem = fit_line(b, m);
-  model.alpha = mem.slope;
-  model.beta = mem.intercept;
-  model.r2_memory = r_squared(m, mem.sse);
-
-  // Knees: every measured batch, and 16 steps between neighbours (the error
-  // is piecewise quadratic in the knee, so this finds the minimum closely).
   const std::vector<double> batches(distinct.begin(), distinct.end());
-  Hinge best = fit_hinge(b, t, 0.0);
-  for (size_t i = 0; i < batches.size(); ++i) {
-    const double next = i + 1 < batches.size() ? batches[i + 1] : batches[i];
-    for (int s = 0; s < 16; ++s) {
-      const double knee = batches[i] + (next - batches[i]) * s / 16.0;
-      const Hinge h = fit_hinge(b, t, knee);
-      if (h.sse < best.sse) best = h;
-      if (next == batches[i]) break;
-    }
-  }
+
+  // Memory: a line, with a floor where something that does not grow with the
+  // batch (the optimizer update) sets the peak of the smallest batches.
+  const Hinge mem = fit_hinge(b, m, std::vector<double>(b.size(), 1.0), batches);
+  model.alpha = mem.slope;
+  model.beta = mem.level - mem.slope * mem.knee;
+  model.memory_floor = mem.knee > static_cast<double>(model.min_batch) ? mem.level : 0;
+  model.r2_memory = r_squared(m, sse_of(mem, b, m));
+
+  // Time: least squares of the relative error (weights 1/t²), so the small
+  // batches, where the knee is, count as much as the large ones.
+  std::vector<double> w(t.size());
+  for (size_t i = 0; i < t.size(); ++i) w[i] = 1 / (t[i] * t[i]);
+  const Hinge time = fit_hinge(b, t, w, batches);
   // level + slope·max(0, b − knee) = max(slope·knee, slope·b) + (level − slope·knee)
-  model.k = best.slope;
-  model.a = best.slope * best.knee;
-  model.c = best.level - model.a;
-  if (best.slope == 0) {  // flat over the whole range
-    model.a = best.level;
+  model.k = time.slope;
+  model.a = time.slope * time.knee;
+  model.c = time.level - model.a;
+  if (time.slope == 0) {  // flat over the whole range
+    model.a = time.level;
     model.c = 0;
   }
-  model.r2_time = r_squared(t, best.sse);
+  model.r2_time = r_squared(t, sse_of(time, b, t));
   return model;
 }
 

@@ -60,6 +60,36 @@ TEST(ThroughputModel, NoisyMeasurementsStillFitWell) {
   EXPECT_NEAR(m.k, 0.005, 0.0005);
 }
 
+TEST(ThroughputModel, FindsAMemoryFloorUnderSmallBatches) {
+  // The update's 60 MB peak sets the peak up to batch 20; above it 1 MB/sample.
+  std::vector<Measurement> rows;
+  for (std::int64_t b : {4, 8, 16, 32, 64, 128}) {
+    rows.push_back({"m", b, std::max<Bytes>(60000000, 40000000 + 1000000 * b), 0.01 * b + 0.1});
+  }
+  const ThroughputModel m = fit_throughput_model(rows);
+  EXPECT_NEAR(m.alpha, 1e6, 1);
+  EXPECT_NEAR(m.beta, 4e7, 64);
+  EXPECT_NEAR(m.memory_floor, 6e7, 64);
+  EXPECT_GT(m.r2_memory, 0.999999);
+  EXPECT_NEAR(m.peak_bytes(200), 2.4e8, 64);
+  EXPECT_NEAR(m.peak_bytes(2), 6e7, 64);
+  // A plain line has no floor.
+  EXPECT_EQ(fit_throughput_model(sample(2e6, 5e8, 0, 0.01, 0.1, {4, 8, 16, 32})).memory_floor, 0);
+}
+
+TEST(ThroughputModel, SmallBatchesCountAsMuchAsLargeOnes) {
+  // Relative least squares: a 10% miss at batch 4 weighs as much as one at 256,
+  // so the fit follows the small batches too instead of only the large times.
+  std::vector<Measurement> rows;
+  for (std::int64_t b : {4, 8, 16, 32, 64, 128, 256}) rows.push_back({"m", b, 1000 * b, 0.02 + 0.004 * b});
+  rows[0].step_seconds *= 1.02;
+  rows[6].step_seconds *= 1.02;
+  const ThroughputModel m = fit_throughput_model(rows);
+  for (const Measurement& r : rows) {
+    EXPECT_NEAR(m.step_seconds(static_cast<double>(r.batch)) / r.step_seconds, 1.0, 0.025) << r.batch;
+  }
+}
+
 TEST(ThroughputModel, RefusesTooFewPointsOrOneBatchSize) {
   try {
     fit_throughput_model(sample(1, 1, 1, 1, 1, {1, 2, 3}));
