@@ -127,6 +127,10 @@ void Trainer::calibrate() {
   if (options_.least_budget) {
     const Plan least = planner_->plan({largest_chain_, 0, &largest_chain_});
     budget_ = least.feasible ? least.peak_bytes : least.min_budget_bytes;
+    if (budget_ <= 0) {
+      throw Error("planner " + planner_->name() + " reports no least budget for input " + largest_signature_.describe() +
+                  "; give a budget");
+    }
   } else {
     budget_ = options_.budget.resolve(reference_peak_);
   }
