@@ -7,6 +7,7 @@
 #include <fstream>
 #include <optional>
 
+#include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -281,6 +282,7 @@ int run_advise(const std::vector<std::string>& args) {
   std::vector<Validation> validation;
   if (run_validation) {
     if (!workload) workload.emplace(workload_flags);
+    at::set_num_threads(request->threads);  // as the sweep does, when there was none
     validation = validate(advice, *workload, *request);
   }
   if (!json_path.empty()) {
