@@ -1,0 +1,33 @@
+// Dataset shards as tar files in the WebDataset convention: files that share
+// a base name (the path up to the first '.' of its last component) and follow
+// each other form one sample, keyed by that base name, with one entry per
+// extension, e.g. `000017.jpg` + `000017.cls`. Plain POSIX ustar, so GNU tar
+// lists and extracts what memtrain writes, and memtrain reads what tar writes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace memtrain::data {
+
+struct ShardSample {
+  std::string key;                                          // the base name
+  std::map<std::string, std::vector<std::uint8_t>> files;   // extension ("jpg", "cls") -> bytes
+  std::int64_t offset = 0;                                  // byte offset of its first header in the shard
+};
+
+// Writes `samples` as one shard. Error naming the path and the sample for a
+// key or extension that cannot be a ustar name (empty, over 100 bytes with
+// its extension, or holding a '.' in the key).
+void write_tar_shard(const std::string& path, const std::vector<ShardSample>& samples);
+
+// Reads a whole shard. DataError naming the shard and the byte offset for a
+// truncated file, a header whose checksum does not match, or a size field
+// that is not a number. Directories and pax/GNU extension headers are
+// skipped; other entry types (links, devices) are refused.
+std::vector<ShardSample> read_tar_shard(const std::string& path);
+std::vector<ShardSample> read_tar_shard(const std::vector<std::uint8_t>& bytes, const std::string& name);
+
+}  // namespace memtrain::data
