@@ -8,11 +8,12 @@ BROWN_VERSION=1.9.80
 DATA_PREFIX=${MEMTRAIN_DATA_PREFIX:-/usr/local/share/memtrain}
 
 # gnuplot-nox draws `memtrain plan --sweep`; coinor-libcbc-dev solves the graph
-# planner's mixed-integer program. libopenblas0-pthread: Debian's LibTorch links the generic libblas.so.3,
+# planner's mixed-integer program; libturbojpeg0-dev encodes and decodes the
+# JPEG shards of `memtrain data pack`. libopenblas0-pthread: Debian's LibTorch links the generic libblas.so.3,
 # which otherwise resolves to netlib's reference BLAS (8x slower here).
 packages=(g++ cmake ninja-build ccache git pkg-config ca-certificates
           libtorch-dev libopenblas0-pthread libgtest-dev nlohmann-json3-dev zlib1g-dev
-          dataset-fashion-mnist gnuplot-nox coinor-libcbc-dev)
+          dataset-fashion-mnist gnuplot-nox coinor-libcbc-dev libturbojpeg0-dev)
 
 missing=()
 for p in "${packages[@]}"; do

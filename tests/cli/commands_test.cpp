@@ -1,4 +1,5 @@
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -9,6 +10,7 @@
 #include "cli/commands.h"
 #include "core/chain_json.h"
 #include "core/units.h"
+#include "data/tar_shard.h"
 #include "predict/measurement.h"
 #include "support/chains.h"
 #include "support/temp_dir.h"
@@ -45,7 +47,7 @@ void expect_refused(const std::vector<std::string>& args, const std::string& mes
 
 TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   EXPECT_EQ(run({}).status, 2);
-  expect_refused({"fly"}, "unknown command 'fly'; known: advise, plan, profile, train");
+  expect_refused({"fly"}, "unknown command 'fly'; known: advise, data, plan, profile, train");
   expect_refused({"train", "--planner", "rotor"},
                  "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static");
   expect_refused({"train", "--budget", "150%"}, "--budget '150%' is not a valid percentage");
@@ -69,6 +71,29 @@ TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   expect_refused({"advise", "--device-memory", "lots"}, "--device-memory");
   EXPECT_EQ(run({"profile", "--help"}).status, 0);
   EXPECT_EQ(run({"advise", "--help"}).status, 0);
+  expect_refused({"data", "unpack"}, "data: unknown subcommand 'unpack'; known: pack");
+  expect_refused({"data", "pack", "--out", "d"}, "--from is required");
+  expect_refused({"data", "pack", "--from", "imagenet", "--out", "d"}, "imagenet");
+  expect_refused({"data", "pack", "--from", "brown"}, "--out DIR is required");
+  EXPECT_EQ(run({"data", "pack", "--help"}).status, 0);
+}
+
+TEST(Commands, DataPackWritesShardsOfTheRealDatasets) {
+  testing::TempDir dir;
+  ASSERT_EQ(run({"data", "pack", "--from", "fashion-mnist", "--out", dir.path() + "/fm", "--resolution", "64",
+                 "--limit", "50", "--shard-size", "32KiB"})
+                .status,
+            0);
+  std::int64_t images = 0;
+  for (int k = 0; std::filesystem::exists(dir.path() + "/fm/fashion-mnist-train-00000" + std::to_string(k) + ".tar"); ++k) {
+    images += static_cast<std::int64_t>(
+        data::read_tar_shard(dir.path() + "/fm/fashion-mnist-train-00000" + std::to_string(k) + ".tar").size());
+  }
+  EXPECT_EQ(images, 50);
+  ASSERT_EQ(run({"data", "pack", "--from", "brown", "--out", dir.path() + "/brown", "--limit", "20"}).status, 0);
+  const auto sentences = data::read_tar_shard(dir.path() + "/brown/brown-000000.tar");
+  ASSERT_EQ(sentences.size(), 20u);
+  EXPECT_GT(sentences[0].files.at("txt").size(), 0u);
 }
 
 TEST(Commands, MissingDataIsAFailureNamingThePath) {
