@@ -149,6 +149,7 @@ std::vector<ShardSample> read_tar_shard(const std::vector<std::uint8_t>& data, c
       throw fail(at, "GNU long-name entries are not supported; keep names under 100 bytes");
     }
     at = data_at + size + (kBlock - size % kBlock) % kBlock;
+    if (!samples.empty()) samples.back().length = static_cast<std::int64_t>(at) - samples.back().offset;
   }
   return samples;
 }

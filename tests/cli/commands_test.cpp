@@ -71,7 +71,10 @@ TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   expect_refused({"advise", "--device-memory", "lots"}, "--device-memory");
   EXPECT_EQ(run({"profile", "--help"}).status, 0);
   EXPECT_EQ(run({"advise", "--help"}).status, 0);
-  expect_refused({"data", "unpack"}, "data: unknown subcommand 'unpack'; known: pack");
+  expect_refused({"data", "unpack"}, "data: unknown subcommand 'unpack'; known: bench, pack");
+  expect_refused({"data", "bench", "--data", "d", "--cache-size", "50%", "--cache-policy", "fifo"},
+                 "--cache-policy 'fifo' is not a cache policy; expected lru or minio");
+  expect_refused({"data", "bench", "--data", "d", "--cache-policy", "lru"}, "--cache-size is required");
   expect_refused({"data", "pack", "--out", "d"}, "--from is required");
   expect_refused({"data", "pack", "--from", "imagenet", "--out", "d"}, "imagenet");
   expect_refused({"data", "pack", "--from", "brown"}, "--out DIR is required");
@@ -94,6 +97,18 @@ TEST(Commands, DataPackWritesShardsOfTheRealDatasets) {
   const auto sentences = data::read_tar_shard(dir.path() + "/brown/brown-000000.tar");
   ASSERT_EQ(sentences.size(), 20u);
   EXPECT_GT(sentences[0].files.at("txt").size(), 0u);
+
+  // data bench over the packed images: the JSON the issue names.
+  const std::string report = dir.path() + "/bench.json";
+  ASSERT_EQ(run({"data", "bench", "--data", dir.path() + "/fm", "--cache-size", "50%", "--cache-policy", "minio",
+                 "--epochs", "2", "--json", report})
+                .status,
+            0);
+  const json j = read_json(report);
+  ASSERT_EQ(j["epochs"].size(), 2u);
+  for (const char* key : {"storage_bytes_read", "hit_rate", "seconds"}) EXPECT_TRUE(j["epochs"][1].contains(key)) << key;
+  EXPECT_EQ(j["epochs"][0]["storage_bytes_read"], j["dataset_bytes"]);
+  EXPECT_GT(j["epochs"][1]["hit_rate"].get<double>(), 0.3);
 }
 
 TEST(Commands, MissingDataIsAFailureNamingThePath) {

@@ -44,6 +44,8 @@ TEST(TarShard, RoundTripsSamplesGroupedByBaseName) {
   EXPECT_EQ(back[0].offset, 0);
   // 000001.cls then 000001.jpg (1300 bytes: 3 blocks) come first.
   EXPECT_EQ(back[1].offset, 512 + 512 + 512 + 3 * 512);
+  EXPECT_EQ(back[0].length, back[1].offset);
+  EXPECT_EQ(back[1].length, 4 * 512);
   EXPECT_EQ(file_bytes(path).size() % 512, 0u);
 }
 

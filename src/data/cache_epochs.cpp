@@ -1,0 +1,46 @@
+#include "data/cache_epochs.h"
+
+#include <chrono>
+#include <memory>
+
+#include "data/jpeg_codec.h"
+#include "data/seeded_order.h"
+
+namespace memtrain::data {
+
+std::vector<EpochReport> run_cache_epochs(const ShardStorage& storage, SampleCache& cache,
+                                          const CacheEpochOptions& options) {
+  const auto n = static_cast<std::int64_t>(storage.samples().size());
+  std::vector<EpochReport> reports;
+  cache.take_counters();  // count this run only
+  for (int e = 0; e < options.epochs; ++e) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Bytes device_before = process_storage_read_bytes();
+    for (std::int64_t i : epoch_order(n, options.seed, e)) {
+      SampleCache::Sample bytes = cache.find(i);
+      if (!bytes) {
+        bytes = std::make_shared<const std::vector<std::uint8_t>>(storage.read(i, options.cold));
+        cache.offer(i, bytes);
+      }
+      if (options.decode) {
+        const ShardSample s = storage.parse(i, *bytes);
+        for (const auto& [ext, file] : s.files) {
+          if (ext == "jpg") decode_gray_jpeg(file, storage.shards()[storage.samples()[i].shard] + " sample " + s.key);
+        }
+      }
+    }
+    const CacheCounters c = cache.take_counters();
+    EpochReport r;
+    r.epoch = e;
+    r.samples = n;
+    r.storage_bytes_read = c.bytes_missed;
+    const Bytes device_after = process_storage_read_bytes();
+    if (device_before >= 0 && device_after >= 0) r.device_bytes_read = device_after - device_before;
+    r.hit_rate = c.hit_rate();
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    reports.push_back(r);
+  }
+  return reports;
+}
+
+}  // namespace memtrain::data

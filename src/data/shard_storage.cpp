@@ -1,0 +1,79 @@
+#include "data/shard_storage.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace memtrain::data {
+
+ShardStorage::ShardStorage(const std::string& dir) : dir_(dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.path().extension() == ".tar") paths_.push_back(entry.path().string());
+  }
+  if (ec) throw DataError("--data '" + dir + "' cannot be read: " + ec.message());
+  if (paths_.empty()) throw DataError("--data '" + dir + "' has no .tar shards; `memtrain data pack` writes them");
+  std::sort(paths_.begin(), paths_.end());
+  for (size_t s = 0; s < paths_.size(); ++s) {
+    for (const ShardSample& sample : read_tar_shard(paths_[s])) {
+      extents_.push_back({static_cast<int>(s), sample.offset, sample.length});
+    }
+    const int fd = ::open(paths_[s].c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw DataError("shard '" + paths_[s] + "' cannot be opened");
+    fds_.push_back(fd);
+  }
+}
+
+ShardStorage::~ShardStorage() {
+  for (int fd : fds_) ::close(fd);
+}
+
+Bytes ShardStorage::dataset_bytes() const {
+  Bytes total = 0;
+  for (const SampleExtent& e : extents_) total += e.length;
+  return total;
+}
+
+std::vector<std::uint8_t> ShardStorage::read(std::int64_t sample, bool cold) const {
+  const SampleExtent& e = extents_.at(static_cast<size_t>(sample));
+  const int fd = fds_[e.shard];
+  if (cold) ::posix_fadvise(fd, e.offset, e.length, POSIX_FADV_DONTNEED);
+  std::vector<std::uint8_t> bytes(static_cast<size_t>(e.length));
+  std::int64_t done = 0;
+  while (done < e.length) {
+    const ssize_t n = ::pread(fd, bytes.data() + done, static_cast<size_t>(e.length - done), e.offset + done);
+    if (n <= 0) {
+      throw DataError("shard '" + paths_[e.shard] + "' at byte offset " + std::to_string(e.offset + done) +
+                      ": read failed (truncated since it was indexed?)");
+    }
+    done += n;
+  }
+  return bytes;
+}
+
+ShardSample ShardStorage::parse(std::int64_t sample, const std::vector<std::uint8_t>& bytes) const {
+  const SampleExtent& e = extents_.at(static_cast<size_t>(sample));
+  std::vector<std::uint8_t> archive(bytes);
+  archive.resize(archive.size() + 1024, 0);  // the end-of-archive marker
+  std::vector<ShardSample> one = read_tar_shard(archive, paths_[e.shard] + " (sample at byte offset " + std::to_string(e.offset) + ")");
+  if (one.size() != 1) throw DataError("shard '" + paths_[e.shard] + "' at byte offset " + std::to_string(e.offset) + ": not one sample");
+  one[0].offset = e.offset;
+  return std::move(one[0]);
+}
+
+Bytes process_storage_read_bytes() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  Bytes value = 0;
+  while (io >> key >> value) {
+    if (key == "read_bytes:") return value;
+  }
+  return -1;
+}
+
+}  // namespace memtrain::data
