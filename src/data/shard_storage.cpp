@@ -1,6 +1,9 @@
 #include "data/shard_storage.h"
 
 #include <fcntl.h>
+#include <cerrno>
+#include <cstdlib>
+#include <memory>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,11 +29,17 @@ ShardStorage::ShardStorage(const std::string& dir) : dir_(dir) {
     const int fd = ::open(paths_[s].c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw DataError("shard '" + paths_[s] + "' cannot be opened");
     fds_.push_back(fd);
+    // Cold reads bypass the page cache; a file system without O_DIRECT
+    // (tmpfs) gets -1 and page-cache reads after dropping the range instead.
+    direct_fds_.push_back(::open(paths_[s].c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));
   }
 }
 
 ShardStorage::~ShardStorage() {
   for (int fd : fds_) ::close(fd);
+  for (int fd : direct_fds_) {
+    if (fd >= 0) ::close(fd);
+  }
 }
 
 Bytes ShardStorage::dataset_bytes() const {
@@ -39,20 +48,53 @@ Bytes ShardStorage::dataset_bytes() const {
   return total;
 }
 
-std::vector<std::uint8_t> ShardStorage::read(std::int64_t sample, bool cold) const {
-  const SampleExtent& e = extents_.at(static_cast<size_t>(sample));
-  const int fd = fds_[e.shard];
-  if (cold) ::posix_fadvise(fd, e.offset, e.length, POSIX_FADV_DONTNEED);
-  std::vector<std::uint8_t> bytes(static_cast<size_t>(e.length));
+namespace {
+
+constexpr std::int64_t kDirectAlign = 4096;  // covers every device's logical block size
+
+void read_fully(int fd, std::uint8_t* into, std::int64_t length, std::int64_t offset, const std::string& shard) {
   std::int64_t done = 0;
-  while (done < e.length) {
-    const ssize_t n = ::pread(fd, bytes.data() + done, static_cast<size_t>(e.length - done), e.offset + done);
+  while (done < length) {
+    const ssize_t n = ::pread(fd, into + done, static_cast<size_t>(length - done), offset + done);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      throw DataError("shard '" + paths_[e.shard] + "' at byte offset " + std::to_string(e.offset + done) +
+      throw DataError("shard '" + shard + "' at byte offset " + std::to_string(offset + done) +
                       ": read failed (truncated since it was indexed?)");
     }
     done += n;
   }
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> ShardStorage::read(std::int64_t sample, bool cold) const {
+  const SampleExtent& e = extents_.at(static_cast<size_t>(sample));
+  std::vector<std::uint8_t> bytes(static_cast<size_t>(e.length));
+  const int direct = direct_fds_[e.shard];
+  if (cold && direct >= 0) {
+    // O_DIRECT wants the offset, length and buffer aligned: read the aligned
+    // blocks around the sample (the last may be short at the end of the file).
+    const std::int64_t begin = e.offset / kDirectAlign * kDirectAlign;
+    const std::int64_t end = (e.offset + e.length + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+    std::unique_ptr<std::uint8_t, void (*)(void*)> buffer(
+        static_cast<std::uint8_t*>(std::aligned_alloc(kDirectAlign, static_cast<size_t>(end - begin))), std::free);
+    if (!buffer) throw Error("cannot allocate a read buffer of " + std::to_string(end - begin) + " bytes");
+    std::int64_t done = 0;
+    while (done < e.offset + e.length - begin) {
+      const ssize_t n = ::pread(direct, buffer.get() + done, static_cast<size_t>(end - begin - done), begin + done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        throw DataError("shard '" + paths_[e.shard] + "' at byte offset " + std::to_string(begin + done) +
+                        ": read failed (truncated since it was indexed?)");
+      }
+      done += n;
+    }
+    std::copy_n(buffer.get() + (e.offset - begin), e.length, bytes.begin());
+    return bytes;
+  }
+  const int fd = fds_[e.shard];
+  if (cold) ::posix_fadvise(fd, e.offset, e.length, POSIX_FADV_DONTNEED);
+  read_fully(fd, bytes.data(), e.length, e.offset, paths_[e.shard]);
   return bytes;
 }
 

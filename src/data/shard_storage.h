@@ -32,8 +32,10 @@ class ShardStorage {
   Bytes dataset_bytes() const;  // sum of the samples' lengths
 
   // The sample's bytes as stored: its tar entries (parse() reads them). When
-  // `cold`, the range's pages are dropped from the page cache first
-  // (posix_fadvise DONTNEED), so the read goes to the device. Thread-safe.
+  // `cold`, the read bypasses the page cache (O_DIRECT, on the aligned
+  // blocks around the sample), so it goes to the device; where the file
+  // system has no O_DIRECT, the range's pages are dropped first
+  // (posix_fadvise DONTNEED, which keeps partial and dirty pages). Thread-safe.
   std::vector<std::uint8_t> read(std::int64_t sample, bool cold) const;
   // The sample parsed; DataError naming the shard and offset when corrupt.
   ShardSample parse(std::int64_t sample, const std::vector<std::uint8_t>& bytes) const;
@@ -42,6 +44,7 @@ class ShardStorage {
   std::string dir_;
   std::vector<std::string> paths_;
   std::vector<int> fds_;
+  std::vector<int> direct_fds_;  // O_DIRECT, or -1 where the file system refuses it
   std::vector<SampleExtent> extents_;
 };
 
