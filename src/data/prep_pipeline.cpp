@@ -1,0 +1,130 @@
+#include "data/prep_pipeline.h"
+
+#include <chrono>
+#include <memory>
+
+#include "core/error.h"
+#include "data/seeded_order.h"
+
+namespace memtrain::data {
+
+PrepPipeline::PrepPipeline(const ShardStorage& storage, SampleCache* cache, PrepOptions options)
+    : storage_(storage), cache_(cache), options_(options) {
+  if (options_.threads < 1) throw UsageError("--prep-threads " + std::to_string(options_.threads) + " is out of range; expected >= 1");
+  if (options_.queue_depth < 1) throw UsageError("--prefetch " + std::to_string(options_.queue_depth) + " is out of range; expected >= 1");
+  start_epoch();
+}
+
+PrepPipeline::~PrepPipeline() { stop_threads(); }
+
+void PrepPipeline::start_epoch() {
+  order_ = epoch_order(static_cast<std::int64_t>(storage_.samples().size()), options_.seed, epoch_);
+  claimed_ = consumed_ = 0;
+  done_.clear();
+  stopping_ = false;
+  for (int t = 0; t < options_.threads; ++t) threads_.emplace_back([this] { work(); });
+}
+
+void PrepPipeline::stop_threads() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  room_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+PrepPipeline::Slot PrepPipeline::prepare(std::int64_t index) const {
+  Slot slot;
+  try {
+    SampleCache::Sample bytes = cache_ ? cache_->find(index) : nullptr;
+    if (!bytes) {
+      bytes = std::make_shared<const std::vector<std::uint8_t>>(storage_.read(index, options_.cold));
+      if (cache_) cache_->offer(index, bytes);
+    }
+    const ShardSample s = storage_.parse(index, *bytes);
+    const SampleExtent& e = storage_.samples()[index];
+    PreparedSample p;
+    p.index = index;
+    p.key = s.key;
+    for (const auto& [ext, file] : s.files) {
+      if (ext == "jpg") {
+        p.image = decode_gray_jpeg(file, "shard '" + storage_.shards()[e.shard] + "' at byte offset " +
+                                             std::to_string(e.offset) + " (sample " + s.key + ")");
+      } else if (ext == "txt") {
+        p.text.assign(file.begin(), file.end());
+      } else if (ext == "cls" || ext == "tags") {
+        p.label.assign(file.begin(), file.end());
+      }
+    }
+    slot.sample = std::move(p);
+  } catch (const DataError& e) {
+    if (!options_.skip_corrupt) slot.error = e.what();
+    else slot.error = std::string("skip:") + e.what();
+  }
+  return slot;
+}
+
+void PrepPipeline::work() {
+  while (true) {
+    std::int64_t position = 0;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      // Bounded: a worker may run at most queue_depth positions ahead of the consumer.
+      room_.wait(lock, [&] {
+        return stopping_ || claimed_ >= static_cast<std::int64_t>(order_.size()) ||
+               claimed_ < consumed_ + options_.queue_depth;
+      });
+      if (stopping_ || claimed_ >= static_cast<std::int64_t>(order_.size())) return;
+      position = claimed_++;
+    }
+    Slot slot = prepare(order_[position]);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_.emplace(position, std::move(slot));
+    }
+    ready_.notify_all();
+  }
+}
+
+std::optional<PreparedSample> PrepPipeline::next() {
+  while (true) {
+    if (consumed_ >= static_cast<std::int64_t>(order_.size())) {
+      stop_threads();
+      ++epoch_;
+      start_epoch();
+      return std::nullopt;
+    }
+    Slot slot;
+    {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::unique_lock<std::mutex> lock(mutex_);
+      ready_.wait(lock, [&] { return done_.count(consumed_) > 0; });
+      counters_.consumer_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      slot = std::move(done_.at(consumed_));
+      done_.erase(consumed_);
+      ++consumed_;
+    }
+    room_.notify_all();
+    if (slot.sample) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++counters_.delivered;
+      return std::move(slot.sample);
+    }
+    if (slot.error.rfind("skip:", 0) == 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++counters_.skipped_corrupt;
+      counters_.skipped.push_back(slot.error.substr(5));
+      continue;
+    }
+    throw DataError(slot.error);
+  }
+}
+
+PrepCounters PrepPipeline::counters() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return counters_;
+}
+
+}  // namespace memtrain::data
