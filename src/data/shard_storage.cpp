@@ -23,7 +23,7 @@ ShardStorage::ShardStorage(const std::string& dir) : dir_(dir) {
   if (paths_.empty()) throw DataError("--data '" + dir + "' has no .tar shards; `memtrain data pack` writes them");
   std::sort(paths_.begin(), paths_.end());
   for (size_t s = 0; s < paths_.size(); ++s) {
-    for (const ShardSample& sample : read_tar_shard(paths_[s])) {
+    for (const ShardSample& sample : index_tar_shard(paths_[s])) {
       extents_.push_back({static_cast<int>(s), sample.offset, sample.length});
     }
     const int fd = ::open(paths_[s].c_str(), O_RDONLY | O_CLOEXEC);
@@ -100,9 +100,7 @@ std::vector<std::uint8_t> ShardStorage::read(std::int64_t sample, bool cold) con
 
 ShardSample ShardStorage::parse(std::int64_t sample, const std::vector<std::uint8_t>& bytes) const {
   const SampleExtent& e = extents_.at(static_cast<size_t>(sample));
-  std::vector<std::uint8_t> archive(bytes);
-  archive.resize(archive.size() + 1024, 0);  // the end-of-archive marker
-  std::vector<ShardSample> one = read_tar_shard(archive, paths_[e.shard] + " (sample at byte offset " + std::to_string(e.offset) + ")");
+  std::vector<ShardSample> one = read_tar_entries(bytes, paths_[e.shard] + " (sample at byte offset " + std::to_string(e.offset) + ")");
   if (one.size() != 1) throw DataError("shard '" + paths_[e.shard] + "' at byte offset " + std::to_string(e.offset) + ": not one sample");
   one[0].offset = e.offset;
   return std::move(one[0]);

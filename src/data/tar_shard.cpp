@@ -1,9 +1,14 @@
 #include "data/tar_shard.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include "core/error.h"
@@ -100,18 +105,27 @@ void write_tar_shard(const std::string& path, const std::vector<ShardSample>& sa
   if (!f.flush()) throw Error("writing shard '" + path + "' failed");
 }
 
-std::vector<ShardSample> read_tar_shard(const std::vector<std::uint8_t>& data, const std::string& name) {
+namespace {
+
+// One walk over a tar's entries, shared by reading and indexing: headers come
+// from `header_at` (512 bytes at an offset), file data stays where it is.
+// Files are grouped into samples; `take_data(offset, size)` supplies a file's
+// bytes (empty when only the layout is wanted). The walk ends at the
+// end-of-archive marker, or with `marker_optional` also at the last byte.
+std::vector<ShardSample> walk_tar(size_t total, const std::function<const std::uint8_t*(size_t)>& header_at,
+                                  const std::function<std::vector<std::uint8_t>(size_t, size_t)>& take_data,
+                                  const std::string& name, bool marker_optional) {
   std::vector<ShardSample> samples;
   auto fail = [&](size_t offset, const std::string& why) {
     return DataError("shard '" + name + "' at byte offset " + std::to_string(offset) + ": " + why);
   };
   size_t at = 0;
   while (true) {
-    if (at + kBlock > data.size()) {
-      throw fail(at, data.size() == at ? "ends without the end-of-archive marker (truncated?)"
-                                       : "truncated inside a header");
+    if (marker_optional && at == total) break;
+    if (at + kBlock > total) {
+      throw fail(at, total == at ? "ends without the end-of-archive marker (truncated?)" : "truncated inside a header");
     }
-    const std::uint8_t* h = data.data() + at;
+    const std::uint8_t* h = header_at(at);
     if (std::all_of(h, h + kBlock, [](std::uint8_t b) { return b == 0; })) break;  // end of archive
     std::uint64_t stored = 0, size = 0;
     if (!parse_octal(h + kChecksum, 8, &stored) || stored != header_checksum(h)) {
@@ -119,9 +133,9 @@ std::vector<ShardSample> read_tar_shard(const std::vector<std::uint8_t>& data, c
     }
     if (!parse_octal(h + kSize, 12, &size)) throw fail(at, "size field is not an octal number");
     const size_t data_at = at + kBlock;
-    if (size > data.size() || data_at + size > data.size()) {
+    if (size > total || data_at + size > total) {
       throw fail(at, "truncated: the entry needs " + std::to_string(size) + " bytes, " +
-                         std::to_string(data.size() - std::min(data.size(), data_at)) + " are left");
+                         std::to_string(total - std::min(total, data_at)) + " are left");
     }
     const char type = static_cast<char>(h[kType]);
     std::string path = field_text(h + kName, kNameLen);
@@ -140,7 +154,7 @@ std::vector<ShardSample> read_tar_shard(const std::vector<std::uint8_t>& data, c
       const std::string key = path.substr(0, path.size() - base.size() + dot);
       const std::string ext = base.substr(dot + 1);
       if (samples.empty() || samples.back().key != key) samples.push_back({key, {}, static_cast<std::int64_t>(at)});
-      if (!samples.back().files.emplace(ext, std::vector<std::uint8_t>(data.begin() + data_at, data.begin() + data_at + size)).second) {
+      if (!samples.back().files.emplace(ext, take_data(data_at, size)).second) {
         throw fail(at, "sample '" + key + "' has two files with extension '" + ext + "'");
       }
     } else if (type != '5' && type != 'x' && type != 'g' && type != 'L' && type != 'K') {
@@ -152,6 +166,47 @@ std::vector<ShardSample> read_tar_shard(const std::vector<std::uint8_t>& data, c
     if (!samples.empty()) samples.back().length = static_cast<std::int64_t>(at) - samples.back().offset;
   }
   return samples;
+}
+
+std::vector<ShardSample> walk_bytes(const std::vector<std::uint8_t>& data, const std::string& name, bool marker_optional) {
+  return walk_tar(
+      data.size(), [&](size_t at) { return data.data() + at; },
+      [&](size_t at, size_t size) {
+        return std::vector<std::uint8_t>(data.begin() + static_cast<std::ptrdiff_t>(at),
+                                         data.begin() + static_cast<std::ptrdiff_t>(at + size));
+      },
+      name, marker_optional);
+}
+
+}  // namespace
+
+std::vector<ShardSample> read_tar_shard(const std::vector<std::uint8_t>& data, const std::string& name) {
+  return walk_bytes(data, name, false);
+}
+
+std::vector<ShardSample> read_tar_entries(const std::vector<std::uint8_t>& entries, const std::string& name) {
+  return walk_bytes(entries, name, true);
+}
+
+std::vector<ShardSample> index_tar_shard(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw DataError("shard '" + path + "' cannot be opened");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw DataError("shard '" + path + "' cannot be read");
+  std::uint8_t header[kBlock];
+  return walk_tar(
+      static_cast<size_t>(st.st_size),
+      [&](size_t at) {
+        if (::pread(fd, header, kBlock, static_cast<off_t>(at)) != static_cast<ssize_t>(kBlock)) {
+          throw DataError("shard '" + path + "' at byte offset " + std::to_string(at) + ": header read failed");
+        }
+        return static_cast<const std::uint8_t*>(header);
+      },
+      [](size_t, size_t) { return std::vector<std::uint8_t>(); }, path, false);
 }
 
 std::vector<ShardSample> read_tar_shard(const std::string& path) {

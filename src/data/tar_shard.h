@@ -31,4 +31,13 @@ void write_tar_shard(const std::string& path, const std::vector<ShardSample>& sa
 std::vector<ShardSample> read_tar_shard(const std::string& path);
 std::vector<ShardSample> read_tar_shard(const std::vector<std::uint8_t>& bytes, const std::string& name);
 
+// Entries cut out of a shard (whole headers and blocks, no end-of-archive
+// marker needed), as ShardStorage reads one sample: the same checks, no copy.
+std::vector<ShardSample> read_tar_entries(const std::vector<std::uint8_t>& entries, const std::string& name);
+
+// The shard's samples with their keys, offsets, lengths and extensions, read
+// from the headers alone (the files' bytes are left empty): indexing a large
+// shard reads a few bytes per file, not the shard.
+std::vector<ShardSample> index_tar_shard(const std::string& path);
+
 }  // namespace memtrain::data

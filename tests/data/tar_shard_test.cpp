@@ -49,6 +49,35 @@ TEST(TarShard, RoundTripsSamplesGroupedByBaseName) {
   EXPECT_EQ(file_bytes(path).size() % 512, 0u);
 }
 
+TEST(TarShard, IndexingReadsTheLayoutFromTheHeadersAlone) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/s.tar";
+  write_tar_shard(path, two_samples());
+  const auto full = read_tar_shard(path), index = index_tar_shard(path);
+  ASSERT_EQ(index.size(), full.size());
+  for (size_t i = 0; i < full.size(); ++i) {
+    EXPECT_EQ(index[i].key, full[i].key);
+    EXPECT_EQ(index[i].offset, full[i].offset);
+    EXPECT_EQ(index[i].length, full[i].length);
+    EXPECT_EQ(index[i].files.size(), full[i].files.size());
+    EXPECT_TRUE(index[i].files.at("jpg").empty()) << "no file bytes read";
+  }
+  // One sample's entries cut out of the shard parse alone, without the marker.
+  const std::vector<std::uint8_t> all = file_bytes(path);
+  const std::vector<std::uint8_t> second(all.begin() + full[1].offset, all.begin() + full[1].offset + full[1].length);
+  const auto one = read_tar_entries(second, "cut");
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].files.at("jpg"), bytes("xy"));
+  const std::vector<std::uint8_t> cut(all.begin(), all.begin() + 1024 + 700);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(cut.data()), static_cast<std::streamsize>(cut.size()));
+  try {
+    index_tar_shard(path);
+    FAIL() << "indexed a truncated shard";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("at byte offset 1024: truncated"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TarShard, GnuTarReadsWhatItWritesAndTheOtherWayRound) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/s.tar";
