@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 #include "data/cache_epochs.h"
-#include "data/shard_pack.h"
+#include "support/packed_images.h"
 #include "support/temp_dir.h"
 
 namespace memtrain::data {
@@ -10,15 +10,7 @@ namespace {
 
 // 200 small images in 4 shards.
 std::string packed(const testing::TempDir& dir) {
-  ImageDataset d;
-  d.count = 200;
-  d.rows = d.cols = 28;
-  for (std::int64_t i = 0; i < d.count * 28 * 28; ++i) d.pixels.push_back(static_cast<std::uint8_t>((i * 37) % 251));
-  for (std::int64_t i = 0; i < d.count; ++i) d.labels.push_back(i % 10);
-  PackOptions o;
-  o.resolution = 32;
-  o.shard_size = 48 * 1024;
-  pack_images(d, dir.path() + "/shards", "fm", o);
+  testing::pack_synthetic_images(200, 48 * 1024, dir.path() + "/shards");
   return dir.path() + "/shards";
 }
 

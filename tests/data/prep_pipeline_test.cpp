@@ -3,8 +3,8 @@
 #include "core/error.h"
 #include "data/prep_pipeline.h"
 #include "data/seeded_order.h"
-#include "data/shard_pack.h"
 #include "data/tar_shard.h"
+#include "support/packed_images.h"
 #include "support/temp_dir.h"
 
 namespace memtrain::data {
@@ -12,15 +12,7 @@ namespace {
 
 // 60 small images in several shards; with `corrupt`, sample 17's JPEG is cut short.
 std::string packed(const testing::TempDir& dir, bool corrupt) {
-  ImageDataset d;
-  d.count = 60;
-  d.rows = d.cols = 28;
-  for (std::int64_t i = 0; i < d.count * 28 * 28; ++i) d.pixels.push_back(static_cast<std::uint8_t>((i * 31) % 253));
-  for (std::int64_t i = 0; i < d.count; ++i) d.labels.push_back(i % 10);
-  PackOptions o;
-  o.resolution = 32;
-  o.shard_size = 16 * 1024;
-  const PackResult r = pack_images(d, dir.path() + "/shards", "fm", o);
+  const PackResult r = testing::pack_synthetic_images(60, 16 * 1024, dir.path() + "/shards");
   if (corrupt) {
     for (const std::string& path : r.shards) {
       std::vector<ShardSample> samples = read_tar_shard(path);

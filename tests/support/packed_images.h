@@ -1,0 +1,28 @@
+// Small synthetic image datasets packed as shards, for the data pipeline's
+// tests: `count` 28 x 28 images of a fixed pseudo-random pattern, label
+// i % 10, resized to 32 px and packed into shards of `shard_size` bytes.
+#pragma once
+
+#include <string>
+
+#include "data/shard_pack.h"
+
+namespace memtrain::testing {
+
+inline data::ImageDataset synthetic_images(std::int64_t count) {
+  data::ImageDataset d;
+  d.count = count;
+  d.rows = d.cols = 28;
+  for (std::int64_t i = 0; i < d.count * 28 * 28; ++i) d.pixels.push_back(static_cast<std::uint8_t>((i * 37) % 251));
+  for (std::int64_t i = 0; i < d.count; ++i) d.labels.push_back(i % 10);
+  return d;
+}
+
+inline data::PackResult pack_synthetic_images(std::int64_t count, Bytes shard_size, const std::string& dir) {
+  data::PackOptions o;
+  o.resolution = 32;
+  o.shard_size = shard_size;
+  return data::pack_images(synthetic_images(count), dir, "fm", o);
+}
+
+}  // namespace memtrain::testing
