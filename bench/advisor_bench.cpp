@@ -236,7 +236,7 @@ int run(const std::vector<std::string>& args) {
      << "and `checkpoint:sqrt`, and PAPAYA's model is fitted per method. The advisor is then asked about two devices "
      << "per configuration: a roomy one that holds `none` at a middle batch and a tight one that holds it only at a "
      << "small batch (device memory: half way between the measured peaks of `none` at that batch and the next, plus "
-     << fmt("%.0f", 100 * headroom) << "% headroom). Measured max batch: bisection on the measured peak against the usable memory. Measured best: each "
+     << format_number("%.0f", 100 * headroom) << "% headroom). Measured max batch: bisection on the measured peak against the usable memory. Measured best: each "
      << "method run at its measured max batch and at the advisor's best batch, the faster kept; the measured-best "
      << "method is the one with the highest of those.\n\n";
   md << "| configuration | device (none fits) | method | R² memory | R² time | predicted max batch | measured max batch "
@@ -251,9 +251,9 @@ int run(const std::vector<std::string>& args) {
         const MethodCheck& c = dev.checks[k];
         md << "| " << (d == 0 && k == 0 ? r.config.name + " (" + batches_text(r.config.batches) + ")" : "") << " | "
            << (k == 0 ? format_bytes(dev.advice.device_memory) + " (" + std::to_string(dev.none_batch) + ")" : "")
-           << " | " << c.method << " | " << fmt("%.4f", a.model.r2_memory) << " | " << fmt("%.4f", a.model.r2_time)
-           << " | " << a.max_batch << " | " << c.measured_max_batch << " | " << fmt("%.1f", a.predicted_throughput)
-           << " at " << a.best_batch << " | " << fmt("%.1f", c.measured_best_throughput) << " at "
+           << " | " << c.method << " | " << format_number("%.4f", a.model.r2_memory) << " | " << format_number("%.4f", a.model.r2_time)
+           << " | " << a.max_batch << " | " << c.measured_max_batch << " | " << format_number("%.1f", a.predicted_throughput)
+           << " at " << a.best_batch << " | " << format_number("%.1f", c.measured_best_throughput) << " at "
            << c.measured_best_batch << " |\n";
         if (d == 0) {
           ++r2_total;
@@ -276,8 +276,8 @@ int run(const std::vector<std::string>& args) {
   for (const ConfigResult& r : results) {
     for (const DeviceResult& dev : r.devices) {
       md << "| " << r.config.name << " | " << r.config.description << " | " << format_bytes(dev.advice.device_memory)
-         << " | " << dev.advice.recommended << " | " << fmt("%+.1f%%", 100 * predicted_margin(dev.advice)) << " | "
-         << dev.measured_best << " | " << fmt("%+.1f%%", 100 * measured_margin(dev)) << " | " << dev.advice.reason
+         << " | " << dev.advice.recommended << " | " << format_number("%+.1f%%", 100 * predicted_margin(dev.advice)) << " | "
+         << dev.measured_best << " | " << format_number("%+.1f%%", 100 * measured_margin(dev)) << " | " << dev.advice.reason
          << " |\n";
     }
   }

@@ -99,12 +99,6 @@ std::string today() {
   return buf;
 }
 
-std::string fmt(const char* format, double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, value);
-  return buf;
-}
-
 int bench_main(const char* name, int (*run)(const std::vector<std::string>&), int argc, char** argv) {
   auto report = [&](const std::exception& e) {
     const std::string message = e.what(), prefix = std::string(name) + ":";

@@ -116,9 +116,9 @@ void report_model(std::ostringstream& md, const ModelRuns& runs, const std::vect
       double recomputed = 0;
       int counted = 0;
       for (size_t k = r.collect_steps; k < r.records.size(); ++k, ++counted) recomputed += r.records[k].recomputed_forwards;
-      md << fmt("%.3f", r.mean_step() / none) << " (" << fmt("%.3f", r.mean_step()) << " s) | "
-         << fmt("%.3f", r.max_peak_over_budget()) << " | " << r.summary.retries << " | "
-         << fmt("%.1f", counted ? recomputed / counted : 0) << " |\n";
+      md << format_number("%.3f", r.mean_step() / none) << " (" << format_number("%.3f", r.mean_step()) << " s) | "
+         << format_number("%.3f", r.max_peak_over_budget()) << " | " << r.summary.retries << " | "
+         << format_number("%.1f", counted ? recomputed / counted : 0) << " |\n";
     }
   }
   md << "\n";
@@ -241,10 +241,10 @@ int run(const std::vector<std::string>& args) {
   for (const VariantGains& g : gains) {
     md << "| " << g.model << " | " << format_bytes(g.mimose_least) << " | " << format_bytes(g.optimal_least) << " | "
        << format_bytes(g.joint_least) << " | "
-       << fmt("%.3f", static_cast<double>(g.optimal_least) / static_cast<double>(g.joint_least)) << " | "
+       << format_number("%.3f", static_cast<double>(g.optimal_least) / static_cast<double>(g.joint_least)) << " | "
        << format_bytes(g.activation_none) << " | " << format_bytes(g.activation_joint) << " ("
-       << fmt("%.2fx", static_cast<double>(g.activation_none) / static_cast<double>(g.activation_joint)) << " less, "
-       << fmt("%+.1f%%", 100 * g.joint_overhead) << " time) |\n";
+       << format_number("%.2fx", static_cast<double>(g.activation_none) / static_cast<double>(g.activation_joint)) << " less, "
+       << format_number("%+.1f%%", 100 * g.joint_overhead) << " time) |\n";
   }
   md << "\n### Planning a new input size with `optimal` (500 slots)\n\n"
      << "The tagger's predicted chain for each size, tiled to 11 and 49 encoder layers (24 and 100 stages; every "
@@ -253,7 +253,7 @@ int run(const std::vector<std::string>& args) {
   double max24 = 0, max100 = 0;
   for (const PlanningTime& t : planning) {
     md << "| " << t.stages << " | " << t.budget << " | " << t.sizes << " | " << t.feasible << " | "
-       << fmt("%.2f ms", t.mean_ms) << " | " << fmt("%.2f ms", t.max_ms) << " | " << fmt("%.0f", t.mean_entries)
+       << format_number("%.2f ms", t.mean_ms) << " | " << format_number("%.2f ms", t.max_ms) << " | " << format_number("%.0f", t.mean_entries)
        << " |\n";
     (t.stages < 50 ? max24 : max100) = std::max(t.stages < 50 ? max24 : max100, t.max_ms);
   }
@@ -269,21 +269,21 @@ int run(const std::vector<std::string>& args) {
       } else {
         line(ratio > target || (target > 1.0 && ratio >= target),
              m->name + ": at " + b + " (the tightest budget where both are feasible) " + faster + " is " +
-                 fmt("%.3f", ratio) + "x faster per step than " + slower +
-                 (target > 1.0 ? " (target " + fmt("%.2f", target) + "x)" : " (target: faster)"));
+                 format_number("%.3f", ratio) + "x faster per step than " + slower +
+                 (target > 1.0 ? " (target " + format_number("%.2f", target) + "x)" : " (target: faster)"));
       }
     }
   }
   for (const VariantGains& g : gains) {
     const double less = static_cast<double>(g.optimal_least) / static_cast<double>(g.joint_least);
-    line(less >= 1.2, g.model + ": joint's least budget " + fmt("%.3f", less) + "x lower than optimal's (target 1.2x)");
+    line(less >= 1.2, g.model + ": joint's least budget " + format_number("%.3f", less) + "x lower than optimal's (target 1.2x)");
   }
   const VariantGains& cnn = gains[1];
   const double reduced = static_cast<double>(cnn.activation_none) / static_cast<double>(cnn.activation_joint);
-  line(reduced >= 3.0, "resnet: joint reduces activation memory " + fmt("%.2f", reduced) +
+  line(reduced >= 3.0, "resnet: joint reduces activation memory " + format_number("%.2f", reduced) +
                            "x against none within 10% step-time overhead, simulated (target 3x)");
-  line(max24 < 20, "planning a new size, 24 stages at 500 slots: at most " + fmt("%.2f ms", max24) + " (target < 20 ms)");
-  line(max100 < 200, "planning a new size, 100 stages at 500 slots: at most " + fmt("%.2f ms", max100) +
+  line(max24 < 20, "planning a new size, 24 stages at 500 slots: at most " + format_number("%.2f ms", max24) + " (target < 20 ms)");
+  line(max100 < 200, "planning a new size, 100 stages at 500 slots: at most " + format_number("%.2f ms", max100) +
                          " (target < 200 ms)");
   md << "\n";
 

@@ -123,11 +123,11 @@ int run(const std::vector<std::string>& args) {
         continue;
       }
       const auto& s = r.summary;
-      md << fmt("%.3f", r.mean_step() / none) << " (" << fmt("%.3f", r.mean_step()) << " s) | "
-         << fmt("%.3f", r.max_peak_over_budget()) << " | " << s.violations << " | " << s.retries << " ("
-         << fmt("%.1f", 100.0 * s.retries / s.steps) << "%) | " << fmt("%.2f%%", 100 * s.median_prediction_error)
-         << " | " << fmt("%.2f%%", 100 * s.max_prediction_error) << " | " << fmt("%.0f%%", 100 * r.cache_hit_rate())
-         << " | " << fmt("%.1f us", 1e6 * s.mean_new_plan_seconds) << " |\n";
+      md << format_number("%.3f", r.mean_step() / none) << " (" << format_number("%.3f", r.mean_step()) << " s) | "
+         << format_number("%.3f", r.max_peak_over_budget()) << " | " << s.violations << " | " << s.retries << " ("
+         << format_number("%.1f", 100.0 * s.retries / s.steps) << "%) | " << format_number("%.2f%%", 100 * s.median_prediction_error)
+         << " | " << format_number("%.2f%%", 100 * s.max_prediction_error) << " | " << format_number("%.0f%%", 100 * r.cache_hit_rate())
+         << " | " << format_number("%.1f us", 1e6 * s.mean_new_plan_seconds) << " |\n";
     }
   }
   md << "\n`none` ignores the budget (it is run unenforced, so its violations count the steps it would not have "
@@ -153,29 +153,29 @@ int run(const std::vector<std::string>& args) {
   }
   line(violations == 0, "zero budget violations where a plan exists: " + std::to_string(violations));
   line(median_err <= 0.03 && max_err <= 0.10,
-       "prediction error (mimose, static; worst run) median " + fmt("%.2f%%", 100 * median_err) + " <= 3%, max " +
-           fmt("%.2f%%", 100 * max_err) + " <= 10%");
+       "prediction error (mimose, static; worst run) median " + format_number("%.2f%%", 100 * median_err) + " <= 3%, max " +
+           format_number("%.2f%%", 100 * max_err) + " <= 10%");
   line(retries <= 0.02 * steps_total, "retries " + std::to_string(retries) + " of " + std::to_string(steps_total) +
                                           " steps <= 2%");
   if (all.count("50%")) {
     auto& r = all["50%"];
     const double m = r["mimose"].mean_step();
     if (r["static"].feasible && r["all"].feasible && r["mimose"].feasible) {
-      line(r["static"].mean_step() / m >= 1.15, "at 50%, mimose " + fmt("%.2f", r["static"].mean_step() / m) +
+      line(r["static"].mean_step() / m >= 1.15, "at 50%, mimose " + format_number("%.2f", r["static"].mean_step() / m) +
                                                     "x faster per step than static (target 1.15x)");
       line(r["all"].mean_step() / m >= 1.25,
-           "at 50%, mimose " + fmt("%.2f", r["all"].mean_step() / m) + "x faster per step than all (target 1.25x)");
+           "at 50%, mimose " + format_number("%.2f", r["all"].mean_step() / m) + "x faster per step than all (target 1.25x)");
       line(m / r["none"].mean_step() <= 1.15,
-           "at 50%, mimose within " + fmt("%.2f", m / r["none"].mean_step()) + "x of none (target 1.15x)");
+           "at 50%, mimose within " + format_number("%.2f", m / r["none"].mean_step()) + "x of none (target 1.15x)");
     }
   }
   const PlanningTimes t = time_planning(data, 11);
   line(t.new_size_us < 1000, "planning a new size for a " + std::to_string(t.stages) + "-stage chain (predict + mimose): " +
-                                 fmt("%.1f us", t.new_size_us) + " < 1 ms");
-  line(t.cache_hit_us < 10, "a plan-cache hit: " + fmt("%.3f us", t.cache_hit_us) + " < 10 us");
+                                 format_number("%.1f us", t.new_size_us) + " < 1 ms");
+  line(t.cache_hit_us < 10, "a plan-cache hit: " + format_number("%.3f us", t.cache_hit_us) + " < 10 us");
   const double job = default_job_seconds(data);
-  line(job + load_seconds < 60, "40 steps of the default `memtrain train`: " + fmt("%.1f s", job + load_seconds) +
-                                    " (corpus loading " + fmt("%.1f s", load_seconds) + ") < 60 s");
+  line(job + load_seconds < 60, "40 steps of the default `memtrain train`: " + format_number("%.1f s", job + load_seconds) +
+                                    " (corpus loading " + format_number("%.1f s", load_seconds) + ") < 60 s");
   md << "\n";
 
   publish("planner_bench", md.str(), out_path);

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/help_text.h"
 #include "cli/gnuplot.h"
 #include "cli/planner_flags.h"
 #include "cli/profile_flags.h"
@@ -48,13 +49,6 @@ const char* kAdviseHelp =
     "WORKLOAD"
     "PROFILE";
 
-std::string advise_help() {
-  std::string help = kAdviseHelp;
-  help.replace(help.find("WORKLOAD"), 8, kWorkloadHelp);
-  help.replace(help.find("PROFILE"), 7, kProfileHelp);
-  return help_with_planners(help);
-}
-
 double parse_headroom(const std::string& text) {
   const std::string valid = "expected N% with 0 <= N < 100, e.g. 10%";
   if (text.empty() || text.back() != '%') throw UsageError("--headroom '" + text + "': " + valid);
@@ -67,12 +61,6 @@ double parse_headroom(const std::string& text) {
   }
   if (used == 0 || used != text.size() - 1 || !(v >= 0 && v < 100)) throw UsageError("--headroom '" + text + "': " + valid);
   return v / 100;
-}
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
 }
 
 struct Validation {
@@ -165,14 +153,14 @@ void plot_advice(const predict::Advice& a, const std::vector<predict::Measuremen
     ++block;
     data += measured + " << EOD\n";
     for (const predict::Measurement& r : predict::rows_of(rows, m.method)) {
-      data += fmt("%.6g", static_cast<double>(r.peak_bytes) / MiB) + " " +
-              fmt("%.6g", static_cast<double>(r.batch) / r.step_seconds) + "\n";
+      data += format_number("%.6g", static_cast<double>(r.peak_bytes) / MiB) + " " +
+              format_number("%.6g", static_cast<double>(r.batch) / r.step_seconds) + "\n";
     }
     data += "EOD\n" + predicted + " << EOD\n";
     const double top = static_cast<double>(std::max<std::int64_t>(m.max_batch, m.model.max_batch));
     for (int s = 0; s <= 60; ++s) {
       const double b = 1 + (top - 1) * s / 60.0;
-      data += fmt("%.6g", m.model.peak_bytes(b) / MiB) + " " + fmt("%.6g", m.model.throughput(b)) + "\n";
+      data += format_number("%.6g", m.model.peak_bytes(b) / MiB) + " " + format_number("%.6g", m.model.throughput(b)) + "\n";
     }
     data += "EOD\n";
     plot += (plot.empty() ? "plot " : ", ") + measured + " with points pt 7 lc " + std::to_string(block) +
@@ -186,7 +174,7 @@ void plot_advice(const predict::Advice& a, const std::vector<predict::Measuremen
       "set xlabel 'peak memory (MiB)'\nset ylabel 'throughput (samples/s)'\n"
       "set title " + gnuplot_quote("throughput against memory; usable device memory " + format_bytes(a.usable_bytes) +
                                    (a.recommended.empty() ? "" : "; recommended: " + a.recommended)) + "\n" +
-      "set arrow from " + fmt("%.6g", usable) + ", graph 0 to " + fmt("%.6g", usable) +
+      "set arrow from " + format_number("%.6g", usable) + ", graph 0 to " + format_number("%.6g", usable) +
       ", graph 1 nohead dashtype 2 lc rgb 'gray30'\n" + plot + "\n";
   run_gnuplot(script);
   std::printf("wrote %s\n", path.c_str());
@@ -247,7 +235,7 @@ std::vector<Validation> validate(const predict::Advice& a, const Workload& workl
 int run_advise(const std::vector<std::string>& args) {
   Flags flags(args, {"help", "validate"}, "advise");
   if (flags.has("help")) {
-    std::fputs(advise_help().c_str(), stdout);
+    std::fputs(expand_help(kAdviseHelp).c_str(), stdout);
     return 0;
   }
   if (!flags.has("device-memory")) throw UsageError("advise: --device-memory is required, e.g. --device-memory 16GiB");

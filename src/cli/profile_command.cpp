@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/help_text.h"
 #include "cli/planner_flags.h"
 #include "cli/profile_flags.h"
 #include "cli/workload_flags.h"
@@ -29,19 +30,12 @@ const char* kProfileCommandHelp =
     "  --csv FILE                   where to write the measurements (default profile.csv)\n"
     "  --json FILE                  also write them, with every timed step, as JSON\n";
 
-std::string profile_help() {
-  std::string help = kProfileCommandHelp;
-  help.replace(help.find("WORKLOAD"), 8, kWorkloadHelp);
-  help.replace(help.find("PROFILE"), 7, kProfileHelp);
-  return help_with_planners(help);
-}
-
 }  // namespace
 
 int run_profile(const std::vector<std::string>& args) {
   Flags flags(args, {"help"}, "profile");
   if (flags.has("help")) {
-    std::fputs(profile_help().c_str(), stdout);
+    std::fputs(expand_help(kProfileCommandHelp).c_str(), stdout);
     return 0;
   }
   const WorkloadFlags workload_flags = read_workload_flags(flags);

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/help_text.h"
 #include "cli/planner_flags.h"
 #include "cli/progress_bar.h"
 #include "cli/train_report.h"
@@ -49,18 +50,12 @@ const char* kTrainHelp =
     "  --device cpu|cuda[:N]        where to train (default cpu)\n"
     "  --quiet                      no progress bar\n";
 
-std::string train_help() {
-  std::string help = help_with_planners(kTrainHelp);
-  help.replace(help.find("WORKLOAD"), 8, kWorkloadHelp);
-  return help;
-}
-
 }  // namespace
 
 int run_train(const std::vector<std::string>& args) {
   Flags flags(args, {"help", "quiet", "no-enforce"}, "train");
   if (flags.has("help")) {
-    std::fputs(train_help().c_str(), stdout);
+    std::fputs(expand_help(kTrainHelp).c_str(), stdout);
     return 0;
   }
   const WorkloadFlags workload_flags = read_workload_flags(flags);

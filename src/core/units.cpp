@@ -9,14 +9,20 @@
 
 namespace memtrain {
 
-namespace {
-
 std::string trim(const std::string& s) {
   size_t b = 0, e = s.size();
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
   while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
   return s.substr(b, e - b);
 }
+
+std::string format_number(const char* printf_format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, printf_format, value);
+  return buf;
+}
+
+namespace {
 
 // Splits "1.5 MiB" into 1.5 and "MiB": plain decimal digits with at most one
 // point, then an optional unit. False when no such number leads.

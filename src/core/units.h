@@ -21,6 +21,12 @@ Bytes parse_bytes(const std::string& text, const std::string& what);
 // "12.3 MiB"-style rendering for humans; exact byte counts go in JSON.
 std::string format_bytes(Bytes bytes);
 
+// `value` printed with one printf conversion, e.g. format_number("%.1f", x).
+std::string format_number(const char* printf_format, double value);
+
+// `text` without leading and trailing white space.
+std::string trim(const std::string& text);
+
 // A budget as the user gave it: absolute bytes or a percentage of a reference
 // (the unconstrained peak of the largest input).
 struct BudgetSpec {

@@ -10,12 +10,6 @@ namespace memtrain::predict {
 
 namespace {
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 // The largest b in 1..limit with alpha·b + beta <= usable; 0 when none.
 std::int64_t largest_fitting_batch(const ThroughputModel& m, Bytes usable, std::int64_t limit) {
   if (m.memory_floor > static_cast<double>(usable)) return 0;
@@ -50,7 +44,7 @@ std::string limit_phrase(const MethodAdvice& m) {
     return m.method + " saturates the device already at its smallest measured batch (" +
            std::to_string(m.model.min_batch) + ")";
   }
-  return m.method + " saturates the device from batch " + fmt("%.0f", s);
+  return m.method + " saturates the device from batch " + format_number("%.0f", s);
 }
 
 std::string reason_for(const Advice& advice, const MethodAdvice& best) {
@@ -67,20 +61,20 @@ std::string reason_for(const Advice& advice, const MethodAdvice& best) {
   }
   const double gain = best.predicted_throughput / other->predicted_throughput - 1;
   auto growth = [](const MethodAdvice& from, const MethodAdvice& to) {
-    return fmt("%.1f", static_cast<double>(to.max_batch) / static_cast<double>(from.max_batch)) + "x (" +
+    return format_number("%.1f", static_cast<double>(to.max_batch) / static_cast<double>(from.max_batch)) + "x (" +
            std::to_string(from.max_batch) + " -> " + std::to_string(to.max_batch) + ")";
   };
   if (best.max_batch > other->max_batch) {
     return best.method + " lets the batch grow " + growth(*other, best) + " over " + other->method + ", and " +
-           limit_phrase(*other) + ", so throughput rises " + fmt("%.0f", 100 * gain) + "%";
+           limit_phrase(*other) + ", so throughput rises " + format_number("%.0f", 100 * gain) + "%";
   }
   if (other->max_batch > best.max_batch) {
     const double cost = 1 - other->predicted_throughput / best.predicted_throughput;
     return other->method + " lets the batch grow " + growth(best, *other) + ", but " + limit_phrase(best) + ", so " +
-           other->method + " would cost " + fmt("%.0f", 100 * cost) + "% throughput";
+           other->method + " would cost " + format_number("%.0f", 100 * cost) + "% throughput";
   }
   return best.method + " and " + other->method + " fit the same batch (" + std::to_string(best.max_batch) + "); " +
-         best.method + " is predicted " + fmt("%.0f", 100 * gain) + "% faster";
+         best.method + " is predicted " + format_number("%.0f", 100 * gain) + "% faster";
 }
 
 }  // namespace
@@ -88,7 +82,7 @@ std::string reason_for(const Advice& advice, const MethodAdvice& best) {
 Advice advise(const std::vector<std::pair<std::string, ThroughputModel>>& models, const AdvisorOptions& options) {
   if (options.device_memory <= 0) throw UsageError("--device-memory must be > 0 bytes");
   if (!(options.headroom >= 0 && options.headroom < 1)) {
-    throw UsageError("--headroom " + fmt("%g", 100 * options.headroom) + "% is out of range; expected 0% to <100%");
+    throw UsageError("--headroom " + format_number("%g", 100 * options.headroom) + "% is out of range; expected 0% to <100%");
   }
   if (models.empty()) throw Error("advise: no methods to compare");
   Advice advice;

@@ -19,12 +19,6 @@ namespace {
 
 const char* const kColumns[] = {"method", "batch", "peak_bytes", "step_seconds"};
 
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
-}
-
 std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> cells;
   std::string cell;
