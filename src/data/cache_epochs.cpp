@@ -1,9 +1,8 @@
 #include "data/cache_epochs.h"
 
 #include <chrono>
-#include <memory>
 
-#include "data/jpeg_codec.h"
+#include "data/prep_pipeline.h"
 #include "data/seeded_order.h"
 
 namespace memtrain::data {
@@ -17,17 +16,8 @@ std::vector<EpochReport> run_cache_epochs(const ShardStorage& storage, SampleCac
     const auto t0 = std::chrono::steady_clock::now();
     const Bytes device_before = process_storage_read_bytes();
     for (std::int64_t i : epoch_order(n, options.seed, e)) {
-      SampleCache::Sample bytes = cache.find(i);
-      if (!bytes) {
-        bytes = std::make_shared<const std::vector<std::uint8_t>>(storage.read(i, options.cold));
-        cache.offer(i, bytes);
-      }
-      if (options.decode) {
-        const ShardSample s = storage.parse(i, *bytes);
-        for (const auto& [ext, file] : s.files) {
-          if (ext == "jpg") decode_gray_jpeg(file, storage.shards()[storage.samples()[i].shard] + " sample " + s.key);
-        }
-      }
+      const SampleCache::Sample bytes = fetch_sample(storage, &cache, i, options.cold);
+      if (options.decode) prepare_sample(storage, i, *bytes);
     }
     const CacheCounters c = cache.take_counters();
     EpochReport r;

@@ -1,8 +1,9 @@
 // Epochs over packed shards through a sample cache, in a new seeded random
 // order each: what `memtrain data bench` runs to compare cache policies.
 // Each sample is looked up in the cache; a miss reads it from storage (cold
-// when asked) and offers it to the cache; then it is parsed and its JPEGs
-// decoded, as the pipeline's preparation will.
+// when asked) and offers it to the cache; then it is parsed and its JPEG
+// decoded, exactly as the prep pipeline does (fetch_sample, prepare_sample),
+// here on one thread so each epoch's counters are its own.
 #pragma once
 
 #include <cstdint>

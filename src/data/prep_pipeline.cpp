@@ -8,6 +8,34 @@
 
 namespace memtrain::data {
 
+SampleCache::Sample fetch_sample(const ShardStorage& storage, SampleCache* cache, std::int64_t index, bool cold) {
+  SampleCache::Sample bytes = cache ? cache->find(index) : nullptr;
+  if (!bytes) {
+    bytes = std::make_shared<const std::vector<std::uint8_t>>(storage.read(index, cold));
+    if (cache) cache->offer(index, bytes);
+  }
+  return bytes;
+}
+
+PreparedSample prepare_sample(const ShardStorage& storage, std::int64_t index, const std::vector<std::uint8_t>& bytes) {
+  const ShardSample s = storage.parse(index, bytes);
+  const SampleExtent& e = storage.samples()[index];
+  PreparedSample p;
+  p.index = index;
+  p.key = s.key;
+  for (const auto& [ext, file] : s.files) {
+    if (ext == "jpg") {
+      p.image = decode_gray_jpeg(file, "shard '" + storage.shards()[e.shard] + "' at byte offset " +
+                                           std::to_string(e.offset) + " (sample " + s.key + ")");
+    } else if (ext == "txt") {
+      p.text.assign(file.begin(), file.end());
+    } else if (ext == "cls" || ext == "tags") {
+      p.label.assign(file.begin(), file.end());
+    }
+  }
+  return p;
+}
+
 PrepPipeline::PrepPipeline(const ShardStorage& storage, SampleCache* cache, PrepOptions options)
     : storage_(storage), cache_(cache), options_(options) {
   if (options_.threads < 1) throw UsageError("--prep-threads " + std::to_string(options_.threads) + " is out of range; expected >= 1");
@@ -38,27 +66,7 @@ void PrepPipeline::stop_threads() {
 PrepPipeline::Slot PrepPipeline::prepare(std::int64_t index) const {
   Slot slot;
   try {
-    SampleCache::Sample bytes = cache_ ? cache_->find(index) : nullptr;
-    if (!bytes) {
-      bytes = std::make_shared<const std::vector<std::uint8_t>>(storage_.read(index, options_.cold));
-      if (cache_) cache_->offer(index, bytes);
-    }
-    const ShardSample s = storage_.parse(index, *bytes);
-    const SampleExtent& e = storage_.samples()[index];
-    PreparedSample p;
-    p.index = index;
-    p.key = s.key;
-    for (const auto& [ext, file] : s.files) {
-      if (ext == "jpg") {
-        p.image = decode_gray_jpeg(file, "shard '" + storage_.shards()[e.shard] + "' at byte offset " +
-                                             std::to_string(e.offset) + " (sample " + s.key + ")");
-      } else if (ext == "txt") {
-        p.text.assign(file.begin(), file.end());
-      } else if (ext == "cls" || ext == "tags") {
-        p.label.assign(file.begin(), file.end());
-      }
-    }
-    slot.sample = std::move(p);
+    slot.sample = prepare_sample(storage_, index, *fetch_sample(storage_, cache_, index, options_.cold));
   } catch (const DataError& e) {
     if (!options_.skip_corrupt) slot.error = e.what();
     else slot.error = std::string("skip:") + e.what();

@@ -29,6 +29,14 @@ struct PreparedSample {
   std::string label;       // `.cls` or `.tags`
 };
 
+// A sample's stored bytes: from `cache` when it has them (it may be null),
+// else read from storage (cold when asked) and offered to the cache.
+SampleCache::Sample fetch_sample(const ShardStorage& storage, SampleCache* cache, std::int64_t index, bool cold);
+
+// Parses a sample's bytes and decodes its JPEG; DataError naming the shard,
+// the byte offset and the sample when it is corrupt.
+PreparedSample prepare_sample(const ShardStorage& storage, std::int64_t index, const std::vector<std::uint8_t>& bytes);
+
 struct PrepOptions {
   int threads = 2;          // prep threads, >= 1
   int queue_depth = 64;     // samples prepared ahead of the consumer, >= 1
