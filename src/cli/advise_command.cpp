@@ -233,7 +233,7 @@ std::vector<Validation> validate(const predict::Advice& a, const Workload& workl
 }  // namespace
 
 int run_advise(const std::vector<std::string>& args) {
-  Flags flags(args, {"help", "validate"}, "advise");
+  Flags flags(args, with_workload_switches({"help", "validate"}), "advise");
   if (flags.has("help")) {
     std::fputs(expand_help(kAdviseHelp).c_str(), stdout);
     return 0;

@@ -33,7 +33,7 @@ const char* kProfileCommandHelp =
 }  // namespace
 
 int run_profile(const std::vector<std::string>& args) {
-  Flags flags(args, {"help"}, "profile");
+  Flags flags(args, with_workload_switches({"help"}), "profile");
   if (flags.has("help")) {
     std::fputs(expand_help(kProfileCommandHelp).c_str(), stdout);
     return 0;

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "plan/registry.h"
 #include "runtime/device_memory.h"
+#include "runtime/shard_image_batches.h"
 #include "runtime/trainer.h"
 
 namespace memtrain::cli {
@@ -53,7 +54,7 @@ const char* kTrainHelp =
 }  // namespace
 
 int run_train(const std::vector<std::string>& args) {
-  Flags flags(args, {"help", "quiet", "no-enforce"}, "train");
+  Flags flags(args, with_workload_switches({"help", "quiet", "no-enforce"}), "train");
   if (flags.has("help")) {
     std::fputs(expand_help(kTrainHelp).c_str(), stdout);
     return 0;
@@ -115,8 +116,22 @@ int run_train(const std::vector<std::string>& args) {
       sum.steps, sum.mean_step_seconds, format_bytes(sum.max_peak_bytes).c_str(),
       format_bytes(sum.budget_bytes).c_str(), sum.violations, sum.retries, sum.cache_hits, sum.cache_misses,
       100 * sum.median_prediction_error, 100 * sum.max_prediction_error);
+  nlohmann::json pipeline;
+  if (const auto* shards = dynamic_cast<const runtime::ShardImageBatches*>(batches.get())) {
+    const data::PrepCounters c = shards->prep_counters();
+    std::printf("memtrain: input pipeline waited %.2f s of %.2f s (%.1f%%); %lld samples delivered, %lld skipped as corrupt\n",
+                sum.data_wait_seconds, sum.mean_step_seconds * static_cast<double>(sum.steps),
+                100 * sum.data_wait_fraction, static_cast<long long>(c.delivered),
+                static_cast<long long>(c.skipped_corrupt));
+    for (const std::string& why : c.skipped) std::printf("memtrain: skipped %s\n", why.c_str());
+    pipeline = {{"samples_delivered", c.delivered},
+                {"skipped_corrupt", c.skipped_corrupt},
+                {"skipped", c.skipped},
+                {"prep_wait_seconds", c.consumer_wait_seconds}};
+  }
   if (!json_path.empty()) {
-    RunInfo info{model, workload_flags.data, device, options.seed};
+    RunInfo info{model, workload_flags.shards.dir.empty() ? workload_flags.data : workload_flags.shards.dir, device,
+                 options.seed, pipeline};
     std::ofstream out(json_path);
     if (!out) throw Error("--json: cannot write '" + json_path + "'");
     out << train_report(trainer, info).dump(2) << "\n";

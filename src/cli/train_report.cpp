@@ -19,6 +19,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
                      {"retries", r.retries},
                      {"seconds", r.seconds},
                      {"planning_seconds", r.planning_seconds},
+                     {"data_wait_seconds", r.data_wait_seconds},
                      {"loss", r.loss},
                      {"accuracy", r.accuracy}});
   }
@@ -31,6 +32,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
           {"seed", info.seed},
           {"reference_peak_bytes", s.reference_peak_bytes},
           {"largest_input_shape", trainer.largest_signature().shape},
+          {"input_pipeline", info.input_pipeline},
           {"steps", steps},
           {"summary",
            {{"steps", s.steps},
@@ -43,6 +45,8 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
             {"max_prediction_error", s.max_prediction_error},
             {"predictor_fit_error", s.predictor_fit_error},
             {"mean_step_seconds", s.mean_step_seconds},
+            {"data_wait_seconds", s.data_wait_seconds},
+            {"data_wait_fraction", s.data_wait_fraction},
             {"mean_new_plan_seconds", s.mean_new_plan_seconds},
             {"mean_cached_plan_seconds", s.mean_cached_plan_seconds}}}};
 }

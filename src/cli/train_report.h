@@ -15,6 +15,7 @@ struct RunInfo {
   std::string data;
   std::string device;
   std::uint64_t seed = 0;
+  nlohmann::json input_pipeline;  // counters of packed-shard input; null for in-memory datasets
 };
 
 nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info);

@@ -1,5 +1,7 @@
 #include "cli/workload_flags.h"
 
+#include <filesystem>
+
 #include "core/error.h"
 #include "data/brown_corpus.h"
 #include "runtime/brown_batches.h"
@@ -9,20 +11,42 @@ namespace memtrain::cli {
 
 const char* const kWorkloadHelp =
     "  --model transformer|resnet   model (default transformer)\n"
-    "  --data brown|fashion-mnist   dataset (default: brown for transformer, fashion-mnist for resnet)\n"
+    "  --data brown|fashion-mnist|DIR  dataset (default: brown for transformer, fashion-mnist for\n"
+    "                               resnet); DIR: image shards from `memtrain data pack`, for resnet\n"
     "  --data-dir DIR               dataset directory (default: where scripts/install-deps.sh puts it)\n"
     "  --layers N --width N --heads N --dropout P   model size (see docs/usage.md)\n"
     "  --vocab N                    Brown: most frequent words kept (default 10000)\n"
     "  --max-length N               Brown: only sentences of at most N tokens (default: all)\n"
-    "  --min-scale PX --max-scale PX  Fashion-MNIST: range of per-batch image sizes (default 28..112)\n";
+    "  --min-scale PX --max-scale PX  images: range of per-batch image sizes (default 28..112)\n"
+    "  Image shards (--data DIR), read by the input pipeline:\n"
+    "  --prep-threads N             threads reading, decoding and augmenting (default 2)\n"
+    "  --prefetch N                 samples prepared ahead (default 256)\n"
+    "  --cache-size SIZE|N%         in-memory cache of encoded samples (default: none)\n"
+    "  --cache-policy lru|minio     (default minio)\n"
+    "  --warm                       read through the page cache (default: cold, bypassing it)\n"
+    "  --skip-corrupt               count and skip corrupt samples instead of stopping\n"
+    "  --classes N                  labels lie in 0..N-1 (default 10)\n";
+
+std::set<std::string> with_workload_switches(std::set<std::string> switches) {
+  switches.insert({"warm", "skip-corrupt"});
+  return switches;
+}
 
 WorkloadFlags read_workload_flags(Flags& flags) {
   WorkloadFlags w;
   w.model = flags.choice("model", "transformer", runtime::model_names());
-  w.data = flags.choice("data", w.model == "transformer" ? "brown" : "fashion-mnist", {"brown", "fashion-mnist"});
+  w.data = flags.text("data", w.model == "transformer" ? "brown" : "fashion-mnist");
+  if (w.data != "brown" && w.data != "fashion-mnist") {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(w.data, ec)) {
+      throw UsageError("--data '" + w.data + "' is neither brown, fashion-mnist nor a directory of shards");
+    }
+    w.shards.dir = w.data;
+    w.data = "shards";
+  }
   if ((w.model == "transformer") != (w.data == "brown")) {
-    throw UsageError("--model " + w.model + " does not fit --data " + w.data +
-                     "; expected transformer with brown, resnet with fashion-mnist");
+    throw UsageError("--model " + w.model + " does not fit --data " + (w.shards.dir.empty() ? w.data : w.shards.dir) +
+                     "; expected transformer with brown, resnet with fashion-mnist or image shards");
   }
   w.data_dir = flags.text("data-dir", "");
   w.spec.layers = flags.integer("layers", -1, 0, 256);
@@ -36,6 +60,18 @@ WorkloadFlags read_workload_flags(Flags& flags) {
     w.min_scale = flags.integer("min-scale", 28, 8, 1024);
     w.max_scale = flags.integer("max-scale", 112, 8, 1024);
   }
+  if (w.data == "shards") {
+    data::ShardBatchOptions& b = w.shards.batches;
+    b.min_scale = w.min_scale;
+    b.max_scale = w.max_scale;
+    b.classes = flags.integer("classes", 10, 2, 1000000);
+    b.prep.threads = static_cast<int>(flags.integer("prep-threads", 2, 1, 256));
+    b.prep.queue_depth = static_cast<int>(flags.integer("prefetch", 256, 1, 1000000));
+    b.prep.cold = !flags.has("warm");
+    b.prep.skip_corrupt = flags.has("skip-corrupt");
+    if (flags.has("cache-size")) w.shards.cache_size = parse_budget(flags.text("cache-size", ""), "--cache-size");
+    w.shards.cache_policy = data::parse_cache_policy(flags.text("cache-policy", "minio"), "--cache-policy");
+  }
   return w;
 }
 
@@ -48,6 +84,9 @@ Workload::Workload(const WorkloadFlags& flags) : flags_(flags) {
     shape_.vocabulary = tagging_->words.size();
     shape_.classes = tagging_->tags.size();
     shape_.max_length = tagging_->max_length;
+  } else if (flags_.data == "shards") {
+    shape_.classes = flags_.shards.batches.classes;
+    shape_.in_channels = 1;
   } else {
     images_ = std::make_shared<data::ImageDataset>(
         data::read_fashion_mnist(data::find_fashion_mnist_directory(flags_.data_dir), "train"));
@@ -58,6 +97,12 @@ Workload::Workload(const WorkloadFlags& flags) : flags_(flags) {
 
 std::unique_ptr<runtime::BatchSource> Workload::batches(std::int64_t batch, std::uint64_t seed) const {
   if (tagging_) return std::make_unique<runtime::BrownBatches>(tagging_, batch, seed);
+  if (flags_.data == "shards") {
+    runtime::ShardSourceOptions o = flags_.shards;
+    o.batches.batch_size = batch;
+    o.batches.seed = seed;
+    return std::make_unique<runtime::ShardImageBatches>(o);
+  }
   return std::make_unique<runtime::FashionMnistBatches>(images_, batch, flags_.min_scale, flags_.max_scale, seed);
 }
 

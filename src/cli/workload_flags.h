@@ -1,10 +1,12 @@
 // The model and dataset a command works on, from the flags `train`,
-// `profile` and `advise` share: --model, --data, --data-dir, the model's
-// size and the dataset's knobs.
+// `profile`, `advise` and `stalls` share: --model, --data, --data-dir, the
+// model's size, the dataset's knobs and, for packed shards, the input
+// pipeline's.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "cli/flags.h"
@@ -12,22 +14,26 @@
 #include "data/tagging_dataset.h"
 #include "runtime/batch_source.h"
 #include "runtime/models/model_registry.h"
+#include "runtime/shard_image_batches.h"
 #include "runtime/trainer.h"
 
 namespace memtrain::cli {
 
 // Help lines for the flags below, for each command's help text.
 extern const char* const kWorkloadHelp;
+// The flags below that take no value, to add to each command's own switches.
+std::set<std::string> with_workload_switches(std::set<std::string> switches);
 
 struct WorkloadFlags {
   std::string model = "transformer";
-  std::string data = "brown";
+  std::string data = "brown";     // brown, fashion-mnist or shards (then shards.dir is --data's directory)
   std::string data_dir;            // empty: where scripts/install-deps.sh puts it
   runtime::ModelSpec spec;
   std::int64_t vocab = 10000;      // Brown
   std::int64_t max_length = 0;     // Brown: longest sentence kept; 0 keeps all
   std::int64_t min_scale = 28;     // Fashion-MNIST
   std::int64_t max_scale = 112;
+  runtime::ShardSourceOptions shards;  // --data DIR: packed image shards through the input pipeline
 };
 
 // Reads the flags; UsageError for a model and dataset that do not fit together.

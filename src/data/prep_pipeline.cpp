@@ -19,14 +19,12 @@ SampleCache::Sample fetch_sample(const ShardStorage& storage, SampleCache* cache
 
 PreparedSample prepare_sample(const ShardStorage& storage, std::int64_t index, const std::vector<std::uint8_t>& bytes) {
   const ShardSample s = storage.parse(index, bytes);
-  const SampleExtent& e = storage.samples()[index];
   PreparedSample p;
   p.index = index;
   p.key = s.key;
   for (const auto& [ext, file] : s.files) {
     if (ext == "jpg") {
-      p.image = decode_gray_jpeg(file, "shard '" + storage.shards()[e.shard] + "' at byte offset " +
-                                           std::to_string(e.offset) + " (sample " + s.key + ")");
+      p.image = decode_gray_jpeg(file, storage.where(index) + " (sample " + s.key + ")");
     } else if (ext == "txt") {
       p.text.assign(file.begin(), file.end());
     } else if (ext == "cls" || ext == "tags") {
@@ -63,10 +61,15 @@ void PrepPipeline::stop_threads() {
   threads_.clear();
 }
 
-PrepPipeline::Slot PrepPipeline::prepare(std::int64_t index) const {
+PrepPipeline::Slot PrepPipeline::prepare(std::int64_t position) const {
+  const std::int64_t index = order_[position];
   Slot slot;
   try {
-    slot.sample = prepare_sample(storage_, index, *fetch_sample(storage_, cache_, index, options_.cold));
+    PreparedSample p = prepare_sample(storage_, index, *fetch_sample(storage_, cache_, index, options_.cold));
+    p.epoch = epoch_;
+    p.position = position;
+    if (options_.transform) options_.transform(p);
+    slot.sample = std::move(p);
   } catch (const DataError& e) {
     if (!options_.skip_corrupt) slot.error = e.what();
     else slot.error = std::string("skip:") + e.what();
@@ -87,7 +90,7 @@ void PrepPipeline::work() {
       if (stopping_ || claimed_ >= static_cast<std::int64_t>(order_.size())) return;
       position = claimed_++;
     }
-    Slot slot = prepare(order_[position]);
+    Slot slot = prepare(position);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       done_.emplace(position, std::move(slot));

@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -23,11 +24,18 @@ namespace memtrain::data {
 
 struct PreparedSample {
   std::int64_t index = 0;  // in the storage's sample list
+  std::int64_t epoch = 0;
+  std::int64_t position = 0;  // in the epoch's order
   std::string key;
   GrayImage image;         // decoded `.jpg`, when the sample has one
   std::string text;        // `.txt`, when it has one
   std::string label;       // `.cls` or `.tags`
+  std::vector<float> augmented;  // what a transform made of `image` (augment.h)
 };
+
+// Run by the prep threads on every decoded sample (augmentation); may throw
+// DataError for a sample it cannot use, which counts as corrupt.
+using SampleTransform = std::function<void(PreparedSample&)>;
 
 // A sample's stored bytes: from `cache` when it has them (it may be null),
 // else read from storage (cold when asked) and offered to the cache.
@@ -43,6 +51,7 @@ struct PrepOptions {
   std::uint64_t seed = 1;
   bool cold = true;         // storage reads bypass the page cache
   bool skip_corrupt = false;
+  SampleTransform transform;  // none when empty
 };
 
 struct PrepCounters {
@@ -74,7 +83,7 @@ class PrepPipeline {
   void start_epoch();
   void stop_threads();
   void work();
-  Slot prepare(std::int64_t index) const;
+  Slot prepare(std::int64_t position) const;
 
   const ShardStorage& storage_;
   SampleCache* cache_;

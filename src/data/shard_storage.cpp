@@ -116,4 +116,9 @@ Bytes process_storage_read_bytes() {
   return -1;
 }
 
+std::string ShardStorage::where(std::int64_t sample) const {
+  const SampleExtent& e = extents_.at(static_cast<size_t>(sample));
+  return "shard '" + paths_[e.shard] + "' at byte offset " + std::to_string(e.offset);
+}
+
 }  // namespace memtrain::data

@@ -39,6 +39,8 @@ class ShardStorage {
   std::vector<std::uint8_t> read(std::int64_t sample, bool cold) const;
   // The sample parsed; DataError naming the shard and offset when corrupt.
   ShardSample parse(std::int64_t sample, const std::vector<std::uint8_t>& bytes) const;
+  // "shard 'PATH' at byte offset N": where a sample's error points.
+  std::string where(std::int64_t sample) const;
 
  private:
   std::string dir_;

@@ -189,9 +189,11 @@ StepRecord Trainer::step() {
   const auto scope = memory_.activate();
   const Clock::time_point t0 = Clock::now();
   const Batch batch = source_.next(memory_.device());
+  const Seconds data_wait = since(t0);
   const std::int64_t size = batch.signature.size;
 
   StepRecord rec;
+  rec.data_wait_seconds = data_wait;
   rec.step = static_cast<std::int64_t>(records_.size()) + 1;
   rec.epoch = source_.epoch();
   rec.signature = batch.signature;
@@ -280,6 +282,7 @@ TrainSummary Trainer::summary() const {
     s.max_peak_bytes = std::max(s.max_peak_bytes, r.peak_bytes);
     if (r.violation) ++s.violations;
     total += r.seconds;
+    s.data_wait_seconds += r.data_wait_seconds;
     if (r.plan == "new") {
       new_total += r.planning_seconds;
       ++new_plans;
@@ -294,6 +297,7 @@ TrainSummary Trainer::summary() const {
   s.max_prediction_error = prediction_error_.max();
   s.predictor_fit_error = predictor_->memory_fit_error();
   s.mean_step_seconds = records_.empty() ? 0 : total / static_cast<double>(records_.size());
+  s.data_wait_fraction = total > 0 ? s.data_wait_seconds / total : 0;
   s.mean_new_plan_seconds = new_plans ? new_total / static_cast<double>(new_plans) : 0;
   s.mean_cached_plan_seconds = s.cache_hits ? cached_total / static_cast<double>(s.cache_hits) : 0;
   return s;

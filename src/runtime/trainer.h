@@ -65,7 +65,8 @@ struct StepRecord {
   Bytes budget_bytes = 0;
   bool violation = false;             // peak_bytes > budget_bytes
   int retries = 0;                    // out-of-budget attempts before this one ran
-  Seconds seconds = 0;                // wall time of the whole step
+  Seconds seconds = 0;                // wall time of the whole step, data wait included
+  Seconds data_wait_seconds = 0;      // waiting for the batch: the input pipeline's stall
   Seconds planning_seconds = 0;       // time spent choosing the plan (cache lookup or planning)
   double loss = 0;
   double accuracy = 0;                // fraction of counted tokens or images right
@@ -84,6 +85,8 @@ struct TrainSummary {
   double max_prediction_error = 0;
   double predictor_fit_error = 0;     // worst relative rms residual of a memory fit (ChainPredictor)
   Seconds mean_step_seconds = 0;
+  Seconds data_wait_seconds = 0;      // all steps' waits for their batches
+  double data_wait_fraction = 0;      // of all steps' time
   Seconds mean_new_plan_seconds = 0;  // planning time per new size
   Seconds mean_cached_plan_seconds = 0;
 };

@@ -13,6 +13,7 @@
 #include "data/tar_shard.h"
 #include "predict/measurement.h"
 #include "support/chains.h"
+#include "support/packed_images.h"
 #include "support/temp_dir.h"
 
 namespace memtrain::cli {
@@ -78,6 +79,8 @@ TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   expect_refused({"data", "pack", "--out", "d"}, "--from is required");
   expect_refused({"data", "pack", "--from", "imagenet", "--out", "d"}, "imagenet");
   expect_refused({"data", "pack", "--from", "brown"}, "--out DIR is required");
+  expect_refused({"train", "--model", "resnet", "--data", "/nonexistent/shards"},
+                 "--data '/nonexistent/shards' is neither brown, fashion-mnist nor a directory of shards");
   EXPECT_EQ(run({"data", "pack", "--help"}).status, 0);
 }
 
@@ -227,6 +230,50 @@ TEST(Commands, TrainWritesItsReportAndTheMeasuredChain) {
   EXPECT_EQ(c.stages[0].name, "embed");
   EXPECT_EQ(c.stages[0].input_bytes, 16 * 180 * (8 + 8 + 1)) << "the batch of the 16 longest sentences";
   EXPECT_EQ(c.stages[0].param_bytes, (2000 + 180) * 32 * 4);
+}
+
+// Training from packed shards through the input pipeline: a corrupt sample
+// stops the run naming where it is, or with --skip-corrupt is counted and
+// reported while every other sample of the epoch is trained on.
+TEST(Commands, TrainsFromPackedShardsAndSkipsACorruptSampleWhenAsked) {
+  testing::TempDir dir;
+  const std::string shards = dir.path() + "/fm";
+  ASSERT_EQ(run({"data", "pack", "--from", "fashion-mnist", "--out", shards, "--resolution", "64", "--limit", "40",
+                 "--shard-size", "48KiB"})
+                .status,
+            0);
+  std::vector<std::string> paths;
+  for (const auto& e : std::filesystem::directory_iterator(shards)) paths.push_back(e.path().string());
+  testing::change_sample(paths, "000013", [](auto& files) { files["jpg"].resize(25); });
+  const std::vector<std::string> train = {"train", "--model", "resnet", "--width", "4", "--data", shards,
+                                          "--batch", "8", "--min-scale", "16", "--max-scale", "40", "--epochs", "1",
+                                          "--budget", "90%", "--prep-threads", "3", "--cache-size", "50%",
+                                          "--threads", "1", "--quiet"};
+  const Outcome strict = run(train);
+  EXPECT_EQ(strict.status, 1);
+  EXPECT_NE(strict.err.find("(sample 000013)"), std::string::npos) << strict.err;
+  EXPECT_NE(strict.err.find("at byte offset"), std::string::npos) << strict.err;
+
+  const std::string report = dir.path() + "/train.json";
+  std::vector<std::string> lenient = train;
+  for (const char* extra : {"--skip-corrupt", "--json"}) lenient.push_back(extra);
+  lenient.push_back(report);
+  const Outcome o = run(lenient);
+  ASSERT_EQ(o.status, 0) << o.err;
+  const json j = read_json(report);
+  EXPECT_EQ(j["data"], shards);
+  EXPECT_EQ(j["steps"].size(), 5u);
+  EXPECT_EQ(j["input_pipeline"]["skipped_corrupt"], 1);
+  EXPECT_EQ(j["input_pipeline"]["samples_delivered"], 39);
+  ASSERT_EQ(j["input_pipeline"]["skipped"].size(), 1u);
+  EXPECT_NE(j["input_pipeline"]["skipped"][0].get<std::string>().find("000013"), std::string::npos);
+  long long images = 0;
+  for (const auto& s : j["steps"]) {
+    images += s["input_shape"][0].get<long long>();
+    EXPECT_GE(s["data_wait_seconds"].get<double>(), 0);
+  }
+  EXPECT_EQ(images, 39);
+  EXPECT_TRUE(j["summary"].contains("data_wait_fraction"));
 }
 
 }  // namespace

@@ -13,19 +13,7 @@ namespace {
 // 60 small images in several shards; with `corrupt`, sample 17's JPEG is cut short.
 std::string packed(const testing::TempDir& dir, bool corrupt) {
   const PackResult r = testing::pack_synthetic_images(60, 16 * 1024, dir.path() + "/shards");
-  if (corrupt) {
-    for (const std::string& path : r.shards) {
-      std::vector<ShardSample> samples = read_tar_shard(path);
-      bool changed = false;
-      for (ShardSample& s : samples) {
-        if (s.key == "000017") {
-          s.files["jpg"].resize(30);
-          changed = true;
-        }
-      }
-      if (changed) write_tar_shard(path, samples);
-    }
-  }
+  if (corrupt) testing::change_sample(r.shards, "000017", [](auto& files) { files["jpg"].resize(30); });
   return dir.path() + "/shards";
 }
 

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <chrono>
+#include <thread>
+
 #include "core/error.h"
 #include "plan/registry.h"
 #include "runtime/brown_batches.h"
@@ -223,6 +226,41 @@ TEST(Trainer, TwoTrainersInOneProcessDoNotInterfere) {
   for (int s = 0; s < 3; ++s) losses.push_back(a.step().loss);
   EXPECT_EQ(losses, solo.losses);
   EXPECT_EQ(m2.live(), 0) << "b freed everything it allocated";
+}
+
+// A source whose batches take a while to arrive, as from a slow pipeline.
+class SlowSource : public BatchSource {
+ public:
+  SlowSource(BatchSource& inner, double seconds) : inner_(inner), seconds_(seconds) {}
+  Batch next(const torch::Device& device) override {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds_));
+    return inner_.next(device);
+  }
+  Batch largest(const torch::Device& device) override { return inner_.largest(device); }
+  std::string describe() const override { return "slow " + inner_.describe(); }
+  std::int64_t epoch() const override { return inner_.epoch(); }
+  std::int64_t batches_per_epoch() const override { return inner_.batches_per_epoch(); }
+
+ private:
+  BatchSource& inner_;
+  double seconds_;
+};
+
+TEST(Trainer, RecordsHowLongEachStepWaitedForItsBatch) {
+  const auto data = tiny_tagging();
+  CpuDeviceMemory memory;
+  BrownBatches fast(data, 16, 5);
+  SlowSource slow(fast, 0.05);
+  Trainer trainer(options("mimose", "60%"), memory, [&] { return tiny_tagger(tiny_shape(*data)); }, slow);
+  for (int s = 0; s < 3; ++s) {
+    const StepRecord r = trainer.step();
+    EXPECT_GE(r.data_wait_seconds, 0.05);
+    EXPECT_GT(r.seconds, r.data_wait_seconds) << "the step itself took time too";
+  }
+  const TrainSummary sum = trainer.summary();
+  EXPECT_GE(sum.data_wait_seconds, 0.15);
+  EXPECT_GT(sum.data_wait_fraction, 0);
+  EXPECT_LT(sum.data_wait_fraction, 1);
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 // Small synthetic image datasets packed as shards, for the data pipeline's
 // tests: `count` 28 x 28 images of a fixed pseudo-random pattern, label
-// i % 10, resized to 32 px and packed into shards of `shard_size` bytes.
+// i % 10, resized to 32 px and packed into shards of `shard_size` bytes;
+// and a way to damage one sample of them.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "data/shard_pack.h"
+#include "data/tar_shard.h"
 
 namespace memtrain::testing {
 
@@ -23,6 +26,22 @@ inline data::PackResult pack_synthetic_images(std::int64_t count, Bytes shard_si
   o.resolution = 32;
   o.shard_size = shard_size;
   return data::pack_images(synthetic_images(count), dir, "fm", o);
+}
+
+// Rewrites the shard holding sample `key` with `change` applied to its files.
+inline void change_sample(const std::vector<std::string>& shards, const std::string& key,
+                          const std::function<void(std::map<std::string, std::vector<std::uint8_t>>&)>& change) {
+  for (const std::string& path : shards) {
+    std::vector<data::ShardSample> samples = data::read_tar_shard(path);
+    bool changed = false;
+    for (data::ShardSample& s : samples) {
+      if (s.key == key) {
+        change(s.files);
+        changed = true;
+      }
+    }
+    if (changed) data::write_tar_shard(path, samples);
+  }
 }
 
 }  // namespace memtrain::testing

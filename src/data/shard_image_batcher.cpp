@@ -1,0 +1,134 @@
+#include "data/shard_image_batcher.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "core/units.h"
+
+namespace memtrain::data {
+
+namespace {
+std::uint64_t mix(std::uint64_t seed, std::int64_t a, std::int64_t b) {
+  SeededRandom r(seed * 0x9E3779B97F4A7C15ull ^ (static_cast<std::uint64_t>(a) << 32) ^ static_cast<std::uint64_t>(b));
+  return r.next();
+}
+}  // namespace
+
+ShardImageBatcher::ShardImageBatcher(const ShardStorage& storage, SampleCache* cache, ShardBatchOptions options)
+    : storage_(storage), options_(std::move(options)) {
+  if (options_.batch_size < 1) {
+    throw UsageError("--batch " + std::to_string(options_.batch_size) + " is out of range; expected >= 1");
+  }
+  if (options_.min_scale < 1 || options_.min_scale > options_.max_scale) {
+    throw UsageError("--min-scale " + std::to_string(options_.min_scale) + " / --max-scale " +
+                     std::to_string(options_.max_scale) + " are out of range; expected 1 <= min <= max");
+  }
+  if (options_.classes < 1) throw UsageError("--classes " + std::to_string(options_.classes) + " is out of range; expected >= 1");
+  check_augment_options(options_.augment);
+  // Fail before the threads start on shards that hold no images (Brown's).
+  if (!storage_.samples().empty()) {
+    const ShardSample first = storage_.parse(0, storage_.read(0, /*cold=*/false));
+    if (!first.files.count("jpg")) {
+      std::string exts;
+      for (const auto& [ext, bytes] : first.files) exts += (exts.empty() ? "." : ", .") + ext;
+      throw DataError(storage_.where(0) + ": sample " + first.key + " has " + exts +
+                      " but no .jpg; training reads image shards (data pack --from fashion-mnist)");
+    }
+  }
+  PrepOptions prep = options_.prep;
+  prep.seed = options_.seed;
+  prep.transform = [this](PreparedSample& s) { transform(s); };
+  pipeline_ = std::make_unique<PrepPipeline>(storage_, cache, prep);
+}
+
+std::int64_t ShardImageBatcher::side_of(std::int64_t epoch, std::int64_t batch) const {
+  const auto span = static_cast<std::uint64_t>(options_.max_scale - options_.min_scale + 1);
+  return options_.min_scale + static_cast<std::int64_t>(mix(options_.seed, epoch, batch) % span);
+}
+
+std::int64_t ShardImageBatcher::batches_per_epoch() const {
+  const auto n = static_cast<std::int64_t>(storage_.samples().size());
+  return (n + options_.batch_size - 1) / options_.batch_size;
+}
+
+std::int64_t ShardImageBatcher::label_of(const PreparedSample& s) const {
+  const std::string text = trim(s.label);
+  std::int64_t label = -1;
+  try {
+    size_t used = 0;
+    label = std::stoll(text, &used);
+    if (used != text.size()) label = -1;
+  } catch (const std::exception&) {
+    label = -1;
+  }
+  if (label < 0 || label >= options_.classes) {
+    throw DataError(storage_.where(s.index) + " (sample " + s.key + "): label '" + text +
+                    "' is not a class in 0.." + std::to_string(options_.classes - 1) +
+                    (s.label.empty() ? "; the sample has no .cls file" : ""));
+  }
+  return label;
+}
+
+void ShardImageBatcher::transform(PreparedSample& s) const {
+  if (s.image.pixels.empty()) {
+    throw DataError(storage_.where(s.index) + " (sample " + s.key + "): no .jpg image");
+  }
+  label_of(s);  // a bad label is found here, on a prep thread, like a bad JPEG
+  // The sample's own stream: the same crop and flip whichever thread runs it.
+  SeededRandom rng(mix(options_.seed ^ 0xA5A5A5A5ull, s.epoch, s.index));
+  s.augmented = augment_image(s.image, side_of(s.epoch, s.position / options_.batch_size), options_.augment, rng);
+  s.image = GrayImage{};  // the decoded pixels are no longer needed
+}
+
+AugmentedBatch ShardImageBatcher::next() {
+  AugmentedBatch b;
+  while (true) {
+    if (!pending_) {
+      pending_ = pipeline_->next();
+      if (!pending_) {  // the epoch ended
+        if (b.batch > 0) return b;
+        if (pipeline_->counters().delivered == 0) {
+          throw DataError("every sample of the shards was skipped as corrupt; nothing to train on");
+        }
+        continue;
+      }
+    }
+    const std::int64_t index = pending_->position / options_.batch_size;
+    if (b.batch > 0 && (pending_->epoch != b.epoch || index != b.index)) return b;  // the next batch's
+    if (b.batch == 0) {
+      b.epoch = epoch_ = pending_->epoch;
+      b.index = index;
+      b.side = side_of(b.epoch, index);
+    }
+    b.pixels.insert(b.pixels.end(), pending_->augmented.begin(), pending_->augmented.end());
+    b.labels.push_back(label_of(*pending_));
+    ++b.batch;
+    pending_.reset();
+    if (b.batch == options_.batch_size) return b;
+  }
+}
+
+AugmentedBatch ShardImageBatcher::largest() const {
+  AugmentedBatch b;
+  b.side = options_.max_scale;
+  const auto n = static_cast<std::int64_t>(storage_.samples().size());
+  for (std::int64_t i = 0; i < n && b.batch < options_.batch_size; ++i) {
+    PreparedSample s;
+    try {
+      s = prepare_sample(storage_, i, storage_.read(i, /*cold=*/false));
+      if (s.image.pixels.empty()) continue;
+      b.labels.push_back(label_of(s));
+    } catch (const DataError&) {
+      if (!options_.prep.skip_corrupt) throw;
+      continue;
+    }
+    const CropBox whole{0, 0, s.image.width, s.image.height};
+    const std::vector<float> px = crop_resize_normalise(s.image, whole, b.side, false, options_.augment);
+    b.pixels.insert(b.pixels.end(), px.begin(), px.end());
+    ++b.batch;
+  }
+  if (b.batch == 0) throw DataError("the shards have no image sample to measure the largest input with");
+  return b;
+}
+
+}  // namespace memtrain::data
