@@ -18,7 +18,8 @@ const char* kUsage =
     "  plan    plan a chain given as JSON and print the schedule, its simulated peak and time\n"
     "  profile measure peak memory and step time of memory methods over batch sizes (CSV)\n"
     "  advise  fit PAPAYA's model to such measurements and say which method and batch pay off\n"
-    "  data    dataset tools: `data pack` writes Fashion-MNIST or Brown as tar shards\n"
+    "  data    dataset tools: `data pack` writes Fashion-MNIST or Brown as tar shards, `data bench` caches\n"
+    "  stalls  where an epoch from packed shards waits: fetching, preprocessing; what-if cache and threads\n"
     "\n"
     "memtrain <command> --help describes each command's flags.\n";
 
@@ -36,7 +37,8 @@ int run_memtrain(const std::vector<std::string>& args) {
     if (args[0] == "profile") return run_profile(rest);
     if (args[0] == "advise") return run_advise(rest);
     if (args[0] == "data") return run_data(rest);
-    throw UsageError("unknown command '" + args[0] + "'; known: advise, data, plan, profile, train");
+    if (args[0] == "stalls") return run_stalls(rest);
+    throw UsageError("unknown command '" + args[0] + "'; known: advise, data, plan, profile, stalls, train");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "memtrain: %s\n", e.what());
     return 2;

@@ -13,5 +13,6 @@ int run_plan(const std::vector<std::string>& args);
 int run_profile(const std::vector<std::string>& args);
 int run_advise(const std::vector<std::string>& args);
 int run_data(const std::vector<std::string>& args);
+int run_stalls(const std::vector<std::string>& args);
 
 }  // namespace memtrain::cli

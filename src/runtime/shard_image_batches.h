@@ -27,6 +27,8 @@ class ShardImageBatches : public BatchSource {
   explicit ShardImageBatches(ShardSourceOptions options);
 
   Batch next(const torch::Device& device) override;
+  // The next batch as the pipeline made it, on the host (next() is this, to_tensors()'d).
+  data::AugmentedBatch next_augmented() { return batcher_->next(); }
   Batch largest(const torch::Device& device) override;
   std::string describe() const override;
   std::int64_t epoch() const override { return batcher_->epoch(); }

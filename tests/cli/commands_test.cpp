@@ -48,7 +48,7 @@ void expect_refused(const std::vector<std::string>& args, const std::string& mes
 
 TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   EXPECT_EQ(run({}).status, 2);
-  expect_refused({"fly"}, "unknown command 'fly'; known: advise, data, plan, profile, train");
+  expect_refused({"fly"}, "unknown command 'fly'; known: advise, data, plan, profile, stalls, train");
   expect_refused({"train", "--planner", "rotor"},
                  "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static");
   expect_refused({"train", "--budget", "150%"}, "--budget '150%' is not a valid percentage");
@@ -79,6 +79,10 @@ TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   expect_refused({"data", "pack", "--out", "d"}, "--from is required");
   expect_refused({"data", "pack", "--from", "imagenet", "--out", "d"}, "imagenet");
   expect_refused({"data", "pack", "--from", "brown"}, "--out DIR is required");
+  expect_refused({"stalls", "--model", "resnet"}, "stalls: --data must be a directory of image shards");
+  expect_refused({"stalls", "--model", "resnet", "--data", ".", "--checks", "50"}, "--checks item '50' is not CACHE%:THREADS");
+  expect_refused({"stalls", "--model", "resnet", "--data", ".", "--cache-sizes", "0,120"},
+                 "--cache-sizes '120' is not a percentage");
   expect_refused({"train", "--model", "resnet", "--data", "/nonexistent/shards"},
                  "--data '/nonexistent/shards' is neither brown, fashion-mnist nor a directory of shards");
   EXPECT_EQ(run({"data", "pack", "--help"}).status, 0);
@@ -230,6 +234,36 @@ TEST(Commands, TrainWritesItsReportAndTheMeasuredChain) {
   EXPECT_EQ(c.stages[0].name, "embed");
   EXPECT_EQ(c.stages[0].input_bytes, 16 * 180 * (8 + 8 + 1)) << "the batch of the 16 longest sentences";
   EXPECT_EQ(c.stages[0].param_bytes, (2000 + 180) * 32 * 4);
+}
+
+// `stalls` on a small packed dataset: the fields the issue names, consistent
+// with each other (the timings themselves are this machine's).
+TEST(Commands, StallsMeasuresTheThreeEpochsPredictsAndChecks) {
+  testing::TempDir dir;
+  const std::string shards = dir.path() + "/fm";
+  ASSERT_EQ(run({"data", "pack", "--from", "fashion-mnist", "--out", shards, "--resolution", "64", "--limit", "96"})
+                .status,
+            0);
+  const std::string report = dir.path() + "/stalls.json";
+  const Outcome o = run({"stalls", "--model", "resnet", "--width", "4", "--layers", "1", "--data", shards, "--batch",
+                         "16", "--min-scale", "16", "--max-scale", "24", "--cache-sizes", "0,50,100", "--max-threads",
+                         "3", "--checks", "0:1,100:2", "--json", report});
+  ASSERT_EQ(o.status, 0) << o.err;
+  const json j = read_json(report);
+  EXPECT_EQ(j["samples"], 96);
+  for (const char* key : {"ingestion_rate", "prep_rate", "fetch_rate"}) EXPECT_GT(j[key].get<double>(), 0) << key;
+  EXPECT_NEAR(j["ingestion_rate"].get<double>() * j["synthetic_epoch_seconds"].get<double>(), 96, 1e-6);
+  for (const char* key : {"fetch_stall_fraction", "prep_stall_fraction"}) {
+    EXPECT_GE(j[key].get<double>(), 0) << key;
+    EXPECT_LE(j[key].get<double>(), 1) << key;
+  }
+  EXPECT_LE(j["fetch_stall_fraction"].get<double>() + j["prep_stall_fraction"].get<double>(), 1 + 1e-9);
+  ASSERT_EQ(j["what_if"].size(), 9u);
+  EXPECT_EQ(j["what_if"][4]["cache_fraction"], 0.5);
+  EXPECT_EQ(j["what_if"][4]["prep_threads"], 2);
+  ASSERT_EQ(j["checks"].size(), 2u);
+  EXPECT_EQ(j["checks"][1]["predicted"]["prep_threads"], 2);
+  EXPECT_GT(j["checks"][1]["measured_epoch_seconds"].get<double>(), 0);
 }
 
 // Training from packed shards through the input pipeline: a corrupt sample
