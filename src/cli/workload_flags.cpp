@@ -25,7 +25,9 @@ const char* const kWorkloadHelp =
     "  --cache-policy lru|minio     (default minio)\n"
     "  --warm                       read through the page cache (default: cold, bypassing it)\n"
     "  --skip-corrupt               count and skip corrupt samples instead of stopping\n"
-    "  --classes N                  labels lie in 0..N-1 (default 10)\n";
+    "  --classes N                  labels lie in 0..N-1 (default 10)\n"
+    "  --coordinate NAME --jobs N   share preparation with the other jobs of group NAME (N jobs in all,\n"
+    "                               same data, batch, sides and seed): each batch is prepared once\n";
 
 std::set<std::string> with_workload_switches(std::set<std::string> switches) {
   switches.insert({"warm", "skip-corrupt"});
@@ -71,6 +73,13 @@ WorkloadFlags read_workload_flags(Flags& flags) {
     b.prep.skip_corrupt = flags.has("skip-corrupt");
     if (flags.has("cache-size")) w.shards.cache_size = parse_budget(flags.text("cache-size", ""), "--cache-size");
     w.shards.cache_policy = data::parse_cache_policy(flags.text("cache-policy", "minio"), "--cache-policy");
+    if (flags.has("coordinate") || flags.has("jobs")) {
+      if (!flags.has("coordinate") || !flags.has("jobs")) throw UsageError("--coordinate NAME and --jobs N go together");
+      data::CoordinationOptions c;
+      c.name = flags.text("coordinate", "");
+      c.jobs = static_cast<int>(flags.integer("jobs", 2, 1, 64));
+      w.shards.coordinate = c;
+    }
   }
   return w;
 }

@@ -1,5 +1,7 @@
 #include "data/prep_pipeline.h"
 
+#include <time.h>
+
 #include <chrono>
 #include <memory>
 
@@ -7,6 +9,12 @@
 #include "data/seeded_order.h"
 
 namespace memtrain::data {
+
+Seconds thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 SampleCache::Sample fetch_sample(const ShardStorage& storage, SampleCache* cache, std::int64_t index, bool cold) {
   SampleCache::Sample bytes = cache ? cache->find(index) : nullptr;
@@ -90,9 +98,12 @@ void PrepPipeline::work() {
       if (stopping_ || claimed_ >= static_cast<std::int64_t>(order_.size())) return;
       position = claimed_++;
     }
+    const Seconds cpu0 = thread_cpu_seconds();
     Slot slot = prepare(position);
+    const Seconds cpu = thread_cpu_seconds() - cpu0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      counters_.prep_cpu_seconds += cpu;
       done_.emplace(position, std::move(slot));
     }
     ready_.notify_all();

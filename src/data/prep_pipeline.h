@@ -37,6 +37,9 @@ struct PreparedSample {
 // DataError for a sample it cannot use, which counts as corrupt.
 using SampleTransform = std::function<void(PreparedSample&)>;
 
+// CPU time the calling thread has used: what preparing costs, apart from waiting.
+Seconds thread_cpu_seconds();
+
 // A sample's stored bytes: from `cache` when it has them (it may be null),
 // else read from storage (cold when asked) and offered to the cache.
 SampleCache::Sample fetch_sample(const ShardStorage& storage, SampleCache* cache, std::int64_t index, bool cold);
@@ -59,6 +62,7 @@ struct PrepCounters {
   std::int64_t skipped_corrupt = 0;
   std::vector<std::string> skipped;  // "shard at byte offset N: why", per skipped sample
   Seconds consumer_wait_seconds = 0; // time next() spent waiting for a prepared sample
+  Seconds prep_cpu_seconds = 0;      // CPU time the prep threads spent preparing samples
 };
 
 class PrepPipeline {

@@ -1,5 +1,6 @@
 #include "data/shard_image_batcher.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -37,13 +38,8 @@ ShardImageBatcher::ShardImageBatcher(const ShardStorage& storage, SampleCache* c
   }
   PrepOptions prep = options_.prep;
   prep.seed = options_.seed;
-  prep.transform = [this](PreparedSample& s) { transform(s); };
+  prep.transform = [this](PreparedSample& s) { augment_sample(storage_, options_, s); };
   pipeline_ = std::make_unique<PrepPipeline>(storage_, cache, prep);
-}
-
-std::int64_t ShardImageBatcher::side_of(std::int64_t epoch, std::int64_t batch) const {
-  const auto span = static_cast<std::uint64_t>(options_.max_scale - options_.min_scale + 1);
-  return options_.min_scale + static_cast<std::int64_t>(mix(options_.seed, epoch, batch) % span);
 }
 
 std::int64_t ShardImageBatcher::batches_per_epoch() const {
@@ -51,7 +47,12 @@ std::int64_t ShardImageBatcher::batches_per_epoch() const {
   return (n + options_.batch_size - 1) / options_.batch_size;
 }
 
-std::int64_t ShardImageBatcher::label_of(const PreparedSample& s) const {
+std::int64_t batch_side(const ShardBatchOptions& o, std::int64_t epoch, std::int64_t batch) {
+  const auto span = static_cast<std::uint64_t>(o.max_scale - o.min_scale + 1);
+  return o.min_scale + static_cast<std::int64_t>(mix(o.seed, epoch, batch) % span);
+}
+
+std::int64_t sample_label(const ShardStorage& storage, const ShardBatchOptions& o, const PreparedSample& s) {
   const std::string text = trim(s.label);
   std::int64_t label = -1;
   try {
@@ -61,23 +62,46 @@ std::int64_t ShardImageBatcher::label_of(const PreparedSample& s) const {
   } catch (const std::exception&) {
     label = -1;
   }
-  if (label < 0 || label >= options_.classes) {
-    throw DataError(storage_.where(s.index) + " (sample " + s.key + "): label '" + text +
-                    "' is not a class in 0.." + std::to_string(options_.classes - 1) +
-                    (s.label.empty() ? "; the sample has no .cls file" : ""));
+  if (label < 0 || label >= o.classes) {
+    throw DataError(storage.where(s.index) + " (sample " + s.key + "): label '" + text + "' is not a class in 0.." +
+                    std::to_string(o.classes - 1) + (s.label.empty() ? "; the sample has no .cls file" : ""));
   }
   return label;
 }
 
-void ShardImageBatcher::transform(PreparedSample& s) const {
-  if (s.image.pixels.empty()) {
-    throw DataError(storage_.where(s.index) + " (sample " + s.key + "): no .jpg image");
-  }
-  label_of(s);  // a bad label is found here, on a prep thread, like a bad JPEG
-  // The sample's own stream: the same crop and flip whichever thread runs it.
-  SeededRandom rng(mix(options_.seed ^ 0xA5A5A5A5ull, s.epoch, s.index));
-  s.augmented = augment_image(s.image, side_of(s.epoch, s.position / options_.batch_size), options_.augment, rng);
+void augment_sample(const ShardStorage& storage, const ShardBatchOptions& o, PreparedSample& s) {
+  if (s.image.pixels.empty()) throw DataError(storage.where(s.index) + " (sample " + s.key + "): no .jpg image");
+  sample_label(storage, o, s);  // a bad label is found where a bad JPEG is: while preparing
+  // The sample's own stream: the same crop and flip whichever thread or job runs it.
+  SeededRandom rng(mix(o.seed ^ 0xA5A5A5A5ull, s.epoch, s.index));
+  s.augmented = augment_image(s.image, batch_side(o, s.epoch, s.position / o.batch_size), o.augment, rng);
   s.image = GrayImage{};  // the decoded pixels are no longer needed
+}
+
+AugmentedBatch prepare_image_batch(const ShardStorage& storage, SampleCache* cache, const ShardBatchOptions& o,
+                                   std::int64_t epoch, std::int64_t batch, std::int64_t* skipped) {
+  const auto n = static_cast<std::int64_t>(storage.samples().size());
+  const std::vector<std::int64_t> order = epoch_order(n, o.seed, epoch);
+  AugmentedBatch b;
+  b.epoch = epoch;
+  b.index = batch;
+  b.side = batch_side(o, epoch, batch);
+  for (std::int64_t position = batch * o.batch_size; position < std::min(n, (batch + 1) * o.batch_size); ++position) {
+    const std::int64_t index = order[static_cast<size_t>(position)];
+    try {
+      PreparedSample s = prepare_sample(storage, index, *fetch_sample(storage, cache, index, o.prep.cold));
+      s.epoch = epoch;
+      s.position = position;
+      augment_sample(storage, o, s);
+      b.pixels.insert(b.pixels.end(), s.augmented.begin(), s.augmented.end());
+      b.labels.push_back(sample_label(storage, o, s));
+      ++b.batch;
+    } catch (const DataError&) {
+      if (!o.prep.skip_corrupt) throw;
+      if (skipped) ++*skipped;
+    }
+  }
+  return b;
 }
 
 AugmentedBatch ShardImageBatcher::next() {
@@ -101,29 +125,31 @@ AugmentedBatch ShardImageBatcher::next() {
       b.side = side_of(b.epoch, index);
     }
     b.pixels.insert(b.pixels.end(), pending_->augmented.begin(), pending_->augmented.end());
-    b.labels.push_back(label_of(*pending_));
+    b.labels.push_back(sample_label(storage_, options_, *pending_));
     ++b.batch;
     pending_.reset();
     if (b.batch == options_.batch_size) return b;
   }
 }
 
-AugmentedBatch ShardImageBatcher::largest() const {
+AugmentedBatch ShardImageBatcher::largest() const { return largest_image_batch(storage_, options_); }
+
+AugmentedBatch largest_image_batch(const ShardStorage& storage, const ShardBatchOptions& options) {
   AugmentedBatch b;
-  b.side = options_.max_scale;
-  const auto n = static_cast<std::int64_t>(storage_.samples().size());
-  for (std::int64_t i = 0; i < n && b.batch < options_.batch_size; ++i) {
+  b.side = options.max_scale;
+  const auto n = static_cast<std::int64_t>(storage.samples().size());
+  for (std::int64_t i = 0; i < n && b.batch < options.batch_size; ++i) {
     PreparedSample s;
     try {
-      s = prepare_sample(storage_, i, storage_.read(i, /*cold=*/false));
+      s = prepare_sample(storage, i, storage.read(i, /*cold=*/false));
       if (s.image.pixels.empty()) continue;
-      b.labels.push_back(label_of(s));
+      b.labels.push_back(sample_label(storage, options, s));
     } catch (const DataError&) {
-      if (!options_.prep.skip_corrupt) throw;
+      if (!options.prep.skip_corrupt) throw;
       continue;
     }
     const CropBox whole{0, 0, s.image.width, s.image.height};
-    const std::vector<float> px = crop_resize_normalise(s.image, whole, b.side, false, options_.augment);
+    const std::vector<float> px = crop_resize_normalise(s.image, whole, b.side, false, options.augment);
     b.pixels.insert(b.pixels.end(), px.begin(), px.end());
     ++b.batch;
   }

@@ -35,6 +35,24 @@ struct AugmentedBatch {
   std::vector<std::int64_t> labels;      // batch
 };
 
+// The side of batch `batch` of `epoch`, drawn from [min_scale, max_scale].
+std::int64_t batch_side(const ShardBatchOptions& options, std::int64_t epoch, std::int64_t batch);
+// A sample's label from its `.cls`; DataError naming where it is otherwise.
+std::int64_t sample_label(const ShardStorage& storage, const ShardBatchOptions& options, const PreparedSample& sample);
+// Augments a decoded sample at its batch's side with its own seeded stream
+// (the same whoever prepares it), checks its label, drops the decoded image.
+void augment_sample(const ShardStorage& storage, const ShardBatchOptions& options, PreparedSample& sample);
+
+// Batch `batch` of `epoch` prepared here and now, on the calling thread:
+// what ShardImageBatcher::next() returns for it. A corrupt sample throws,
+// or with prep.skip_corrupt is left out and counted in `skipped`.
+AugmentedBatch prepare_image_batch(const ShardStorage& storage, SampleCache* cache, const ShardBatchOptions& options,
+                                   std::int64_t epoch, std::int64_t batch, std::int64_t* skipped);
+
+// batch_size whole images (no crop, no flip) at max_scale, the first of the
+// dataset: the largest input. Read warm, past any cache.
+AugmentedBatch largest_image_batch(const ShardStorage& storage, const ShardBatchOptions& options);
+
 class ShardImageBatcher {
  public:
   // UsageError for options out of range; the storage and cache (which may be
@@ -42,20 +60,15 @@ class ShardImageBatcher {
   ShardImageBatcher(const ShardStorage& storage, SampleCache* cache, ShardBatchOptions options);
 
   AugmentedBatch next();  // rolls over into the next epoch
-  // batch_size whole images (no crop, no flip) at max_scale: the largest
-  // input. Read warm, past the cache.
-  AugmentedBatch largest() const;
+  AugmentedBatch largest() const;  // largest_image_batch()
 
-  std::int64_t side_of(std::int64_t epoch, std::int64_t batch) const;
+  std::int64_t side_of(std::int64_t epoch, std::int64_t batch) const { return batch_side(options_, epoch, batch); }
   std::int64_t epoch() const { return epoch_; }  // of the batch last returned
   std::int64_t batches_per_epoch() const;
   PrepCounters counters() const { return pipeline_->counters(); }
   const ShardBatchOptions& options() const { return options_; }
 
  private:
-  void transform(PreparedSample& sample) const;
-  std::int64_t label_of(const PreparedSample& sample) const;
-
   const ShardStorage& storage_;
   ShardBatchOptions options_;
   std::unique_ptr<PrepPipeline> pipeline_;

@@ -12,7 +12,26 @@ ShardImageBatches::ShardImageBatches(ShardSourceOptions options)
     cache_ = std::make_unique<data::SampleCache>(options_.cache_size->resolve(storage_->dataset_bytes()),
                                                  options_.cache_policy);
   }
-  batcher_ = std::make_unique<data::ShardImageBatcher>(*storage_, cache_.get(), options_.batches);
+  if (options_.coordinate) {
+    coordinated_ = std::make_unique<data::CoordinatedBatcher>(*storage_, cache_.get(), options_.batches, *options_.coordinate);
+  } else {
+    batcher_ = std::make_unique<data::ShardImageBatcher>(*storage_, cache_.get(), options_.batches);
+  }
+}
+
+data::AugmentedBatch ShardImageBatches::next_augmented() { return coordinated_ ? coordinated_->next() : batcher_->next(); }
+
+std::int64_t ShardImageBatches::epoch() const { return coordinated_ ? coordinated_->epoch() : batcher_->epoch(); }
+
+std::int64_t ShardImageBatches::batches_per_epoch() const {
+  return coordinated_ ? coordinated_->batches_per_epoch() : batcher_->batches_per_epoch();
+}
+
+data::PrepCounters ShardImageBatches::prep_counters() const { return batcher_ ? batcher_->counters() : data::PrepCounters{}; }
+
+std::optional<data::CoordinationCounters> ShardImageBatches::coordination_counters() const {
+  if (!coordinated_) return std::nullopt;
+  return coordinated_->counters();
 }
 
 Batch ShardImageBatches::to_tensors(const data::AugmentedBatch& b, const torch::Device& device) {
@@ -27,9 +46,11 @@ Batch ShardImageBatches::to_tensors(const data::AugmentedBatch& b, const torch::
   return batch;
 }
 
-Batch ShardImageBatches::next(const torch::Device& device) { return to_tensors(batcher_->next(), device); }
+Batch ShardImageBatches::next(const torch::Device& device) { return to_tensors(next_augmented(), device); }
 
-Batch ShardImageBatches::largest(const torch::Device& device) { return to_tensors(batcher_->largest(), device); }
+Batch ShardImageBatches::largest(const torch::Device& device) {
+  return to_tensors(data::largest_image_batch(*storage_, options_.batches), device);
+}
 
 std::string ShardImageBatches::describe() const {
   const data::PrepOptions& p = options_.batches.prep;
@@ -39,6 +60,10 @@ std::string ShardImageBatches::describe() const {
                      (p.cold ? "cold" : "warm") + " reads, ";
   text += cache_ ? data::cache_policy_name(cache_->policy()) + " cache of " + format_bytes(cache_->capacity())
                  : std::string("no cache");
+  if (coordinated_) {
+    text += "; job " + std::to_string(coordinated_->job() + 1) + " of " + std::to_string(options_.coordinate->jobs) +
+            " in group " + options_.coordinate->name;
+  }
   return text;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/units.h"
+#include "data/coordinated_batches.h"
 #include "data/sample_cache.h"
 #include "data/shard_image_batcher.h"
 #include "data/shard_storage.h"
@@ -20,6 +21,9 @@ struct ShardSourceOptions {
   data::ShardBatchOptions batches;
   std::optional<BudgetSpec> cache_size;            // bytes or N% of the dataset; none: no cache
   data::CachePolicy cache_policy = data::CachePolicy::minio;
+  // Set: the batches come from a group of jobs sharing their preparation
+  // (data/coordinated_batches.h) instead of this job's own pipeline.
+  std::optional<data::CoordinationOptions> coordinate;
 };
 
 class ShardImageBatches : public BatchSource {
@@ -28,13 +32,16 @@ class ShardImageBatches : public BatchSource {
 
   Batch next(const torch::Device& device) override;
   // The next batch as the pipeline made it, on the host (next() is this, to_tensors()'d).
-  data::AugmentedBatch next_augmented() { return batcher_->next(); }
+  data::AugmentedBatch next_augmented();
   Batch largest(const torch::Device& device) override;
   std::string describe() const override;
-  std::int64_t epoch() const override { return batcher_->epoch(); }
-  std::int64_t batches_per_epoch() const override { return batcher_->batches_per_epoch(); }
+  std::int64_t epoch() const override;
+  std::int64_t batches_per_epoch() const override;
 
-  data::PrepCounters prep_counters() const { return batcher_->counters(); }
+  // This job's own pipeline's counters (zero when coordinated).
+  data::PrepCounters prep_counters() const;
+  // The group's counters for this job, when coordinated.
+  std::optional<data::CoordinationCounters> coordination_counters() const;
   const data::ShardStorage& storage() const { return *storage_; }
   const data::SampleCache* cache() const { return cache_.get(); }
 
@@ -44,7 +51,8 @@ class ShardImageBatches : public BatchSource {
   ShardSourceOptions options_;
   std::unique_ptr<data::ShardStorage> storage_;
   std::unique_ptr<data::SampleCache> cache_;
-  std::unique_ptr<data::ShardImageBatcher> batcher_;
+  std::unique_ptr<data::ShardImageBatcher> batcher_;        // one of these two
+  std::unique_ptr<data::CoordinatedBatcher> coordinated_;
 };
 
 }  // namespace memtrain::runtime
