@@ -112,7 +112,7 @@ std::string fixed(double v, int digits) {
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "input_pipeline_bench");
   const std::string out_path = flags.text("out", "docs/BENCHMARKS.md");
-  const std::int64_t images = flags.integer("images", 3000, 100, 60000);
+  const std::int64_t images = flags.integer("images", 6000, 100, 60000);
   const std::int64_t resolution = flags.integer("resolution", 448, 28, 2048);
   const int jobs = static_cast<int>(flags.integer("jobs", 3, 2, 16));
   const std::int64_t epochs = flags.integer("epochs", 2, 1, 100);
