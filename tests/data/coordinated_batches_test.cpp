@@ -127,7 +127,9 @@ TEST(CoordinatedBatcher, AJobThatDiesDoesNotBlockTheOthersAndItsClaimIsPreparedA
     expect_same_batches(runs[j].batches, want, "live job " + std::to_string(j));
     reclaimed += runs[j].counters.reclaimed;
   }
-  if (WEXITSTATUS(status) == 3) EXPECT_GE(reclaimed, 1) << "the batch the dead job claimed was prepared again";
+  if (WEXITSTATUS(status) == 3) {
+    EXPECT_GE(reclaimed, 1) << "the batch the dead job claimed was prepared again";
+  }
 }
 
 TEST(CoordinatedBatcher, RefusesAMismatchedJobABadNameAndAGroupThatNeverFills) {
