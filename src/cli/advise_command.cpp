@@ -18,6 +18,7 @@
 #include "cli/profile_flags.h"
 #include "cli/workload_flags.h"
 #include "core/error.h"
+#include "core/parse_number.h"
 #include "predict/advisor.h"
 
 namespace memtrain::cli {
@@ -52,15 +53,9 @@ const char* kAdviseHelp =
 double parse_headroom(const std::string& text) {
   const std::string valid = "expected N% with 0 <= N < 100, e.g. 10%";
   if (text.empty() || text.back() != '%') throw UsageError("--headroom '" + text + "': " + valid);
-  size_t used = 0;
-  double v = -1;
-  try {
-    v = std::stod(text.substr(0, text.size() - 1), &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() - 1 || !(v >= 0 && v < 100)) throw UsageError("--headroom '" + text + "': " + valid);
-  return v / 100;
+  const std::optional<double> v = parse_whole_real(text.substr(0, text.size() - 1));
+  if (!v || !(*v >= 0 && *v < 100)) throw UsageError("--headroom '" + text + "': " + valid);
+  return *v / 100;
 }
 
 struct Validation {

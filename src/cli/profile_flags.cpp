@@ -10,6 +10,7 @@
 
 #include "cli/planner_flags.h"
 #include "core/error.h"
+#include "core/parse_number.h"
 
 namespace memtrain::cli {
 
@@ -34,14 +35,8 @@ std::vector<std::int64_t> parse_batch_list(const std::string& text, const std::s
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || v < 1 || v > 1000000) {
+    const std::int64_t v = parse_whole_integer(item).value_or(0);
+    if (v < 1 || v > 1000000) {
       throw UsageError(what + " '" + text + "': '" + item + "' is not a batch size; expected whole numbers 1..1000000, " +
                        "comma-separated (e.g. 4,8,16,32)");
     }

@@ -16,6 +16,7 @@
 #include "cli/planner_flags.h"
 #include "cli/workload_flags.h"
 #include "core/error.h"
+#include "core/parse_number.h"
 #include "plan/registry.h"
 #include "runtime/stall_analysis.h"
 
@@ -46,14 +47,7 @@ const char* kStallsHelp =
 
 // A percentage 0..100 as a fraction; UsageError naming `what` otherwise.
 double parse_percent(const std::string& text, const std::string& what) {
-  double value = -1;
-  try {
-    size_t used = 0;
-    value = std::stod(text, &used);
-    if (used != text.size()) value = -1;
-  } catch (const std::exception&) {
-    value = -1;
-  }
+  const double value = parse_whole_real(text).value_or(-1);
   if (!(value >= 0 && value <= 100)) {
     throw UsageError(what + " '" + text + "' is not a percentage; expected a number from 0 to 100");
   }
@@ -75,14 +69,7 @@ std::vector<std::pair<double, int>> parse_checks(const std::string& text) {
   std::string item;
   while (std::getline(in, item, ',')) {
     const size_t colon = item.find(':');
-    std::int64_t threads = 0;
-    try {
-      size_t used = 0;
-      if (colon != std::string::npos) threads = std::stoll(item.substr(colon + 1), &used);
-      if (used != item.size() - colon - 1) threads = 0;
-    } catch (const std::exception&) {
-      threads = 0;
-    }
+    const std::int64_t threads = colon == std::string::npos ? 0 : parse_whole_integer(item.substr(colon + 1)).value_or(0);
     if (colon == std::string::npos || threads < 1 || threads > 256) {
       throw UsageError("--checks item '" + item + "' is not CACHE%:THREADS, e.g. 50:2 (cache 0..100, threads 1..256)");
     }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/parse_number.h"
 #include "core/units.h"
 
 namespace memtrain::data {
@@ -54,14 +55,7 @@ std::int64_t batch_side(const ShardBatchOptions& o, std::int64_t epoch, std::int
 
 std::int64_t sample_label(const ShardStorage& storage, const ShardBatchOptions& o, const PreparedSample& s) {
   const std::string text = trim(s.label);
-  std::int64_t label = -1;
-  try {
-    size_t used = 0;
-    label = std::stoll(text, &used);
-    if (used != text.size()) label = -1;
-  } catch (const std::exception&) {
-    label = -1;
-  }
+  const std::int64_t label = parse_whole_integer(text).value_or(-1);
   if (label < 0 || label >= o.classes) {
     throw DataError(storage.where(s.index) + " (sample " + s.key + "): label '" + text + "' is not a class in 0.." +
                     std::to_string(o.classes - 1) + (s.label.empty() ? "; the sample has no .cls file" : ""));
