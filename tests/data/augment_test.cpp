@@ -4,19 +4,12 @@
 
 #include "core/error.h"
 #include "data/augment.h"
+#include "support/packed_images.h"
 
 namespace memtrain::data {
 namespace {
 
-GrayImage gradient(std::int64_t width, std::int64_t height) {
-  GrayImage g;
-  g.width = width;
-  g.height = height;
-  for (std::int64_t y = 0; y < height; ++y) {
-    for (std::int64_t x = 0; x < width; ++x) g.pixels.push_back(static_cast<std::uint8_t>((x * 7 + y * 3) % 256));
-  }
-  return g;
-}
+using testing::gradient;
 
 float normalised(std::uint8_t p, const AugmentOptions& o) { return (p / 255.0f - o.mean) / o.stddev; }
 

@@ -7,21 +7,13 @@
 #include "data/jpeg_codec.h"
 #include "data/shard_pack.h"
 #include "data/tar_shard.h"
+#include "support/packed_images.h"
 #include "support/temp_dir.h"
 
 namespace memtrain::data {
 namespace {
 
-// A smooth test pattern: JPEG keeps it close.
-GrayImage gradient(std::int64_t w, std::int64_t h) {
-  GrayImage g;
-  g.width = w;
-  g.height = h;
-  for (std::int64_t y = 0; y < h; ++y) {
-    for (std::int64_t x = 0; x < w; ++x) g.pixels.push_back(static_cast<std::uint8_t>((x * 255 / w + y * 64 / h) % 256));
-  }
-  return g;
-}
+using testing::gradient;
 
 double mean_abs_difference(const GrayImage& a, const GrayImage& b) {
   double sum = 0;

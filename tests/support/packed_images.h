@@ -7,10 +7,24 @@
 #include <functional>
 #include <string>
 
+#include "data/jpeg_codec.h"
 #include "data/shard_pack.h"
 #include "data/tar_shard.h"
 
 namespace memtrain::testing {
+
+// A smooth test pattern (JPEG keeps it close), width x height.
+inline data::GrayImage gradient(std::int64_t width, std::int64_t height) {
+  data::GrayImage g;
+  g.width = width;
+  g.height = height;
+  for (std::int64_t y = 0; y < height; ++y) {
+    for (std::int64_t x = 0; x < width; ++x) {
+      g.pixels.push_back(static_cast<std::uint8_t>((x * 255 / width + y * 64 / height) % 256));
+    }
+  }
+  return g;
+}
 
 inline data::ImageDataset synthetic_images(std::int64_t count) {
   data::ImageDataset d;
