@@ -31,6 +31,7 @@ struct PreparedSample {
   std::string text;        // `.txt`, when it has one
   std::string label;       // `.cls` or `.tags`
   std::vector<float> augmented;  // what a transform made of `image` (augment.h)
+  std::int64_t class_index = -1; // `label` as a class, once a transform has checked it
 };
 
 // Run by the prep threads on every decoded sample (augmentation); may throw

@@ -65,7 +65,7 @@ std::int64_t sample_label(const ShardStorage& storage, const ShardBatchOptions& 
 
 void augment_sample(const ShardStorage& storage, const ShardBatchOptions& o, PreparedSample& s) {
   if (s.image.pixels.empty()) throw DataError(storage.where(s.index) + " (sample " + s.key + "): no .jpg image");
-  sample_label(storage, o, s);  // a bad label is found where a bad JPEG is: while preparing
+  s.class_index = sample_label(storage, o, s);  // a bad label is found where a bad JPEG is: while preparing
   // The sample's own stream: the same crop and flip whichever thread or job runs it.
   SeededRandom rng(mix(o.seed ^ 0xA5A5A5A5ull, s.epoch, s.index));
   s.augmented = augment_image(s.image, batch_side(o, s.epoch, s.position / o.batch_size), o.augment, rng);
@@ -88,7 +88,7 @@ AugmentedBatch prepare_image_batch(const ShardStorage& storage, SampleCache* cac
       s.position = position;
       augment_sample(storage, o, s);
       b.pixels.insert(b.pixels.end(), s.augmented.begin(), s.augmented.end());
-      b.labels.push_back(sample_label(storage, o, s));
+      b.labels.push_back(s.class_index);
       ++b.batch;
     } catch (const DataError&) {
       if (!o.prep.skip_corrupt) throw;
@@ -119,7 +119,7 @@ AugmentedBatch ShardImageBatcher::next() {
       b.side = side_of(b.epoch, index);
     }
     b.pixels.insert(b.pixels.end(), pending_->augmented.begin(), pending_->augmented.end());
-    b.labels.push_back(sample_label(storage_, options_, *pending_));
+    b.labels.push_back(pending_->class_index);
     ++b.batch;
     pending_.reset();
     if (b.batch == options_.batch_size) return b;
