@@ -6,6 +6,7 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
 
 #include <mutex>
 
@@ -34,9 +35,18 @@ void free_block(void* data) {
   g_base->raw_deallocate(block);
 }
 
+// LibTorch 2.3 made allocate() non-const and added copy_data().
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define MEMTRAIN_ALLOCATE_CONST
+#define MEMTRAIN_HAS_COPY_DATA 1
+#else
+#define MEMTRAIN_ALLOCATE_CONST const
+#define MEMTRAIN_HAS_COPY_DATA 0
+#endif
+
 class CountingAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) MEMTRAIN_ALLOCATE_CONST override {
     PoolCounters* pool = t_current;
     const Bytes bytes = static_cast<Bytes>(n);
     if (pool) pool->charge(bytes);  // throws OutOfBudget before anything is allocated
@@ -54,6 +64,9 @@ class CountingAllocator final : public c10::Allocator {
     return c10::DataPtr(data, data, &free_block, c10::Device(c10::DeviceType::CPU));
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
+#if MEMTRAIN_HAS_COPY_DATA
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+#endif
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #ifdef MEMTRAIN_WITH_CUDA
 
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -44,8 +45,11 @@ class CudaDeviceMemory : public DeviceMemory {
   std::string describe() const override {
     return "cuda:" + std::to_string(index_) + " " + name_ + " (" + format_bytes(total_) + ")";
   }
-  Bytes live() const override { return stat().current; }
-  Bytes peak() const override { return stat().peak; }
+  // Index 0 is StatType::AGGREGATE (all pools); the Stat type itself moved
+  // namespace between LibTorch 1.x and 2.x, hence auto (defined before use).
+  auto allocated() const { return alloc::getDeviceStats(index_).allocated_bytes[0]; }
+  Bytes live() const override { return allocated().current; }
+  Bytes peak() const override { return allocated().peak; }
   void reset_peak() override { alloc::resetPeakStats(index_); }
   void set_budget(Bytes budget) override {
     budget_ = budget;
@@ -59,14 +63,16 @@ class CudaDeviceMemory : public DeviceMemory {
   bool enforced() const override { return enforced_; }
   void synchronize() override { c10::cuda::device_synchronize(); }
   std::unique_ptr<DeviceScope> activate() override { return std::make_unique<CudaScope>(index_); }
+  at::Generator make_generator(uint64_t seed) const override {
+    at::Generator g = at::cuda::detail::createCUDAGenerator(static_cast<c10::DeviceIndex>(index_));
+    g.set_current_seed(seed);
+    return g;
+  }
   bool is_out_of_budget(const std::exception& e) const override {
     return enforced_ && std::string(e.what()).find("out of memory") != std::string::npos;
   }
 
  private:
-  alloc::Stat stat() const {
-    return alloc::getDeviceStats(index_).allocated_bytes[static_cast<size_t>(alloc::StatType::AGGREGATE)];
-  }
   // The cap is on what the allocator may reserve, so fragmentation in its
   // cache counts against the budget too; stricter than CPU accounting.
   void apply() {

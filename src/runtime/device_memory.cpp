@@ -1,5 +1,7 @@
 #include "runtime/device_memory.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include "core/error.h"
 
 namespace memtrain::runtime {
@@ -19,6 +21,10 @@ class PooledScope : public DeviceScope {
 };
 
 }  // namespace
+
+at::Generator DeviceMemory::make_generator(uint64_t seed) const {
+  return at::make_generator<at::CPUGeneratorImpl>(seed);
+}
 
 CpuDeviceMemory::CpuDeviceMemory() { install_counting_allocator(); }
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include <ATen/core/Generator.h>
 #include <torch/types.h>
 
 #include "runtime/counting_allocator.h"
@@ -44,6 +45,9 @@ class DeviceMemory {
   // While the returned guard lives, this thread's tensor allocations are
   // charged to this device.
   virtual std::unique_ptr<DeviceScope> activate() = 0;
+  // A random generator on this device, seeded with `seed`: dropout masks
+  // are drawn where the activations live.
+  virtual at::Generator make_generator(uint64_t seed) const;
   // The separately counted host pool; PoolScope(&host()) selects it.
   MemoryPool& host() { return host_; }
 

@@ -22,13 +22,25 @@ void RngSnapshot::write(const at::Generator& handle, const CpuState& s) {
 
 RngSnapshot RngSnapshot::capture(const at::Generator& generator) {
   RngSnapshot s;
-  s.own_ = read(generator);
+  if (generator.device().is_cpu()) {
+    s.own_ = read(generator);
+  } else {
+    at::Generator g = generator;
+    std::lock_guard<std::mutex> lock(g.mutex());
+    s.device_own_ = g.get_state();
+  }
   s.global_ = read(at::detail::getDefaultCPUGenerator());
   return s;
 }
 
 void RngSnapshot::restore(const at::Generator& generator) const {
-  write(generator, own_);
+  if (device_own_.defined()) {
+    at::Generator g = generator;
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_state(device_own_);
+  } else {
+    write(generator, own_);
+  }
   write(at::detail::getDefaultCPUGenerator(), global_);
 }
 

@@ -6,13 +6,16 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 
 namespace memtrain::runtime {
 
 class RngSnapshot {
  public:
-  // Captures `generator` (a CPU generator) and LibTorch's default CPU
-  // generator, which modules outside memtrain's control draw from.
+  // Captures `generator` and LibTorch's default CPU generator, which modules
+  // outside memtrain's control draw from. A CPU generator's state is copied
+  // directly; another device's (CUDA: seed and Philox offset) goes through
+  // get_state(), a small CPU tensor outside every counted pool.
   static RngSnapshot capture(const at::Generator& generator);
   void restore(const at::Generator& generator) const;
 
@@ -25,7 +28,8 @@ class RngSnapshot {
   static CpuState read(const at::Generator& g);
   static void write(const at::Generator& g, const CpuState& s);
 
-  CpuState own_;
+  CpuState own_;            // when the generator is on the CPU
+  at::Tensor device_own_;   // otherwise: its get_state()
   CpuState global_;
 };
 

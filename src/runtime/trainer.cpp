@@ -58,7 +58,7 @@ Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory fact
   optimizer_ = std::make_unique<Adam>(model_->parameters(), options_.adam);
   executor_ = std::make_unique<Executor>(*model_, memory_);
   predictor_ = std::make_unique<predict::ChainPredictor>(stage_constants(*model_, Adam::kSlots), options_.margin);
-  generator_ = at::make_generator<at::CPUGeneratorImpl>(options_.seed);
+  generator_ = memory_.make_generator(options_.seed);
 }
 
 Trainer::~Trainer() = default;

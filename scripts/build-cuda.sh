@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds memtrain against the CUDA LibTorch that ships with the machine's
+# PyTorch (python3 -c 'import torch'), into build-cuda/. For a GPU machine that
+# has PyTorch, CMake and Ninja but not memtrain's other libraries: set
+# MEMTRAIN_DEPS_ROOT to a folder holding Debian packages unpacked with
+# `dpkg -x` (nlohmann-json3-dev, zlib1g(-dev), libturbojpeg0(-dev), the
+# coinor-lib*cbc/cgl/clp/osi/coinutils packages, liblapack3, libblas3,
+# libgtest-dev); their headers, libraries and pkg-config files are used from
+# there. Run the binaries with the LD_LIBRARY_PATH this script prints.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+prefixes="$torch_prefix"
+args=()
+if [[ -n ${MEMTRAIN_DEPS_ROOT:-} ]]; then
+  deps=$(cd "$MEMTRAIN_DEPS_ROOT" && pwd)
+  lib=$deps/usr/lib/x86_64-linux-gnu
+  prefixes="$prefixes;$deps/usr"
+  export PKG_CONFIG_PATH=$lib/pkgconfig:$deps/usr/share/pkgconfig
+  export PKG_CONFIG_SYSROOT_DIR=$deps
+  args+=(-DZLIB_ROOT="$deps/usr" -DCMAKE_EXE_LINKER_FLAGS="-L$lib -L$deps/lib/x86_64-linux-gnu -Wl,-rpath-link,$lib/lapack:$lib/blas:$lib:$deps/lib/x86_64-linux-gnu")
+  # The build runs the test binaries to list their tests, so it needs them too.
+  export LD_LIBRARY_PATH=$lib:$lib/lapack:$lib/blas:$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  echo "build-cuda: run with LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+fi
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefixes" "${args[@]}" "$@"
+# MEMTRAIN_TARGETS (e.g. "memtrain") builds only those targets.
+read -ra targets <<<"${MEMTRAIN_TARGETS:-all}"
+cmake --build build-cuda -j "${MEMTRAIN_JOBS:-$(nproc)}" --target "${targets[@]}"
