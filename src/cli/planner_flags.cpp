@@ -30,4 +30,22 @@ plan::PlannerOptions parse_planner_options(Flags& flags) {
   return o;
 }
 
+LinkFlags parse_link_flags(Flags& flags) {
+  LinkFlags l;
+  if (flags.has("bandwidth")) {
+    if (flags.has("d2h-bandwidth") || flags.has("h2d-bandwidth")) {
+      throw UsageError("give --bandwidth BW for both directions or --d2h-bandwidth/--h2d-bandwidth, not both");
+    }
+    l.device_to_host = l.host_to_device = parse_bandwidth(flags.text("bandwidth", ""), "--bandwidth");
+  }
+  if (flags.has("d2h-bandwidth")) l.device_to_host = parse_bandwidth(flags.text("d2h-bandwidth", ""), "--d2h-bandwidth");
+  if (flags.has("h2d-bandwidth")) l.host_to_device = parse_bandwidth(flags.text("h2d-bandwidth", ""), "--h2d-bandwidth");
+  return l;
+}
+
+void LinkFlags::apply(Chain& chain) const {
+  if (device_to_host > 0) chain.device_to_host_bandwidth = device_to_host;
+  if (host_to_device > 0) chain.host_to_device_bandwidth = host_to_device;
+}
+
 }  // namespace memtrain::cli

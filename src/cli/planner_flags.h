@@ -5,11 +5,12 @@
 #include <string>
 
 #include "cli/flags.h"
+#include "core/chain.h"
 #include "plan/planner.h"
 
 namespace memtrain::cli {
 
-// "all, mimose, none, optimal, sqrt, static": for help texts.
+// "all, joint, mimose, ...": every registered planner, for help texts.
 std::string planner_list();
 
 // `help` with the word PLANNERS replaced by planner_list().
@@ -17,5 +18,15 @@ std::string help_with_planners(const std::string& help);
 
 // --slots N (1..100000, default 500) or --slot-bytes N (>= 1), not both.
 plan::PlannerOptions parse_planner_options(Flags& flags);
+
+// The host link's bandwidths from --bandwidth BW (both directions) or
+// --d2h-bandwidth / --h2d-bandwidth; 0 where not given.
+struct LinkFlags {
+  double device_to_host = 0;  // bytes/s
+  double host_to_device = 0;  // bytes/s
+  // Sets the chain's bandwidths where a flag gave one.
+  void apply(Chain& chain) const;
+};
+LinkFlags parse_link_flags(Flags& flags);
 
 }  // namespace memtrain::cli

@@ -36,6 +36,14 @@ void Chain::validate(const std::string& origin) const {
     return Error(origin + ": stage " + std::to_string(i) + " ('" + stages[i].name + "') field " +
                  field + " " + why);
   };
+  const struct { const char* name; double v; } links[] = {{"device_to_host_bandwidth", device_to_host_bandwidth},
+                                                         {"host_to_device_bandwidth", host_to_device_bandwidth}};
+  for (const auto& l : links) {
+    if (!(l.v >= 0) || !std::isfinite(l.v)) {
+      throw Error(origin + ": chain field " + l.name + " is " + std::to_string(l.v) +
+                  "; expected bytes per second, finite and >= 0 (0: no host link)");
+    }
+  }
   for (size_t i = 0; i < stages.size(); ++i) {
     const Stage& s = stages[i];
     const struct { const char* name; Bytes v; } sizes[] = {

@@ -14,6 +14,10 @@ struct Chain {
   std::vector<Stage> stages;
   Bytes output_bytes = 0;       // a_n: output of the last (loss) stage
   Bytes update_temp_bytes = 0;  // transient bytes of the optimizer update
+  // The host link's copy engines, one per direction, bytes/s; 0: no host
+  // memory to offload to.
+  double device_to_host_bandwidth = 0;
+  double host_to_device_bandwidth = 0;
 
   int size() const { return static_cast<int>(stages.size()); }
   // a_i for i in 0..n, where a_n is output_bytes.

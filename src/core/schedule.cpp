@@ -9,6 +9,9 @@ const char* op_kind_name(OpKind kind) {
     case OpKind::ForwardNone: return "forward_none";
     case OpKind::Loss: return "loss";
     case OpKind::Backward: return "backward";
+    case OpKind::Offload: return "offload";
+    case OpKind::Release: return "release";
+    case OpKind::Prefetch: return "prefetch";
   }
   return "?";
 }
@@ -34,6 +37,9 @@ std::string Schedule::to_string() const {
       case OpKind::ForwardNone: out += "Fn"; break;
       case OpKind::Loss: out += "L"; continue;
       case OpKind::Backward: out += "B"; break;
+      case OpKind::Offload: out += "Off"; break;
+      case OpKind::Release: out += "Rel"; break;
+      case OpKind::Prefetch: out += "Pre"; break;
     }
     out += std::to_string(op.stage);
     if (op.variant != 0) out += ".v" + std::to_string(op.variant);

@@ -16,6 +16,12 @@ enum class OpKind {
   ForwardNone,        // F_n: forward without grad, drop its input, emit its output
   Loss,               // turn: seed the gradient of the loss
   Backward,           // B: backward of one stage, consumes what F_all kept
+  // Moving a stored activation x_i (held on its own, i >= 1) to host memory
+  // and back, on copy engines that run beside compute:
+  Offload,   // start copying x_i to host; its device bytes stay until Release
+  Release,   // wait for that copy to end, then free x_i's device bytes
+  Prefetch,  // allocate x_i on the device and start copying it back; the
+             // first operation that reads x_i waits for the copy
 };
 
 struct Op {
@@ -36,10 +42,14 @@ struct Schedule {
   void forward_none(int i) { ops.push_back({OpKind::ForwardNone, i}); }
   void loss() { ops.push_back({OpKind::Loss, -1}); }
   void backward(int i) { ops.push_back({OpKind::Backward, i}); }
+  void offload(int i) { ops.push_back({OpKind::Offload, i}); }
+  void release(int i) { ops.push_back({OpKind::Release, i}); }
+  void prefetch(int i) { ops.push_back({OpKind::Prefetch, i}); }
 
   // Number of forward operations beyond one per stage (the recompute count).
   int recomputed_forwards(int stages) const;
-  // Compact text: "Fck0 Fall1 L B1 Fall0 B0"; a variant shows as "Fall1.v2".
+  // Compact text: "Fck0 Fall1 L B1 Fall0 B0"; a variant shows as "Fall1.v2";
+  // Offload/Release/Prefetch of x_2 as "Off2 Rel2 Pre2".
   std::string to_string() const;
   nlohmann::json to_json() const;
   bool operator==(const Schedule& o) const { return ops == o.ops; }

@@ -70,6 +70,14 @@ Bytes parse_bytes(const std::string& text, const std::string& what) {
   return static_cast<Bytes>(std::llround(bytes));
 }
 
+double parse_bandwidth(const std::string& text, const std::string& what) {
+  const std::string t = trim(text);
+  if (t.size() < 3 || t.compare(t.size() - 2, 2, "/s") != 0) {
+    throw UsageError(what + " '" + text + "' is not a bandwidth; expected a size per second such as 25GB/s or 800MiB/s");
+  }
+  return static_cast<double>(parse_bytes(t.substr(0, t.size() - 2), what));
+}
+
 std::string format_bytes(Bytes bytes) {
   char buf[64];
   const double b = static_cast<double>(bytes);

@@ -18,6 +18,10 @@ constexpr Bytes GiB = 1024 * MiB;
 // `what` names the input in the error, e.g. "--budget".
 Bytes parse_bytes(const std::string& text, const std::string& what);
 
+// Parses a copy bandwidth "25GB/s", "800MiB/s" or "3e10/s" (a size as for
+// parse_bytes, per second) into bytes per second.
+double parse_bandwidth(const std::string& text, const std::string& what);
+
 // "12.3 MiB"-style rendering for humans; exact byte counts go in JSON.
 std::string format_bytes(Bytes bytes);
 

@@ -10,6 +10,7 @@
 #include "plan/optimal_planner.h"
 #include "plan/sqrt_planner.h"
 #include "plan/static_planner.h"
+#include "plan/swap_planner.h"
 
 namespace memtrain::plan {
 
@@ -28,6 +29,7 @@ const std::vector<std::pair<std::string, Factory>>& table() {
       {"optimal", [](const PlannerOptions& o) { return std::make_unique<OptimalPlanner>(o); }},
       {"sqrt", [](const PlannerOptions&) { return std::make_unique<SqrtPlanner>(); }},
       {"static", [](const PlannerOptions&) { return std::make_unique<StaticPlanner>(); }},
+      {"swap", [](const PlannerOptions& o) { return std::make_unique<SwapPlanner>(o); }},
   };
   return planners;
 }

@@ -10,7 +10,11 @@ predict::ChainSample sample_execution(const ExecutionResult& result, int stages,
   predict::ChainSample sample;
   sample.stages.resize(stages);
   for (const OpRecord& r : result.ops) {
-    if (r.op.kind == OpKind::Loss) continue;
+    if (r.op.kind == OpKind::Loss || r.op.kind == OpKind::Offload || r.op.kind == OpKind::Release ||
+        r.op.kind == OpKind::Prefetch) {
+      continue;
+    }
+    const Seconds compute_seconds = r.seconds - r.wait_seconds;  // without waits on copies
     predict::StageSample& s = sample.stages[r.op.stage];
     switch (r.op.kind) {
       case OpKind::ForwardAll:
@@ -18,21 +22,21 @@ predict::ChainSample sample_execution(const ExecutionResult& result, int stages,
         s.input_bytes = r.input_bytes;
         s.saved_bytes = r.live_after - r.live_before;
         s.forward_temp_bytes = r.peak - r.live_after;
-        s.forward_time = r.seconds;  // a recomputation is a forward with grad: prefer its time
+        s.forward_time = compute_seconds;  // a recomputation is a forward with grad: prefer its time
         if (r.op.stage == stages - 1) sample.output_bytes = r.output_bytes;
         break;
       case OpKind::ForwardCheckpoint:
       case OpKind::ForwardNone:
         s.input_bytes = r.input_bytes;
         s.nograd_forward_temp_bytes = std::max<Bytes>(0, r.peak - r.live_before - r.output_bytes);
-        if (!s.forward_time) s.forward_time = r.seconds;
+        if (!s.forward_time) s.forward_time = compute_seconds;
         break;
       case OpKind::Backward:
         // The model adds a_i for the input gradient; the rest is temporary.
         s.backward_temp_bytes = std::max<Bytes>(0, r.peak - r.live_before - s.input_bytes.value_or(0));
-        s.backward_time = r.seconds;
+        s.backward_time = compute_seconds;
         break;
-      case OpKind::Loss:
+      default:  // Loss and the copies were skipped above
         break;
     }
   }

@@ -22,6 +22,12 @@ namespace {
 
 namespace alloc = c10::cuda::CUDACachingAllocator;
 
+}  // namespace
+
+std::unique_ptr<HostTransfers> make_cuda_host_transfers(int index);  // cuda_host_transfers.cpp
+
+namespace {
+
 class CudaScope : public DeviceScope {
  public:
   explicit CudaScope(int index) : guard_(static_cast<c10::DeviceIndex>(index)) {}
@@ -61,7 +67,9 @@ class CudaDeviceMemory : public DeviceMemory {
     apply();
   }
   bool enforced() const override { return enforced_; }
-  void synchronize() override { c10::cuda::device_synchronize(); }
+  // The compute stream only: copies on the side streams keep running.
+  void synchronize() override { c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(index_)).synchronize(); }
+  std::unique_ptr<HostTransfers> make_transfers() override { return make_cuda_host_transfers(index_); }
   std::unique_ptr<DeviceScope> activate() override { return std::make_unique<CudaScope>(index_); }
   at::Generator make_generator(uint64_t seed) const override {
     at::Generator g = at::cuda::detail::createCUDAGenerator(static_cast<c10::DeviceIndex>(index_));

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "core/error.h"
+#include "runtime/cpu_host_transfers.h"
 
 namespace memtrain::runtime {
 
@@ -29,6 +30,10 @@ at::Generator DeviceMemory::make_generator(uint64_t seed) const {
 CpuDeviceMemory::CpuDeviceMemory() { install_counting_allocator(); }
 
 std::unique_ptr<DeviceScope> CpuDeviceMemory::activate() { return std::make_unique<PooledScope>(&pool_); }
+
+std::unique_ptr<HostTransfers> CpuDeviceMemory::make_transfers() {
+  return std::make_unique<CpuHostTransfers>(pool_, host());
+}
 
 std::unique_ptr<DeviceMemory> make_device_memory(const std::string& device) {
   if (device == "cpu") return std::make_unique<CpuDeviceMemory>();

@@ -12,6 +12,7 @@
 #include <torch/types.h>
 
 #include "runtime/counting_allocator.h"
+#include "runtime/host_transfers.h"
 #include "runtime/memory_pool.h"
 
 namespace memtrain::runtime {
@@ -36,7 +37,8 @@ class DeviceMemory {
   virtual Bytes budget() const = 0;
   virtual void set_enforced(bool on) = 0;
   virtual bool enforced() const = 0;
-  // Waits for queued device work, so wall-clock timings mean something.
+  // Waits for queued compute (not for copies to or from host), so
+  // wall-clock timings mean something.
   virtual void synchronize() {}
   // True for an error that means this device's budget was hit though it was
   // not thrown as OutOfBudget (CUDA's own out-of-memory error).
@@ -48,6 +50,8 @@ class DeviceMemory {
   // A random generator on this device, seeded with `seed`: dropout masks
   // are drawn where the activations live.
   virtual at::Generator make_generator(uint64_t seed) const;
+  // Copy engines between this device and host memory (Offload, Prefetch).
+  virtual std::unique_ptr<HostTransfers> make_transfers() = 0;
   // The separately counted host pool; PoolScope(&host()) selects it.
   MemoryPool& host() { return host_; }
 
@@ -68,6 +72,7 @@ class CpuDeviceMemory : public DeviceMemory {
   void set_enforced(bool on) override { pool_.set_enforced(on); }
   bool enforced() const override { return pool_.enforced(); }
   std::unique_ptr<DeviceScope> activate() override;
+  std::unique_ptr<HostTransfers> make_transfers() override;
 
   MemoryPool& pool() { return pool_; }
 

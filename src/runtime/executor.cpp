@@ -38,11 +38,30 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
   // with grad (its x̄_i); leaf[i]: that forward's input.
   std::vector<torch::Tensor> x(n + 1), graph(n), leaf(n);
   std::vector<std::optional<RngSnapshot>> first_forward(n);
+  // offloading[i]: x_i's copy to host, until Release; arriving[i]: its copy
+  // back, until the first op that reads it; on_host[i]: x_i in host memory.
+  std::vector<std::unique_ptr<HostCopy>> offloading(n + 1), arriving(n + 1);
+  std::vector<torch::Tensor> on_host(n + 1);
   torch::Tensor grad;  // the gradient flowing backward
   int grad_index = -1;
   x[0] = batch.input;
   const Bytes batch_bytes = batch.bytes();
 
+  ExecutionResult result;
+  // Compute waits until x_i's copy back has arrived; returns the wait.
+  auto arrive = [&](int i) -> Seconds {
+    if (!arriving[i]) return 0;
+    const Clock::time_point t0 = Clock::now();
+    arriving[i]->wait();
+    result.transfer_seconds += arriving[i]->seconds();
+    arriving[i].reset();
+    const Seconds waited = std::chrono::duration<double>(Clock::now() - t0).count();
+    result.stall_seconds += waited;
+    return waited;
+  };
+  auto check_not_offloading = [&](const Op& op, int i) {
+    if (offloading[i]) throw cannot_run(op, "x_" + std::to_string(i) + " is being offloaded; release it first");
+  };
   auto input_of = [&](int i) -> torch::Tensor {
     if (x[i].defined()) return x[i];
     if (i > 0 && graph[i - 1].defined()) return graph[i - 1].detach();
@@ -68,7 +87,6 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
     return out;
   };
 
-  ExecutionResult result;
   result.ops.reserve(schedule.ops.size());
   memory_.reset_peak();
   const Clock::time_point start = Clock::now();
@@ -80,6 +98,9 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
     const Clock::time_point t0 = Clock::now();
     const int i = op.stage;
     if (op.kind != OpKind::Loss && (i < 0 || i >= n)) throw cannot_run(op, "no such stage");
+    if (op.kind != OpKind::Loss && op.kind != OpKind::Release && op.kind != OpKind::Prefetch) {
+      rec.wait_seconds = arrive(i);
+    }
     switch (op.kind) {
       case OpKind::ForwardAll: {
         const torch::Tensor in = input_of(i);
@@ -103,6 +124,10 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
       case OpKind::ForwardNone: {
         const torch::Tensor in = input_of(i);
         if (!in.defined()) throw cannot_run(op, "its input is not held");
+        if (on_host[i + 1].defined() || offloading[i + 1]) {
+          throw cannot_run(op, "its output x_" + std::to_string(i + 1) + " is offloaded; prefetch it instead");
+        }
+        if (op.kind == OpKind::ForwardNone) check_not_offloading(op, i);
         rec.input_bytes = input_bytes(i, in);
         torch::NoGradGuard no_grad;
         x[i + 1] = forward(i, in);
@@ -120,6 +145,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
       case OpKind::Backward: {
         if (!graph[i].defined()) throw cannot_run(op, "it holds no forward with grad");
         if (grad_index != i + 1) throw cannot_run(op, "the gradient reaching it is not its output's");
+        check_not_offloading(op, i);
         if (graph[i].requires_grad()) torch::autograd::backward({graph[i]}, {grad});
         torch::Tensor next;
         if (leaf[i].defined() && leaf[i].requires_grad()) next = leaf[i].grad();
@@ -128,6 +154,37 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         if (i > 0) x[i] = torch::Tensor();
         grad = next;
         grad_index = i;
+        break;
+      }
+      case OpKind::Offload: {
+        if (i == 0) throw cannot_run(op, "x_0 is the batch; only activations x_1.. can be offloaded");
+        if (!x[i].defined()) throw cannot_run(op, "x_" + std::to_string(i) + " is not held on its own");
+        if (offloading[i]) throw cannot_run(op, "x_" + std::to_string(i) + " is already being offloaded");
+        if (!transfers_) transfers_ = memory_.make_transfers();
+        offloading[i] = transfers_->to_host(x[i]);
+        rec.input_bytes = static_cast<Bytes>(x[i].nbytes());
+        result.swap_bytes += rec.input_bytes;
+        break;
+      }
+      case OpKind::Release: {
+        if (!offloading[i]) throw cannot_run(op, "x_" + std::to_string(i) + " has no offload in progress");
+        const Clock::time_point w0 = Clock::now();
+        offloading[i]->wait();
+        rec.wait_seconds = std::chrono::duration<double>(Clock::now() - w0).count();
+        result.stall_seconds += rec.wait_seconds;
+        result.transfer_seconds += offloading[i]->seconds();
+        on_host[i] = offloading[i]->destination();
+        offloading[i].reset();
+        x[i] = torch::Tensor();
+        break;
+      }
+      case OpKind::Prefetch: {
+        if (!on_host[i].defined()) throw cannot_run(op, "x_" + std::to_string(i) + " is not in host memory");
+        arriving[i] = transfers_->to_device(on_host[i]);
+        x[i] = arriving[i]->destination();
+        on_host[i] = torch::Tensor();
+        rec.output_bytes = static_cast<Bytes>(x[i].nbytes());
+        result.swap_bytes += rec.output_bytes;
         break;
       }
     }
@@ -139,6 +196,11 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
     result.ops.push_back(rec);
   }
   if (grad_index != 0) throw Error("executor: the schedule ended before the backward of stage 0");
+  for (int i = 0; i <= n; ++i) {
+    if (on_host[i].defined() || offloading[i]) {
+      throw Error("executor: the schedule ended with x_" + std::to_string(i) + " offloaded and never prefetched");
+    }
+  }
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
 }

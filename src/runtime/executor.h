@@ -6,11 +6,16 @@
 // - F_ck/F_n run without grad and keep only the output (F_n drops the input);
 // - a stage that runs forward again in the same step replays the random
 //   generators from its first forward, so dropout masks are identical and a
-//   checkpointed step computes exactly what a plain one does.
+//   checkpointed step computes exactly what a plain one does;
+// - Offload/Release/Prefetch move a stored x_i to host memory and back on
+//   the device's copy engines (HostTransfers); the bytes that come back are
+//   the bytes that left, so an offloaded step computes exactly what a plain
+//   one does too.
 // It measures every operation: bytes live before and after, peak during,
 // and seconds.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "core/schedule.h"
@@ -28,13 +33,17 @@ struct OpRecord {
   Bytes live_after = 0;    // device bytes live when it ended
   Bytes input_bytes = 0;   // forwards: bytes of the stage's input (a_i; the whole batch for stage 0)
   Bytes output_bytes = 0;  // forwards: bytes of the stage's output (a_{i+1})
-  Seconds seconds = 0;
+  Seconds seconds = 0;       // wall time of the op, waits on copies included
+  Seconds wait_seconds = 0;  // of which compute waited on a copy
 };
 
 struct ExecutionResult {
   double loss = 0;       // the loss stage's output
   Bytes peak = 0;        // highest device bytes over the schedule
   Seconds seconds = 0;   // wall time of the schedule
+  Bytes swap_bytes = 0;           // copied to host and back, both directions together
+  Seconds transfer_seconds = 0;   // the copies' own durations
+  Seconds stall_seconds = 0;      // compute waiting on copies
   std::vector<OpRecord> ops;
 };
 
@@ -53,6 +62,7 @@ class Executor {
 
   StagedModel& model_;
   DeviceMemory& memory_;
+  std::unique_ptr<HostTransfers> transfers_;  // made at the first offload
 };
 
 }  // namespace memtrain::runtime

@@ -1,6 +1,14 @@
 // Prices a Schedule on a Chain without running anything: its peak memory and
 // its time, under the model of src/plan/MEMORY_MODEL.md. Rejects schedules
 // that the Executor could not run, naming the operation.
+//
+// Time runs on three timelines: compute (the forwards and backwards, one
+// after the other) and one copy engine per direction (the chain's
+// bandwidths). Offload(i) queues a device-to-host copy of x_i when compute
+// reaches it; Release(i) makes compute wait for that copy's end, then frees
+// the device bytes; Prefetch(i) allocates x_i on the device at once and
+// queues the copy back; the first compute operation reading x_i waits for
+// it. Copies in one direction run one at a time, in issue order.
 #pragma once
 
 #include <vector>
@@ -13,12 +21,20 @@ namespace memtrain::sim {
 struct OpCost {
   Bytes peak_bytes = 0;   // memory at the peak during the operation
   Bytes after_bytes = 0;  // memory once it is done
-  Seconds end_time = 0;   // time at which it ends, s from the step start
+  Seconds end_time = 0;   // compute time at which it ends, s from the step start
 };
 
 struct SimResult {
   Bytes peak_bytes = 0;  // peak over the step, optimizer update included
-  Seconds time = 0;      // sum of the operations' times, s
+  Seconds time = 0;      // the compute timeline's end: operations plus waits on copies, s
+  Bytes swap_bytes = 0;           // bytes copied, both directions together
+  Bytes host_peak_bytes = 0;      // highest bytes held in host memory
+  Seconds transfer_seconds = 0;   // the copies' durations, both engines together
+  Seconds stall_seconds = 0;      // compute waiting on copies
+  // 1 - stall / transfer: the share of copy time hidden under compute; 1 when nothing was copied.
+  double hidden_transfer_fraction() const {
+    return transfer_seconds > 0 ? 1.0 - stall_seconds / transfer_seconds : 1.0;
+  }
   int peak_op = -1;      // index of the operation at the peak; -1 for the update
   std::vector<OpCost> ops;  // per operation, when asked for
 };

@@ -11,6 +11,7 @@
 #include "core/chain_json.h"
 #include "core/units.h"
 #include "data/tar_shard.h"
+#include "plan/registry.h"
 #include "predict/measurement.h"
 #include "support/chains.h"
 #include "support/packed_images.h"
@@ -48,9 +49,9 @@ void expect_refused(const std::vector<std::string>& args, const std::string& mes
 
 TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   EXPECT_EQ(run({}).status, 2);
-  expect_refused({"fly"}, "unknown command 'fly'; known: advise, data, plan, profile, stalls, train");
+  expect_refused({"fly"}, "unknown command 'fly'; known: advise, data, plan, profile, simulate, stalls, train");
   expect_refused({"train", "--planner", "rotor"},
-                 "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static");
+                 "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static, swap");
   expect_refused({"train", "--budget", "150%"}, "--budget '150%' is not a valid percentage");
   expect_refused({"train", "--model", "resnet", "--data", "brown"}, "does not fit --data brown");
   expect_refused({"train", "--steps", "-1"}, "--steps -1 is out of range");
@@ -159,6 +160,27 @@ TEST(Commands, PlanOptimalWithExactSlotsFitsAndIsNoSlowerThanMimose) {
   }
 }
 
+TEST(Commands, SimulatePricesASwapPlanWithItsTransfers) {
+  testing::TempDir dir;
+  const std::string chain = dir.path() + "/chain.json", swap = dir.path() + "/swap.json",
+                    optimal = dir.path() + "/optimal.json";
+  write_chain_file(testing::random_chain(16, 4), chain);
+  for (const auto& [planner, out] : {std::pair{"swap", swap}, std::pair{"optimal", optimal}}) {
+    const Outcome o = run({"simulate", "--chain", chain, "--planner", planner, "--budget", "55%", "--bandwidth",
+                           "1KiB/s", "--json", out});
+    ASSERT_EQ(o.status, 0) << o.err;
+  }
+  const nlohmann::json s = read_json(swap), o = read_json(optimal);
+  EXPECT_LE(s["peak_bytes"].get<Bytes>(), s["budget_bytes"].get<Bytes>());
+  EXPECT_LE(s["time"].get<double>(), o["time"].get<double>());
+  EXPECT_GT(s["swap_bytes"].get<Bytes>(), 0) << "checkpoints of seconds-long stages hide a 1 KiB/s copy";
+  EXPECT_EQ(o["swap_bytes"].get<Bytes>(), 0);
+  EXPECT_GE(s["hidden_transfer_fraction"].get<double>(), 0);
+  EXPECT_LE(s["hidden_transfer_fraction"].get<double>(), 1);
+  expect_refused({"simulate", "--chain", chain, "--budget", "50%", "--bandwidth", "25GB"},
+                 "--bandwidth '25GB' is not a bandwidth; expected a size per second such as 25GB/s or 800MiB/s");
+}
+
 TEST(Commands, PlanSweepWritesEveryPlannerAtEveryBudgetAndAPlot) {
   testing::TempDir dir;
   const std::string chain = dir.path() + "/chain.json";
@@ -177,7 +199,7 @@ TEST(Commands, PlanSweepWritesEveryPlannerAtEveryBudgetAndAPlot) {
     ++rows[planner];
     feasible[planner] += line.find(",1,") != std::string::npos;
   }
-  EXPECT_EQ(rows.size(), 7u);
+  EXPECT_EQ(rows.size(), plan::planner_names().size());
   for (const auto& [planner, count] : rows) EXPECT_EQ(count, 7) << planner;
   EXPECT_EQ(feasible["none"], 1);        // only at the top budget
   EXPECT_GE(feasible["optimal"], feasible["mimose"]);

@@ -8,7 +8,7 @@ namespace {
 
 TEST(Registry, MakesEveryPlannerByItsName) {
   const std::vector<std::string> names = planner_names();
-  EXPECT_EQ(names, (std::vector<std::string>{"all", "joint", "mimose", "none", "optimal", "sqrt", "static"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"all", "joint", "mimose", "none", "optimal", "sqrt", "static", "swap"}));
   for (const std::string& n : names) EXPECT_EQ(make_planner(n)->name(), n);
 }
 
@@ -17,7 +17,7 @@ TEST(Registry, UnknownNameListsTheKnownOnes) {
     make_planner("rotor");
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static");
+    EXPECT_STREQ(e.what(), "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static, swap");
   }
 }
 

@@ -1,0 +1,96 @@
+// `memtrain simulate`: a chain, a planner and a budget -> the planner's
+// schedule priced by the Simulator with the host link's copy engines: time,
+// peak, bytes moved each way and how much of the copying hid under compute.
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/planner_flags.h"
+#include "core/chain_json.h"
+#include "core/error.h"
+#include "plan/registry.h"
+#include "plan/schedule_builders.h"
+#include "sim/simulator.h"
+
+namespace memtrain::cli {
+
+namespace {
+
+const char* kSimulateHelp =
+    "usage: memtrain simulate --chain FILE.json --planner P --budget B [--bandwidth BW]\n"
+    "                         [--d2h-bandwidth BW --h2d-bandwidth BW] [--slots N | --slot-bytes N]\n"
+    "                         [--json FILE]\n"
+    "\n"
+    "Plans the chain with planner P and prices the schedule on the Simulator's three timelines:\n"
+    "compute and one copy engine per direction between device and host memory.\n"
+    "\n"
+    "  --chain FILE        the chain (docs/chain-format.md); `memtrain calibrate --json` writes one\n"
+    "                      with the machine's measured bandwidths\n"
+    "  --planner P         PLANNERS (default swap)\n"
+    "  --budget B          bytes or N% of the chain's peak with nothing recomputed\n"
+    "  --bandwidth BW      both directions, e.g. 25GB/s (PCIe Gen4 x16); overrides the chain's\n"
+    "  --d2h-bandwidth BW, --h2d-bandwidth BW   each direction on its own\n"
+    "  --json FILE         write time, peak_bytes, swap_bytes, host_peak_bytes, transfer_seconds,\n"
+    "                      stall_seconds, hidden_transfer_fraction and the schedule\n";
+
+}  // namespace
+
+int run_simulate(const std::vector<std::string>& args) {
+  Flags flags(args, {"help"}, "simulate");
+  if (flags.has("help")) {
+    std::fputs(help_with_planners(kSimulateHelp).c_str(), stdout);
+    return 0;
+  }
+  if (!flags.has("chain")) throw UsageError("simulate: --chain FILE is required; see memtrain simulate --help");
+  if (!flags.has("budget")) throw UsageError("simulate: --budget B is required; see memtrain simulate --help");
+  const std::string chain_path = flags.text("chain", "");
+  const BudgetSpec spec = parse_budget(flags.text("budget", ""), "--budget");
+  const plan::PlannerOptions options = parse_planner_options(flags);
+  auto planner = plan::make_planner(flags.text("planner", "swap"), options);
+  const LinkFlags links = parse_link_flags(flags);
+  const std::string json_path = flags.text("json", "");
+  flags.check_all_used();
+
+  Chain chain = read_chain_file(chain_path);
+  links.apply(chain);
+  const Bytes budget = spec.resolve(sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).peak_bytes);
+  const Plan p = planner->plan({chain, budget, &chain});
+  std::printf("planner %s, %d stages, budget %s (%lld bytes); host link %s/s to host, %s/s back\n",
+              planner->name().c_str(), chain.size(), format_bytes(budget).c_str(), static_cast<long long>(budget),
+              format_bytes(static_cast<Bytes>(chain.device_to_host_bandwidth)).c_str(),
+              format_bytes(static_cast<Bytes>(chain.host_to_device_bandwidth)).c_str());
+  nlohmann::json j = {{"planner", planner->name()}, {"budget_bytes", budget}, {"feasible", p.feasible}};
+  if (p.feasible) {
+    const sim::SimResult r = sim::simulate(chain, p.schedule);
+    std::printf("schedule: %s\n", p.schedule.to_string().c_str());
+    std::printf("time %.6g s, peak %s (%lld bytes); swapped %s (%lld bytes), host peak %s; copies %.6g s, "
+                "%.1f%% hidden under compute\n",
+                r.time, format_bytes(r.peak_bytes).c_str(), static_cast<long long>(r.peak_bytes),
+                format_bytes(r.swap_bytes).c_str(), static_cast<long long>(r.swap_bytes),
+                format_bytes(r.host_peak_bytes).c_str(), r.transfer_seconds, 100 * r.hidden_transfer_fraction());
+    if (!p.note.empty()) std::printf("%s\n", p.note.c_str());
+    j["time"] = r.time;
+    j["peak_bytes"] = r.peak_bytes;
+    j["swap_bytes"] = r.swap_bytes;
+    j["host_peak_bytes"] = r.host_peak_bytes;
+    j["transfer_seconds"] = r.transfer_seconds;
+    j["stall_seconds"] = r.stall_seconds;
+    j["hidden_transfer_fraction"] = r.hidden_transfer_fraction();
+    j["recomputed_forwards"] = p.schedule.recomputed_forwards(chain.size());
+    j["schedule"] = p.schedule.to_json();
+  } else {
+    std::printf("%s\n", p.note.c_str());
+    j["min_budget_bytes"] = p.min_budget_bytes;
+  }
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    if (!out) throw Error("--json: cannot write '" + json_path + "'");
+    out << j.dump(2) << "\n";
+  }
+  return p.feasible ? 0 : 1;
+}
+
+}  // namespace memtrain::cli

@@ -1,0 +1,28 @@
+// `swap`: keep, recompute or offload, per stored activation. For budgets from
+// the given one up to the keep-everything peak, it takes `optimal`'s recompute
+// schedule at that larger budget and offloads every checkpoint whose copies
+// hide under compute (with_hidden_offloads), which frees the memory the larger
+// budget assumed; the Simulator prices each candidate with the chain's copy
+// engines and the fastest that fits the real budget wins. `optimal` at the
+// budget itself is one candidate, so `swap` is never slower than
+// recompute-only; on a chain without a host link it is `optimal`.
+#pragma once
+
+#include "plan/optimal_planner.h"
+#include "plan/planner.h"
+
+namespace memtrain::plan {
+
+class SwapPlanner : public Planner {
+ public:
+  explicit SwapPlanner(PlannerOptions options = {}) : optimal_(options) {}
+  std::string name() const override { return "swap"; }
+  Plan plan(const PlanRequest& request) override;
+
+  static constexpr int kLargerBudgets = 16;  // candidates above the budget
+
+ private:
+  OptimalPlanner optimal_;
+};
+
+}  // namespace memtrain::plan

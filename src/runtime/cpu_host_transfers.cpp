@@ -1,0 +1,96 @@
+#include "runtime/cpu_host_transfers.h"
+
+#include <chrono>
+#include <cstring>
+#include <future>
+
+#include <torch/torch.h>
+
+#include "runtime/counting_allocator.h"
+
+namespace memtrain::runtime {
+
+CopyEngine::CopyEngine() : worker_([this] { run(); }) {}
+
+CopyEngine::~CopyEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  worker_.join();
+}
+
+void CopyEngine::submit(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.push_back(std::move(job));
+  }
+  wake_.notify_one();
+}
+
+void CopyEngine::run() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, and every queued copy done
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    job();
+  }
+}
+
+namespace {
+
+class CpuHostCopy : public HostCopy {
+ public:
+  CpuHostCopy(torch::Tensor destination, std::future<Seconds> done) : done_(std::move(done)) {
+    destination_ = std::move(destination);
+  }
+  void wait() override {
+    if (done_.valid()) seconds_ = done_.get();
+  }
+  Seconds seconds() const override { return seconds_; }
+
+ private:
+  std::future<Seconds> done_;
+  Seconds seconds_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<HostCopy> CpuHostTransfers::copy(const torch::Tensor& source, MemoryPool& into, CopyEngine& engine) {
+  // Both tensors are made here, on the calling thread, so the pools are
+  // charged in Schedule order; the engine only moves bytes. memcpy, not
+  // copy_(): LibTorch's intra-op pool belongs to the training thread.
+  torch::Tensor src = source.contiguous();
+  torch::Tensor dst;
+  {
+    PoolScope scope(&into);
+    dst = torch::empty_like(src, torch::MemoryFormat::Contiguous);
+  }
+  auto task = std::make_shared<std::packaged_task<Seconds()>>([src, dst]() mutable {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(dst.data_ptr(), src.data_ptr(), src.nbytes());
+    const Seconds seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Drop this thread's references before the copy counts as done, so
+    // the source is freed when the training thread lets go of it, not later.
+    src = torch::Tensor();
+    dst = torch::Tensor();
+    return seconds;
+  });
+  std::future<Seconds> done = task->get_future();
+  engine.submit([task] { (*task)(); });
+  return std::make_unique<CpuHostCopy>(dst, std::move(done));
+}
+
+std::unique_ptr<HostCopy> CpuHostTransfers::to_host(const torch::Tensor& t) { return copy(t, host_, to_host_engine_); }
+
+std::unique_ptr<HostCopy> CpuHostTransfers::to_device(const torch::Tensor& host) {
+  return copy(host, device_, to_device_engine_);
+}
+
+}  // namespace memtrain::runtime

@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "plan/schedule_builders.h"
+#include "support/rig.h"
+
+namespace memtrain::runtime {
+namespace {
+
+using testing::Rig;
+
+// Checkpoint every stage, and offload every checkpoint x_j (j = 1..n-2)
+// right after its first read, waiting for the copy at once; prefetch it
+// right after the loss (early) or right before the forward that needs it
+// (late, so compute must wait for the copy).
+Schedule offloading_every_checkpoint(int n, bool late) {
+  const Schedule plain = plan::schedule_checkpointing_everything(n);
+  Schedule s;
+  for (const Op& op : plain.ops) {
+    const bool recompute = op.kind == OpKind::ForwardAll && op.stage >= 1 && op.stage <= n - 2;
+    if (late && recompute) s.prefetch(op.stage);
+    s.ops.push_back(op);
+    if (op.kind == OpKind::ForwardCheckpoint && op.stage >= 1 && op.stage <= n - 2) {
+      s.offload(op.stage);
+      s.release(op.stage);
+    }
+    if (op.kind == OpKind::Loss && !late) {
+      for (int j = 1; j <= n - 2; ++j) s.prefetch(j);
+    }
+  }
+  return s;
+}
+
+TEST(OffloadExecution, OffloadedStepsComputeExactlyWhatAPlainStepDoes) {
+  const int n = 6;
+  Rig plain;
+  const ExecutionResult reference = plain.run(plan::schedule_keeping_everything(n), plain.batch(2));
+  Rig without_offload;
+  const ExecutionResult checkpointed =
+      without_offload.run(plan::schedule_checkpointing_everything(n), without_offload.batch(2));
+  for (bool late : {false, true}) {
+    const Schedule s = offloading_every_checkpoint(n, late);
+    Rig rig;
+    const ExecutionResult r = rig.run(s, rig.batch(2));
+    EXPECT_EQ(r.loss, reference.loss) << s.to_string();
+    const auto p = plain.model->parameters(), q = rig.model->parameters();
+    for (size_t k = 0; k < p.size(); ++k) {
+      EXPECT_TRUE(torch::equal(p[k].grad(), q[k].grad())) << s.to_string() << " parameter " << k;
+    }
+    EXPECT_EQ(rig.memory.host().live(), 0) << "every host copy is freed once it is back";
+    EXPECT_GT(rig.memory.host().peak(), 0);
+    // Each x_j went out and came back.
+    Bytes moved = 0;
+    for (const OpRecord& rec : r.ops) {
+      if (rec.op.kind == OpKind::Offload) moved += 2 * rec.input_bytes;
+    }
+    EXPECT_GT(moved, 0);
+    EXPECT_EQ(r.swap_bytes, moved);
+    EXPECT_GT(r.transfer_seconds, 0);
+    EXPECT_LE(r.peak, checkpointed.peak) << "offloading never needs more device memory";
+    if (late) EXPECT_LT(r.peak, checkpointed.peak) << "with x_j on the host until its recompute";
+  }
+}
+
+TEST(OffloadExecution, RefusesWhatItCannotRun) {
+  Rig rig;
+  const int n = 6;
+  Schedule no_prefetch;
+  for (const Op& op : offloading_every_checkpoint(n, true).ops) {
+    if (op.kind != OpKind::Prefetch) no_prefetch.ops.push_back(op);
+  }
+  EXPECT_THROW(rig.run(no_prefetch, rig.batch()), Error);  // the recompute finds no input
+  Schedule batch_out;
+  batch_out.offload(0);
+  EXPECT_THROW(rig.run(batch_out, rig.batch()), Error);
+}
+
+}  // namespace
+}  // namespace memtrain::runtime

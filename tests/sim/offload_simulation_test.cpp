@@ -1,0 +1,115 @@
+// The Simulator's copy engines, worked out by hand on a three-stage chain:
+// x_1 (20 bytes) copies out in 2 s and back in 1 s.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "core/error.h"
+#include "sim/simulator.h"
+
+namespace memtrain::sim {
+namespace {
+
+Chain three_stages() {
+  Chain c;
+  const struct { Bytes a, s; Seconds f; } spec[] = {{10, 40, 1}, {20, 50, 3}, {30, 24, 0.5}};
+  for (int i = 0; i < 3; ++i) {
+    Stage s;
+    s.name = "s" + std::to_string(i);
+    s.input_bytes = spec[i].a;
+    s.saved_bytes = spec[i].s;
+    s.forward_time = spec[i].f;
+    s.backward_time = 2 * spec[i].f;
+    c.stages.push_back(s);
+  }
+  c.stages[0].param_bytes = 100;
+  c.output_bytes = 4;
+  c.device_to_host_bandwidth = 10;  // bytes/s
+  c.host_to_device_bandwidth = 20;
+  return c;
+}
+
+Schedule parse(const std::string& text) {
+  Schedule s;
+  std::istringstream in(text);
+  std::string t;
+  while (in >> t) {
+    auto stage = [&](size_t prefix) { return std::stoi(t.substr(prefix)); };
+    if (t == "L") s.loss();
+    else if (t.rfind("Fall", 0) == 0) s.forward_all(stage(4));
+    else if (t.rfind("Fck", 0) == 0) s.forward_checkpoint(stage(3));
+    else if (t.rfind("Fn", 0) == 0) s.forward_none(stage(2));
+    else if (t.rfind("Off", 0) == 0) s.offload(stage(3));
+    else if (t.rfind("Rel", 0) == 0) s.release(stage(3));
+    else if (t.rfind("Pre", 0) == 0) s.prefetch(stage(3));
+    else if (t.rfind("B", 0) == 0) s.backward(stage(1));
+  }
+  return s;
+}
+
+const char* kPlain = "Fck0 Fall1 Fall2 L B2 B1 Fall0 B0";
+
+TEST(OffloadSimulation, ReleaseFreesTheDeviceBytesAndWaitsForTheCopy) {
+  const Chain c = three_stages();
+  const SimResult plain = simulate(c, parse(kPlain));
+  EXPECT_DOUBLE_EQ(plain.time, 14.5);
+  EXPECT_EQ(plain.peak_bytes, 238);  // B2: 208 + delta_2 30
+
+  // Off1 at t=4 ends at 6; Fall2 covers 0.5 s, so Rel1 waits 1.5 s.
+  // Pre1 at t=7 arrives at 8 while B1 would start at 7: another 1 s.
+  const SimResult r = simulate(c, parse("Fck0 Fall1 Off1 Fall2 Rel1 L B2 Pre1 B1 Fall0 B0"), true);
+  EXPECT_DOUBLE_EQ(r.time, 17);
+  EXPECT_DOUBLE_EQ(r.stall_seconds, 2.5);
+  EXPECT_DOUBLE_EQ(r.transfer_seconds, 3);
+  EXPECT_NEAR(r.hidden_transfer_fraction(), 1 - 2.5 / 3, 1e-12);
+  EXPECT_EQ(r.swap_bytes, 40);
+  EXPECT_EQ(r.host_peak_bytes, 20);
+  EXPECT_EQ(r.ops[2].after_bytes, 180);  // Off1 frees nothing yet
+  EXPECT_EQ(r.ops[4].after_bytes, 184);  // Rel1 does
+  EXPECT_EQ(r.ops[6].peak_bytes, 218);   // B2 without x_1
+  EXPECT_EQ(r.ops[7].after_bytes, 210);  // Pre1 allocates at once
+  EXPECT_EQ(r.peak_bytes, 230);          // B1, x_1 back
+}
+
+TEST(OffloadSimulation, AnEarlyPrefetchHidesUnderCompute) {
+  const SimResult r = simulate(three_stages(), parse("Fck0 Fall1 Off1 Fall2 Rel1 Pre1 L B2 B1 Fall0 B0"));
+  EXPECT_DOUBLE_EQ(r.stall_seconds, 1.5);  // only the release waits
+  EXPECT_DOUBLE_EQ(r.time, 16);
+}
+
+TEST(OffloadSimulation, CopiesInOneDirectionRunOneAtATime) {
+  Chain c = three_stages();
+  c.stages.insert(c.stages.begin() + 2, c.stages[1]);  // x_1 and x_2 both 20 bytes
+  c.stages[2].name = "s1b";
+  // B3 ends at 8.5; Pre1 arrives at 9.5 and Pre2, queued behind it, at 10.5,
+  // so Fall2 waits 2 s where a free engine would have made it wait 1 s.
+  const SimResult r =
+      simulate(c, parse("Fck0 Off1 Fck1 Off2 Fck2 Rel1 Rel2 Fall3 L B3 Pre1 Pre2 Fall2 B2 Fall1 B1 Fall0 B0"));
+  EXPECT_DOUBLE_EQ(r.stall_seconds, 2);
+  EXPECT_DOUBLE_EQ(r.transfer_seconds, 2 + 2 + 1 + 1);
+  EXPECT_DOUBLE_EQ(r.time, 29.5 + 2);  // compute alone: 29.5 s
+}
+
+TEST(OffloadSimulation, RejectsWhatTheExecutorCouldNotRun) {
+  const Chain c = three_stages();
+  auto refused = [&](const std::string& text, const std::string& why) {
+    try {
+      simulate(c, parse(text));
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  refused("Off0 Fck0 Fall1 Fall2 L B2 B1 Fall0 B0", "x_0 is the batch");
+  refused("Fck0 Fall1 Rel1 Fall2 L B2 B1 Fall0 B0", "has no offload in progress");
+  refused("Fck0 Fall1 Fall2 Pre1 L B2 B1 Fall0 B0", "is not in host memory");
+  refused("Fck0 Fall1 Off1 Fall2 L B2 B1 Fall0 B0", "is being offloaded; release it first");
+  refused("Fck0 Fall1 Off1 Rel1 Fall2 L B2 B1 Fall0 B0", "its input is not stored");
+  refused("Fck0 Fall1 Off1 Off1 Fall2 L B2 B1 Fall0 B0", "already offloaded");
+  Chain no_link = c;
+  no_link.device_to_host_bandwidth = 0;
+  EXPECT_THROW(simulate(no_link, parse("Fck0 Fall1 Off1 Fall2 Rel1 L B2 Pre1 B1 Fall0 B0")), Error);
+}
+
+}  // namespace
+}  // namespace memtrain::sim
