@@ -19,6 +19,7 @@ const char* kUsage =
     "  profile measure peak memory and step time of memory methods over batch sizes (CSV)\n"
     "  advise  fit PAPAYA's model to such measurements and say which method and batch pay off\n"
     "  data    dataset tools: `data pack` writes Fashion-MNIST or Brown as tar shards, `data bench` caches\n"
+    "  calibrate measure this machine's stage times and host-link bandwidths into a chain file\n"
     "  simulate price a planner's schedule with host offload: time, peak, bytes swapped, copy time hidden\n"
     "  stalls  where an epoch from packed shards waits: fetching, preprocessing; what-if cache and threads\n"
     "\n"
@@ -40,7 +41,9 @@ int run_memtrain(const std::vector<std::string>& args) {
     if (args[0] == "data") return run_data(rest);
     if (args[0] == "stalls") return run_stalls(rest);
     if (args[0] == "simulate") return run_simulate(rest);
-    throw UsageError("unknown command '" + args[0] + "'; known: advise, data, plan, profile, simulate, stalls, train");
+    if (args[0] == "calibrate") return run_calibrate(rest);
+    throw UsageError("unknown command '" + args[0] +
+                     "'; known: advise, calibrate, data, plan, profile, simulate, stalls, train");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "memtrain: %s\n", e.what());
     return 2;

@@ -15,5 +15,6 @@ int run_advise(const std::vector<std::string>& args);
 int run_data(const std::vector<std::string>& args);
 int run_stalls(const std::vector<std::string>& args);
 int run_simulate(const std::vector<std::string>& args);
+int run_calibrate(const std::vector<std::string>& args);
 
 }  // namespace memtrain::cli

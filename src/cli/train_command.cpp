@@ -36,6 +36,8 @@ const char* kTrainHelp =
     "                               whose largest block alone needs about 61% at 112 px)\n"
     "  --planner P                  PLANNERS (default mimose)\n"
     "  --slots N | --slot-bytes N   optimal: how finely memory is cut (default 500 slots; see memtrain plan --help)\n"
+    "  --bandwidth BW               swap: the host link both ways, e.g. 25GB/s (or --d2h-bandwidth and\n"
+    "                               --h2d-bandwidth); --calibration FILE takes them from `memtrain calibrate`\n"
     "  --steps N                    training steps (default 40)\n"
     "  --epochs N                   train N whole epochs instead of --steps\n"
     "  --batch N                    sentences or images per batch (default 32)\n"
@@ -72,6 +74,15 @@ int run_train(const std::vector<std::string>& args) {
   options.margin = flags.real("margin", options.margin, 0, 10);
   options.adam.lr = flags.real("lr", options.adam.lr, 1e-9, 10);
   options.enforce = !flags.has("no-enforce");
+  Chain calibrated;
+  if (flags.has("calibration")) calibrated = read_chain_file(flags.text("calibration", ""));
+  parse_link_flags(flags).apply(calibrated);
+  options.device_to_host_bandwidth = calibrated.device_to_host_bandwidth;
+  options.host_to_device_bandwidth = calibrated.host_to_device_bandwidth;
+  if (options.planner == "swap" && !(options.device_to_host_bandwidth > 0 && options.host_to_device_bandwidth > 0)) {
+    throw UsageError("train: --planner swap needs the host link's bandwidth: give --bandwidth BW (e.g. 25GB/s) or "
+                     "--calibration FILE from memtrain calibrate");
+  }
   const std::int64_t batch = flags.integer("batch", 32, 1, 65536);
   if (flags.has("steps") && flags.has("epochs")) throw UsageError("train: give --steps or --epochs, not both");
   std::int64_t steps = flags.integer("steps", 40, 1, INT64_MAX / 2);
@@ -116,6 +127,12 @@ int run_train(const std::vector<std::string>& args) {
       sum.steps, sum.mean_step_seconds, format_bytes(sum.max_peak_bytes).c_str(),
       format_bytes(sum.budget_bytes).c_str(), sum.violations, sum.retries, sum.cache_hits, sum.cache_misses,
       100 * sum.median_prediction_error, 100 * sum.max_prediction_error);
+  if (sum.swap_bytes_per_step > 0) {
+    std::printf("memtrain: swapped %s per step (both directions); %.1f%% of copy time hidden under compute; "
+                "simulated schedule time off by %.1f%% (median)\n",
+                format_bytes(static_cast<Bytes>(sum.swap_bytes_per_step)).c_str(), 100 * sum.hidden_transfer_fraction,
+                100 * sum.median_time_prediction_error);
+  }
   nlohmann::json pipeline;
   if (const auto* shards = dynamic_cast<const runtime::ShardImageBatches*>(batches.get())) {
     if (const auto group = shards->coordination_counters()) {

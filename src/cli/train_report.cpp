@@ -20,6 +20,12 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
                      {"seconds", r.seconds},
                      {"planning_seconds", r.planning_seconds},
                      {"data_wait_seconds", r.data_wait_seconds},
+                     {"schedule_seconds", r.schedule_seconds},
+                     {"predicted_schedule_seconds",
+                      r.predicted_schedule_seconds >= 0 ? json(r.predicted_schedule_seconds) : json()},
+                     {"swap_bytes", r.swap_bytes},
+                     {"transfer_seconds", r.transfer_seconds},
+                     {"stall_seconds", r.stall_seconds},
                      {"loss", r.loss},
                      {"accuracy", r.accuracy}});
   }
@@ -47,6 +53,9 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
             {"mean_step_seconds", s.mean_step_seconds},
             {"data_wait_seconds", s.data_wait_seconds},
             {"data_wait_fraction", s.data_wait_fraction},
+            {"swap_bytes_per_step", s.swap_bytes_per_step},
+            {"hidden_transfer_fraction", s.hidden_transfer_fraction},
+            {"median_time_prediction_error", s.median_time_prediction_error},
             {"mean_new_plan_seconds", s.mean_new_plan_seconds},
             {"mean_cached_plan_seconds", s.mean_cached_plan_seconds}}}};
 }

@@ -123,6 +123,8 @@ void Trainer::calibrate() {
     predictor_->observe(largest.signature.size, samples.back());
   }
   largest_chain_ = chain_from_samples(samples, stage_constants(*model_, Adam::kSlots));
+  largest_chain_.device_to_host_bandwidth = options_.device_to_host_bandwidth;
+  largest_chain_.host_to_device_bandwidth = options_.host_to_device_bandwidth;
 
   if (options_.least_budget) {
     const Plan least = planner_->plan({largest_chain_, 0, &largest_chain_});
@@ -145,8 +147,15 @@ void Trainer::calibrate() {
   calibrated_ = true;
 }
 
+Chain Trainer::predicted_chain(std::int64_t size) const {
+  Chain chain = predictor_->predict(size);
+  chain.device_to_host_bandwidth = options_.device_to_host_bandwidth;
+  chain.host_to_device_bandwidth = options_.host_to_device_bandwidth;
+  return chain;
+}
+
 Plan Trainer::plan_for(std::int64_t size) {
-  Chain chain = predictor_->predict(cache_->planning_size(size));
+  Chain chain = predicted_chain(cache_->planning_size(size));
   if (options_.prediction_scale != 1.0) scale_memory(chain, options_.prediction_scale);
   // Each failed plan for this bucket lowers the budget planned against by an
   // eighth of what the activations may use.
@@ -156,7 +165,7 @@ Plan Trainer::plan_for(std::int64_t size) {
 }
 
 Schedule Trainer::most_frugal(std::int64_t size) {
-  const Chain chain = predictor_->predict(cache_->planning_size(size));
+  const Chain chain = predicted_chain(cache_->planning_size(size));
   Schedule best = plan::schedule_checkpointing_everything(model_->size());
   if (!planner_->respects_budget()) return best;
   const Plan least = planner_->plan({chain, 0, &largest_chain_});
@@ -242,7 +251,13 @@ StepRecord Trainer::step() {
   }
   rec.schedule = choice.schedule.to_string();
   rec.recomputed_forwards = choice.schedule.recomputed_forwards(model_->size());
-  rec.predicted_peak_bytes = sim::simulate(predictor_->predict(size), choice.schedule).peak_bytes;
+  const sim::SimResult predicted = sim::simulate(predicted_chain(size), choice.schedule);
+  rec.predicted_peak_bytes = predicted.peak_bytes;
+  rec.predicted_schedule_seconds = predicted.time;
+  rec.schedule_seconds = result.seconds;
+  rec.swap_bytes = result.swap_bytes;
+  rec.transfer_seconds = result.transfer_seconds;
+  rec.stall_seconds = result.stall_seconds;
 
   // The update: only with room for its temporary, so it never stops half way.
   memory_.synchronize();
@@ -276,9 +291,16 @@ TrainSummary Trainer::summary() const {
   s.reference_peak_bytes = reference_peak_;
   s.steps = static_cast<long>(records_.size());
   s.retries = retries_;
-  Seconds total = 0, new_total = 0, cached_total = 0;
+  Seconds total = 0, new_total = 0, cached_total = 0, transfer = 0, stall = 0;
   long new_plans = 0;
+  std::vector<double> time_errors;
   for (const StepRecord& r : records_) {
+    s.swap_bytes_per_step += static_cast<double>(r.swap_bytes);
+    transfer += r.transfer_seconds;
+    stall += r.stall_seconds;
+    if (r.plan != "collect" && r.predicted_schedule_seconds >= 0 && r.schedule_seconds > 0) {
+      time_errors.push_back(std::abs(r.predicted_schedule_seconds - r.schedule_seconds) / r.schedule_seconds);
+    }
     s.max_peak_bytes = std::max(s.max_peak_bytes, r.peak_bytes);
     if (r.violation) ++s.violations;
     total += r.seconds;
@@ -297,6 +319,12 @@ TrainSummary Trainer::summary() const {
   s.max_prediction_error = prediction_error_.max();
   s.predictor_fit_error = predictor_->memory_fit_error();
   s.mean_step_seconds = records_.empty() ? 0 : total / static_cast<double>(records_.size());
+  if (!records_.empty()) s.swap_bytes_per_step /= static_cast<double>(records_.size());
+  s.hidden_transfer_fraction = transfer > 0 ? std::max(0.0, 1.0 - stall / transfer) : 1.0;
+  if (!time_errors.empty()) {
+    std::nth_element(time_errors.begin(), time_errors.begin() + time_errors.size() / 2, time_errors.end());
+    s.median_time_prediction_error = time_errors[time_errors.size() / 2];
+  }
   s.data_wait_fraction = total > 0 ? s.data_wait_seconds / total : 0;
   s.mean_new_plan_seconds = new_plans ? new_total / static_cast<double>(new_plans) : 0;
   s.mean_cached_plan_seconds = s.cache_hits ? cached_total / static_cast<double>(s.cache_hits) : 0;

@@ -51,6 +51,10 @@ struct TrainerOptions {
   // Fault injection for tests: the chain planners see has its memory fields
   // multiplied by this, so < 1 makes plans that run out of budget.
   double prediction_scale = 1.0;
+  // The host link the planners may offload over (bytes/s; 0: none): from
+  // `memtrain calibrate` or --bandwidth.
+  double device_to_host_bandwidth = 0;
+  double host_to_device_bandwidth = 0;
 };
 
 struct StepRecord {
@@ -70,6 +74,11 @@ struct StepRecord {
   Seconds planning_seconds = 0;       // time spent choosing the plan (cache lookup or planning)
   double loss = 0;
   double accuracy = 0;                // fraction of counted tokens or images right
+  Bytes swap_bytes = 0;               // copied to host and back, both directions
+  Seconds transfer_seconds = 0;       // the copies' own durations
+  Seconds stall_seconds = 0;          // compute waiting on copies
+  Seconds schedule_seconds = 0;       // the schedule's wall time (the update excluded)
+  Seconds predicted_schedule_seconds = -1;  // simulated on the predicted chain; -1: none
 };
 
 struct TrainSummary {
@@ -87,6 +96,10 @@ struct TrainSummary {
   Seconds mean_step_seconds = 0;
   Seconds data_wait_seconds = 0;      // all steps' waits for their batches
   double data_wait_fraction = 0;      // of all steps' time
+  double swap_bytes_per_step = 0;     // mean over steps, both directions together
+  double hidden_transfer_fraction = 1;  // 1 - stalls / copy time over all steps; 1 when nothing moved
+  // Median of |simulated - measured| / measured schedule time, after collection.
+  double median_time_prediction_error = 0;
   Seconds mean_new_plan_seconds = 0;  // planning time per new size
   Seconds mean_cached_plan_seconds = 0;
 };
@@ -117,6 +130,7 @@ class Trainer {
   std::function<void(const StepRecord&)> on_step;  // called after every step
 
  private:
+  Chain predicted_chain(std::int64_t size) const;  // the predictor's, with the host link
   struct Choice {
     Schedule schedule;
     std::string kind;

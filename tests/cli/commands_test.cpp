@@ -49,7 +49,7 @@ void expect_refused(const std::vector<std::string>& args, const std::string& mes
 
 TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   EXPECT_EQ(run({}).status, 2);
-  expect_refused({"fly"}, "unknown command 'fly'; known: advise, data, plan, profile, simulate, stalls, train");
+  expect_refused({"fly"}, "unknown command 'fly'; known: advise, calibrate, data, plan, profile, simulate, stalls, train");
   expect_refused({"train", "--planner", "rotor"},
                  "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static, swap");
   expect_refused({"train", "--budget", "150%"}, "--budget '150%' is not a valid percentage");
@@ -179,6 +179,25 @@ TEST(Commands, SimulatePricesASwapPlanWithItsTransfers) {
   EXPECT_LE(s["hidden_transfer_fraction"].get<double>(), 1);
   expect_refused({"simulate", "--chain", chain, "--budget", "50%", "--bandwidth", "25GB"},
                  "--bandwidth '25GB' is not a bandwidth; expected a size per second such as 25GB/s or 800MiB/s");
+}
+
+TEST(Commands, CalibrateWritesAChainWithTheMeasuredLinkThatSimulateReads) {
+  testing::TempDir dir;
+  const std::string chain = dir.path() + "/calibrated.json", priced = dir.path() + "/priced.json";
+  const Outcome c = run({"calibrate", "--json", chain, "--batch", "8", "--copy-bytes", "4MiB", "--repeats", "3",
+                         "--threads", "1"});
+  ASSERT_EQ(c.status, 0) << c.err;
+  const json j = read_json(chain);
+  EXPECT_GT(j["device_to_host_bandwidth"].get<double>(), 1e6);
+  EXPECT_GT(j["host_to_device_bandwidth"].get<double>(), 1e6);
+  EXPECT_EQ(j["stages"].size(), 14u);
+  EXPECT_GT(j["stages"][1]["forward_time"].get<double>(), 0);
+  EXPECT_EQ(j["copy_bytes"].get<Bytes>(), 4 * MiB);
+  const Outcome s = run({"simulate", "--chain", chain, "--planner", "swap", "--budget", "40%", "--json", priced});
+  ASSERT_EQ(s.status, 0) << s.err;
+  EXPECT_LE(read_json(priced)["peak_bytes"].get<Bytes>(), read_json(priced)["budget_bytes"].get<Bytes>());
+  expect_refused({"calibrate"}, "calibrate: --json FILE is required");
+  expect_refused({"train", "--planner", "swap"}, "train: --planner swap needs the host link's bandwidth");
 }
 
 TEST(Commands, PlanSweepWritesEveryPlannerAtEveryBudgetAndAPlot) {

@@ -70,6 +70,28 @@ TEST(Trainer, CheckpointedTrainingEqualsPlainTrainingWithDropout) {
   }
 }
 
+TEST(Trainer, SwapOffloadsAndTrainsExactlyAsPlainTrainingDoes) {
+  const TrainingRun plain = train(options("none"), 12);
+  TrainerOptions o = options("swap", "50%");
+  o.device_to_host_bandwidth = o.host_to_device_bandwidth = 4e9;  // copies hide under the tiny stages
+  const TrainingRun r = train(o, 12);
+  expect_same_training(plain, r, "swap");
+  EXPECT_GT(r.summary.swap_bytes_per_step, 0);
+  EXPECT_EQ(r.summary.violations, 0);
+  EXPECT_LE(r.summary.max_peak_bytes, r.summary.budget_bytes);
+  EXPECT_GE(r.summary.hidden_transfer_fraction, 0);
+  EXPECT_LE(r.summary.hidden_transfer_fraction, 1);
+  long offloading_steps = 0;
+  for (const StepRecord& rec : r.records) {
+    offloading_steps += rec.swap_bytes > 0;
+    if (rec.swap_bytes > 0) {
+      EXPECT_NE(rec.schedule.find("Off"), std::string::npos);
+      EXPECT_GT(rec.transfer_seconds, 0);
+    }
+  }
+  EXPECT_GT(offloading_steps, 0);
+}
+
 TEST(Trainer, StaysWithinTheBudgetAndPredictsPeaks) {
   for (const char* planner : {"mimose", "static", "all", "optimal"}) {
     const TrainingRun r = train(options(planner, "60%"), 20);
