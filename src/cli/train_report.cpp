@@ -53,6 +53,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
             {"mean_step_seconds", s.mean_step_seconds},
             {"data_wait_seconds", s.data_wait_seconds},
             {"data_wait_fraction", s.data_wait_fraction},
+            {"resident_bytes", s.resident_bytes},
             {"swap_bytes_per_step", s.swap_bytes_per_step},
             {"hidden_transfer_fraction", s.hidden_transfer_fraction},
             {"median_time_prediction_error", s.median_time_prediction_error},

@@ -13,7 +13,7 @@ Bytes Chain::activation_bytes(int i) const {
 }
 
 Bytes Chain::persistent_bytes() const {
-  Bytes total = 0;
+  Bytes total = resident_bytes;
   for (const Stage& s : stages) total += s.param_bytes + s.state_bytes;
   return total;
 }
@@ -38,6 +38,9 @@ void Chain::validate(const std::string& origin) const {
   };
   const struct { const char* name; double v; } links[] = {{"device_to_host_bandwidth", device_to_host_bandwidth},
                                                          {"host_to_device_bandwidth", host_to_device_bandwidth}};
+  if (resident_bytes < 0) {
+    throw Error(origin + ": chain field resident_bytes is " + std::to_string(resident_bytes) + "; expected >= 0");
+  }
   for (const auto& l : links) {
     if (!(l.v >= 0) || !std::isfinite(l.v)) {
       throw Error(origin + ": chain field " + l.name + " is " + std::to_string(l.v) +

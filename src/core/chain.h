@@ -14,6 +14,9 @@ struct Chain {
   std::vector<Stage> stages;
   Bytes output_bytes = 0;       // a_n: output of the last (loss) stage
   Bytes update_temp_bytes = 0;  // transient bytes of the optimizer update
+  // Bytes resident all step that belong to no stage (a math library's
+  // workspaces on a GPU); measured by the trainer, counted in persistent_bytes().
+  Bytes resident_bytes = 0;
   // The host link's copy engines, one per direction, bytes/s; 0: no host
   // memory to offload to.
   double device_to_host_bandwidth = 0;
@@ -22,7 +25,8 @@ struct Chain {
   int size() const { return static_cast<int>(stages.size()); }
   // a_i for i in 0..n, where a_n is output_bytes.
   Bytes activation_bytes(int i) const;
-  // Bytes resident for the whole step: weights, gradients, optimizer state.
+  // Bytes resident for the whole step: weights, gradients, optimizer state,
+  // and resident_bytes.
   Bytes persistent_bytes() const;
   Seconds forward_time() const;
   Seconds backward_time() const;

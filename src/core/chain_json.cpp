@@ -54,6 +54,7 @@ Chain chain_from_json(const json& j, const std::string& origin) {
   }
   chain.output_bytes = bytes_field(j, "output_bytes", false, 0, origin);
   chain.update_temp_bytes = bytes_field(j, "update_temp_bytes", false, 0, origin);
+  chain.resident_bytes = bytes_field(j, "resident_bytes", false, 0, origin);
   chain.device_to_host_bandwidth = number_field(j, "device_to_host_bandwidth", false, 0, origin);
   chain.host_to_device_bandwidth = number_field(j, "host_to_device_bandwidth", false, 0, origin);
   chain.validate(origin);
@@ -87,6 +88,7 @@ json chain_to_json(const Chain& chain) {
   json out = {{"stages", stages},
               {"output_bytes", chain.output_bytes},
               {"update_temp_bytes", chain.update_temp_bytes}};
+  if (chain.resident_bytes > 0) out["resident_bytes"] = chain.resident_bytes;
   if (chain.device_to_host_bandwidth > 0) out["device_to_host_bandwidth"] = chain.device_to_host_bandwidth;
   if (chain.host_to_device_bandwidth > 0) out["host_to_device_bandwidth"] = chain.host_to_device_bandwidth;
   return out;

@@ -123,6 +123,8 @@ void Trainer::calibrate() {
     predictor_->observe(largest.signature.size, samples.back());
   }
   largest_chain_ = chain_from_samples(samples, stage_constants(*model_, Adam::kSlots));
+  observe_resident(largest);
+  largest_chain_.resident_bytes = extra_resident_;
   largest_chain_.device_to_host_bandwidth = options_.device_to_host_bandwidth;
   largest_chain_.host_to_device_bandwidth = options_.host_to_device_bandwidth;
 
@@ -147,8 +149,15 @@ void Trainer::calibrate() {
   calibrated_ = true;
 }
 
+void Trainer::observe_resident(const Batch& batch) {
+  memory_.synchronize();
+  const Bytes expected = predictor_->predict(batch.signature.size).persistent_bytes() + batch.bytes();
+  extra_resident_ = std::max(extra_resident_, memory_.live() - expected);
+}
+
 Chain Trainer::predicted_chain(std::int64_t size) const {
   Chain chain = predictor_->predict(size);
+  chain.resident_bytes = extra_resident_;
   chain.device_to_host_bandwidth = options_.device_to_host_bandwidth;
   chain.host_to_device_bandwidth = options_.host_to_device_bandwidth;
   return chain;
@@ -207,6 +216,7 @@ StepRecord Trainer::step() {
   rec.epoch = source_.epoch();
   rec.signature = batch.signature;
   rec.budget_bytes = budget_;
+  observe_resident(batch);
   Choice choice = choose(batch.signature);
   rec.plan = choice.kind;
   rec.planning_seconds = choice.planning_seconds;
@@ -289,6 +299,7 @@ TrainSummary Trainer::summary() const {
   TrainSummary s;
   s.budget_bytes = budget_;
   s.reference_peak_bytes = reference_peak_;
+  s.resident_bytes = extra_resident_;
   s.steps = static_cast<long>(records_.size());
   s.retries = retries_;
   Seconds total = 0, new_total = 0, cached_total = 0, transfer = 0, stall = 0;

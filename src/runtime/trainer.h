@@ -96,6 +96,7 @@ struct TrainSummary {
   Seconds mean_step_seconds = 0;
   Seconds data_wait_seconds = 0;      // all steps' waits for their batches
   double data_wait_fraction = 0;      // of all steps' time
+  Bytes resident_bytes = 0;           // device bytes beyond weights, state and batch at a step's start (Chain::resident_bytes)
   double swap_bytes_per_step = 0;     // mean over steps, both directions together
   double hidden_transfer_fraction = 1;  // 1 - stalls / copy time over all steps; 1 when nothing moved
   // Median of |simulated - measured| / measured schedule time, after collection.
@@ -130,7 +131,10 @@ class Trainer {
   std::function<void(const StepRecord&)> on_step;  // called after every step
 
  private:
-  Chain predicted_chain(std::int64_t size) const;  // the predictor's, with the host link
+  Chain predicted_chain(std::int64_t size) const;  // the predictor's, with the host link and resident bytes
+  // Device bytes live beyond the weights, their state and the batch when a
+  // step starts (a GPU library's workspaces): kept as the chain's resident_bytes.
+  void observe_resident(const Batch& batch);
   struct Choice {
     Schedule schedule;
     std::string kind;
@@ -163,6 +167,7 @@ class Trainer {
   bool calibrated_ = false;
   Bytes budget_ = 0;
   Bytes reference_peak_ = 0;
+  Bytes extra_resident_ = 0;  // the most observe_resident() has seen
   Signature largest_signature_;
   Chain largest_chain_;
   std::vector<StepRecord> records_;

@@ -250,6 +250,26 @@ TEST(Trainer, TwoTrainersInOneProcessDoNotInterfere) {
   EXPECT_EQ(m2.live(), 0) << "b freed everything it allocated";
 }
 
+// Bytes that belong to no stage but stay allocated on the device, as a GPU
+// math library's workspace does: the trainer finds them at the start of a
+// step and plans with them, so its peaks are still predicted exactly.
+TEST(Trainer, CountsDeviceBytesThatBelongToNoStage) {
+  const auto data = tiny_tagging();
+  CpuDeviceMemory memory;
+  BrownBatches source(data, 16, 5);
+  Trainer trainer(options("optimal", "60%"), memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
+  torch::Tensor workspace;
+  {
+    const auto scope = memory.activate();
+    workspace = torch::zeros({64 * 1024});  // 256 KiB, alive for the whole run
+  }
+  for (int s = 0; s < 12; ++s) trainer.step();
+  const TrainSummary summary = trainer.summary();
+  EXPECT_EQ(summary.resident_bytes, 256 * 1024);
+  EXPECT_LT(summary.median_prediction_error, 0.01);
+  EXPECT_EQ(summary.violations, 0);
+}
+
 // A source whose batches take a while to arrive, as from a slow pipeline.
 class SlowSource : public BatchSource {
  public:
