@@ -50,6 +50,9 @@ class CpuHostCopy : public HostCopy {
   CpuHostCopy(torch::Tensor destination, std::future<Seconds> done) : done_(std::move(done)) {
     destination_ = std::move(destination);
   }
+  ~CpuHostCopy() override {
+    if (done_.valid()) done_.wait();
+  }
   void wait() override {
     if (done_.valid()) seconds_ = done_.get();
   }

@@ -21,6 +21,9 @@ class CudaHostCopy : public HostCopy {
   CudaHostCopy(torch::Tensor source, torch::Tensor destination) : source_(std::move(source)) {
     destination_ = std::move(destination);
   }
+  ~CudaHostCopy() override {
+    if (!done_) end_.synchronize();
+  }
   void wait() override {
     if (done_) return;
     end_.synchronize();

@@ -16,6 +16,8 @@
 
 namespace memtrain::runtime {
 
+// Destroying a HostCopy waits for its copy to end, so a step that fails
+// part way leaves no copy running and no tensor held by a copy engine.
 class HostCopy {
  public:
   virtual ~HostCopy() = default;

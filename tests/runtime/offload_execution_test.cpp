@@ -62,6 +62,20 @@ TEST(OffloadExecution, OffloadedStepsComputeExactlyWhatAPlainStepDoes) {
   }
 }
 
+TEST(OffloadExecution, AStepThatFailsWithCopiesInFlightLeavesNothingBehind) {
+  Rig rig;
+  const Batch batch = rig.batch();
+  const Bytes device_before = rig.memory.live();
+  Schedule s;
+  s.forward_checkpoint(0);
+  s.forward_checkpoint(1);
+  s.offload(1);  // still copying when the next op fails
+  s.backward(3);
+  EXPECT_THROW(rig.run(s, batch), Error);
+  EXPECT_EQ(rig.memory.live(), device_before) << "the copy engine holds no device tensor";
+  EXPECT_EQ(rig.memory.host().live(), 0);
+}
+
 TEST(OffloadExecution, RefusesWhatItCannotRun) {
   Rig rig;
   const int n = 6;

@@ -114,8 +114,9 @@ TEST(Trainer, MimoseRecomputesLessThanStaticOnSmallInputs) {
 
 TEST(Trainer, AMispredictionIsRetriedWithoutLosingOrRepeatingABatch) {
   const TrainingRun plain = train(options("none"), 14);
-  for (const char* planner : {"mimose", "optimal"}) {
+  for (const char* planner : {"mimose", "optimal", "swap"}) {
     TrainerOptions o = options(planner, "60%");
+    o.device_to_host_bandwidth = o.host_to_device_bandwidth = 4e9;  // swap: copies hide
     o.prediction_scale = 0.3;  // the planner believes activations are a third of their size
     const TrainingRun faulty = train(o, 14);
     EXPECT_GT(faulty.summary.retries, 0) << planner;
