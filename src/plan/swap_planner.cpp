@@ -9,7 +9,8 @@ namespace memtrain::plan {
 
 Plan SwapPlanner::plan(const PlanRequest& request) {
   const Chain& chain = request.chain;
-  Plan best = optimal_.plan(request);
+  const Plan at_budget = optimal_.plan(request);
+  Plan best = at_budget;
   best.planner = name();
   if (!(chain.device_to_host_bandwidth > 0) || !(chain.host_to_device_bandwidth > 0)) return best;
   const Bytes keep_peak = priced_plan(name(), chain, schedule_keeping_everything(chain.size()), request.budget).peak_bytes;
@@ -22,7 +23,7 @@ Plan SwapPlanner::plan(const PlanRequest& request) {
     // so most candidates sit just above the budget.
     const double x = static_cast<double>(k) / kLargerBudgets;
     const Bytes larger = request.budget + static_cast<Bytes>(static_cast<double>(keep_peak - request.budget) * x * x);
-    const Plan recompute = optimal_.plan({chain, larger, request.largest});
+    const Plan recompute = k == 0 ? at_budget : optimal_.plan({chain, larger, request.largest});
     if (!recompute.feasible) continue;
     Plan candidate = priced_plan(name(), chain, with_hidden_offloads(chain, recompute.schedule), request.budget);
     if (!candidate.feasible) continue;

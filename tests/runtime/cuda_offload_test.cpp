@@ -8,11 +8,13 @@
 #include "runtime/brown_batches.h"
 #include "runtime/device_memory.h"
 #include "runtime/executor.h"
+#include "support/offload_schedules.h"
 #include "support/tiny_tagging.h"
 
 namespace memtrain::runtime {
 namespace {
 
+#ifdef MEMTRAIN_WITH_CUDA
 struct GpuStep {
   double loss = 0;
   std::vector<torch::Tensor> grads;  // on the CPU
@@ -41,22 +43,7 @@ GpuStep step_on_gpu(const Schedule& schedule) {
   for (const auto& p : model.parameters()) out.grads.push_back(p.grad().cpu());
   return out;
 }
-
-// Every checkpoint x_j (1..n-2) offloaded after its first read and
-// prefetched right before the forward that needs it again.
-Schedule offloading_every_checkpoint(int n) {
-  Schedule s;
-  for (const Op& op : plan::schedule_checkpointing_everything(n).ops) {
-    const bool inner = op.stage >= 1 && op.stage <= n - 2;
-    if (op.kind == OpKind::ForwardAll && inner) s.prefetch(op.stage);
-    s.ops.push_back(op);
-    if (op.kind == OpKind::ForwardCheckpoint && inner) {
-      s.offload(op.stage);
-      s.release(op.stage);
-    }
-  }
-  return s;
-}
+#endif
 
 TEST(CudaOffload, AnOffloadedStepOnTheGpuComputesExactlyWhatAPlainOneDoes) {
 #ifndef MEMTRAIN_WITH_CUDA
@@ -65,7 +52,7 @@ TEST(CudaOffload, AnOffloadedStepOnTheGpuComputesExactlyWhatAPlainOneDoes) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU";
   const int n = 6;
   const GpuStep plain = step_on_gpu(plan::schedule_keeping_everything(n));
-  const GpuStep offloaded = step_on_gpu(offloading_every_checkpoint(n));
+  const GpuStep offloaded = step_on_gpu(testing::offloading_every_checkpoint(n, /*late=*/true));
   EXPECT_EQ(offloaded.loss, plain.loss);
   ASSERT_EQ(offloaded.grads.size(), plain.grads.size());
   for (size_t k = 0; k < plain.grads.size(); ++k) {

@@ -2,34 +2,14 @@
 
 #include "core/error.h"
 #include "plan/schedule_builders.h"
+#include "support/offload_schedules.h"
 #include "support/rig.h"
 
 namespace memtrain::runtime {
 namespace {
 
+using testing::offloading_every_checkpoint;
 using testing::Rig;
-
-// Checkpoint every stage, and offload every checkpoint x_j (j = 1..n-2)
-// right after its first read, waiting for the copy at once; prefetch it
-// right after the loss (early) or right before the forward that needs it
-// (late, so compute must wait for the copy).
-Schedule offloading_every_checkpoint(int n, bool late) {
-  const Schedule plain = plan::schedule_checkpointing_everything(n);
-  Schedule s;
-  for (const Op& op : plain.ops) {
-    const bool recompute = op.kind == OpKind::ForwardAll && op.stage >= 1 && op.stage <= n - 2;
-    if (late && recompute) s.prefetch(op.stage);
-    s.ops.push_back(op);
-    if (op.kind == OpKind::ForwardCheckpoint && op.stage >= 1 && op.stage <= n - 2) {
-      s.offload(op.stage);
-      s.release(op.stage);
-    }
-    if (op.kind == OpKind::Loss && !late) {
-      for (int j = 1; j <= n - 2; ++j) s.prefetch(j);
-    }
-  }
-  return s;
-}
 
 TEST(OffloadExecution, OffloadedStepsComputeExactlyWhatAPlainStepDoes) {
   const int n = 6;
@@ -58,7 +38,9 @@ TEST(OffloadExecution, OffloadedStepsComputeExactlyWhatAPlainStepDoes) {
     EXPECT_EQ(r.swap_bytes, moved);
     EXPECT_GT(r.transfer_seconds, 0);
     EXPECT_LE(r.peak, checkpointed.peak) << "offloading never needs more device memory";
-    if (late) EXPECT_LT(r.peak, checkpointed.peak) << "with x_j on the host until its recompute";
+    if (late) {
+      EXPECT_LT(r.peak, checkpointed.peak) << "with x_j on the host until its recompute";
+    }
   }
 }
 

@@ -2,10 +2,9 @@
 // x_1 (20 bytes) copies out in 2 s and back in 1 s.
 #include <gtest/gtest.h>
 
-#include <sstream>
-
 #include "core/error.h"
 #include "sim/simulator.h"
+#include "support/schedule_text.h"
 
 namespace memtrain::sim {
 namespace {
@@ -29,23 +28,7 @@ Chain three_stages() {
   return c;
 }
 
-Schedule parse(const std::string& text) {
-  Schedule s;
-  std::istringstream in(text);
-  std::string t;
-  while (in >> t) {
-    auto stage = [&](size_t prefix) { return std::stoi(t.substr(prefix)); };
-    if (t == "L") s.loss();
-    else if (t.rfind("Fall", 0) == 0) s.forward_all(stage(4));
-    else if (t.rfind("Fck", 0) == 0) s.forward_checkpoint(stage(3));
-    else if (t.rfind("Fn", 0) == 0) s.forward_none(stage(2));
-    else if (t.rfind("Off", 0) == 0) s.offload(stage(3));
-    else if (t.rfind("Rel", 0) == 0) s.release(stage(3));
-    else if (t.rfind("Pre", 0) == 0) s.prefetch(stage(3));
-    else if (t.rfind("B", 0) == 0) s.backward(stage(1));
-  }
-  return s;
-}
+Schedule parse(const std::string& text) { return testing::parse_schedule(text); }
 
 const char* kPlain = "Fck0 Fall1 Fall2 L B2 B1 Fall0 B0";
 

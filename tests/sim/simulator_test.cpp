@@ -4,25 +4,14 @@
 #include "plan/schedule_builders.h"
 #include "sim/simulator.h"
 #include "support/chains.h"
+#include "support/schedule_text.h"
 
 namespace memtrain::sim {
 namespace {
 
 using testing::hand_chain;
 
-Schedule parse(const std::string& text) {
-  Schedule s;
-  std::istringstream in(text);
-  std::string tok;
-  while (in >> tok) {
-    if (tok == "L") s.loss();
-    else if (tok.rfind("Fall", 0) == 0) s.forward_all(std::stoi(tok.substr(4)));
-    else if (tok.rfind("Fck", 0) == 0) s.forward_checkpoint(std::stoi(tok.substr(3)));
-    else if (tok.rfind("Fn", 0) == 0) s.forward_none(std::stoi(tok.substr(2)));
-    else if (tok.rfind("B", 0) == 0) s.backward(std::stoi(tok.substr(1)));
-  }
-  return s;
-}
+Schedule parse(const std::string& text) { return testing::parse_schedule(text); }
 
 // Worked out by hand from src/plan/MEMORY_MODEL.md: start 100 params + 10 batch.
 TEST(Simulator, KeepEverythingByHand) {
