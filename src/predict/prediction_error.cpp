@@ -5,9 +5,9 @@
 
 namespace memtrain::predict {
 
-void PredictionError::record(Bytes predicted, Bytes measured) {
+void PredictionError::record(double predicted, double measured) {
   if (measured <= 0) return;
-  errors_.push_back(std::fabs(static_cast<double>(predicted - measured)) / static_cast<double>(measured));
+  errors_.push_back(std::fabs(predicted - measured) / measured);
 }
 
 double PredictionError::median() const {

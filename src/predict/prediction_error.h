@@ -1,4 +1,5 @@
-// Relative error of predicted against measured peaks, step by step.
+// Relative error of predicted against measured values (peak bytes, schedule
+// seconds), step by step.
 #pragma once
 
 #include <vector>
@@ -10,7 +11,7 @@ namespace memtrain::predict {
 class PredictionError {
  public:
   // |predicted - measured| / measured; ignored when measured <= 0.
-  void record(Bytes predicted, Bytes measured);
+  void record(double predicted, double measured);
   double median() const;  // 0 when nothing is recorded
   double max() const;
   std::size_t count() const { return errors_.size(); }

@@ -48,15 +48,20 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
   const Bytes batch_bytes = batch.bytes();
 
   ExecutionResult result;
-  // Compute waits until x_i's copy back has arrived; returns the wait.
-  auto arrive = [&](int i) -> Seconds {
-    if (!arriving[i]) return 0;
+  // Compute waits for `copy` to end; returns the wait.
+  auto finish = [&](HostCopy& copy) -> Seconds {
     const Clock::time_point t0 = Clock::now();
-    arriving[i]->wait();
-    result.transfer_seconds += arriving[i]->seconds();
-    arriving[i].reset();
+    copy.wait();
     const Seconds waited = std::chrono::duration<double>(Clock::now() - t0).count();
     result.stall_seconds += waited;
+    result.transfer_seconds += copy.seconds();
+    return waited;
+  };
+  // Compute waits until x_i's copy back, if any, has arrived.
+  auto arrive = [&](int i) -> Seconds {
+    if (!arriving[i]) return 0;
+    const Seconds waited = finish(*arriving[i]);
+    arriving[i].reset();
     return waited;
   };
   auto check_not_offloading = [&](const Op& op, int i) {
@@ -168,11 +173,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
       }
       case OpKind::Release: {
         if (!offloading[i]) throw cannot_run(op, "x_" + std::to_string(i) + " has no offload in progress");
-        const Clock::time_point w0 = Clock::now();
-        offloading[i]->wait();
-        rec.wait_seconds = std::chrono::duration<double>(Clock::now() - w0).count();
-        result.stall_seconds += rec.wait_seconds;
-        result.transfer_seconds += offloading[i]->seconds();
+        rec.wait_seconds = finish(*offloading[i]);
         on_host[i] = offloading[i]->destination();
         offloading[i].reset();
         x[i] = torch::Tensor();

@@ -122,11 +122,8 @@ void Trainer::calibrate() {
     samples.push_back(sample);
     predictor_->observe(largest.signature.size, samples.back());
   }
-  largest_chain_ = chain_from_samples(samples, stage_constants(*model_, Adam::kSlots));
   observe_resident(largest);
-  largest_chain_.resident_bytes = extra_resident_;
-  largest_chain_.device_to_host_bandwidth = options_.device_to_host_bandwidth;
-  largest_chain_.host_to_device_bandwidth = options_.host_to_device_bandwidth;
+  largest_chain_ = completed(chain_from_samples(samples, stage_constants(*model_, Adam::kSlots)));
 
   if (options_.least_budget) {
     const Plan least = planner_->plan({largest_chain_, 0, &largest_chain_});
@@ -155,8 +152,7 @@ void Trainer::observe_resident(const Batch& batch) {
   extra_resident_ = std::max(extra_resident_, memory_.live() - expected);
 }
 
-Chain Trainer::predicted_chain(std::int64_t size) const {
-  Chain chain = predictor_->predict(size);
+Chain Trainer::completed(Chain chain) const {
   chain.resident_bytes = extra_resident_;
   chain.device_to_host_bandwidth = options_.device_to_host_bandwidth;
   chain.host_to_device_bandwidth = options_.host_to_device_bandwidth;
@@ -286,7 +282,10 @@ StepRecord Trainer::step() {
   predictor_->observe(size, sample_execution(result, model_->size(), update_peak - before_update));
   rec.peak_bytes = std::max(result.peak, update_peak);
   rec.violation = rec.peak_bytes > budget_;
-  if (rec.plan != "collect") prediction_error_.record(rec.predicted_peak_bytes, rec.peak_bytes);
+  if (rec.plan != "collect") {
+    prediction_error_.record(rec.predicted_peak_bytes, rec.peak_bytes);
+    time_prediction_error_.record(rec.predicted_schedule_seconds, rec.schedule_seconds);
+  }
   rec.loss = result.loss;
   rec.accuracy = ctx.counted > 0 ? ctx.correct / ctx.counted : 0;
   rec.seconds = since(t0);
@@ -304,14 +303,10 @@ TrainSummary Trainer::summary() const {
   s.retries = retries_;
   Seconds total = 0, new_total = 0, cached_total = 0, transfer = 0, stall = 0;
   long new_plans = 0;
-  std::vector<double> time_errors;
   for (const StepRecord& r : records_) {
     s.swap_bytes_per_step += static_cast<double>(r.swap_bytes);
     transfer += r.transfer_seconds;
     stall += r.stall_seconds;
-    if (r.plan != "collect" && r.predicted_schedule_seconds >= 0 && r.schedule_seconds > 0) {
-      time_errors.push_back(std::abs(r.predicted_schedule_seconds - r.schedule_seconds) / r.schedule_seconds);
-    }
     s.max_peak_bytes = std::max(s.max_peak_bytes, r.peak_bytes);
     if (r.violation) ++s.violations;
     total += r.seconds;
@@ -332,10 +327,7 @@ TrainSummary Trainer::summary() const {
   s.mean_step_seconds = records_.empty() ? 0 : total / static_cast<double>(records_.size());
   if (!records_.empty()) s.swap_bytes_per_step /= static_cast<double>(records_.size());
   s.hidden_transfer_fraction = transfer > 0 ? std::max(0.0, 1.0 - stall / transfer) : 1.0;
-  if (!time_errors.empty()) {
-    std::nth_element(time_errors.begin(), time_errors.begin() + time_errors.size() / 2, time_errors.end());
-    s.median_time_prediction_error = time_errors[time_errors.size() / 2];
-  }
+  s.median_time_prediction_error = time_prediction_error_.median();
   s.data_wait_fraction = total > 0 ? s.data_wait_seconds / total : 0;
   s.mean_new_plan_seconds = new_plans ? new_total / static_cast<double>(new_plans) : 0;
   s.mean_cached_plan_seconds = s.cache_hits ? cached_total / static_cast<double>(s.cache_hits) : 0;

@@ -131,7 +131,9 @@ class Trainer {
   std::function<void(const StepRecord&)> on_step;  // called after every step
 
  private:
-  Chain predicted_chain(std::int64_t size) const;  // the predictor's, with the host link and resident bytes
+  // `chain` with what the trainer knows beyond the predictor: the host link and resident bytes.
+  Chain completed(Chain chain) const;
+  Chain predicted_chain(std::int64_t size) const { return completed(predictor_->predict(size)); }
   // Device bytes live beyond the weights, their state and the batch when a
   // step starts (a GPU library's workspaces): kept as the chain's resident_bytes.
   void observe_resident(const Batch& batch);
@@ -161,7 +163,8 @@ class Trainer {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<predict::ChainPredictor> predictor_;
   std::unique_ptr<predict::PlanCache> cache_;
-  predict::PredictionError prediction_error_;
+  predict::PredictionError prediction_error_;       // of peaks
+  predict::PredictionError time_prediction_error_;  // of schedule times
   at::Generator generator_;
 
   bool calibrated_ = false;

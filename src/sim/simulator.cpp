@@ -63,6 +63,15 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
   auto wait_for_input = [&](int i) {
     if (st.x[i] && st.where[i] == Where::Device) wait_until(st.ready[i]);
   };
+  // Queues a copy of x_i on the engine that is next idle at `engine_free`;
+  // returns when the copy ends.
+  auto queue_copy = [&](int i, double bandwidth, Seconds& engine_free) {
+    const Seconds copy = static_cast<double>(st.a(i)) / bandwidth;
+    engine_free = std::max(st.t, engine_free) + copy;
+    result.swap_bytes += st.a(i);
+    result.transfer_seconds += copy;
+    return engine_free;
+  };
   // An operation that frees x_i (F_n, B) may not do so under a copy.
   auto check_not_copying = [&](size_t k, const Op& op, int i) {
     if (st.x[i] && st.where[i] == Where::Copying) {
@@ -159,14 +168,10 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
         if (!st.x[i]) throw bad_op(k, op, "x_" + std::to_string(i) + " is not stored on its own");
         if (st.where[i] != Where::Device) throw bad_op(k, op, "x_" + std::to_string(i) + " is already offloaded");
         wait_for_input(i);  // a copy cannot leave before it arrived
-        const Seconds copy = static_cast<double>(st.a(i)) / chain.device_to_host_bandwidth;
-        const Seconds start = std::max(st.t, st.d2h_free);
-        st.offload_end[i] = st.d2h_free = start + copy;
+        st.offload_end[i] = queue_copy(i, chain.device_to_host_bandwidth, st.d2h_free);
         st.where[i] = Where::Copying;
         st.host += st.a(i);
         result.host_peak_bytes = std::max(result.host_peak_bytes, st.host);
-        result.swap_bytes += st.a(i);
-        result.transfer_seconds += copy;
         peak = st.mem;
         break;
       }
@@ -187,14 +192,10 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
         if (!(chain.host_to_device_bandwidth > 0)) {
           throw bad_op(k, op, "the chain has no host-to-device bandwidth; give one (e.g. --bandwidth 25GB/s)");
         }
-        const Seconds copy = static_cast<double>(st.a(i)) / chain.host_to_device_bandwidth;
-        const Seconds start = std::max(st.t, st.h2d_free);
-        st.ready[i] = st.h2d_free = start + copy;
+        st.ready[i] = queue_copy(i, chain.host_to_device_bandwidth, st.h2d_free);
         st.where[i] = Where::Device;
         st.mem += st.a(i);
         st.host -= st.a(i);
-        result.swap_bytes += st.a(i);
-        result.transfer_seconds += copy;
         peak = st.mem;
         break;
       }
