@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/help_text.h"
 #include "cli/gnuplot.h"
@@ -269,9 +269,7 @@ int run_advise(const std::vector<std::string>& args) {
     validation = validate(advice, *workload, *request);
   }
   if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    if (!out) throw Error("--json: cannot write '" + json_path + "'");
-    out << advice_json(advice, validation).dump(2) << "\n";
+    write_json_file(advice_json(advice, validation), json_path);
   }
   plot_advice(advice, rows, plot_path, terminal);
   return 0;

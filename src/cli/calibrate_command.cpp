@@ -4,13 +4,13 @@
 // way. Written as a chain file that `simulate`, `plan` and
 // `train --calibration` read.
 #include <cstdio>
-#include <fstream>
 #include <thread>
 
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/help_text.h"
 #include "cli/workload_flags.h"
@@ -79,9 +79,7 @@ int run_calibrate(const std::vector<std::string>& args) {
   j["largest_input_shape"] = trainer.largest_signature().shape;
   j["copy_bytes"] = link.bytes;
   j["copy_repeats"] = link.repeats;
-  std::ofstream out(json_path);
-  if (!out) throw Error("--json: cannot write '" + json_path + "'");
-  out << j.dump(2) << "\n";
+  write_json_file(j, json_path);
   std::printf("memtrain: %s; %d stages at input %s: forward %.4g s, backward %.4g s; copies of %s: %s/s to host, "
               "%s/s back; wrote %s\n",
               memory->describe().c_str(), chain.size(), trainer.largest_signature().describe().c_str(),

@@ -1,10 +1,10 @@
 // `memtrain data`: dataset tools. `data pack` writes a dataset as tar shards.
 #include <cstdio>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/json_file.h"
 #include "cli/flags.h"
 #include "core/error.h"
 #include "data/brown_corpus.h"
@@ -89,9 +89,7 @@ int run_data_bench(Flags& flags) {
                         {"cache_policy", data::cache_policy_name(policy)},
                         {"cold", options.cold},
                         {"epochs", epochs}};
-    std::ofstream out(json_path);
-    if (!out) throw Error("--json: cannot write '" + json_path + "'");
-    out << j.dump(2) << "\n";
+    write_json_file(j, json_path);
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/gnuplot.h"
 #include "cli/planner_flags.h"
@@ -90,9 +91,7 @@ int run_graph(Flags& flags) {
                               {"compute", compute},
                               {"keep", keep},
                               {"note", p.note}};
-    std::ofstream out(json_path);
-    if (!out) throw Error("--json: cannot write '" + json_path + "'");
-    out << j.dump(2) << "\n";
+    write_json_file(j, json_path);
   }
   return 0;
 }
@@ -204,9 +203,7 @@ int run_plan(const std::vector<std::string>& args) {
                         {"time", p.feasible ? nlohmann::json(p.time) : nlohmann::json()},
                         {"schedule", p.feasible ? p.schedule.to_json() : nlohmann::json::array()}};
     if (!p.feasible) j["min_budget_bytes"] = p.min_budget_bytes;
-    std::ofstream out(json_path);
-    if (!out) throw Error("--json: cannot write '" + json_path + "'");
-    out << j.dump(2) << "\n";
+    write_json_file(j, json_path);
   }
   return 0;
 }

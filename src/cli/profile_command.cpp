@@ -1,11 +1,11 @@
 // `memtrain profile`: measure peak memory and step time of memory methods
 // over batch sizes, for PAPAYA's model (`memtrain advise --from-csv`).
 #include <cstdio>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/help_text.h"
 #include "cli/planner_flags.h"
@@ -66,9 +66,7 @@ int run_profile(const std::vector<std::string>& args) {
                                    {"timed_step_seconds", p.timed_seconds},
                                    {"budget_bytes", p.budget_bytes}});
     }
-    std::ofstream out(json_path);
-    if (!out) throw Error("--json: cannot write '" + json_path + "'");
-    out << j.dump(2) << "\n";
+    write_json_file(j, json_path);
   }
   std::printf("wrote %zu measurements to %s%s\n", rows.size(), csv_path.c_str(),
               json_path.empty() ? "" : (" and " + json_path).c_str());

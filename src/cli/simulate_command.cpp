@@ -2,11 +2,11 @@
 // schedule priced by the Simulator with the host link's copy engines: time,
 // peak, bytes moved each way and how much of the copying hid under compute.
 #include <cstdio>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/planner_flags.h"
 #include "core/chain_json.h"
@@ -86,9 +86,7 @@ int run_simulate(const std::vector<std::string>& args) {
     j["min_budget_bytes"] = p.min_budget_bytes;
   }
   if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    if (!out) throw Error("--json: cannot write '" + json_path + "'");
-    out << j.dump(2) << "\n";
+    write_json_file(j, json_path);
   }
   return p.feasible ? 0 : 1;
 }

@@ -3,7 +3,6 @@
 // cache size and number of prep threads would remove the wait.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -11,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/help_text.h"
 #include "cli/planner_flags.h"
@@ -170,9 +170,7 @@ int run_stalls(const std::vector<std::string>& args) {
                               {"prep_stall_fraction", r.prep_stall_fraction},
                               {"what_if", what_if},
                               {"checks", checks}};
-    std::ofstream out(json_path);
-    if (!out) throw Error("--json: cannot write '" + json_path + "'");
-    out << j.dump(2) << "\n";
+    write_json_file(j, json_path);
   }
   return 0;
 }

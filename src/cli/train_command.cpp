@@ -1,12 +1,12 @@
 // `memtrain train`: load a dataset, build a model, train it under a budget.
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <thread>
 
 #include <ATen/Parallel.h>
 
 #include "cli/commands.h"
+#include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/help_text.h"
 #include "cli/planner_flags.h"
@@ -170,9 +170,7 @@ int run_train(const std::vector<std::string>& args) {
   if (!json_path.empty()) {
     RunInfo info{model, workload_flags.shards.dir.empty() ? workload_flags.data : workload_flags.shards.dir, device,
                  options.seed, pipeline};
-    std::ofstream out(json_path);
-    if (!out) throw Error("--json: cannot write '" + json_path + "'");
-    out << train_report(trainer, info).dump(2) << "\n";
+    write_json_file(train_report(trainer, info), json_path);
   }
   return 0;
 }
