@@ -10,8 +10,9 @@
 namespace memtrain::cli {
 
 const char* const kWorkloadHelp =
-    "  --model transformer|resnet   model (default transformer)\n"
-    "  --data brown|fashion-mnist|DIR  dataset (default: brown for transformer, fashion-mnist for\n"
+    "  --model transformer|gpt|resnet  model (default transformer): a tagger, a next-word decoder,\n"
+    "                               an image classifier\n"
+    "  --data brown|fashion-mnist|DIR  dataset (default: brown for transformer and gpt, fashion-mnist for\n"
     "                               resnet); DIR: image shards from `memtrain data pack`, for resnet\n"
     "  --data-dir DIR               dataset directory (default: where scripts/install-deps.sh puts it)\n"
     "  --layers N --width N --heads N --dropout P   model size (see docs/usage.md)\n"
@@ -37,7 +38,8 @@ std::set<std::string> with_workload_switches(std::set<std::string> switches) {
 WorkloadFlags read_workload_flags(Flags& flags) {
   WorkloadFlags w;
   w.model = flags.choice("model", "transformer", runtime::model_names());
-  w.data = flags.text("data", w.model == "transformer" ? "brown" : "fashion-mnist");
+  const bool token_model = w.model == "transformer" || w.model == "gpt";
+  w.data = flags.text("data", token_model ? "brown" : "fashion-mnist");
   if (w.data != "brown" && w.data != "fashion-mnist") {
     std::error_code ec;
     if (!std::filesystem::is_directory(w.data, ec)) {
@@ -46,9 +48,9 @@ WorkloadFlags read_workload_flags(Flags& flags) {
     w.shards.dir = w.data;
     w.data = "shards";
   }
-  if ((w.model == "transformer") != (w.data == "brown")) {
+  if (token_model != (w.data == "brown")) {
     throw UsageError("--model " + w.model + " does not fit --data " + (w.shards.dir.empty() ? w.data : w.shards.dir) +
-                     "; expected transformer with brown, resnet with fashion-mnist or image shards");
+                     "; expected transformer or gpt with brown, resnet with fashion-mnist or image shards");
   }
   w.data_dir = flags.text("data-dir", "");
   w.spec.layers = flags.integer("layers", -1, 0, 256);
@@ -105,7 +107,10 @@ Workload::Workload(const WorkloadFlags& flags) : flags_(flags) {
 }
 
 std::unique_ptr<runtime::BatchSource> Workload::batches(std::int64_t batch, std::uint64_t seed) const {
-  if (tagging_) return std::make_unique<runtime::BrownBatches>(tagging_, batch, seed);
+  if (tagging_) {
+    const auto targets = flags_.model == "gpt" ? runtime::BrownTargets::NextWord : runtime::BrownTargets::Tags;
+    return std::make_unique<runtime::BrownBatches>(tagging_, batch, seed, targets);
+  }
   if (flags_.data == "shards") {
     runtime::ShardSourceOptions o = flags_.shards;
     o.batches.batch_size = batch;

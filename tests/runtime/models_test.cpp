@@ -25,10 +25,10 @@ TEST(TransformerTagger, IsCutIntoTwoStagesPerLayer) {
 
 TEST(ModelRegistry, RejectsUnknownModelsAndBadSizes) {
   try {
-    make_model("gpt", {}, {10, 3, 8, 1});
+    make_model("lstm", {}, {10, 3, 8, 1});
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "unknown model 'gpt'; known: resnet, transformer");
+    EXPECT_STREQ(e.what(), "unknown model 'lstm'; known: gpt, resnet, transformer");
   }
   ModelSpec odd;
   odd.width = 30;

@@ -1,6 +1,7 @@
 #include "runtime/models/model_registry.h"
 
 #include "core/error.h"
+#include "runtime/models/gpt_decoder.h"
 #include "runtime/models/resnet.h"
 #include "runtime/models/transformer_tagger.h"
 
@@ -18,6 +19,16 @@ StagedModel make_model(const std::string& name, const ModelSpec& spec, const Dat
     if (spec.dropout >= 0) c.dropout = spec.dropout;
     return make_transformer_tagger(c);
   }
+  if (name == "gpt") {
+    GptDecoderConfig c;
+    c.vocabulary = shape.vocabulary;
+    c.max_length = shape.max_length;
+    if (spec.layers >= 0) c.layers = spec.layers;
+    if (spec.width >= 0) c.width = spec.width;
+    if (spec.heads >= 0) c.heads = spec.heads;
+    if (spec.dropout >= 0) c.dropout = spec.dropout;
+    return make_gpt_decoder(c);
+  }
   if (name == "resnet") {
     if (spec.heads >= 0) throw UsageError("--heads applies to the transformer, not resnet");
     ResNetConfig c;
@@ -32,6 +43,6 @@ StagedModel make_model(const std::string& name, const ModelSpec& spec, const Dat
   throw UsageError("unknown model '" + name + "'; known: " + known);
 }
 
-std::vector<std::string> model_names() { return {"resnet", "transformer"}; }
+std::vector<std::string> model_names() { return {"gpt", "resnet", "transformer"}; }
 
 }  // namespace memtrain::runtime

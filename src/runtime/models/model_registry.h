@@ -1,5 +1,5 @@
-// Built-in models by name: `transformer` (token tagger) and `resnet` (image
-// classifier). Unset knobs take each model's defaults.
+// Built-in models by name: `transformer` (token tagger), `gpt` (next-word
+// decoder) and `resnet` (image classifier). Unset knobs take each model's defaults.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +11,10 @@
 namespace memtrain::runtime {
 
 struct ModelSpec {
-  std::int64_t layers = -1;  // transformer: encoder layers (6); resnet: blocks per group (2)
-  std::int64_t width = -1;   // transformer: model width (128); resnet: first group's channels (16)
-  std::int64_t heads = -1;   // transformer only (4)
-  double dropout = -1;       // transformer only (0.1)
+  std::int64_t layers = -1;  // transformer: encoder layers (6); gpt: decoder blocks (6); resnet: blocks per group (2)
+  std::int64_t width = -1;   // transformer: model width (128); gpt: 256; resnet: first group's channels (16)
+  std::int64_t heads = -1;   // transformer and gpt (4)
+  double dropout = -1;       // transformer and gpt (0.1)
 };
 
 // What the data fixes about a model.

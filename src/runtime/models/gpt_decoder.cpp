@@ -1,0 +1,113 @@
+#include "runtime/models/gpt_decoder.h"
+
+#include <cmath>
+#include <limits>
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "runtime/models/classification_loss.h"
+
+namespace memtrain::runtime {
+
+namespace {
+
+class TokenEmbeddingStage : public StageModule {
+ public:
+  explicit TokenEmbeddingStage(const GptDecoderConfig& c)
+      : tokens_(register_module("tokens", torch::nn::Embedding(c.vocabulary, c.width))),
+        positions_(register_module("positions", torch::nn::Embedding(c.max_length, c.width))),
+        dropout_(c.dropout) {}
+
+  torch::Tensor forward(const torch::Tensor& ids, StepContext& ctx) override {
+    const int64_t length = ids.size(1);
+    if (length > positions_->options.num_embeddings()) {
+      throw Error("gpt: sequence of " + std::to_string(length) + " tokens is longer than the " +
+                  std::to_string(positions_->options.num_embeddings()) + " the model was built for");
+    }
+    return step_dropout(tokens_(ids) + positions_(torch::arange(length, ids.options())), dropout_, ctx);
+  }
+
+ private:
+  torch::nn::Embedding tokens_, positions_;
+  double dropout_;
+};
+
+class DecoderBlockStage : public StageModule {
+ public:
+  explicit DecoderBlockStage(const GptDecoderConfig& c)
+      : attn_norm_(register_module("attn_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.width})))),
+        qkv_(register_module("qkv", torch::nn::Linear(c.width, 3 * c.width))),
+        attn_out_(register_module("attn_out", torch::nn::Linear(c.width, c.width))),
+        ff_norm_(register_module("ff_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.width})))),
+        up_(register_module("up", torch::nn::Linear(c.width, 4 * c.width))),
+        down_(register_module("down", torch::nn::Linear(4 * c.width, c.width))),
+        heads_(c.heads),
+        dropout_(c.dropout) {}
+
+  torch::Tensor forward(const torch::Tensor& x, StepContext& ctx) override {
+    const int64_t b = x.size(0), t = x.size(1), d = x.size(2), dh = d / heads_;
+    const torch::Tensor qkv = qkv_(attn_norm_(x)).view({b, t, 3, heads_, dh}).permute({2, 0, 3, 1, 4});
+    const torch::Tensor q = qkv[0] * (1.0 / std::sqrt(static_cast<double>(dh)));
+    torch::Tensor scores = torch::matmul(q, qkv[1].transpose(-2, -1));
+    // Causal: position t sees positions <= t only. Padding sits after a
+    // sentence's last word, so no counted position ever sees it.
+    const torch::Tensor future = torch::ones({t, t}, x.options().dtype(torch::kBool)).triu_(1);
+    scores.masked_fill_(future, -std::numeric_limits<float>::infinity());
+    const torch::Tensor probs = step_dropout(torch::softmax(scores, -1), dropout_, ctx);
+    const torch::Tensor mixed = torch::matmul(probs, qkv[2]).transpose(1, 2).reshape({b, t, d});
+    const torch::Tensor h = x + step_dropout(attn_out_(mixed), dropout_, ctx);
+    return h + step_dropout(down_(torch::gelu(up_(ff_norm_(h)))), dropout_, ctx);
+  }
+
+ private:
+  torch::nn::LayerNorm attn_norm_;
+  torch::nn::Linear qkv_, attn_out_;
+  torch::nn::LayerNorm ff_norm_;
+  torch::nn::Linear up_, down_;
+  int64_t heads_;
+  double dropout_;
+};
+
+class NextWordStage : public StageModule {
+ public:
+  explicit NextWordStage(const GptDecoderConfig& c)
+      : norm_(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.width})))),
+        out_(register_module("out", torch::nn::Linear(c.width, c.vocabulary))) {}
+
+  torch::Tensor forward(const torch::Tensor& x, StepContext& ctx) override {
+    return classification_loss(out_(norm_(x)), ctx);
+  }
+
+ private:
+  torch::nn::LayerNorm norm_;
+  torch::nn::Linear out_;
+};
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw UsageError("gpt: " + what);
+}
+
+}  // namespace
+
+StagedModel make_gpt_decoder(const GptDecoderConfig& c) {
+  check(c.vocabulary >= 2, "vocabulary " + std::to_string(c.vocabulary) + " must be >= 2");
+  check(c.max_length >= 1, "max length " + std::to_string(c.max_length) + " must be >= 1");
+  check(c.width >= 1 && c.width <= 8192, "--width " + std::to_string(c.width) + " is out of range; expected 1..8192");
+  check(c.heads >= 1 && c.width % c.heads == 0,
+        "--heads " + std::to_string(c.heads) + " must be >= 1 and divide --width " + std::to_string(c.width));
+  check(c.layers >= 0 && c.layers <= 256, "--layers " + std::to_string(c.layers) + " is out of range; expected 0..256");
+  check(c.dropout >= 0 && c.dropout < 1, "--dropout " + std::to_string(c.dropout) + " is out of range; expected [0, 1)");
+
+  std::vector<std::string> names{"embed"};
+  std::vector<std::shared_ptr<StageModule>> stages{std::make_shared<TokenEmbeddingStage>(c)};
+  for (int64_t l = 0; l < c.layers; ++l) {
+    names.push_back("block" + std::to_string(l));
+    stages.push_back(std::make_shared<DecoderBlockStage>(c));
+  }
+  names.push_back("next_word");
+  stages.push_back(std::make_shared<NextWordStage>(c));
+  return StagedModel("gpt", std::move(names), std::move(stages));
+}
+
+}  // namespace memtrain::runtime
