@@ -12,8 +12,10 @@ Bytes Chain::activation_bytes(int i) const {
   return i == size() ? output_bytes : stages[i].input_bytes;
 }
 
-Bytes Chain::persistent_bytes() const {
-  Bytes total = resident_bytes;
+Bytes Chain::persistent_bytes() const { return resident_bytes + (weights_on_host ? 0 : model_state_bytes()); }
+
+Bytes Chain::model_state_bytes() const {
+  Bytes total = 0;
   for (const Stage& s : stages) total += s.param_bytes + s.state_bytes;
   return total;
 }
@@ -56,10 +58,17 @@ void Chain::validate(const std::string& origin) const {
         {"nograd_forward_temp_bytes", s.nograd_forward_temp_bytes},
         {"backward_temp_bytes", s.backward_temp_bytes},
         {"param_bytes", s.param_bytes},
-        {"state_bytes", s.state_bytes}};
+        {"state_bytes", s.state_bytes},
+        {"grad_bytes", s.grad_bytes}};
     for (const auto& f : sizes) {
       if (f.v < 0) throw bad(i, f.name, "is " + std::to_string(f.v) + "; expected >= 0");
     }
+    if (s.grad_bytes > s.state_bytes) {
+      throw bad(i, "grad_bytes", "is " + std::to_string(s.grad_bytes) + "; expected at most state_bytes (" +
+                                     std::to_string(s.state_bytes) + "), of which gradients are a part");
+    }
+    if (!(s.update_time >= 0) || !std::isfinite(s.update_time))
+      throw bad(i, "update_time", "is " + std::to_string(s.update_time) + "; expected a finite value >= 0");
     if (!(s.forward_time >= 0) || !std::isfinite(s.forward_time))
       throw bad(i, "forward_time", "is " + std::to_string(s.forward_time) + "; expected a finite value >= 0");
     if (!(s.backward_time >= 0) || !std::isfinite(s.backward_time))

@@ -21,13 +21,19 @@ struct Chain {
   // memory to offload to.
   double device_to_host_bandwidth = 0;
   double host_to_device_bandwidth = 0;
+  // Weights, gradients and optimizer state live in host memory (Harmony):
+  // a schedule brings a stage's weights to the device before running it and
+  // sends its gradients back for an update on the host.
+  bool weights_on_host = false;
 
   int size() const { return static_cast<int>(stages.size()); }
   // a_i for i in 0..n, where a_n is output_bytes.
   Bytes activation_bytes(int i) const;
-  // Bytes resident for the whole step: weights, gradients, optimizer state,
-  // and resident_bytes.
+  // Device bytes resident for the whole step: weights, gradients, optimizer
+  // state (unless weights_on_host), and resident_bytes.
   Bytes persistent_bytes() const;
+  // Weights, gradients and optimizer state of every stage, wherever they live.
+  Bytes model_state_bytes() const;
   Seconds forward_time() const;
   Seconds backward_time() const;
 

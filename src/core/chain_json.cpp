@@ -1,5 +1,6 @@
 #include "core/chain_json.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "core/error.h"
@@ -33,6 +34,10 @@ Chain chain_from_json(const json& j, const std::string& origin) {
     stage.backward_temp_bytes = bytes_field(s, "backward_temp_bytes", false, 0, where);
     stage.param_bytes = bytes_field(s, "param_bytes", false, 0, where);
     stage.state_bytes = bytes_field(s, "state_bytes", false, 0, where);
+    // Absent: gradients the size of the weights (float weights, no buffers),
+    // as far as the state holds them.
+    stage.grad_bytes = bytes_field(s, "grad_bytes", false, std::min(stage.param_bytes, stage.state_bytes), where);
+    stage.update_time = number_field(s, "update_time", false, 0, where);
     auto variants = s.find("variants");
     if (variants != s.end()) {
       if (!variants->is_array()) throw Error(where + ": field 'variants' must be an array of objects");
@@ -57,6 +62,7 @@ Chain chain_from_json(const json& j, const std::string& origin) {
   chain.resident_bytes = bytes_field(j, "resident_bytes", false, 0, origin);
   chain.device_to_host_bandwidth = number_field(j, "device_to_host_bandwidth", false, 0, origin);
   chain.host_to_device_bandwidth = number_field(j, "host_to_device_bandwidth", false, 0, origin);
+  chain.weights_on_host = bool_field(j, "weights_on_host", false, origin);
   chain.validate(origin);
   return chain;
 }
@@ -82,7 +88,9 @@ json chain_to_json(const Chain& chain) {
                       {"nograd_forward_temp_bytes", s.nograd_forward_temp_bytes},
                       {"backward_temp_bytes", s.backward_temp_bytes},
                       {"param_bytes", s.param_bytes},
-                      {"state_bytes", s.state_bytes}});
+                      {"state_bytes", s.state_bytes},
+                      {"grad_bytes", s.grad_bytes},
+                      {"update_time", s.update_time}});
     if (!variants.empty()) stages.back()["variants"] = variants;
   }
   json out = {{"stages", stages},
@@ -91,6 +99,7 @@ json chain_to_json(const Chain& chain) {
   if (chain.resident_bytes > 0) out["resident_bytes"] = chain.resident_bytes;
   if (chain.device_to_host_bandwidth > 0) out["device_to_host_bandwidth"] = chain.device_to_host_bandwidth;
   if (chain.host_to_device_bandwidth > 0) out["host_to_device_bandwidth"] = chain.host_to_device_bandwidth;
+  if (chain.weights_on_host) out["weights_on_host"] = true;
   return out;
 }
 

@@ -33,6 +33,13 @@ Bytes bytes_field(const json& obj, const char* key, bool required, Bytes fallbac
   return static_cast<Bytes>(v);
 }
 
+bool bool_field(const json& obj, const char* key, bool fallback, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) throw Error(where + ": field '" + key + "' is " + it->dump() + "; expected true or false");
+  return it->get<bool>();
+}
+
 std::string name_field(const json& obj, const std::string& fallback, const std::string& where) {
   auto name = obj.find("name");
   if (name == obj.end()) return fallback;

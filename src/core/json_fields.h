@@ -17,6 +17,8 @@ double number_field(const nlohmann::json& obj, const char* key, bool required, d
 // The same, a whole number of bytes.
 Bytes bytes_field(const nlohmann::json& obj, const char* key, bool required, Bytes fallback,
                   const std::string& where);
+// true or false at obj[key]; `fallback` when absent.
+bool bool_field(const nlohmann::json& obj, const char* key, bool fallback, const std::string& where);
 
 // The string at obj["name"], or `fallback` when absent; "where: field 'name'
 // must be a string" otherwise.

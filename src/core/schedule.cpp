@@ -1,5 +1,7 @@
 #include "core/schedule.h"
 
+#include <algorithm>
+
 namespace memtrain {
 
 const char* op_kind_name(OpKind kind) {
@@ -12,8 +14,30 @@ const char* op_kind_name(OpKind kind) {
     case OpKind::Offload: return "offload";
     case OpKind::Release: return "release";
     case OpKind::Prefetch: return "prefetch";
+    case OpKind::FetchWeights: return "fetch_weights";
+    case OpKind::DropWeights: return "drop_weights";
+    case OpKind::OffloadGrads: return "offload_grads";
+    case OpKind::FetchGrads: return "fetch_grads";
+    case OpKind::Update: return "update";
   }
   return "?";
+}
+
+bool is_micro_batch_op(OpKind kind) {
+  switch (kind) {
+    case OpKind::FetchWeights:
+    case OpKind::DropWeights:
+    case OpKind::OffloadGrads:
+    case OpKind::FetchGrads:
+    case OpKind::Update: return false;
+    default: return true;
+  }
+}
+
+int Schedule::micro_batches() const {
+  int most = 0;
+  for (const Op& op : ops) most = std::max(most, op.micro);
+  return most + 1;
 }
 
 int Schedule::recomputed_forwards(int stages) const {
@@ -24,7 +48,7 @@ int Schedule::recomputed_forwards(int stages) const {
       ++forwards;
     }
   }
-  return forwards - stages;
+  return forwards - stages * micro_batches();
 }
 
 std::string Schedule::to_string() const {
@@ -35,14 +59,23 @@ std::string Schedule::to_string() const {
       case OpKind::ForwardAll: out += "Fall"; break;
       case OpKind::ForwardCheckpoint: out += "Fck"; break;
       case OpKind::ForwardNone: out += "Fn"; break;
-      case OpKind::Loss: out += "L"; continue;
+      case OpKind::Loss:
+        out += "L";
+        if (op.micro != 0) out += "@" + std::to_string(op.micro);
+        continue;
       case OpKind::Backward: out += "B"; break;
       case OpKind::Offload: out += "Off"; break;
       case OpKind::Release: out += "Rel"; break;
       case OpKind::Prefetch: out += "Pre"; break;
+      case OpKind::FetchWeights: out += "Win"; break;
+      case OpKind::DropWeights: out += "Wout"; break;
+      case OpKind::OffloadGrads: out += "Gout"; break;
+      case OpKind::FetchGrads: out += "Gin"; break;
+      case OpKind::Update: out += "U"; break;
     }
     out += std::to_string(op.stage);
     if (op.variant != 0) out += ".v" + std::to_string(op.variant);
+    if (op.micro != 0) out += "@" + std::to_string(op.micro);
   }
   return out;
 }
@@ -53,6 +86,7 @@ nlohmann::json Schedule::to_json() const {
     nlohmann::json o = {{"op", op_kind_name(op.kind)}};
     if (op.kind != OpKind::Loss) o["stage"] = op.stage;
     if (op.variant != 0) o["variant"] = op.variant;
+    if (op.micro != 0) o["micro"] = op.micro;
     ops_json.push_back(o);
   }
   return ops_json;

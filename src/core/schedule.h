@@ -22,34 +22,57 @@ enum class OpKind {
   Release,   // wait for that copy to end, then free x_i's device bytes
   Prefetch,  // allocate x_i on the device and start copying it back; the
              // first operation that reads x_i waits for the copy
+  // Weights kept in host memory (Chain::weights_on_host), stage by stage:
+  FetchWeights,  // allocate stage i's weights on the device and start copying them in
+  DropWeights,   // free stage i's device weights, and its gradients once their copy has ended
+  OffloadGrads,  // start copying stage i's accumulated gradients to the host
+  FetchGrads,    // bring the host's gradient sum back to accumulate into (per-micro-batch swapping)
+  Update,        // the optimizer step for stage i, on the host, once its gradients are there
 };
 
 struct Op {
   OpKind kind;
   int stage;        // the stage index; -1 for Loss
   int variant = 0;  // ForwardAll: which variant of the stage runs (Stage::variant); 0 otherwise
+  // Which micro-batch a forward, loss, backward or activation copy is of:
+  // a step may split its batch into micro-batches whose gradients add up.
+  int micro = 0;
 
-  bool operator==(const Op& o) const { return kind == o.kind && stage == o.stage && variant == o.variant; }
+  bool operator==(const Op& o) const {
+    return kind == o.kind && stage == o.stage && variant == o.variant && micro == o.micro;
+  }
 };
+
+// Whether `kind` acts on one micro-batch's activations (the weight and
+// gradient operations act on a stage's weights, shared by all).
+bool is_micro_batch_op(OpKind kind);
 
 const char* op_kind_name(OpKind kind);  // "forward_all", ...
 
 struct Schedule {
   std::vector<Op> ops;
 
-  void forward_all(int i, int variant = 0) { ops.push_back({OpKind::ForwardAll, i, variant}); }
-  void forward_checkpoint(int i) { ops.push_back({OpKind::ForwardCheckpoint, i}); }
-  void forward_none(int i) { ops.push_back({OpKind::ForwardNone, i}); }
-  void loss() { ops.push_back({OpKind::Loss, -1}); }
-  void backward(int i) { ops.push_back({OpKind::Backward, i}); }
-  void offload(int i) { ops.push_back({OpKind::Offload, i}); }
-  void release(int i) { ops.push_back({OpKind::Release, i}); }
-  void prefetch(int i) { ops.push_back({OpKind::Prefetch, i}); }
+  void forward_all(int i, int variant = 0, int micro = 0) { ops.push_back({OpKind::ForwardAll, i, variant, micro}); }
+  void forward_checkpoint(int i, int micro = 0) { ops.push_back({OpKind::ForwardCheckpoint, i, 0, micro}); }
+  void forward_none(int i, int micro = 0) { ops.push_back({OpKind::ForwardNone, i, 0, micro}); }
+  void loss(int micro = 0) { ops.push_back({OpKind::Loss, -1, 0, micro}); }
+  void backward(int i, int micro = 0) { ops.push_back({OpKind::Backward, i, 0, micro}); }
+  void offload(int i, int micro = 0) { ops.push_back({OpKind::Offload, i, 0, micro}); }
+  void release(int i, int micro = 0) { ops.push_back({OpKind::Release, i, 0, micro}); }
+  void prefetch(int i, int micro = 0) { ops.push_back({OpKind::Prefetch, i, 0, micro}); }
+  void fetch_weights(int i) { ops.push_back({OpKind::FetchWeights, i}); }
+  void drop_weights(int i) { ops.push_back({OpKind::DropWeights, i}); }
+  void offload_grads(int i) { ops.push_back({OpKind::OffloadGrads, i}); }
+  void fetch_grads(int i) { ops.push_back({OpKind::FetchGrads, i}); }
+  void update(int i) { ops.push_back({OpKind::Update, i}); }
 
-  // Number of forward operations beyond one per stage (the recompute count).
+  // 1 + the highest micro-batch any operation names.
+  int micro_batches() const;
+  // Number of forward operations beyond one per stage and micro-batch (the recompute count).
   int recomputed_forwards(int stages) const;
   // Compact text: "Fck0 Fall1 L B1 Fall0 B0"; a variant shows as "Fall1.v2";
-  // Offload/Release/Prefetch of x_2 as "Off2 Rel2 Pre2".
+  // Offload/Release/Prefetch of x_2 as "Off2 Rel2 Pre2"; weight operations
+  // of stage 3 as "Win3 Wout3 Gout3 Gin3 U3"; micro-batch 2 as "Fck0@2", "L@2".
   std::string to_string() const;
   nlohmann::json to_json() const;
   bool operator==(const Schedule& o) const { return ops == o.ops; }

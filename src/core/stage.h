@@ -35,6 +35,8 @@ struct Stage {
   Bytes backward_temp_bytes = 0;   // peak of a backward above the input gradient it makes
   Bytes param_bytes = 0;           // weights, resident for the whole step
   Bytes state_bytes = 0;           // gradients and optimizer state of those weights
+  Bytes grad_bytes = 0;            // of state_bytes, the gradients: what weight swapping sends to host
+  Seconds update_time = 0;         // the optimizer step for this stage's weights, on the host, s
   // Alternatives to the forward-with-grad and backward fields above, which
   // are variant 0 ("default"); variant v > 0 is variants[v - 1].
   std::vector<StageVariant> variants;
