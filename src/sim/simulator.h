@@ -9,6 +9,15 @@
 // the device bytes; Prefetch(i) allocates x_i on the device at once and
 // queues the copy back; the first compute operation reading x_i waits for
 // it. Copies in one direction run one at a time, in issue order.
+//
+// A schedule may split the step's batch into micro-batches (Op::micro): each
+// has its own activations and gradient, and all the micro-batches' inputs
+// are on the device from the start. With weights in host memory
+// (Chain::weights_on_host) a stage computes only while its weights are on
+// the device (FetchWeights .. DropWeights); its first backward allocates its
+// gradients there; OffloadGrads sends them to the host, where Update runs
+// the optimizer step on a fourth timeline. The step ends when compute and
+// the host's updates have.
 #pragma once
 
 #include <vector>
@@ -26,11 +35,13 @@ struct OpCost {
 
 struct SimResult {
   Bytes peak_bytes = 0;  // peak over the step, optimizer update included
-  Seconds time = 0;      // the compute timeline's end: operations plus waits on copies, s
+  Seconds time = 0;      // the step's end: compute (operations plus waits on copies) and host updates, s
   Bytes swap_bytes = 0;           // bytes copied, both directions together
   Bytes host_peak_bytes = 0;      // highest bytes held in host memory
   Seconds transfer_seconds = 0;   // the copies' durations, both engines together
   Seconds stall_seconds = 0;      // compute waiting on copies
+  Bytes weight_swap_bytes = 0;    // of swap_bytes, weights and gradients (weights in host memory)
+  Seconds update_seconds = 0;     // optimizer steps on the host
   // 1 - stall / transfer: the share of copy time hidden under compute; 1 when nothing was copied.
   double hidden_transfer_fraction() const {
     return transfer_seconds > 0 ? 1.0 - stall_seconds / transfer_seconds : 1.0;

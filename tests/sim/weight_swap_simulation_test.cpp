@@ -1,0 +1,116 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "plan/weight_swap_schedules.h"
+#include "sim/simulator.h"
+#include "support/schedule_text.h"
+
+namespace memtrain::sim {
+namespace {
+
+using testing::parse_schedule;
+
+// Two stages of 100 weight bytes each (grads 100, Adam state 200 more),
+// activations of 10, forward 1 s, backward 2 s; the link moves 100 bytes/s.
+Chain two_stages() {
+  Chain c;
+  for (int i = 0; i < 2; ++i) {
+    Stage s;
+    s.name = "s" + std::to_string(i);
+    s.forward_time = 1;
+    s.backward_time = 2;
+    s.input_bytes = 10;
+    s.saved_bytes = 10;
+    s.param_bytes = 100;
+    s.state_bytes = 300;
+    s.grad_bytes = 100;
+    s.update_time = 0.5;
+    c.stages.push_back(s);
+  }
+  c.weights_on_host = true;
+  c.device_to_host_bandwidth = c.host_to_device_bandwidth = 100;
+  return c;
+}
+
+TEST(WeightSwapSimulation, PricesFetchesGradientsAndHostUpdatesWorkedOutByHand) {
+  const Chain c = two_stages();
+  // Both stages' weights come in (1 s each, one after the other), the
+  // forward of s0 waits for its copy, ...
+  const Schedule s = parse_schedule("Win0 Win1 Fall0 Fall1 L B1 Gout1 B0 Gout0 Wout1 Wout0 U1 U0");
+  const SimResult r = simulate(c, s, true);
+  // Fall0 waits until t=1 for Win0, runs to 2; Fall1 waits for Win1 (ends 2), runs to 3;
+  // B1 3..5 allocates 100 grad bytes; Gout1 copies 5..6; B0 5..7; Gout0 7..8;
+  // Wout1 waits nothing (6 < 7); Wout0 waits until 8; U1 on the host 8..8.5, U0 8.5..9.
+  EXPECT_DOUBLE_EQ(r.ops[2].end_time, 2);
+  EXPECT_DOUBLE_EQ(r.ops[3].end_time, 3);
+  EXPECT_DOUBLE_EQ(r.ops[9].end_time, 7);   // Wout1: its gradients left at 6
+  EXPECT_DOUBLE_EQ(r.ops[10].end_time, 8);  // Wout0 waits for Gout0
+  EXPECT_DOUBLE_EQ(r.time, 9);
+  EXPECT_DOUBLE_EQ(r.update_seconds, 1);
+  EXPECT_EQ(r.weight_swap_bytes, 400);  // two stages in, two gradients out
+  EXPECT_EQ(r.swap_bytes, 400);
+  EXPECT_DOUBLE_EQ(r.stall_seconds, 2);  // 1 s for Win0, 1 s for Gout0 at Wout0
+  // Peak at B0: batch 10, weights 200, s0's saved 10, s1's gradients 100,
+  // delta_1 10, then s0's new gradients 100 and delta_0 10.
+  EXPECT_EQ(r.ops[1].after_bytes, 210);
+  EXPECT_EQ(r.peak_bytes, 10 + 200 + 10 + 100 + 10 + 100 + 10);
+  EXPECT_EQ(r.ops.back().after_bytes, 10) << "only delta_0 stays: weights and gradients have gone";
+}
+
+TEST(WeightSwapSimulation, MicroBatchesAccumulateIntoOneGradient) {
+  const Chain c = two_stages();
+  const Schedule s = parse_schedule(
+      "Win0 Win1 Fall0 Fall1 L B1 B0 Fall0@1 Fall1@1 L@1 B1@1 B0@1 Gout0 Gout1 Wout0 Wout1 U0 U1");
+  const SimResult r = simulate(c, s);
+  EXPECT_EQ(r.weight_swap_bytes, 400) << "one gradient per stage, whatever the micro-batches";
+  EXPECT_EQ(s.micro_batches(), 2);
+  EXPECT_EQ(s.recomputed_forwards(2), 0);
+}
+
+TEST(WeightSwapSimulation, RejectsWhatTheExecutorCouldNotRun) {
+  const Chain c = two_stages();
+  auto rejects = [&](const std::string& text, const std::string& why) {
+    try {
+      simulate(c, parse_schedule(text));
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  rejects("Fall0 Win1 Fall1 L B1 B0", "weights are in host memory; fetch them first");
+  rejects("Win0 Win1 Fall0 Fall1 L B1 B0 Wout0 Wout1", "gradients are on the device only");
+  rejects("Win0 Win1 Fall0 Fall1 L B1 Gout1 B0 Gout0 Wout0 Wout1 U0", "gradients of stage 1 never reach the optimizer");
+  rejects("Win0 Win1 Fall0 Fall1 L B1 Gout1 B0 Gout0 Wout0 U0 U1", "ends with the weights of stage 1 on the device");
+  rejects("Win0 Win1 Fall0 Fall1 L B1 Gout1 Wout1 U1 Win1", "already updated");
+  Chain device = c;
+  device.weights_on_host = false;
+  try {
+    simulate(device, parse_schedule("Win0 Fall0"));
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("weights_on_host is false"), std::string::npos) << e.what();
+  }
+}
+
+TEST(WeightSwapSimulation, GroupingMovesEachWeightAFewTimesWhereThePerLayerBaselineMovesItPerMicroBatch) {
+  Chain c = two_stages();
+  for (int i = 0; i < 4; ++i) c.stages.push_back(c.stages[0]);  // six stages
+  const int n = c.size(), m = 8;
+  const SimResult naive = simulate(c, plan::per_layer_swap_schedule(n, m, true));
+  // Per micro-batch every stage's weights come in twice (the last stage's
+  // once: its backward follows its forward) and its gradient goes out once;
+  // the gradient comes back for every micro-batch after the first.
+  EXPECT_EQ(naive.weight_swap_bytes, 100 * (m * (2 * n - 1) + m * n + (m - 1) * n));
+  for (int packs : {1, 2, 3}) {
+    const std::vector<int> starts = plan::balanced_pack_starts(c, packs);
+    ASSERT_EQ(static_cast<int>(starts.size()), packs);
+    const SimResult grouped = simulate(c, plan::grouped_swap_schedule(n, m, starts, true));
+    // In for the forward, in again for the backward except the last pack, gradients out once.
+    const int last_pack = n - starts.back();
+    EXPECT_EQ(grouped.weight_swap_bytes, 100 * (n + (n - last_pack) + n)) << packs << " packs";
+    EXPECT_LT(grouped.time, naive.time);
+  }
+}
+
+}  // namespace
+}  // namespace memtrain::sim
