@@ -17,10 +17,14 @@ struct PlanRequest {
   const Chain* largest = nullptr;  // cost model of the dataset's largest input, if known
 };
 
-// Settings of the planners that discretise memory (`optimal`, `joint`).
+// Settings of the planners that discretise memory (`optimal`, `joint`) and
+// of those that swap weights.
 struct PlannerOptions {
   std::int64_t slots = 500;  // memory above the resident bytes is cut into this many slots
   Bytes slot_bytes = 0;      // or into slots of exactly this size when > 0 (1: exact)
+  // Micro-batches a step is split into (weight-swapping planners); the chain
+  // they plan on is one micro-batch's.
+  int micro_batches = 1;
 };
 
 class Planner {

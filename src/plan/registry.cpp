@@ -11,6 +11,7 @@
 #include "plan/sqrt_planner.h"
 #include "plan/static_planner.h"
 #include "plan/swap_planner.h"
+#include "plan/weight_swap_planners.h"
 
 namespace memtrain::plan {
 
@@ -30,6 +31,7 @@ const std::vector<std::pair<std::string, Factory>>& table() {
       {"sqrt", [](const PlannerOptions&) { return std::make_unique<SqrtPlanner>(); }},
       {"static", [](const PlannerOptions&) { return std::make_unique<StaticPlanner>(); }},
       {"swap", [](const PlannerOptions& o) { return std::make_unique<SwapPlanner>(o); }},
+      {"swap-naive", [](const PlannerOptions& o) { return std::make_unique<PerLayerSwapPlanner>(o); }},
   };
   return planners;
 }
@@ -38,6 +40,9 @@ const std::vector<std::pair<std::string, Factory>>& table() {
 
 std::unique_ptr<Planner> make_planner(const std::string& name, const PlannerOptions& options) {
   if (options.slot_bytes < 0) throw UsageError("slot size must be at least 1 byte, not " + std::to_string(options.slot_bytes));
+  if (options.micro_batches < 1) {
+    throw UsageError("--micro-batches " + std::to_string(options.micro_batches) + " is out of range; expected >= 1");
+  }
   if (options.slots < 1) throw UsageError("slots must be at least 1, not " + std::to_string(options.slots));
   for (const auto& [known, factory] : table()) {
     if (known == name) return factory(options);

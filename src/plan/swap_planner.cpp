@@ -9,6 +9,7 @@ namespace memtrain::plan {
 
 Plan SwapPlanner::plan(const PlanRequest& request) {
   const Chain& chain = request.chain;
+  if (chain.weights_on_host) return grouped_.plan(request);
   const Plan at_budget = optimal_.plan(request);
   Plan best = at_budget;
   best.planner = name();

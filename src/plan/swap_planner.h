@@ -5,17 +5,19 @@
 // budget assumed; the Simulator prices each candidate with the chain's copy
 // engines and the fastest that fits the real budget wins. `optimal` at the
 // budget itself is one candidate, so `swap` is never slower than
-// recompute-only; on a chain without a host link it is `optimal`.
+// recompute-only; on a chain without a host link it is `optimal`. With the
+// weights in host memory it is Harmony (GroupedSwapPlanner).
 #pragma once
 
 #include "plan/optimal_planner.h"
 #include "plan/planner.h"
+#include "plan/weight_swap_planners.h"
 
 namespace memtrain::plan {
 
 class SwapPlanner : public Planner {
  public:
-  explicit SwapPlanner(PlannerOptions options = {}) : optimal_(options) {}
+  explicit SwapPlanner(PlannerOptions options = {}) : optimal_(options), grouped_(options) {}
   std::string name() const override { return "swap"; }
   Plan plan(const PlanRequest& request) override;
 
@@ -23,6 +25,7 @@ class SwapPlanner : public Planner {
 
  private:
   OptimalPlanner optimal_;
+  GroupedSwapPlanner grouped_;  // for chains with weights in host memory
 };
 
 }  // namespace memtrain::plan

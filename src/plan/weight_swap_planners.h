@@ -1,0 +1,35 @@
+// Planners for weights in host memory (Chain::weights_on_host), over
+// PlannerOptions::micro_batches micro-batches:
+// - GroupedSwapPlanner (Harmony; `swap` uses it for such chains) tries every
+//   number of layer packs, each cut as evenly by weight as a greedy cut
+//   makes it, with and without fetching the next pack ahead, and keeps the
+//   fastest schedule the Simulator says fits the budget;
+// - PerLayerSwapPlanner (`swap-naive`) is the baseline it is measured
+//   against: per stage, per micro-batch (weight_swap_schedules.h).
+#pragma once
+
+#include "plan/planner.h"
+
+namespace memtrain::plan {
+
+class GroupedSwapPlanner : public Planner {
+ public:
+  explicit GroupedSwapPlanner(PlannerOptions options = {}) : options_(options) {}
+  std::string name() const override { return "swap"; }
+  Plan plan(const PlanRequest& request) override;
+
+ private:
+  PlannerOptions options_;
+};
+
+class PerLayerSwapPlanner : public Planner {
+ public:
+  explicit PerLayerSwapPlanner(PlannerOptions options = {}) : options_(options) {}
+  std::string name() const override { return "swap-naive"; }
+  Plan plan(const PlanRequest& request) override;
+
+ private:
+  PlannerOptions options_;
+};
+
+}  // namespace memtrain::plan

@@ -1,0 +1,31 @@
+// Schedules for weights that live in host memory (Chain::weights_on_host),
+// over a step split into micro-batches:
+// - per_layer_swap_schedule: the vDNN-style baseline (`swap-naive`). Each
+//   micro-batch runs forward and backward on its own, and every stage's
+//   weights come in for its forward and again for its backward; its gradient
+//   sum goes out after every backward and comes back for the next one.
+// - grouped_swap_schedule: Harmony. The stages are cut into layer packs;
+//   every micro-batch passes through a pack before its weights leave, the
+//   last pack runs forward and backward without leaving, and each pack's
+//   gradients go out once, to an update on the host right after its backward.
+// Both keep each micro-batch's activations as checkpoints at the edges of
+// what they swap and recompute inside; `lookahead` fetches the next weights
+// while the current ones compute.
+#pragma once
+
+#include <vector>
+
+#include "core/chain.h"
+#include "core/schedule.h"
+
+namespace memtrain::plan {
+
+Schedule per_layer_swap_schedule(int stages, int micro_batches, bool lookahead);
+
+// pack_starts: the first stage of each pack, ascending, starting at 0.
+Schedule grouped_swap_schedule(int stages, int micro_batches, const std::vector<int>& pack_starts, bool lookahead);
+
+// `packs` contiguous packs with weights as even as a greedy cut makes them.
+std::vector<int> balanced_pack_starts(const Chain& chain, int packs);
+
+}  // namespace memtrain::plan
