@@ -29,7 +29,8 @@ const char* kCalibrateHelp =
     "\n"
     "Measures, on this machine, what the Simulator needs to price a schedule with offload:\n"
     "each stage's forward and backward time and memory at the dataset's largest batch, and\n"
-    "the bandwidth of copies device -> host and host -> device. Writes them as a chain file\n"
+    "the bandwidth of copies device -> host and host -> device, and an optimizer step's time on the\n"
+    "host per stage (for weights kept there). Writes them as a chain file\n"
     "(docs/chain-format.md) for memtrain simulate --chain, plan --chain and train --calibration.\n"
     "\n"
     "WORKLOAD"
@@ -74,6 +75,9 @@ int run_calibrate(const std::vector<std::string>& args) {
   Chain chain = trainer.largest_chain();
   chain.device_to_host_bandwidth = link.device_to_host;
   chain.host_to_device_bandwidth = link.host_to_device;
+  // What an optimizer step costs on the host, for weights kept there.
+  const double update_rate = runtime::Adam::measure_host_seconds_per_byte();
+  for (Stage& s : chain.stages) s.update_time = update_rate * static_cast<double>(s.grad_bytes);
   nlohmann::json j = chain_to_json(chain);
   j["device"] = memory->describe();
   j["largest_input_shape"] = trainer.largest_signature().shape;

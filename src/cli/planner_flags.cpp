@@ -43,6 +43,17 @@ LinkFlags parse_link_flags(Flags& flags) {
   return l;
 }
 
+WeightFlags parse_weight_flags(Flags& flags) {
+  WeightFlags w;
+  w.on_host = flags.choice("weights-on", "device", {"device", "host"}) == "host";
+  w.micro_batches = static_cast<int>(flags.integer("micro-batches", 1, 1, 4096));
+  if (w.micro_batches > 1 && !w.on_host) {
+    throw UsageError("--micro-batches " + std::to_string(w.micro_batches) +
+                     " splits a step for weight swapping; it needs --weights-on host");
+  }
+  return w;
+}
+
 void LinkFlags::apply(Chain& chain) const {
   if (device_to_host > 0) chain.device_to_host_bandwidth = device_to_host;
   if (host_to_device > 0) chain.host_to_device_bandwidth = host_to_device;

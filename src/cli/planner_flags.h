@@ -29,4 +29,13 @@ struct LinkFlags {
 };
 LinkFlags parse_link_flags(Flags& flags);
 
+// Where weights live, --weights-on device|host (default device), and
+// --micro-batches N (default 1), which only the weight-swapping planners
+// use and so needs --weights-on host.
+struct WeightFlags {
+  bool on_host = false;
+  int micro_batches = 1;
+};
+WeightFlags parse_weight_flags(Flags& flags);
+
 }  // namespace memtrain::cli

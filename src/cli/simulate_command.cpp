@@ -22,7 +22,7 @@ namespace {
 const char* kSimulateHelp =
     "usage: memtrain simulate --chain FILE.json --planner P --budget B [--bandwidth BW]\n"
     "                         [--d2h-bandwidth BW --h2d-bandwidth BW] [--slots N | --slot-bytes N]\n"
-    "                         [--json FILE]\n"
+    "                         [--weights-on device|host] [--micro-batches N] [--json FILE]\n"
     "\n"
     "Plans the chain with planner P and prices the schedule on the Simulator's three timelines:\n"
     "compute and one copy engine per direction between device and host memory.\n"
@@ -33,8 +33,12 @@ const char* kSimulateHelp =
     "  --budget B          bytes or N% of the chain's peak with nothing recomputed\n"
     "  --bandwidth BW      both directions, e.g. 25GB/s (PCIe Gen4 x16); overrides the chain's\n"
     "  --d2h-bandwidth BW, --h2d-bandwidth BW   each direction on its own\n"
+    "  --weights-on host   weights, gradients and optimizer state live in host memory; the\n"
+    "                      planner swaps them (swap: Harmony's layer packs; swap-naive: per stage\n"
+    "                      and micro-batch). N% budgets are then of the peak with all of it on the device\n"
+    "  --micro-batches N   split the step into N micro-batches of the chain's size (default 1)\n"
     "  --json FILE         write time, peak_bytes, swap_bytes, host_peak_bytes, transfer_seconds,\n"
-    "                      stall_seconds, hidden_transfer_fraction and the schedule\n";
+    "                      stall_seconds, hidden_transfer_fraction, weight_swap_bytes and the schedule\n";
 
 }  // namespace
 
@@ -48,7 +52,9 @@ int run_simulate(const std::vector<std::string>& args) {
   if (!flags.has("budget")) throw UsageError("simulate: --budget B is required; see memtrain simulate --help");
   const std::string chain_path = flags.text("chain", "");
   const BudgetSpec spec = parse_budget(flags.text("budget", ""), "--budget");
-  const plan::PlannerOptions options = parse_planner_options(flags);
+  plan::PlannerOptions options = parse_planner_options(flags);
+  const WeightFlags weights = parse_weight_flags(flags);
+  options.micro_batches = weights.micro_batches;
   auto planner = plan::make_planner(flags.text("planner", "swap"), options);
   const LinkFlags links = parse_link_flags(flags);
   const std::string json_path = flags.text("json", "");
@@ -56,7 +62,11 @@ int run_simulate(const std::vector<std::string>& args) {
 
   Chain chain = read_chain_file(chain_path);
   links.apply(chain);
-  const Bytes budget = spec.resolve(sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).peak_bytes);
+  chain.weights_on_host = chain.weights_on_host || weights.on_host;
+  // N% of the step with nothing recomputed and nothing swapped.
+  Chain on_device = chain;
+  on_device.weights_on_host = false;
+  const Bytes budget = spec.resolve(sim::simulate(on_device, plan::schedule_keeping_everything(chain.size())).peak_bytes);
   const Plan p = planner->plan({chain, budget, &chain});
   std::printf("planner %s, %d stages, budget %s (%lld bytes); host link %s/s to host, %s/s back\n",
               planner->name().c_str(), chain.size(), format_bytes(budget).c_str(), static_cast<long long>(budget),
@@ -66,6 +76,12 @@ int run_simulate(const std::vector<std::string>& args) {
   if (p.feasible) {
     const sim::SimResult r = sim::simulate(chain, p.schedule);
     std::printf("schedule: %s\n", p.schedule.to_string().c_str());
+    if (chain.weights_on_host) {
+      std::printf("weights in host memory (%s with gradients and optimizer state), %d micro-batches: "
+                  "%s of weights and gradients moved\n",
+                  format_bytes(chain.model_state_bytes()).c_str(), options.micro_batches,
+                  format_bytes(r.weight_swap_bytes).c_str());
+    }
     std::printf("time %.6g s, peak %s (%lld bytes); swapped %s (%lld bytes), host peak %s; copies %.6g s, "
                 "%.1f%% hidden under compute\n",
                 r.time, format_bytes(r.peak_bytes).c_str(), static_cast<long long>(r.peak_bytes),
@@ -79,6 +95,10 @@ int run_simulate(const std::vector<std::string>& args) {
     j["transfer_seconds"] = r.transfer_seconds;
     j["stall_seconds"] = r.stall_seconds;
     j["hidden_transfer_fraction"] = r.hidden_transfer_fraction();
+    j["weight_swap_bytes"] = r.weight_swap_bytes;
+    j["update_seconds"] = r.update_seconds;
+    j["micro_batches"] = options.micro_batches;
+    j["weights_on_host"] = chain.weights_on_host;
     j["recomputed_forwards"] = p.schedule.recomputed_forwards(chain.size());
     j["schedule"] = p.schedule.to_json();
   } else {

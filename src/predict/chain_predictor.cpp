@@ -91,6 +91,8 @@ Chain ChainPredictor::predict(std::int64_t size) const {
     s.name = constants_[i].name;
     s.param_bytes = constants_[i].param_bytes;
     s.state_bytes = constants_[i].state_bytes;
+    s.grad_bytes = constants_[i].grad_bytes;
+    s.update_time = constants_[i].update_time;
     s.input_bytes = bytes(m[kInput]);
     s.saved_bytes = bytes(m[kSaved]);
     s.forward_temp_bytes = bytes(m[kForwardTemp]);

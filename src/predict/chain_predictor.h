@@ -43,6 +43,8 @@ struct StageConstants {
   // prediction never makes one faster than the plain stage: a measurement
   // that says so is noise, and would make `joint` choose it for nothing.
   bool variants_recompute = false;
+  Bytes grad_bytes = 0;      // of state_bytes, the gradients
+  Seconds update_time = 0;   // the optimizer step for the stage on the host (weights in host memory)
 };
 
 class ChainPredictor {

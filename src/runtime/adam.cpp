@@ -1,5 +1,7 @@
 #include "runtime/adam.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include <torch/torch.h>
@@ -28,19 +30,34 @@ Bytes Adam::update_temp_bytes() const {
 }
 
 void Adam::step() {
-  torch::NoGradGuard no_grad;
   ++steps_;
-  const double bias1 = 1 - std::pow(options_.beta1, steps_);
-  const double bias2 = 1 - std::pow(options_.beta2, steps_);
-  for (size_t k = 0; k < params_.size(); ++k) {
-    torch::Tensor& p = params_[k];
-    const torch::Tensor& g = p.grad();
-    if (options_.weight_decay != 0) p.mul_(1 - options_.lr * options_.weight_decay);
-    m_[k].mul_(options_.beta1).add_(g, 1 - options_.beta1);
-    v_[k].mul_(options_.beta2).addcmul_(g, g, 1 - options_.beta2);
-    const torch::Tensor denom = v_[k].sqrt().div_(std::sqrt(bias2)).add_(options_.eps);
-    p.addcdiv_(m_[k], denom, -options_.lr / bias1);
+  for (size_t k = 0; k < params_.size(); ++k) apply(params_[k], m_[k], v_[k], params_[k].grad(), steps_);
+}
+
+void Adam::apply(torch::Tensor w, torch::Tensor m, torch::Tensor v, const torch::Tensor& g, long t) const {
+  torch::NoGradGuard no_grad;
+  const double bias1 = 1 - std::pow(options_.beta1, t);
+  const double bias2 = 1 - std::pow(options_.beta2, t);
+  if (options_.weight_decay != 0) w.mul_(1 - options_.lr * options_.weight_decay);
+  m.mul_(options_.beta1).add_(g, 1 - options_.beta1);
+  v.mul_(options_.beta2).addcmul_(g, g, 1 - options_.beta2);
+  const torch::Tensor denom = v.sqrt().div_(std::sqrt(bias2)).add_(options_.eps);
+  w.addcdiv_(m, denom, -options_.lr / bias1);
+}
+
+double Adam::measure_host_seconds_per_byte(Bytes bytes, int repeats) {
+  const std::int64_t count = std::max<std::int64_t>(1, bytes / static_cast<Bytes>(sizeof(float)));
+  torch::Tensor w = torch::randn({count}), g = torch::randn({count});
+  torch::Tensor m = torch::zeros({count}), v = torch::zeros({count});
+  const Adam timing({}, AdamOptions{});
+  std::vector<double> seconds;
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    timing.apply(w, m, v, g, r + 1);
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2] / static_cast<double>(count * static_cast<std::int64_t>(sizeof(float)));
 }
 
 }  // namespace memtrain::runtime

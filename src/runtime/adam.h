@@ -29,11 +29,25 @@ class Adam {
   void zero_grad();
   void step();
 
+  // One update of weight `w` with its moments `m`, `v` in place, for
+  // gradient `g`, as the `t`-th step: what step() does per weight, for
+  // callers that keep weights elsewhere (HostWeights updates a stage at a time).
+  void apply(torch::Tensor w, torch::Tensor m, torch::Tensor v, const torch::Tensor& g, long t) const;
+  const std::vector<torch::Tensor>& params() const { return params_; }
+  torch::Tensor& first_moment(size_t k) { return m_.at(k); }
+  torch::Tensor& second_moment(size_t k) { return v_.at(k); }
+  // Counts a step whose updates were applied weight by weight through apply().
+  void count_step() { ++steps_; }
+
   static constexpr int kSlots = 2;        // optimizer tensors per weight
   // Bytes step() allocates at most: one temporary the size of the largest
   // weight, plus room for the 0-d tensors LibTorch wraps scalar arguments in.
   Bytes update_temp_bytes() const;
   long steps() const { return steps_; }
+
+  // Seconds one update takes per byte of weights on the host (CPU), timed
+  // on scratch tensors of `bytes`: how the Simulator prices an update there.
+  static double measure_host_seconds_per_byte(Bytes bytes = 16 << 20, int repeats = 3);
 
  private:
   std::vector<torch::Tensor> params_, m_, v_;

@@ -61,7 +61,7 @@ std::vector<predict::StageConstants> stage_constants(const StagedModel& model, i
   for (int i = 0; i < model.size(); ++i) {
     constants.push_back({model.stage_name(i), model.stage_param_bytes(i),
                          model.stage_weight_bytes(i) * (1 + optimizer_slots), model.stage_variant_names(i),
-                         /*variants_recompute=*/true});
+                         /*variants_recompute=*/true, model.stage_weight_bytes(i)});
   }
   return constants;
 }
@@ -82,6 +82,8 @@ Chain chain_from_sample(const predict::ChainSample& sample, const std::vector<pr
     st.name = constants[i].name;
     st.param_bytes = constants[i].param_bytes;
     st.state_bytes = constants[i].state_bytes;
+    st.grad_bytes = constants[i].grad_bytes;
+    st.update_time = constants[i].update_time;
     st.input_bytes = need(s.input_bytes, "input_bytes");
     st.saved_bytes = need(s.saved_bytes, "saved_bytes");
     st.forward_temp_bytes = need(s.forward_temp_bytes, "forward_temp_bytes");

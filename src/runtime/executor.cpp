@@ -32,19 +32,81 @@ ExecutionResult Executor::run(const Schedule& schedule, const Batch& batch, Step
   }
 }
 
+namespace {
+
+// One micro-batch's share of a step: its rows of the batch, its context
+// (targets, padding, its own generator) and the share of the loss it carries.
+struct MicroBatchInput {
+  torch::Tensor input;
+  StepContext ctx;
+  double loss_weight = 1;
+};
+
+std::vector<MicroBatchInput> split_batch(const Batch& batch, const StepContext& ctx, int count, DeviceMemory& memory) {
+  const std::int64_t rows = batch.input.size(0);
+  if (rows < count) {
+    throw Error("executor: a batch of " + std::to_string(rows) + " examples cannot be split into " +
+                std::to_string(count) + " micro-batches; expected at most " + std::to_string(rows));
+  }
+  // Each micro-batch draws its dropout from its own generator, seeded from
+  // the step's: its masks are the same whatever order the schedule runs
+  // the micro-batches in.
+  const torch::Tensor seeds =
+      torch::empty({count}, torch::TensorOptions().dtype(torch::kLong).device(ctx.generator.device()))
+          .random_(0, std::int64_t{1} << 62, ctx.generator)
+          .cpu();
+  const double all_counted = std::max<double>(1, batch.targets.ne(-100).sum().item<double>());
+  std::vector<MicroBatchInput> parts(count);
+  std::int64_t offset = 0;
+  for (int m = 0; m < count; ++m) {
+    const std::int64_t length = rows / count + (m < rows % count ? 1 : 0);
+    MicroBatchInput& part = parts[m];
+    part.input = batch.input.narrow(0, offset, length);
+    part.ctx = ctx;
+    part.ctx.targets = batch.targets.narrow(0, offset, length);
+    if (batch.key_padding.defined()) part.ctx.key_padding = batch.key_padding.narrow(0, offset, length);
+    part.ctx.generator = memory.make_generator(static_cast<std::uint64_t>(seeds[m].item<std::int64_t>()));
+    // The loss is a mean over counted targets: each micro-batch's mean
+    // weighs by its share of them, so the step's gradient is the whole batch's.
+    part.loss_weight = part.ctx.targets.ne(-100).sum().item<double>() / all_counted;
+    offset += length;
+  }
+  return parts;
+}
+
+using Copies = std::vector<std::unique_ptr<HostCopy>>;
+
+}  // namespace
+
 ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& batch, StepContext& ctx) {
   const int n = model_.size();
-  // x[i]: a_i held on its own; graph[i]: the output of stage i's forward
-  // with grad (its x̄_i); leaf[i]: that forward's input.
-  std::vector<torch::Tensor> x(n + 1), graph(n), leaf(n);
-  std::vector<std::optional<RngSnapshot>> first_forward(n);
+  const int micro_batches = schedule.micro_batches();
+  // Per micro-batch: x[i]: a_i held on its own; graph[i]: the output of
+  // stage i's forward with grad (its x̄_i); leaf[i]: that forward's input;
   // offloading[i]: x_i's copy to host, until Release; arriving[i]: its copy
   // back, until the first op that reads it; on_host[i]: x_i in host memory.
-  std::vector<std::unique_ptr<HostCopy>> offloading(n + 1), arriving(n + 1);
-  std::vector<torch::Tensor> on_host(n + 1);
-  torch::Tensor grad;  // the gradient flowing backward
-  int grad_index = -1;
-  x[0] = batch.input;
+  struct MicroState {
+    std::vector<torch::Tensor> x, graph, leaf, on_host;
+    std::vector<std::optional<RngSnapshot>> first_forward;
+    std::vector<std::unique_ptr<HostCopy>> offloading, arriving;
+    torch::Tensor grad;  // the gradient flowing backward
+    int grad_index = -1;
+    explicit MicroState(int n)
+        : x(n + 1), graph(n), leaf(n), on_host(n + 1), first_forward(n), offloading(n + 1), arriving(n + 1) {}
+  };
+  std::vector<MicroState> micro;
+  for (int m = 0; m < micro_batches; ++m) micro.emplace_back(n);
+  std::vector<MicroBatchInput> parts;
+  if (micro_batches > 1) {
+    parts = split_batch(batch, ctx, micro_batches, memory_);
+    for (int m = 0; m < micro_batches; ++m) micro[m].x[0] = parts[m].input;
+  } else {
+    micro[0].x[0] = batch.input;
+  }
+  auto context = [&](int m) -> StepContext& { return micro_batches > 1 ? parts[m].ctx : ctx; };
+  // Weights in host memory: copies of a stage's weights or gradients in
+  // flight to the device, and of its gradients to the host.
+  std::vector<Copies> weights_arriving(n), grads_arriving(n), grads_leaving(n);
   const Bytes batch_bytes = batch.bytes();
 
   ExecutionResult result;
@@ -57,39 +119,67 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
     result.transfer_seconds += copy.seconds();
     return waited;
   };
-  // Compute waits until x_i's copy back, if any, has arrived.
-  auto arrive = [&](int i) -> Seconds {
-    if (!arriving[i]) return 0;
-    const Seconds waited = finish(*arriving[i]);
-    arriving[i].reset();
+  auto finish_all = [&](Copies& copies) -> Seconds {
+    Seconds waited = 0;
+    for (auto& c : copies) waited += finish(*c);
     return waited;
   };
-  auto check_not_offloading = [&](const Op& op, int i) {
-    if (offloading[i]) throw cannot_run(op, "x_" + std::to_string(i) + " is being offloaded; release it first");
+  // Compute waits until x_i's copy back, if any, has arrived.
+  auto arrive = [&](MicroState& ms, int i) -> Seconds {
+    if (!ms.arriving[i]) return 0;
+    const Seconds waited = finish(*ms.arriving[i]);
+    ms.arriving[i].reset();
+    return waited;
   };
-  auto input_of = [&](int i) -> torch::Tensor {
-    if (x[i].defined()) return x[i];
-    if (i > 0 && graph[i - 1].defined()) return graph[i - 1].detach();
+  auto bytes_of = [](const Copies& copies) {
+    Bytes b = 0;
+    for (const auto& c : copies) b += static_cast<Bytes>(c->destination().nbytes());
+    return b;
+  };
+  auto check_not_offloading = [&](const Op& op, MicroState& ms, int i) {
+    if (ms.offloading[i]) throw cannot_run(op, "x_" + std::to_string(i) + " is being offloaded; release it first");
+  };
+  auto input_of = [&](MicroState& ms, int i) -> torch::Tensor {
+    if (ms.x[i].defined()) return ms.x[i];
+    if (i > 0 && ms.graph[i - 1].defined()) return ms.graph[i - 1].detach();
     return {};
   };
   auto input_bytes = [&](int i, const torch::Tensor& in) {
-    return i == 0 ? batch_bytes : static_cast<Bytes>(in.nbytes());
+    if (i > 0) return static_cast<Bytes>(in.nbytes());
+    return micro_batches > 1 ? batch_bytes * in.size(0) / batch.input.size(0) : batch_bytes;
   };
   // Runs stage i forward; replays the generators when it ran before this step.
-  auto forward = [&](int i, const torch::Tensor& in) {
+  auto forward = [&](MicroState& ms, StepContext& c, int i, const torch::Tensor& in) {
     std::optional<RngSnapshot> resume;
-    if (first_forward[i]) {
-      resume = RngSnapshot::capture(ctx.generator);
-      first_forward[i]->restore(ctx.generator);
+    if (ms.first_forward[i]) {
+      resume = RngSnapshot::capture(c.generator);
+      ms.first_forward[i]->restore(c.generator);
     } else {
-      first_forward[i] = RngSnapshot::capture(ctx.generator);
+      ms.first_forward[i] = RngSnapshot::capture(c.generator);
     }
-    const bool update_buffers = ctx.update_buffers;
-    ctx.update_buffers = update_buffers && !resume;
-    torch::Tensor out = model_.stage(i).forward(in, ctx);
-    ctx.update_buffers = update_buffers;
-    if (resume) resume->restore(ctx.generator);
+    const bool update_buffers = c.update_buffers;
+    c.update_buffers = update_buffers && !resume;
+    torch::Tensor out = model_.stage(i).forward(in, c);
+    c.update_buffers = update_buffers;
+    if (resume) resume->restore(c.generator);
     return out;
+  };
+  auto need_host_weights = [&](const Op& op) -> HostWeights& {
+    if (!host_weights_) throw cannot_run(op, "the model's weights are on the device; weight operations need them in host memory");
+    return *host_weights_;
+  };
+  auto transfers = [&]() -> HostTransfers& {
+    if (!transfers_) transfers_ = memory_.make_transfers();
+    return *transfers_;
+  };
+  // Compute on stage i: with weights in host memory they must have been
+  // fetched and have arrived.
+  auto weights_ready = [&](const Op& op, int i) -> Seconds {
+    if (!host_weights_) return 0;
+    if (!host_weights_->on_device(i)) throw cannot_run(op, "its weights are in host memory; fetch them first");
+    const Seconds waited = finish_all(weights_arriving[i]);
+    weights_arriving[i].clear();
+    return waited;
   };
 
   result.ops.reserve(schedule.ops.size());
@@ -103,14 +193,27 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
     const Clock::time_point t0 = Clock::now();
     const int i = op.stage;
     if (op.kind != OpKind::Loss && (i < 0 || i >= n)) throw cannot_run(op, "no such stage");
-    if (op.kind != OpKind::Loss && op.kind != OpKind::Release && op.kind != OpKind::Prefetch) {
-      rec.wait_seconds = arrive(i);
+    if (op.micro < 0 || op.micro >= micro_batches) throw cannot_run(op, "no such micro-batch");
+    MicroState& ms = micro[op.micro];
+    StepContext& c = context(op.micro);
+    switch (op.kind) {
+      case OpKind::ForwardAll:
+      case OpKind::ForwardCheckpoint:
+      case OpKind::ForwardNone:
+      case OpKind::Backward:
+        rec.wait_seconds = arrive(ms, i) + weights_ready(op, i);
+        break;
+      case OpKind::Offload:
+        rec.wait_seconds = arrive(ms, i);
+        break;
+      default:
+        break;
     }
     switch (op.kind) {
       case OpKind::ForwardAll: {
-        const torch::Tensor in = input_of(i);
+        const torch::Tensor in = input_of(ms, i);
         if (!in.defined()) throw cannot_run(op, "its input is not held");
-        if (graph[i].defined()) throw cannot_run(op, "it already holds a forward with grad");
+        if (ms.graph[i].defined()) throw cannot_run(op, "it already holds a forward with grad");
         const int variants = 1 + static_cast<int>(model_.stage(i).variant_names().size());
         if (op.variant < 0 || op.variant >= variants) {
           throw cannot_run(op, "variant " + std::to_string(op.variant) + " does not exist; stage '" +
@@ -118,74 +221,132 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         }
         rec.input_bytes = input_bytes(i, in);
         torch::AutoGradMode grad_on(true);
-        leaf[i] = (i == 0 || !in.is_floating_point()) ? in : in.detach().requires_grad_(true);
-        ctx.variant = op.variant;
-        graph[i] = forward(i, leaf[i]);
-        ctx.variant = 0;
-        rec.output_bytes = static_cast<Bytes>(graph[i].nbytes());
+        ms.leaf[i] = (i == 0 || !in.is_floating_point()) ? in : in.detach().requires_grad_(true);
+        c.variant = op.variant;
+        ms.graph[i] = forward(ms, c, i, ms.leaf[i]);
+        c.variant = 0;
+        rec.output_bytes = static_cast<Bytes>(ms.graph[i].nbytes());
         break;
       }
       case OpKind::ForwardCheckpoint:
       case OpKind::ForwardNone: {
-        const torch::Tensor in = input_of(i);
+        const torch::Tensor in = input_of(ms, i);
         if (!in.defined()) throw cannot_run(op, "its input is not held");
-        if (on_host[i + 1].defined() || offloading[i + 1]) {
+        if (ms.on_host[i + 1].defined() || ms.offloading[i + 1]) {
           throw cannot_run(op, "its output x_" + std::to_string(i + 1) + " is offloaded; prefetch it instead");
         }
-        if (op.kind == OpKind::ForwardNone) check_not_offloading(op, i);
+        if (op.kind == OpKind::ForwardNone) check_not_offloading(op, ms, i);
         rec.input_bytes = input_bytes(i, in);
         torch::NoGradGuard no_grad;
-        x[i + 1] = forward(i, in);
-        rec.output_bytes = static_cast<Bytes>(x[i + 1].nbytes());
-        if (op.kind == OpKind::ForwardNone && i > 0) x[i] = torch::Tensor();
+        ms.x[i + 1] = forward(ms, c, i, in);
+        rec.output_bytes = static_cast<Bytes>(ms.x[i + 1].nbytes());
+        if (op.kind == OpKind::ForwardNone && i > 0) ms.x[i] = torch::Tensor();
         break;
       }
       case OpKind::Loss: {
-        if (!graph[n - 1].defined()) throw cannot_run(op, "the loss stage has not run with grad");
-        result.loss = graph[n - 1].item<double>();
-        grad = torch::ones_like(graph[n - 1]);
-        grad_index = n;
+        if (!ms.graph[n - 1].defined()) throw cannot_run(op, "the loss stage has not run with grad");
+        const double loss = ms.graph[n - 1].item<double>();
+        ms.grad = torch::ones_like(ms.graph[n - 1]);
+        if (micro_batches > 1) {
+          result.loss += parts[op.micro].loss_weight * loss;
+          ms.grad.mul_(parts[op.micro].loss_weight);
+        } else {
+          result.loss = loss;
+        }
+        ms.grad_index = n;
         break;
       }
       case OpKind::Backward: {
-        if (!graph[i].defined()) throw cannot_run(op, "it holds no forward with grad");
-        if (grad_index != i + 1) throw cannot_run(op, "the gradient reaching it is not its output's");
-        check_not_offloading(op, i);
-        if (graph[i].requires_grad()) torch::autograd::backward({graph[i]}, {grad});
+        if (!ms.graph[i].defined()) throw cannot_run(op, "it holds no forward with grad");
+        if (ms.grad_index != i + 1) throw cannot_run(op, "the gradient reaching it is not its output's");
+        check_not_offloading(op, ms, i);
+        if (!grads_leaving[i].empty()) throw cannot_run(op, "its gradients are being offloaded");
+        rec.wait_seconds += finish_all(grads_arriving[i]);
+        grads_arriving[i].clear();
+        if (ms.graph[i].requires_grad()) torch::autograd::backward({ms.graph[i]}, {ms.grad});
         torch::Tensor next;
-        if (leaf[i].defined() && leaf[i].requires_grad()) next = leaf[i].grad();
-        graph[i] = torch::Tensor();
-        leaf[i] = torch::Tensor();
-        if (i > 0) x[i] = torch::Tensor();
-        grad = next;
-        grad_index = i;
+        if (ms.leaf[i].defined() && ms.leaf[i].requires_grad()) next = ms.leaf[i].grad();
+        ms.graph[i] = torch::Tensor();
+        ms.leaf[i] = torch::Tensor();
+        if (i > 0) ms.x[i] = torch::Tensor();
+        ms.grad = next;
+        ms.grad_index = i;
         break;
       }
       case OpKind::Offload: {
         if (i == 0) throw cannot_run(op, "x_0 is the batch; only activations x_1.. can be offloaded");
-        if (!x[i].defined()) throw cannot_run(op, "x_" + std::to_string(i) + " is not held on its own");
-        if (offloading[i]) throw cannot_run(op, "x_" + std::to_string(i) + " is already being offloaded");
-        if (!transfers_) transfers_ = memory_.make_transfers();
-        offloading[i] = transfers_->to_host(x[i]);
-        rec.input_bytes = static_cast<Bytes>(x[i].nbytes());
+        if (!ms.x[i].defined()) throw cannot_run(op, "x_" + std::to_string(i) + " is not held on its own");
+        if (ms.offloading[i]) throw cannot_run(op, "x_" + std::to_string(i) + " is already being offloaded");
+        ms.offloading[i] = transfers().to_host(ms.x[i]);
+        rec.input_bytes = static_cast<Bytes>(ms.x[i].nbytes());
         result.swap_bytes += rec.input_bytes;
         break;
       }
       case OpKind::Release: {
-        if (!offloading[i]) throw cannot_run(op, "x_" + std::to_string(i) + " has no offload in progress");
-        rec.wait_seconds = finish(*offloading[i]);
-        on_host[i] = offloading[i]->destination();
-        offloading[i].reset();
-        x[i] = torch::Tensor();
+        if (!ms.offloading[i]) throw cannot_run(op, "x_" + std::to_string(i) + " has no offload in progress");
+        rec.wait_seconds = finish(*ms.offloading[i]);
+        ms.on_host[i] = ms.offloading[i]->destination();
+        ms.offloading[i].reset();
+        ms.x[i] = torch::Tensor();
         break;
       }
       case OpKind::Prefetch: {
-        if (!on_host[i].defined()) throw cannot_run(op, "x_" + std::to_string(i) + " is not in host memory");
-        arriving[i] = transfers_->to_device(on_host[i]);
-        x[i] = arriving[i]->destination();
-        on_host[i] = torch::Tensor();
-        rec.output_bytes = static_cast<Bytes>(x[i].nbytes());
+        if (!ms.on_host[i].defined()) throw cannot_run(op, "x_" + std::to_string(i) + " is not in host memory");
+        ms.arriving[i] = transfers().to_device(ms.on_host[i]);
+        ms.x[i] = ms.arriving[i]->destination();
+        ms.on_host[i] = torch::Tensor();
+        rec.output_bytes = static_cast<Bytes>(ms.x[i].nbytes());
         result.swap_bytes += rec.output_bytes;
+        break;
+      }
+      case OpKind::FetchWeights: {
+        HostWeights& hw = need_host_weights(op);
+        if (hw.on_device(i)) throw cannot_run(op, "its weights are already on the device");
+        weights_arriving[i] = hw.fetch(i, transfers());
+        rec.output_bytes = bytes_of(weights_arriving[i]);
+        result.swap_bytes += rec.output_bytes;
+        result.weight_swap_bytes += rec.output_bytes;
+        break;
+      }
+      case OpKind::DropWeights: {
+        HostWeights& hw = need_host_weights(op);
+        if (!hw.on_device(i)) throw cannot_run(op, "its weights are not on the device");
+        for (const MicroState& other : micro) {
+          if (other.graph[i].defined()) throw cannot_run(op, "a forward with grad of the stage still needs its weights");
+        }
+        rec.wait_seconds = finish_all(weights_arriving[i]) + finish_all(grads_leaving[i]);
+        weights_arriving[i].clear();
+        if (!grads_leaving[i].empty()) hw.grads_arrived(i, grads_leaving[i]);
+        grads_leaving[i].clear();
+        hw.drop(i);
+        break;
+      }
+      case OpKind::OffloadGrads: {
+        HostWeights& hw = need_host_weights(op);
+        if (!hw.on_device(i)) throw cannot_run(op, "its weights, and so its gradients, are not on the device");
+        rec.wait_seconds = finish_all(grads_arriving[i]);
+        grads_arriving[i].clear();
+        grads_leaving[i] = hw.offload_grads(i, transfers());
+        rec.input_bytes = bytes_of(grads_leaving[i]);
+        result.swap_bytes += rec.input_bytes;
+        result.weight_swap_bytes += rec.input_bytes;
+        break;
+      }
+      case OpKind::FetchGrads: {
+        HostWeights& hw = need_host_weights(op);
+        if (!grads_leaving[i].empty()) throw cannot_run(op, "its gradients are still on their way to the host");
+        grads_arriving[i] = hw.fetch_grads(i, transfers());
+        rec.output_bytes = bytes_of(grads_arriving[i]);
+        result.swap_bytes += rec.output_bytes;
+        result.weight_swap_bytes += rec.output_bytes;
+        break;
+      }
+      case OpKind::Update: {
+        HostWeights& hw = need_host_weights(op);
+        rec.wait_seconds = finish_all(grads_leaving[i]);
+        if (!grads_leaving[i].empty()) hw.grads_arrived(i, grads_leaving[i]);
+        grads_leaving[i].clear();
+        hw.update(i);
         break;
       }
     }
@@ -196,10 +357,24 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
     result.peak = std::max(result.peak, rec.peak);
     result.ops.push_back(rec);
   }
-  if (grad_index != 0) throw Error("executor: the schedule ended before the backward of stage 0");
-  for (int i = 0; i <= n; ++i) {
-    if (on_host[i].defined() || offloading[i]) {
-      throw Error("executor: the schedule ended with x_" + std::to_string(i) + " offloaded and never prefetched");
+  for (int m = 0; m < micro_batches; ++m) {
+    const std::string which = micro_batches > 1 ? " of micro-batch " + std::to_string(m) : "";
+    if (micro[m].grad_index != 0) throw Error("executor: the schedule ended before the backward of stage 0" + which);
+    for (int i = 0; i <= n; ++i) {
+      if (micro[m].on_host[i].defined() || micro[m].offloading[i]) {
+        throw Error("executor: the schedule ended with x_" + std::to_string(i) + which + " offloaded and never prefetched");
+      }
+    }
+    if (micro_batches > 1) {
+      ctx.correct += parts[m].ctx.correct;
+      ctx.counted += parts[m].ctx.counted;
+    }
+  }
+  if (host_weights_) {
+    for (int i = 0; i < n; ++i) {
+      if (host_weights_->on_device(i)) {
+        throw Error("executor: the schedule ended with the weights of stage " + std::to_string(i) + " on the device");
+      }
     }
   }
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();

@@ -21,6 +21,7 @@
 #include "core/schedule.h"
 #include "runtime/batch.h"
 #include "runtime/device_memory.h"
+#include "runtime/host_weights.h"
 #include "runtime/staged_model.h"
 #include "runtime/step_context.h"
 
@@ -42,6 +43,7 @@ struct ExecutionResult {
   Bytes peak = 0;        // highest device bytes over the schedule
   Seconds seconds = 0;   // wall time of the schedule
   Bytes swap_bytes = 0;           // copied to host and back, both directions together
+  Bytes weight_swap_bytes = 0;    // of swap_bytes, weights and gradients (weights in host memory)
   Seconds transfer_seconds = 0;   // the copies' own durations
   Seconds stall_seconds = 0;      // compute waiting on copies
   std::vector<OpRecord> ops;
@@ -55,7 +57,14 @@ class Executor {
   // .grad. Throws OutOfBudget when an allocation exceeds an enforced budget,
   // and memtrain::Error for a schedule that cannot run (the simulator rejects
   // the same schedules first). The device pool's peak is reset per op.
+  // A schedule naming micro-batches splits the batch by rows; each
+  // micro-batch's loss gradient is weighted by its share of the counted
+  // targets, so gradients add up to the whole batch's.
   ExecutionResult run(const Schedule& schedule, const Batch& batch, StepContext& ctx);
+
+  // Weights in host memory: the weight operations move them through
+  // `weights` (not owned; nullptr: the weights stay on the device).
+  void set_host_weights(HostWeights* weights) { host_weights_ = weights; }
 
  private:
   ExecutionResult run_unchecked(const Schedule& schedule, const Batch& batch, StepContext& ctx);
@@ -63,6 +72,7 @@ class Executor {
   StagedModel& model_;
   DeviceMemory& memory_;
   std::unique_ptr<HostTransfers> transfers_;  // made at the first offload
+  HostWeights* host_weights_ = nullptr;
 };
 
 }  // namespace memtrain::runtime

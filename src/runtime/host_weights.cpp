@@ -1,0 +1,121 @@
+#include "runtime/host_weights.h"
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+
+namespace memtrain::runtime {
+
+HostWeights::HostWeights(StagedModel& model, Adam& optimizer, DeviceMemory& memory)
+    : optimizer_(optimizer), memory_(memory), stages_(model.size()) {
+  const std::vector<torch::Tensor>& all = optimizer.params();
+  for (int i = 0; i < model.size(); ++i) {
+    if (!model.stage(i).buffers(/*recurse=*/true).empty()) {
+      throw UsageError("weights in host memory: stage '" + model.stage_name(i) + "' of model '" + model.name() +
+                       "' has buffers (batch-norm statistics), which are not swapped; expected a model without "
+                       "buffers (gpt, transformer)");
+    }
+    for (const torch::Tensor& p : model.stage(i).parameters(/*recurse=*/true)) {
+      size_t k = 0;
+      while (k < all.size() && !all[k].is_same(p)) ++k;
+      if (k == all.size()) throw Error("weights in host memory: a parameter of stage " + std::to_string(i) + " is not the optimizer's");
+      Weight w;
+      w.param = p;
+      w.master = p.detach();
+      w.index = k;
+      w.param.mutable_grad() = torch::Tensor();  // gradients live on the device until they go to the host
+      stages_[i].weights.push_back(std::move(w));
+    }
+  }
+}
+
+std::vector<std::unique_ptr<HostCopy>> HostWeights::fetch(int stage, HostTransfers& transfers) {
+  StageWeights& s = stages_.at(stage);
+  std::vector<std::unique_ptr<HostCopy>> copies;
+  for (Weight& w : s.weights) {
+    copies.push_back(transfers.to_device(w.master));
+    w.param.set_data(copies.back()->destination());
+  }
+  s.on_device = true;
+  return copies;
+}
+
+void HostWeights::drop(int stage) {
+  StageWeights& s = stages_.at(stage);
+  for (Weight& w : s.weights) {
+    w.param.mutable_grad() = torch::Tensor();
+    w.param.set_data(w.master);
+  }
+  s.on_device = false;
+}
+
+std::vector<std::unique_ptr<HostCopy>> HostWeights::offload_grads(int stage, HostTransfers& transfers) {
+  std::vector<std::unique_ptr<HostCopy>> copies;
+  for (Weight& w : stages_.at(stage).weights) {
+    // A weight no backward reached (an unused embedding row has a zero
+    // gradient, but a whole unused weight has none) sends zeros.
+    if (!w.param.grad().defined()) w.param.mutable_grad() = torch::zeros_like(w.param);
+    copies.push_back(transfers.to_host(w.param.grad()));
+  }
+  return copies;
+}
+
+void HostWeights::grads_arrived(int stage, const std::vector<std::unique_ptr<HostCopy>>& copies) {
+  std::vector<Weight>& weights = stages_.at(stage).weights;
+  for (size_t k = 0; k < weights.size() && k < copies.size(); ++k) weights[k].host_grad = copies[k]->destination();
+}
+
+std::vector<std::unique_ptr<HostCopy>> HostWeights::fetch_grads(int stage, HostTransfers& transfers) {
+  std::vector<std::unique_ptr<HostCopy>> copies;
+  for (Weight& w : stages_.at(stage).weights) {
+    copies.push_back(transfers.to_device(w.host_grad));
+    w.param.mutable_grad() = copies.back()->destination();
+    w.host_grad = torch::Tensor();
+  }
+  return copies;
+}
+
+void HostWeights::update(int stage) {
+  const PoolScope host(&memory_.host());
+  StageWeights& s = stages_.at(stage);
+  for (Weight& w : s.weights) {
+    if (!w.host_grad.defined()) throw Error("host weights: stage " + std::to_string(stage) + " has no gradients on the host");
+    w.next_w = w.master.clone();
+    w.next_m = optimizer_.first_moment(w.index).clone();
+    w.next_v = optimizer_.second_moment(w.index).clone();
+    optimizer_.apply(w.next_w, w.next_m, w.next_v, w.host_grad, optimizer_.steps() + 1);
+  }
+  s.updated = true;
+}
+
+void HostWeights::commit() {
+  for (StageWeights& s : stages_) {
+    for (Weight& w : s.weights) {
+      if (s.updated) {
+        w.master = w.next_w;
+        optimizer_.first_moment(w.index) = w.next_m;
+        optimizer_.second_moment(w.index) = w.next_v;
+      }
+      w.next_w = w.next_m = w.next_v = w.host_grad = torch::Tensor();
+      w.param.mutable_grad() = torch::Tensor();
+      w.param.set_data(w.master);
+    }
+    s.updated = false;
+    s.on_device = false;
+  }
+  optimizer_.count_step();
+}
+
+void HostWeights::abandon() {
+  for (StageWeights& s : stages_) {
+    for (Weight& w : s.weights) {
+      w.next_w = w.next_m = w.next_v = w.host_grad = torch::Tensor();
+      w.param.mutable_grad() = torch::Tensor();
+      w.param.set_data(w.master);
+    }
+    s.updated = false;
+    s.on_device = false;
+  }
+}
+
+}  // namespace memtrain::runtime
