@@ -104,7 +104,7 @@ int run_sweep(Flags& flags, const std::string& chain_path, const plan::PlannerOp
   flags.check_all_used();
 
   const Chain chain = read_chain_file(chain_path);
-  const std::vector<std::string> planners = plan::planner_names();
+  const std::vector<std::string> planners = plan::device_weight_planner_names();
   const auto curve = plan::tradeoff_curve(chain, planners, points, options);
   const double keep_all_time = sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).time;
 

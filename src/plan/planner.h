@@ -37,6 +37,8 @@ class Planner {
   // True for planners that choose operator variants (`joint`): the trainer
   // then measures every variant while it collects.
   virtual bool uses_variants() const { return false; }
+  // True for planners that only plan weights in host memory (`swap-naive`).
+  virtual bool needs_weights_on_host() const { return false; }
   virtual Plan plan(const PlanRequest& request) = 0;
 };
 

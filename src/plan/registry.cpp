@@ -58,4 +58,12 @@ std::vector<std::string> planner_names() {
   return names;
 }
 
+std::vector<std::string> device_weight_planner_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, factory] : table()) {
+    if (!factory(PlannerOptions{})->needs_weights_on_host()) names.push_back(name);
+  }
+  return names;
+}
+
 }  // namespace memtrain::plan

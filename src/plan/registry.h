@@ -14,5 +14,8 @@ namespace memtrain::plan {
 // by the others; UsageError for slots < 1 or slot_bytes < 0.
 std::unique_ptr<Planner> make_planner(const std::string& name, const PlannerOptions& options = {});
 std::vector<std::string> planner_names();
+// The planners that plan a chain whose weights stay on the device (all but
+// those that need them in host memory).
+std::vector<std::string> device_weight_planner_names();
 
 }  // namespace memtrain::plan

@@ -26,6 +26,7 @@ class PerLayerSwapPlanner : public Planner {
  public:
   explicit PerLayerSwapPlanner(PlannerOptions options = {}) : options_(options) {}
   std::string name() const override { return "swap-naive"; }
+  bool needs_weights_on_host() const override { return true; }
   Plan plan(const PlanRequest& request) override;
 
  private:

@@ -70,8 +70,11 @@ Schedule grouped_swap_schedule(int n, int micro_batches, const std::vector<int>&
   // The other packs backward, each recomputed from its input.
   for (int p = packs - 2; p >= 0; --p) {
     finish(p + 1);
-    fetch(p);
+    // Ahead: pack p's weights come in while pack p+1's gradients go out;
+    // otherwise one pack at a time on the device.
+    if (lookahead) fetch(p);
     drop_and_update(p + 1);
+    if (!lookahead) fetch(p);
     for (int m = 0; m < micro_batches; ++m) {
       for (int i = first(p); i < end(p); ++i) s.forward_all(i, 0, m);
       for (int i = end(p) - 1; i >= first(p); --i) s.backward(i, m);

@@ -50,6 +50,10 @@ Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory fact
     : options_(std::move(options)), memory_(memory), source_(source) {
   check_options(options_);
   planner_ = plan::make_planner(options_.planner, options_.planner_options);
+  if (planner_->needs_weights_on_host()) {
+    throw UsageError("planner " + planner_->name() + " swaps weights kept in host memory, which memtrain train does "
+                     "not do yet; price it with memtrain simulate --weights-on host");
+  }
   const auto scope = memory_.activate();
   torch::manual_seed(options_.seed);  // the model's initial weights
   model_ = std::make_unique<StagedModel>(factory());

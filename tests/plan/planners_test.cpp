@@ -33,7 +33,7 @@ TEST(Planners, EverySchedulePricesAndFitsWhenFeasible) {
   for (std::uint32_t seed = 1; seed <= 200; ++seed) {
     const Chain c = random_chain(1 + seed % 24, seed);
     const Bytes top = keep_all_peak(c);
-    for (const std::string& name : planner_names()) {
+    for (const std::string& name : device_weight_planner_names()) {
       for (double fraction : {0.3, 0.5, 0.7, 1.0}) {
         auto planner = make_planner(name);
         const Bytes budget = static_cast<Bytes>(fraction * static_cast<double>(top));

@@ -8,8 +8,11 @@ namespace {
 
 TEST(Registry, MakesEveryPlannerByItsName) {
   const std::vector<std::string> names = planner_names();
-  EXPECT_EQ(names, (std::vector<std::string>{"all", "joint", "mimose", "none", "optimal", "sqrt", "static", "swap"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"all", "joint", "mimose", "none", "optimal", "sqrt", "static", "swap",
+                                             "swap-naive"}));
   for (const std::string& n : names) EXPECT_EQ(make_planner(n)->name(), n);
+  EXPECT_EQ(device_weight_planner_names(),
+            (std::vector<std::string>{"all", "joint", "mimose", "none", "optimal", "sqrt", "static", "swap"}));
 }
 
 TEST(Registry, UnknownNameListsTheKnownOnes) {
@@ -17,7 +20,7 @@ TEST(Registry, UnknownNameListsTheKnownOnes) {
     make_planner("rotor");
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static, swap");
+    EXPECT_STREQ(e.what(), "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static, swap, swap-naive");
   }
 }
 
