@@ -41,7 +41,7 @@ const char* kPlanHelp =
     "  --largest FILE    static: the chain of the largest input to plan once for (default: --chain)\n"
     "  --json FILE       write feasible, peak_bytes, time and schedule as JSON\n"
     "\n"
-    "  --sweep           every planner at --points budgets from the least any planner needs to the\n"
+    "  --sweep           every planner (but swap-naive, which needs weights in host memory) at --points budgets from the least any planner needs to the\n"
     "                    peak with nothing recomputed: prints simulated time over budget, writes\n"
     "                    --csv (default plan-sweep.csv) and --plot (default plan-sweep.svg; gnuplot)\n"
     "\n"

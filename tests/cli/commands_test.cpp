@@ -218,7 +218,7 @@ TEST(Commands, PlanSweepWritesEveryPlannerAtEveryBudgetAndAPlot) {
     ++rows[planner];
     feasible[planner] += line.find(",1,") != std::string::npos;
   }
-  EXPECT_EQ(rows.size(), plan::planner_names().size());
+  EXPECT_EQ(rows.size(), plan::device_weight_planner_names().size());
   for (const auto& [planner, count] : rows) EXPECT_EQ(count, 7) << planner;
   EXPECT_EQ(feasible["none"], 1);        // only at the top budget
   EXPECT_GE(feasible["optimal"], feasible["mimose"]);
