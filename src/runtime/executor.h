@@ -11,6 +11,10 @@
 //   the device's copy engines (HostTransfers); the bytes that come back are
 //   the bytes that left, so an offloaded step computes exactly what a plain
 //   one does too.
+// - a schedule naming micro-batches splits the batch by rows and runs each
+//   micro-batch with its own activations, gradient and generator;
+// - with HostWeights attached, the weight operations fetch and drop a
+//   stage's weights, send its gradients to the host and update it there.
 // It measures every operation: bytes live before and after, peak during,
 // and seconds.
 #pragma once
