@@ -7,31 +7,11 @@
 
 #include "core/error.h"
 #include "runtime/models/classification_loss.h"
+#include "runtime/models/token_stages.h"
 
 namespace memtrain::runtime {
 
 namespace {
-
-class TokenEmbeddingStage : public StageModule {
- public:
-  explicit TokenEmbeddingStage(const GptDecoderConfig& c)
-      : tokens_(register_module("tokens", torch::nn::Embedding(c.vocabulary, c.width))),
-        positions_(register_module("positions", torch::nn::Embedding(c.max_length, c.width))),
-        dropout_(c.dropout) {}
-
-  torch::Tensor forward(const torch::Tensor& ids, StepContext& ctx) override {
-    const int64_t length = ids.size(1);
-    if (length > positions_->options.num_embeddings()) {
-      throw Error("gpt: sequence of " + std::to_string(length) + " tokens is longer than the " +
-                  std::to_string(positions_->options.num_embeddings()) + " the model was built for");
-    }
-    return step_dropout(tokens_(ids) + positions_(torch::arange(length, ids.options())), dropout_, ctx);
-  }
-
- private:
-  torch::nn::Embedding tokens_, positions_;
-  double dropout_;
-};
 
 class DecoderBlockStage : public StageModule {
  public:
@@ -69,21 +49,6 @@ class DecoderBlockStage : public StageModule {
   double dropout_;
 };
 
-class NextWordStage : public StageModule {
- public:
-  explicit NextWordStage(const GptDecoderConfig& c)
-      : norm_(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.width})))),
-        out_(register_module("out", torch::nn::Linear(c.width, c.vocabulary))) {}
-
-  torch::Tensor forward(const torch::Tensor& x, StepContext& ctx) override {
-    return classification_loss(out_(norm_(x)), ctx);
-  }
-
- private:
-  torch::nn::LayerNorm norm_;
-  torch::nn::Linear out_;
-};
-
 void check(bool ok, const std::string& what) {
   if (!ok) throw UsageError("gpt: " + what);
 }
@@ -100,13 +65,14 @@ StagedModel make_gpt_decoder(const GptDecoderConfig& c) {
   check(c.dropout >= 0 && c.dropout < 1, "--dropout " + std::to_string(c.dropout) + " is out of range; expected [0, 1)");
 
   std::vector<std::string> names{"embed"};
-  std::vector<std::shared_ptr<StageModule>> stages{std::make_shared<TokenEmbeddingStage>(c)};
+  std::vector<std::shared_ptr<StageModule>> stages{
+      std::make_shared<TokenEmbeddingStage>(c.vocabulary, c.max_length, c.width, c.dropout, "gpt")};
   for (int64_t l = 0; l < c.layers; ++l) {
     names.push_back("block" + std::to_string(l));
     stages.push_back(std::make_shared<DecoderBlockStage>(c));
   }
   names.push_back("next_word");
-  stages.push_back(std::make_shared<NextWordStage>(c));
+  stages.push_back(std::make_shared<TokenClassifierStage>(c.width, c.vocabulary));
   return StagedModel("gpt", std::move(names), std::move(stages));
 }
 

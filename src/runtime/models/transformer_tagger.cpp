@@ -6,34 +6,13 @@
 
 #include "core/error.h"
 #include "runtime/models/classification_loss.h"
+#include "runtime/models/token_stages.h"
 #include "runtime/ops/attention_recomputing_softmax.h"
 #include "runtime/ops/recomputed_segment.h"
 
 namespace memtrain::runtime {
 
 namespace {
-
-class EmbeddingStage : public StageModule {
- public:
-  EmbeddingStage(const TransformerTaggerConfig& c)
-      : tokens_(register_module("tokens", torch::nn::Embedding(c.vocabulary, c.width))),
-        positions_(register_module("positions", torch::nn::Embedding(c.max_length, c.width))),
-        dropout_(c.dropout) {}
-
-  torch::Tensor forward(const torch::Tensor& ids, StepContext& ctx) override {
-    const int64_t length = ids.size(1);
-    if (length > positions_->options.num_embeddings()) {
-      throw Error("transformer: sequence of " + std::to_string(length) + " tokens is longer than the " +
-                  std::to_string(positions_->options.num_embeddings()) + " the model was built for");
-    }
-    const torch::Tensor where = torch::arange(length, ids.options());
-    return step_dropout(tokens_(ids) + positions_(where), dropout_, ctx);
-  }
-
- private:
-  torch::nn::Embedding tokens_, positions_;
-  double dropout_;
-};
 
 class AttentionStage : public StageModule {
  public:
@@ -106,21 +85,6 @@ class FeedForwardStage : public StageModule, public Segment {
   double dropout_;
 };
 
-class TokenClassifierStage : public StageModule {
- public:
-  TokenClassifierStage(const TransformerTaggerConfig& c)
-      : norm_(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.width})))),
-        out_(register_module("out", torch::nn::Linear(c.width, c.tags))) {}
-
-  torch::Tensor forward(const torch::Tensor& x, StepContext& ctx) override {
-    return classification_loss(out_(norm_(x)), ctx);
-  }
-
- private:
-  torch::nn::LayerNorm norm_;
-  torch::nn::Linear out_;
-};
-
 void check(bool ok, const std::string& what) {
   if (!ok) throw UsageError("transformer: " + what);
 }
@@ -138,7 +102,8 @@ StagedModel make_transformer_tagger(const TransformerTaggerConfig& c) {
   check(c.dropout >= 0 && c.dropout < 1, "--dropout " + std::to_string(c.dropout) + " is out of range; expected [0, 1)");
 
   std::vector<std::string> names{"embed"};
-  std::vector<std::shared_ptr<StageModule>> stages{std::make_shared<EmbeddingStage>(c)};
+  std::vector<std::shared_ptr<StageModule>> stages{
+      std::make_shared<TokenEmbeddingStage>(c.vocabulary, c.max_length, c.width, c.dropout, "transformer")};
   for (int64_t l = 0; l < c.layers; ++l) {
     names.push_back("attn" + std::to_string(l));
     stages.push_back(std::make_shared<AttentionStage>(c));
@@ -146,7 +111,7 @@ StagedModel make_transformer_tagger(const TransformerTaggerConfig& c) {
     stages.push_back(std::make_shared<FeedForwardStage>(c));
   }
   names.push_back("classify");
-  stages.push_back(std::make_shared<TokenClassifierStage>(c));
+  stages.push_back(std::make_shared<TokenClassifierStage>(c.width, c.tags));
   return StagedModel("transformer", std::move(names), std::move(stages));
 }
 

@@ -1,0 +1,35 @@
+#include "runtime/models/token_stages.h"
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "runtime/models/classification_loss.h"
+
+namespace memtrain::runtime {
+
+TokenEmbeddingStage::TokenEmbeddingStage(std::int64_t vocabulary, std::int64_t max_length, std::int64_t width,
+                                         double dropout, std::string model)
+    : tokens_(register_module("tokens", torch::nn::Embedding(vocabulary, width))),
+      positions_(register_module("positions", torch::nn::Embedding(max_length, width))),
+      dropout_(dropout),
+      model_(std::move(model)) {}
+
+torch::Tensor TokenEmbeddingStage::forward(const torch::Tensor& ids, StepContext& ctx) {
+  const int64_t length = ids.size(1);
+  if (length > positions_->options.num_embeddings()) {
+    throw Error(model_ + ": sequence of " + std::to_string(length) + " tokens is longer than the " +
+                std::to_string(positions_->options.num_embeddings()) + " the model was built for");
+  }
+  const torch::Tensor where = torch::arange(length, ids.options());
+  return step_dropout(tokens_(ids) + positions_(where), dropout_, ctx);
+}
+
+TokenClassifierStage::TokenClassifierStage(std::int64_t width, std::int64_t classes)
+    : norm_(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})))),
+      out_(register_module("out", torch::nn::Linear(width, classes))) {}
+
+torch::Tensor TokenClassifierStage::forward(const torch::Tensor& x, StepContext& ctx) {
+  return classification_loss(out_(norm_(x)), ctx);
+}
+
+}  // namespace memtrain::runtime
