@@ -39,6 +39,9 @@ class Planner {
   virtual bool uses_variants() const { return false; }
   // True for planners that only plan weights in host memory (`swap-naive`).
   virtual bool needs_weights_on_host() const { return false; }
+  // True for planners that can plan weights in host memory (their schedules
+  // fetch and drop weights): `swap` and `swap-naive`.
+  virtual bool plans_weights_on_host() const { return needs_weights_on_host(); }
   virtual Plan plan(const PlanRequest& request) = 0;
 };
 

@@ -19,6 +19,7 @@ class SwapPlanner : public Planner {
  public:
   explicit SwapPlanner(PlannerOptions options = {}) : optimal_(options), grouped_(options) {}
   std::string name() const override { return "swap"; }
+  bool plans_weights_on_host() const override { return true; }
   Plan plan(const PlanRequest& request) override;
 
   static constexpr int kLargerBudgets = 16;  // candidates above the budget

@@ -16,6 +16,7 @@ class GroupedSwapPlanner : public Planner {
  public:
   explicit GroupedSwapPlanner(PlannerOptions options = {}) : options_(options) {}
   std::string name() const override { return "swap"; }
+  bool plans_weights_on_host() const override { return true; }
   Plan plan(const PlanRequest& request) override;
 
  private:

@@ -85,6 +85,28 @@ Schedule grouped_swap_schedule(int n, int micro_batches, const std::vector<int>&
   return s;
 }
 
+Schedule weight_swap_collection_schedule(int n, int micro_batches) {
+  Schedule s;
+  for (int m = 0; m < micro_batches; ++m) {
+    for (int i = 0; i < n; ++i) {
+      s.fetch_weights(i);
+      s.forward_checkpoint(i, m);
+      s.drop_weights(i);
+    }
+    for (int i = n - 1; i >= 0; --i) {
+      s.fetch_weights(i);
+      if (m > 0) s.fetch_grads(i);
+      s.forward_all(i, 0, m);
+      if (i == n - 1) s.loss(m);
+      s.backward(i, m);
+      s.offload_grads(i);
+      s.drop_weights(i);
+      if (m == micro_batches - 1) s.update(i);
+    }
+  }
+  return s;
+}
+
 std::vector<int> balanced_pack_starts(const Chain& chain, int packs) {
   const int n = chain.size();
   if (packs < 1 || packs > n) throw std::invalid_argument("balanced_pack_starts: packs out of range");

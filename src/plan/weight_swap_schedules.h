@@ -22,6 +22,13 @@ namespace memtrain::plan {
 
 Schedule per_layer_swap_schedule(int stages, int micro_batches, bool lookahead);
 
+// What the trainer measures a chain with when the weights live in host
+// memory (schedule_for_collection's counterpart): per micro-batch, every
+// stage forward without grad, then forward with grad and backward, one
+// stage's weights on the device at a time, so every cost field is measured
+// at the least memory.
+Schedule weight_swap_collection_schedule(int stages, int micro_batches);
+
 // pack_starts: the first stage of each pack, ascending, starting at 0.
 Schedule grouped_swap_schedule(int stages, int micro_batches, const std::vector<int>& pack_starts, bool lookahead);
 

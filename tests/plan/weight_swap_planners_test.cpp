@@ -3,7 +3,9 @@
 #include <random>
 
 #include "core/error.h"
+#include "plan/registry.h"
 #include "plan/weight_swap_planners.h"
+#include "plan/weight_swap_schedules.h"
 #include "sim/simulator.h"
 
 namespace memtrain::plan {
@@ -79,6 +81,42 @@ TEST(WeightSwapPlanners, NeedWeightsInHostMemory) {
   PerLayerSwapPlanner per_layer;
   EXPECT_TRUE(per_layer.needs_weights_on_host());
   EXPECT_THROW(per_layer.plan({c, 1 << 30}), UsageError);
+}
+
+TEST(WeightSwapPlanners, OnlySwapAndSwapNaivePlanWeightsInHostMemory) {
+  std::vector<std::string> able;
+  for (const std::string& name : planner_names()) {
+    if (make_planner(name)->plans_weights_on_host()) able.push_back(name);
+  }
+  EXPECT_EQ(able, (std::vector<std::string>{"swap", "swap-naive"}));
+}
+
+// The trainer's collection schedule with weights in host memory: every stage
+// forward without grad and then with grad, one stage's weights at a time,
+// so it needs no more than the per-stage baseline (but for the loss each
+// micro-batch's forward without grad keeps) and measures every field.
+TEST(WeightSwapPlanners, TheCollectionScheduleRunsEveryStageBothWaysOneStageAtATime) {
+  for (std::uint32_t seed = 1; seed <= 10; ++seed) {
+    const Chain c = weight_heavy_chain(2 + seed % 6, seed);
+    const int n = c.size();
+    const Schedule collect = weight_swap_collection_schedule(n, 3);
+    EXPECT_EQ(collect.micro_batches(), 3);
+    const sim::SimResult r = sim::simulate(c, collect);  // throws if it breaks a rule of the weight operations
+    const sim::SimResult baseline = sim::simulate(c, per_layer_swap_schedule(n, 3, false));
+    EXPECT_LE(r.peak_bytes, baseline.peak_bytes + 3 * c.output_bytes) << "seed " << seed;
+    for (int m = 0; m < 3; ++m) {
+      for (int i = 0; i < n; ++i) {
+        int checkpointed = 0, kept = 0;
+        for (const Op& op : collect.ops) {
+          if (op.stage != i || op.micro != m) continue;
+          checkpointed += op.kind == OpKind::ForwardCheckpoint;
+          kept += op.kind == OpKind::ForwardAll;
+        }
+        EXPECT_EQ(checkpointed, 1) << "stage " << i << " micro-batch " << m;
+        EXPECT_EQ(kept, 1) << "stage " << i << " micro-batch " << m;
+      }
+    }
+  }
 }
 
 }  // namespace
