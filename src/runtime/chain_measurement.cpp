@@ -14,6 +14,9 @@ predict::ChainSample sample_execution(const ExecutionResult& result, int stages,
         r.op.kind == OpKind::Prefetch) {
       continue;
     }
+    // Micro-batch 0 is the largest (split_batch gives the spare rows to the
+    // first ones): the chain planned for a micro-batched step is its.
+    if (r.op.micro != 0) continue;
     const Seconds compute_seconds = r.seconds - r.wait_seconds;  // without waits on copies
     predict::StageSample& s = sample.stages[r.op.stage];
     switch (r.op.kind) {
@@ -33,6 +36,9 @@ predict::ChainSample sample_execution(const ExecutionResult& result, int stages,
         break;
       case OpKind::Backward:
         // The model adds a_i for the input gradient; the rest is temporary.
+        // A stage's first backward with its weights in host memory also
+        // makes their gradients: counted here as temporary, they stand for
+        // what every later backward needs to add its gradients to the sum.
         s.backward_temp_bytes = std::max<Bytes>(0, r.peak - r.live_before - s.input_bytes.value_or(0));
         s.backward_time = compute_seconds;
         break;

@@ -12,7 +12,8 @@
 
 namespace memtrain::runtime {
 
-// Fields a schedule did not exercise stay empty. update_temp_bytes < 0: not measured.
+// Fields a schedule did not exercise stay empty. update_temp_bytes < 0: not
+// measured. A micro-batched schedule is sampled on micro-batch 0, its largest.
 predict::ChainSample sample_execution(const ExecutionResult& result, int stages, Bytes update_temp_bytes);
 
 // Two measurements of the same schedule on the same input: the memory of

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include <torch/torch.h>
 
 #include "core/error.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
+#include "plan/weight_swap_schedules.h"
 #include "runtime/chain_measurement.h"
 #include "runtime/rng_snapshot.h"
 #include "sim/simulator.h"
@@ -42,6 +44,33 @@ void check_options(const TrainerOptions& o) {
   if (o.max_retries < 0) throw UsageError("max retries must be >= 0");
   if (!(o.prediction_scale > 0)) throw UsageError("prediction scale must be > 0");
   if (!(o.adam.lr > 0)) throw UsageError("--lr " + std::to_string(o.adam.lr) + " is out of range; expected > 0");
+  if (o.micro_batches < 1) {
+    throw UsageError("--micro-batches " + std::to_string(o.micro_batches) + " is out of range; expected >= 1");
+  }
+  if (o.micro_batches > 1 && !o.weights_on_host) {
+    throw UsageError("--micro-batches " + std::to_string(o.micro_batches) +
+                     " splits a step for weight swapping; it needs --weights-on host");
+  }
+  if (o.weights_on_host && !(o.device_to_host_bandwidth > 0 && o.host_to_device_bandwidth > 0)) {
+    throw UsageError("--weights-on host needs the host link's bandwidth to plan the weights' copies: give "
+                     "--bandwidth BW (e.g. 25GB/s) or --calibration FILE from memtrain calibrate");
+  }
+}
+
+// Where the weights live must suit the planner: swap-naive only swaps them,
+// and only some planners can plan them in host memory.
+void check_planner_fits(const plan::Planner& planner, bool weights_on_host) {
+  if (planner.needs_weights_on_host() && !weights_on_host) {
+    throw UsageError("planner " + planner.name() + " swaps weights kept in host memory; give --weights-on host");
+  }
+  if (weights_on_host && !planner.plans_weights_on_host()) {
+    std::string able;
+    for (const std::string& name : plan::planner_names()) {
+      if (plan::make_planner(name)->plans_weights_on_host()) able += (able.empty() ? "" : ", ") + name;
+    }
+    throw UsageError("planner " + planner.name() + " cannot plan weights in host memory; with --weights-on host "
+                     "expected one of: " + able);
+  }
 }
 
 }  // namespace
@@ -49,18 +78,23 @@ void check_options(const TrainerOptions& o) {
 Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory factory, BatchSource& source)
     : options_(std::move(options)), memory_(memory), source_(source) {
   check_options(options_);
+  options_.planner_options.micro_batches = options_.micro_batches;
   planner_ = plan::make_planner(options_.planner, options_.planner_options);
-  if (planner_->needs_weights_on_host()) {
-    throw UsageError("planner " + planner_->name() + " swaps weights kept in host memory, which memtrain train does "
-                     "not do yet; price it with memtrain simulate --weights-on host");
-  }
+  check_planner_fits(*planner_, options_.weights_on_host);
   const auto scope = memory_.activate();
+  std::optional<PoolScope> in_host_pool;
+  if (options_.weights_on_host) in_host_pool.emplace(&memory_.host());
   torch::manual_seed(options_.seed);  // the model's initial weights
   model_ = std::make_unique<StagedModel>(factory());
-  model_->to(memory_.device());
+  if (!options_.weights_on_host) model_->to(memory_.device());
   model_->train(true);
   optimizer_ = std::make_unique<Adam>(model_->parameters(), options_.adam);
   executor_ = std::make_unique<Executor>(*model_, memory_);
+  if (options_.weights_on_host) {
+    host_weights_ = std::make_unique<HostWeights>(*model_, *optimizer_, memory_);
+    executor_->set_host_weights(host_weights_.get());
+    update_times_.assign(model_->size(), 0);
+  }
   predictor_ = std::make_unique<predict::ChainPredictor>(stage_constants(*model_, Adam::kSlots), options_.margin);
   generator_ = memory_.make_generator(options_.seed);
 }
@@ -74,6 +108,41 @@ StepContext Trainer::context_for(const Batch& batch) {
   ctx.generator = generator_;
   ctx.training = true;
   return ctx;
+}
+
+std::int64_t Trainer::planning_size(const Signature& sig) const {
+  const int m = options_.micro_batches;
+  if (m == 1 || sig.shape.empty()) return sig.size;
+  const std::int64_t rows = sig.shape[0];
+  return sig.size / rows * ((rows + m - 1) / m);  // split_batch gives micro-batch 0 the spare rows
+}
+
+Schedule Trainer::collection_schedule(int round) const {
+  if (host_weights_) return plan::weight_swap_collection_schedule(model_->size(), options_.micro_batches);
+  return plan::schedule_for_collection(model_->size(), collection_variants(round));
+}
+
+Schedule Trainer::fallback_schedule() const {
+  if (host_weights_) return plan::per_layer_swap_schedule(model_->size(), options_.micro_batches, false);
+  return plan::schedule_checkpointing_everything(model_->size());
+}
+
+void Trainer::discard_gradients() {
+  if (host_weights_) {
+    host_weights_->abandon();
+  } else {
+    optimizer_->zero_grad();
+  }
+}
+
+void Trainer::observe_update_times(const ExecutionResult& result) {
+  for (const OpRecord& r : result.ops) {
+    if (r.op.kind != OpKind::Update) continue;
+    // The shortest seen: interference from the rest of the machine only adds time.
+    Seconds& t = update_times_.at(r.op.stage);
+    const Seconds measured = r.seconds - r.wait_seconds;
+    t = t > 0 ? std::min(t, measured) : measured;
+  }
 }
 
 int Trainer::variant_rounds() const { return planner_->uses_variants() ? model_->max_variant_count() : 1; }
@@ -98,6 +167,12 @@ void Trainer::calibrate() {
   const int n = model_->size();
   const Batch largest = source_.largest(memory_.device());
   largest_signature_ = largest.signature;
+  const std::int64_t rows = largest.signature.shape.empty() ? 1 : largest.signature.shape[0];
+  if (options_.micro_batches > rows) {
+    throw UsageError("--micro-batches " + std::to_string(options_.micro_batches) + " is more than the " +
+                     std::to_string(rows) + " examples of the largest batch (" + largest.signature.describe() +
+                     "); expected at most " + std::to_string(rows));
+  }
 
   // Calibration runs are measurements, not training: unenforced, no buffer
   // updates, gradients discarded, random generators rewound.
@@ -107,27 +182,41 @@ void Trainer::calibrate() {
     StepContext ctx = context_for(largest);
     ctx.update_buffers = false;
     ExecutionResult r = executor_->run(schedule, largest, ctx);
-    optimizer_->zero_grad();
+    discard_gradients();
     rng.restore(generator_);
     return r;
   };
-  if (options_.budget.is_percent && !options_.least_budget) {
+  // With the weights in host memory, the step with everything on the device
+  // is never run (it is what does not fit): its peak is simulated below.
+  if (options_.budget.is_percent && !options_.least_budget && !host_weights_) {
     reference_peak_ = measure(plan::schedule_keeping_everything(n)).peak;
   }
   // One collection run per variant when the planner chooses variants.
   std::vector<predict::ChainSample> samples;
   for (int v = 0; v < variant_rounds(); ++v) {
-    const Schedule collect = plan::schedule_for_collection(n, collection_variants(v));
-    auto collect_once = [&] { return sample_execution(measure(collect), n, optimizer_->update_temp_bytes()); };
+    const Schedule collect = collection_schedule(v);
+    auto collect_once = [&] {
+      const ExecutionResult r = measure(collect);
+      if (host_weights_) observe_update_times(r);
+      // With the weights on the host the update runs there: no device temporary.
+      return sample_execution(r, n, host_weights_ ? 0 : optimizer_->update_temp_bytes());
+    };
     predict::ChainSample sample = collect_once();
     // Variants are chosen by their times, so each is timed twice and the
     // shorter kept: one-off costs and a busy machine would bias the choice.
     if (planner_->uses_variants()) sample = faster_of(sample, collect_once());
     samples.push_back(sample);
-    predictor_->observe(largest.signature.size, samples.back());
+    predictor_->observe(planning_size(largest.signature), samples.back());
   }
   observe_resident(largest);
   largest_chain_ = completed(chain_from_samples(samples, stage_constants(*model_, Adam::kSlots)));
+  if (host_weights_ && options_.budget.is_percent && !options_.least_budget) {
+    // As `memtrain simulate` does: N% of one micro-batch's step with the
+    // weights, gradients and optimizer state all on the device.
+    Chain on_device = largest_chain_;
+    on_device.weights_on_host = false;
+    reference_peak_ = sim::simulate(on_device, plan::schedule_keeping_everything(n)).peak_bytes;
+  }
 
   if (options_.least_budget) {
     const Plan least = planner_->plan({largest_chain_, 0, &largest_chain_});
@@ -145,14 +234,17 @@ void Trainer::calibrate() {
     const Plan p = planner_->plan({largest_chain_, budget_, &largest_chain_});
     if (!p.feasible) throw below_minimum(largest_signature_, p.min_budget_bytes);
   }
-  const std::int64_t width = options_.bucket > 0 ? options_.bucket : std::max<std::int64_t>(1, largest.signature.size / 64);
+  const std::int64_t width =
+      options_.bucket > 0 ? options_.bucket : std::max<std::int64_t>(1, planning_size(largest.signature) / 64);
   cache_ = std::make_unique<predict::PlanCache>(width);
   calibrated_ = true;
 }
 
 void Trainer::observe_resident(const Batch& batch) {
   memory_.synchronize();
-  const Bytes expected = predictor_->predict(batch.signature.size).persistent_bytes() + batch.bytes();
+  Chain chain = predictor_->predict(planning_size(batch.signature));
+  chain.weights_on_host = host_weights_ != nullptr;
+  const Bytes expected = chain.persistent_bytes() + batch.bytes();
   extra_resident_ = std::max(extra_resident_, memory_.live() - expected);
 }
 
@@ -160,6 +252,10 @@ Chain Trainer::completed(Chain chain) const {
   chain.resident_bytes = extra_resident_;
   chain.device_to_host_bandwidth = options_.device_to_host_bandwidth;
   chain.host_to_device_bandwidth = options_.host_to_device_bandwidth;
+  chain.weights_on_host = host_weights_ != nullptr;
+  if (host_weights_) {
+    for (int i = 0; i < chain.size(); ++i) chain.stages[i].update_time = update_times_.at(i);
+  }
   return chain;
 }
 
@@ -175,7 +271,7 @@ Plan Trainer::plan_for(std::int64_t size) {
 
 Schedule Trainer::most_frugal(std::int64_t size) {
   const Chain chain = predicted_chain(cache_->planning_size(size));
-  Schedule best = plan::schedule_checkpointing_everything(model_->size());
+  Schedule best = fallback_schedule();
   if (!planner_->respects_budget()) return best;
   const Plan least = planner_->plan({chain, 0, &largest_chain_});
   if (least.min_budget_bytes <= 0) return best;
@@ -184,21 +280,21 @@ Schedule Trainer::most_frugal(std::int64_t size) {
   return best;
 }
 
-Trainer::Choice Trainer::choose(const Signature& sig) {
+Trainer::Choice Trainer::choose(std::int64_t size) {
   const Clock::time_point t0 = Clock::now();
   if (static_cast<int>(records_.size()) < options_.collect_steps) {
     // Collection steps take the variants in turn, so each is seen at several sizes.
     const int round = static_cast<int>(records_.size()) % variant_rounds();
-    return {plan::schedule_for_collection(model_->size(), collection_variants(round)), "collect", since(t0)};
+    return {collection_schedule(round), "collect", since(t0)};
   }
-  if (const Plan* hit = cache_->find(sig.size)) return {hit->schedule, "cached", since(t0)};
-  Plan p = plan_for(sig.size);
+  if (const Plan* hit = cache_->find(size)) return {hit->schedule, "cached", since(t0)};
+  Plan p = plan_for(size);
   // A planner that respects the budget but finds nothing that fits the
   // prediction runs the most frugal schedule it knows; the budget decides.
   // The cache keeps that schedule, so a hit runs it too, not the refused one.
-  if (!p.feasible && planner_->respects_budget()) p.schedule = most_frugal(sig.size);
+  if (!p.feasible && planner_->respects_budget()) p.schedule = most_frugal(size);
   Schedule s = p.schedule;
-  cache_->store(sig.size, std::move(p));
+  cache_->store(size, std::move(p));
   return {std::move(s), "new", since(t0)};
 }
 
@@ -208,7 +304,7 @@ StepRecord Trainer::step() {
   const Clock::time_point t0 = Clock::now();
   const Batch batch = source_.next(memory_.device());
   const Seconds data_wait = since(t0);
-  const std::int64_t size = batch.signature.size;
+  const std::int64_t size = planning_size(batch.signature);
 
   StepRecord rec;
   rec.data_wait_seconds = data_wait;
@@ -217,7 +313,7 @@ StepRecord Trainer::step() {
   rec.signature = batch.signature;
   rec.budget_bytes = budget_;
   observe_resident(batch);
-  Choice choice = choose(batch.signature);
+  Choice choice = choose(size);
   rec.plan = choice.kind;
   rec.planning_seconds = choice.planning_seconds;
 
@@ -231,9 +327,9 @@ StepRecord Trainer::step() {
       result = executor_->run(choice.schedule, batch, ctx);
       break;
     } catch (const OutOfBudget& oob) {
-      // Roll back: no gradient of the failed attempt survives, and the retry
-      // draws the same random numbers.
-      optimizer_->zero_grad();
+      // Roll back: no gradient (or staged update) of the failed attempt
+      // survives, and the retry draws the same random numbers.
+      discard_gradients();
       start.restore(generator_);
       ctx = context_for(batch);
       ++rec.retries;
@@ -243,7 +339,7 @@ StepRecord Trainer::step() {
       if (choice.kind != "collect") cache_->mark_bad(size);
       Plan p = plan_for(size);
       Schedule next = p.feasible ? p.schedule : most_frugal(size);
-      if (tried(next)) next = plan::schedule_checkpointing_everything(model_->size());
+      if (tried(next)) next = fallback_schedule();
       const std::string where = "step " + std::to_string(rec.step) + ": input " + batch.signature.describe();
       if (tried(next)) {
         throw Error(where + " does not fit the budget even with the most frugal schedule (planner " +
@@ -257,6 +353,11 @@ StepRecord Trainer::step() {
       choice = {std::move(next), "retry", choice.planning_seconds + since(tp)};
       rec.plan = "retry";
       rec.planning_seconds = choice.planning_seconds;
+    } catch (...) {
+      // A schedule that cannot run at all: nothing of it survives either.
+      discard_gradients();
+      start.restore(generator_);
+      throw;
     }
   }
   rec.schedule = choice.schedule.to_string();
@@ -266,25 +367,33 @@ StepRecord Trainer::step() {
   rec.predicted_schedule_seconds = predicted.time;
   rec.schedule_seconds = result.seconds;
   rec.swap_bytes = result.swap_bytes;
+  rec.weight_swap_bytes = result.weight_swap_bytes;
   rec.transfer_seconds = result.transfer_seconds;
   rec.stall_seconds = result.stall_seconds;
 
-  // The update: only with room for its temporary, so it never stops half way.
-  memory_.synchronize();
-  const Bytes before_update = memory_.live();
-  if (memory_.enforced() && before_update + optimizer_->update_temp_bytes() > budget_) {
-    throw Error("step " + std::to_string(rec.step) + ": budget " + format_bytes(budget_) +
-                " leaves no room for the optimizer update (" + format_bytes(optimizer_->update_temp_bytes()) +
-                " on top of " + format_bytes(before_update) + ")");
+  if (host_weights_) {
+    // The schedule ran every stage's update on the host: make them current.
+    host_weights_->commit();
+    observe_update_times(result);
+    predictor_->observe(size, sample_execution(result, model_->size(), 0));
+    rec.peak_bytes = result.peak;
+  } else {
+    // The update: only with room for its temporary, so it never stops half way.
+    memory_.synchronize();
+    const Bytes before_update = memory_.live();
+    if (memory_.enforced() && before_update + optimizer_->update_temp_bytes() > budget_) {
+      throw Error("step " + std::to_string(rec.step) + ": budget " + format_bytes(budget_) +
+                  " leaves no room for the optimizer update (" + format_bytes(optimizer_->update_temp_bytes()) +
+                  " on top of " + format_bytes(before_update) + ")");
+    }
+    memory_.reset_peak();
+    optimizer_->step();
+    memory_.synchronize();
+    const Bytes update_peak = memory_.peak();
+    optimizer_->zero_grad();
+    predictor_->observe(size, sample_execution(result, model_->size(), update_peak - before_update));
+    rec.peak_bytes = std::max(result.peak, update_peak);
   }
-  memory_.reset_peak();
-  optimizer_->step();
-  memory_.synchronize();
-  const Bytes update_peak = memory_.peak();
-  optimizer_->zero_grad();
-
-  predictor_->observe(size, sample_execution(result, model_->size(), update_peak - before_update));
-  rec.peak_bytes = std::max(result.peak, update_peak);
   rec.violation = rec.peak_bytes > budget_;
   if (rec.plan != "collect") {
     prediction_error_.record(rec.predicted_peak_bytes, rec.peak_bytes);
@@ -309,6 +418,7 @@ TrainSummary Trainer::summary() const {
   long new_plans = 0;
   for (const StepRecord& r : records_) {
     s.swap_bytes_per_step += static_cast<double>(r.swap_bytes);
+    s.weight_swap_bytes_per_step += static_cast<double>(r.weight_swap_bytes);
     transfer += r.transfer_seconds;
     stall += r.stall_seconds;
     s.max_peak_bytes = std::max(s.max_peak_bytes, r.peak_bytes);
@@ -329,7 +439,10 @@ TrainSummary Trainer::summary() const {
   s.max_prediction_error = prediction_error_.max();
   s.predictor_fit_error = predictor_->memory_fit_error();
   s.mean_step_seconds = records_.empty() ? 0 : total / static_cast<double>(records_.size());
-  if (!records_.empty()) s.swap_bytes_per_step /= static_cast<double>(records_.size());
+  if (!records_.empty()) {
+    s.swap_bytes_per_step /= static_cast<double>(records_.size());
+    s.weight_swap_bytes_per_step /= static_cast<double>(records_.size());
+  }
   s.hidden_transfer_fraction = transfer > 0 ? std::max(0.0, 1.0 - stall / transfer) : 1.0;
   s.median_time_prediction_error = time_prediction_error_.median();
   s.data_wait_fraction = total > 0 ? s.data_wait_seconds / total : 0;

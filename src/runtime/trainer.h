@@ -10,6 +10,14 @@
 // marked bad, and the same batch runs again under a stricter plan. The
 // optimizer update runs only after a step's backward has finished, and only
 // with room for its one temporary, so no update is ever half applied.
+//
+// With the weights in host memory (Harmony) the model and Adam live in the
+// host pool, HostWeights moves them, and each step is split into
+// micro-batches: the planners plan the chain of the step's largest
+// micro-batch, whose size stands for the step's everywhere (predictor, plan
+// cache). The updates are part of the schedule, staged per stage on the host
+// and made current only when the whole step has run; a failed attempt
+// abandons them.
 #pragma once
 
 #include <functional>
@@ -30,6 +38,7 @@
 #include "runtime/batch_source.h"
 #include "runtime/device_memory.h"
 #include "runtime/executor.h"
+#include "runtime/host_weights.h"
 #include "runtime/staged_model.h"
 
 namespace memtrain::runtime {
@@ -55,6 +64,11 @@ struct TrainerOptions {
   // `memtrain calibrate` or --bandwidth.
   double device_to_host_bandwidth = 0;
   double host_to_device_bandwidth = 0;
+  // Weights, gradients and Adam state in host memory, swapped in by the
+  // schedule (planners swap and swap-naive); a step then runs in
+  // `micro_batches` micro-batches, split by rows.
+  bool weights_on_host = false;
+  int micro_batches = 1;
 };
 
 struct StepRecord {
@@ -75,6 +89,7 @@ struct StepRecord {
   double loss = 0;
   double accuracy = 0;                // fraction of counted tokens or images right
   Bytes swap_bytes = 0;               // copied to host and back, both directions
+  Bytes weight_swap_bytes = 0;        // of swap_bytes, weights and gradients (weights in host memory)
   Seconds transfer_seconds = 0;       // the copies' own durations
   Seconds stall_seconds = 0;          // compute waiting on copies
   Seconds schedule_seconds = 0;       // the schedule's wall time (the update excluded)
@@ -98,6 +113,7 @@ struct TrainSummary {
   double data_wait_fraction = 0;      // of all steps' time
   Bytes resident_bytes = 0;           // device bytes beyond weights, state and batch at a step's start (Chain::resident_bytes)
   double swap_bytes_per_step = 0;     // mean over steps, both directions together
+  double weight_swap_bytes_per_step = 0;  // of which weights and gradients
   double hidden_transfer_fraction = 1;  // 1 - stalls / copy time over all steps; 1 when nothing moved
   // Median of |simulated - measured| / measured schedule time, after collection.
   double median_time_prediction_error = 0;
@@ -110,7 +126,9 @@ class Trainer {
   using ModelFactory = std::function<StagedModel()>;
 
   // Builds the model (seeding LibTorch's default generator with options.seed
-  // for its initial weights) and the optimizer inside `memory`.
+  // for its initial weights) and the optimizer inside `memory` (its host
+  // pool with options.weights_on_host). Throws UsageError for options that
+  // do not go together (a planner that cannot plan where the weights are).
   Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory factory, BatchSource& source);
   ~Trainer();
 
@@ -122,6 +140,8 @@ class Trainer {
   const std::vector<StepRecord>& records() const { return records_; }
   TrainSummary summary() const;
   Bytes budget_bytes() const { return budget_; }
+  bool weights_on_host() const { return host_weights_ != nullptr; }
+  int micro_batches() const { return options_.micro_batches; }
   const Chain& largest_chain() const { return largest_chain_; }
   const Signature& largest_signature() const { return largest_signature_; }
   const predict::ChainPredictor& predictor() const { return *predictor_; }
@@ -142,11 +162,23 @@ class Trainer {
     std::string kind;
     Seconds planning_seconds = 0;
   };
-  Choice choose(const Signature& sig);
+  Choice choose(std::int64_t size);  // size: planning_size() of the batch
   Plan plan_for(std::int64_t size);
   // The schedule with the lowest predicted peak for this size: the planner's
   // own at the least budget it can work with, or every stage checkpointed.
   Schedule most_frugal(std::int64_t size);
+  // The size the predictor and the plan cache know a batch by: its own, or
+  // that of its largest micro-batch when a step is split.
+  std::int64_t planning_size(const Signature& sig) const;
+  // What a collection step runs: every stage checkpointed (in `round`'s
+  // variants), its weights swapped one stage at a time when they live on the host.
+  Schedule collection_schedule(int round) const;
+  // The least memory any schedule needs, whatever the predictor says.
+  Schedule fallback_schedule() const;
+  // Forgets a run's gradients (and, weights on host, its staged updates).
+  void discard_gradients();
+  // The host's optimizer step per stage, from a run's Update operations.
+  void observe_update_times(const ExecutionResult& result);
   // Collection runs: one per variant when the planner chooses variants.
   int variant_rounds() const;
   // Per stage, the variant collection round `round` runs (its last one when it has fewer).
@@ -160,6 +192,7 @@ class Trainer {
   std::unique_ptr<StagedModel> model_;
   std::unique_ptr<Adam> optimizer_;
   std::unique_ptr<plan::Planner> planner_;
+  std::unique_ptr<HostWeights> host_weights_;  // weights in host memory; null: on the device
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<predict::ChainPredictor> predictor_;
   std::unique_ptr<predict::PlanCache> cache_;
@@ -171,6 +204,7 @@ class Trainer {
   Bytes budget_ = 0;
   Bytes reference_peak_ = 0;
   Bytes extra_resident_ = 0;  // the most observe_resident() has seen
+  std::vector<Seconds> update_times_;  // per stage, the shortest host update seen; weights on host
   Signature largest_signature_;
   Chain largest_chain_;
   std::vector<StepRecord> records_;
