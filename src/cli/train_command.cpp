@@ -38,6 +38,10 @@ const char* kTrainHelp =
     "  --slots N | --slot-bytes N   optimal: how finely memory is cut (default 500 slots; see memtrain plan --help)\n"
     "  --bandwidth BW               swap: the host link both ways, e.g. 25GB/s (or --d2h-bandwidth and\n"
     "                               --h2d-bandwidth); --calibration FILE takes them from `memtrain calibrate`\n"
+    "  --weights-on host            weights, gradients and Adam state live in host memory and the\n"
+    "                               schedule swaps them in (planners swap and swap-naive); N% budgets\n"
+    "                               are then of one micro-batch's simulated step with all of it on the device\n"
+    "  --micro-batches N            with --weights-on host: split each step into N micro-batches by rows\n"
     "  --steps N                    training steps (default 40)\n"
     "  --epochs N                   train N whole epochs instead of --steps\n"
     "  --batch N                    sentences or images per batch (default 32)\n"
@@ -66,6 +70,10 @@ int run_train(const std::vector<std::string>& args) {
   runtime::TrainerOptions options;
   options.planner = flags.text("planner", "mimose");
   options.planner_options = parse_planner_options(flags);
+  const WeightFlags weights = parse_weight_flags(flags);
+  options.weights_on_host = weights.on_host;
+  options.micro_batches = weights.micro_batches;
+  options.planner_options.micro_batches = weights.micro_batches;
   plan::make_planner(options.planner, options.planner_options);  // reject a bad name before loading data
   options.budget = parse_budget(flags.text("budget", model == "resnet" ? "75%" : "50%"), "--budget");
   options.seed = static_cast<std::uint64_t>(flags.integer("seed", 1, 0, INT64_MAX));
@@ -79,8 +87,10 @@ int run_train(const std::vector<std::string>& args) {
   parse_link_flags(flags).apply(calibrated);
   options.device_to_host_bandwidth = calibrated.device_to_host_bandwidth;
   options.host_to_device_bandwidth = calibrated.host_to_device_bandwidth;
-  if (options.planner == "swap" && !(options.device_to_host_bandwidth > 0 && options.host_to_device_bandwidth > 0)) {
-    throw UsageError("train: --planner swap needs the host link's bandwidth: give --bandwidth BW (e.g. 25GB/s) or "
+  if ((options.planner == "swap" || options.weights_on_host) &&
+      !(options.device_to_host_bandwidth > 0 && options.host_to_device_bandwidth > 0)) {
+    throw UsageError(std::string("train: ") + (options.weights_on_host ? "--weights-on host" : "--planner swap") +
+                     " needs the host link's bandwidth: give --bandwidth BW (e.g. 25GB/s) or "
                      "--calibration FILE from memtrain calibrate");
   }
   const std::int64_t batch = flags.integer("batch", 32, 1, 65536);
@@ -113,6 +123,14 @@ int run_train(const std::vector<std::string>& args) {
   }
   std::fprintf(stderr, "memtrain: largest input %s; budget %s (%s)\n", trainer.largest_signature().describe().c_str(),
                budget.c_str(), trainer.planner().respects_budget() && options.enforce ? "enforced" : "not enforced");
+  if (options.weights_on_host) {
+    std::fprintf(stderr, "memtrain: weights, gradients and Adam state in host memory (%s, %.2fx the budget); "
+                 "%d micro-batches per step\n",
+                 format_bytes(trainer.largest_chain().model_state_bytes()).c_str(),
+                 static_cast<double>(trainer.largest_chain().model_state_bytes()) /
+                     static_cast<double>(trainer.budget_bytes()),
+                 options.micro_batches);
+  }
   if (!chain_path.empty()) write_chain_file(trainer.largest_chain(), chain_path);
 
   ProgressBar bar(stderr, steps);
@@ -128,10 +146,11 @@ int run_train(const std::vector<std::string>& args) {
       format_bytes(sum.budget_bytes).c_str(), sum.violations, sum.retries, sum.cache_hits, sum.cache_misses,
       100 * sum.median_prediction_error, 100 * sum.max_prediction_error);
   if (sum.swap_bytes_per_step > 0) {
-    std::printf("memtrain: swapped %s per step (both directions); %.1f%% of copy time hidden under compute; "
-                "simulated schedule time off by %.1f%% (median)\n",
-                format_bytes(static_cast<Bytes>(sum.swap_bytes_per_step)).c_str(), 100 * sum.hidden_transfer_fraction,
-                100 * sum.median_time_prediction_error);
+    std::printf("memtrain: swapped %s per step (both directions; %s of it weights and gradients); %.1f%% of copy "
+                "time hidden under compute; simulated schedule time off by %.1f%% (median)\n",
+                format_bytes(static_cast<Bytes>(sum.swap_bytes_per_step)).c_str(),
+                format_bytes(static_cast<Bytes>(sum.weight_swap_bytes_per_step)).c_str(),
+                100 * sum.hidden_transfer_fraction, 100 * sum.median_time_prediction_error);
   }
   nlohmann::json pipeline;
   if (const auto* shards = dynamic_cast<const runtime::ShardImageBatches*>(batches.get())) {

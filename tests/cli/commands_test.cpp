@@ -277,6 +277,38 @@ TEST(Commands, TrainWritesItsReportAndTheMeasuredChain) {
   EXPECT_EQ(c.stages[0].param_bytes, (2000 + 180) * 32 * 4);
 }
 
+TEST(Commands, TrainsAGptWithItsWeightsInHostMemory) {
+  testing::TempDir dir;
+  const std::string report = dir.path() + "/train.json";
+  const Outcome o = run({"train", "--model", "gpt", "--layers", "2", "--width", "128", "--heads", "2", "--vocab", "2000",
+                         "--batch", "8", "--steps", "4", "--collect-steps", "2", "--threads", "2", "--planner", "swap",
+                         "--weights-on", "host", "--micro-batches", "4", "--bandwidth", "25GB/s", "--budget", "50%",
+                         "--json", report, "--quiet"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.err.find("weights, gradients and Adam state in host memory"), std::string::npos) << o.err;
+  const json j = read_json(report);
+  EXPECT_EQ(j["weights_on_host"], true);
+  EXPECT_EQ(j["micro_batches"], 4);
+  for (const auto& s : j["steps"]) {
+    EXPECT_GT(s["weight_swap_bytes"].get<Bytes>(), 0);
+    EXPECT_LE(s["peak_bytes"].get<Bytes>(), j["budget_bytes"].get<Bytes>());
+    EXPECT_NE(s["schedule"].get<std::string>().find("U3"), std::string::npos) << "the update is in the schedule";
+  }
+  const json& sum = j["summary"];
+  EXPECT_EQ(sum["violations"], 0);
+  EXPECT_GT(sum["swap_bytes_per_step"].get<double>(), 0);
+  EXPECT_GT(sum["weight_swap_bytes_per_step"].get<double>(), 0);
+  EXPECT_GE(sum["hidden_transfer_fraction"].get<double>(), 0);
+  EXPECT_LE(sum["hidden_transfer_fraction"].get<double>(), 1);
+  expect_refused({"train", "--model", "gpt", "--planner", "swap-naive", "--bandwidth", "25GB/s"},
+                 "planner swap-naive swaps weights kept in host memory; give --weights-on host");
+  expect_refused({"train", "--model", "gpt", "--planner", "optimal", "--weights-on", "host", "--bandwidth", "25GB/s"},
+                 "expected one of: swap, swap-naive");
+  expect_refused({"train", "--model", "gpt", "--micro-batches", "4"}, "it needs --weights-on host");
+  expect_refused({"train", "--model", "gpt", "--planner", "swap-naive", "--weights-on", "host"},
+                 "--weights-on host needs the host link's bandwidth");
+}
+
 // `stalls` on a small packed dataset: the fields the issue names, consistent
 // with each other (the timings themselves are this machine's).
 TEST(Commands, StallsMeasuresTheThreeEpochsPredictsAndChecks) {
