@@ -32,21 +32,27 @@ Plan GroupedSwapPlanner::plan(const PlanRequest& request) {
   const int n = chain.size();
   Plan best;
   int best_packs = 0;
+  bool best_offloads = false;
   for (int packs = 1; packs <= n; ++packs) {
     const std::vector<int> starts = balanced_pack_starts(chain, packs);
-    for (bool lookahead : {false, true}) {
-      Plan p = priced_plan(name(), chain, grouped_swap_schedule(n, options_.micro_batches, starts, lookahead),
-                           request.budget);
-      if (best_packs == 0 || beats(p, best)) {
-        best = std::move(p);
-        best_packs = packs;
+    for (bool offload : {false, true}) {
+      if (offload && packs == 1) continue;  // one pack's input is the batch
+      for (bool lookahead : {false, true}) {
+        Plan p = priced_plan(name(), chain,
+                             grouped_swap_schedule(n, options_.micro_batches, starts, lookahead, offload),
+                             request.budget);
+        if (best_packs == 0 || beats(p, best)) {
+          best = std::move(p);
+          best_packs = packs;
+          best_offloads = offload;
+        }
       }
     }
   }
   best.planner = name();
   if (best.feasible) {
     best.note = std::to_string(best_packs) + " layer packs, " + std::to_string(options_.micro_batches) +
-                " micro-batches grouped";
+                " micro-batches grouped" + (best_offloads ? ", pack inputs offloaded" : "");
   }
   return best;
 }

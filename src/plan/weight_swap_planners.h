@@ -2,8 +2,10 @@
 // PlannerOptions::micro_batches micro-batches:
 // - GroupedSwapPlanner (Harmony; `swap` uses it for such chains) tries every
 //   number of layer packs, each cut as evenly by weight as a greedy cut
-//   makes it, with and without fetching the next pack ahead, and keeps the
-//   fastest schedule the Simulator says fits the budget;
+//   makes it, with and without fetching the next pack ahead, and with and
+//   without offloading the packs' inputs between a micro-batch's forward
+//   and its backward, and keeps the fastest schedule the Simulator says fits
+//   the budget;
 // - PerLayerSwapPlanner (`swap-naive`) is the baseline it is measured
 //   against: per stage, per micro-batch (weight_swap_schedules.h).
 #pragma once

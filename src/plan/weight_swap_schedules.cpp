@@ -33,7 +33,8 @@ Schedule per_layer_swap_schedule(int n, int micro_batches, bool lookahead) {
   return s;
 }
 
-Schedule grouped_swap_schedule(int n, int micro_batches, const std::vector<int>& starts, bool lookahead) {
+Schedule grouped_swap_schedule(int n, int micro_batches, const std::vector<int>& starts, bool lookahead,
+                               bool offload_pack_inputs) {
   if (starts.empty() || starts[0] != 0) throw std::invalid_argument("grouped_swap_schedule: packs must start at 0");
   const int packs = static_cast<int>(starts.size());
   auto first = [&](int p) { return starts[p]; };
@@ -49,6 +50,8 @@ Schedule grouped_swap_schedule(int n, int micro_batches, const std::vector<int>&
     for (int i = first(p); i < end(p); ++i) s.drop_weights(i);
     for (int i = first(p); i < end(p); ++i) s.update(i);
   };
+  // Pack p's input goes to host memory and back (not x_0, the batch).
+  auto offloads = [&](int p) { return offload_pack_inputs && first(p) > 0; };
   // Forward through every pack but the last: each micro-batch keeps the
   // pack's input and hands its output on.
   fetch(0);
@@ -56,8 +59,13 @@ Schedule grouped_swap_schedule(int n, int micro_batches, const std::vector<int>&
     if (lookahead) fetch(p + 1);
     for (int m = 0; m < micro_batches; ++m) {
       s.forward_checkpoint(first(p), m);
+      if (offloads(p)) s.offload(first(p), m);
       for (int i = first(p) + 1; i < end(p); ++i) s.forward_none(i, m);
+      // The copy of the previous micro-batch's input has had this one's
+      // forward to hide under.
+      if (offloads(p) && m > 0) s.release(first(p), m - 1);
     }
+    if (offloads(p)) s.release(first(p), micro_batches - 1);
     for (int i = first(p); i < end(p); ++i) s.drop_weights(i);
     if (!lookahead) fetch(p + 1);
   }
@@ -75,7 +83,10 @@ Schedule grouped_swap_schedule(int n, int micro_batches, const std::vector<int>&
     if (lookahead) fetch(p);
     drop_and_update(p + 1);
     if (!lookahead) fetch(p);
+    if (offloads(p)) s.prefetch(first(p), 0);
     for (int m = 0; m < micro_batches; ++m) {
+      // The next micro-batch's input comes back while this one computes.
+      if (offloads(p) && m + 1 < micro_batches) s.prefetch(first(p), m + 1);
       for (int i = first(p); i < end(p); ++i) s.forward_all(i, 0, m);
       for (int i = end(p) - 1; i >= first(p); --i) s.backward(i, m);
     }

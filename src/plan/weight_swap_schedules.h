@@ -30,7 +30,13 @@ Schedule per_layer_swap_schedule(int stages, int micro_batches, bool lookahead);
 Schedule weight_swap_collection_schedule(int stages, int micro_batches);
 
 // pack_starts: the first stage of each pack, ascending, starting at 0.
-Schedule grouped_swap_schedule(int stages, int micro_batches, const std::vector<int>& pack_starts, bool lookahead);
+// offload_pack_inputs: every pack's input but the batch goes to host memory
+// after each micro-batch's forward through the pack and comes back, one
+// micro-batch ahead, for its backward, so the device holds the checkpoints
+// of two micro-batches per pack rather than all of them (Harmony swaps
+// stashed activations too).
+Schedule grouped_swap_schedule(int stages, int micro_batches, const std::vector<int>& pack_starts, bool lookahead,
+                               bool offload_pack_inputs = false);
 
 // `packs` contiguous packs with weights as even as a greedy cut makes them.
 std::vector<int> balanced_pack_starts(const Chain& chain, int packs);

@@ -103,7 +103,9 @@ TEST(WeightSwapExecution, SwappedStepsTrainExactlyLikeStepsWithTheWeightsOnTheDe
       {"per stage", plan::per_layer_swap_schedule(n, kMicroBatches, true)},
       {"one pack", plan::grouped_swap_schedule(n, kMicroBatches, {0}, false)},
       {"two packs", plan::grouped_swap_schedule(n, kMicroBatches, {0, 2}, true)},
-      {"four packs", plan::grouped_swap_schedule(n, kMicroBatches, {0, 1, 2, 3}, false)}};
+      {"four packs", plan::grouped_swap_schedule(n, kMicroBatches, {0, 1, 2, 3}, false)},
+      {"two packs, inputs offloaded", plan::grouped_swap_schedule(n, kMicroBatches, {0, 2}, true, true)},
+      {"four packs, inputs offloaded", plan::grouped_swap_schedule(n, kMicroBatches, {0, 1, 2, 3}, false, true)}};
   std::vector<double> losses;
   for (int k = 0; k < 3; ++k) losses.push_back(reference.step(plain, reference.batch(k)).loss);
   for (const auto& [name, schedule] : swapped) {

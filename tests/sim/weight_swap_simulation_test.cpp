@@ -101,5 +101,27 @@ TEST(WeightSwapSimulation, GroupingMovesEachWeightAFewTimesWhereThePerLayerBasel
   }
 }
 
+TEST(WeightSwapSimulation, OffloadingPackInputsHoldsFewerMicroBatchCheckpointsForTheSameWeightTraffic) {
+  Chain c = two_stages();
+  for (int i = 0; i < 4; ++i) c.stages.push_back(c.stages[0]);  // six stages
+  const int n = c.size(), m = 8;
+  const std::vector<int> starts = {0, 1, 2, 3, 4, 5};
+  const SimResult kept = simulate(c, plan::grouped_swap_schedule(n, m, starts, true));
+  const SimResult offloaded = simulate(c, plan::grouped_swap_schedule(n, m, starts, true, true));
+  EXPECT_EQ(offloaded.weight_swap_bytes, kept.weight_swap_bytes);
+  // The inputs of packs 1..4 (10 bytes; the last pack keeps no checkpoint)
+  // go out and back once per micro-batch.
+  EXPECT_EQ(offloaded.swap_bytes - offloaded.weight_swap_bytes, 2 * 4 * m * 10);
+  EXPECT_EQ(kept.swap_bytes, kept.weight_swap_bytes);
+  // Kept: after the forward every pack holds all 8 micro-batches' inputs;
+  // offloaded: at most two per pack at a time.
+  EXPECT_LE(offloaded.peak_bytes + 4 * (m - 2) * 10, kept.peak_bytes);
+  // Copies (0.1 s each) hide under one-second forwards and recomputations,
+  // but for the last micro-batch's release and the first one's prefetch in
+  // each of the four packs, which compute waits for.
+  EXPECT_GT(offloaded.time, kept.time);
+  EXPECT_LE(offloaded.time, kept.time + 4 * 2 * 0.1 + 1e-9);
+}
+
 }  // namespace
 }  // namespace memtrain::sim
