@@ -10,39 +10,6 @@
 
 namespace memtrain::runtime {
 
-CopyEngine::CopyEngine() : worker_([this] { run(); }) {}
-
-CopyEngine::~CopyEngine() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  worker_.join();
-}
-
-void CopyEngine::submit(std::function<void()> job) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    jobs_.push_back(std::move(job));
-  }
-  wake_.notify_one();
-}
-
-void CopyEngine::run() {
-  for (;;) {
-    std::function<void()> job;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // stopping, and every queued copy done
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
-    }
-    job();
-  }
-}
-
 namespace {
 
 class CpuHostCopy : public HostCopy {
@@ -65,7 +32,7 @@ class CpuHostCopy : public HostCopy {
 
 }  // namespace
 
-std::unique_ptr<HostCopy> CpuHostTransfers::copy(const torch::Tensor& source, MemoryPool& into, CopyEngine& engine) {
+std::unique_ptr<HostCopy> CpuHostTransfers::copy(const torch::Tensor& source, MemoryPool& into, SerialWorker& engine) {
   // Both tensors are made here, on the calling thread, so the pools are
   // charged in Schedule order; the engine only moves bytes. memcpy, not
   // copy_(): LibTorch's intra-op pool belongs to the training thread.

@@ -4,35 +4,11 @@
 // would on a GPU.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
-#include <functional>
-#include <mutex>
-#include <thread>
-
 #include "runtime/host_transfers.h"
 #include "runtime/memory_pool.h"
+#include "runtime/serial_worker.h"
 
 namespace memtrain::runtime {
-
-// One worker thread running queued jobs in order.
-class CopyEngine {
- public:
-  CopyEngine();
-  ~CopyEngine();
-  CopyEngine(const CopyEngine&) = delete;
-  CopyEngine& operator=(const CopyEngine&) = delete;
-  void submit(std::function<void()> job);
-
- private:
-  void run();
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
-  std::thread worker_;
-};
 
 class CpuHostTransfers : public HostTransfers {
  public:
@@ -42,12 +18,12 @@ class CpuHostTransfers : public HostTransfers {
   std::unique_ptr<HostCopy> to_device(const torch::Tensor& host) override;
 
  private:
-  std::unique_ptr<HostCopy> copy(const torch::Tensor& source, MemoryPool& into, CopyEngine& engine);
+  std::unique_ptr<HostCopy> copy(const torch::Tensor& source, MemoryPool& into, SerialWorker& engine);
 
   MemoryPool& device_;
   MemoryPool& host_;
-  CopyEngine to_host_engine_;
-  CopyEngine to_device_engine_;
+  SerialWorker to_host_engine_;
+  SerialWorker to_device_engine_;
 };
 
 }  // namespace memtrain::runtime
