@@ -52,6 +52,9 @@ class DeviceMemory {
   virtual at::Generator make_generator(uint64_t seed) const;
   // Copy engines between this device and host memory (Offload, Prefetch).
   virtual std::unique_ptr<HostTransfers> make_transfers() = 0;
+  // True when the device's compute runs on the host's CPU cores (the CPU
+  // build): work on the host then competes with it rather than overlapping.
+  virtual bool computes_on_host_cores() const { return false; }
   // The separately counted host pool; PoolScope(&host()) selects it.
   MemoryPool& host() { return host_; }
 
@@ -73,6 +76,7 @@ class CpuDeviceMemory : public DeviceMemory {
   bool enforced() const override { return pool_.enforced(); }
   std::unique_ptr<DeviceScope> activate() override;
   std::unique_ptr<HostTransfers> make_transfers() override;
+  bool computes_on_host_cores() const override { return true; }
 
   MemoryPool& pool() { return pool_; }
 

@@ -371,6 +371,8 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
     }
   }
   if (host_weights_) {
+    // The step ends when the host's updates have (the Simulator's host timeline).
+    host_weights_->wait_for_updates();
     for (int i = 0; i < n; ++i) {
       if (host_weights_->on_device(i)) {
         throw Error("executor: the schedule ended with the weights of stage " + std::to_string(i) + " on the device");

@@ -1,5 +1,7 @@
 #include "runtime/host_weights.h"
 
+#include <chrono>
+
 #include <torch/torch.h>
 
 #include "core/error.h"
@@ -7,7 +9,8 @@
 namespace memtrain::runtime {
 
 HostWeights::HostWeights(StagedModel& model, Adam& optimizer, DeviceMemory& memory)
-    : optimizer_(optimizer), memory_(memory), stages_(model.size()) {
+    : optimizer_(optimizer), memory_(memory), stages_(model.size()), update_seconds_(model.size(), 0),
+      own_thread_(!memory.computes_on_host_cores()) {
   const std::vector<torch::Tensor>& all = optimizer.params();
   for (int i = 0; i < model.size(); ++i) {
     if (!model.stage(i).buffers(/*recurse=*/true).empty()) {
@@ -76,19 +79,47 @@ std::vector<std::unique_ptr<HostCopy>> HostWeights::fetch_grads(int stage, HostT
 }
 
 void HostWeights::update(int stage) {
-  const PoolScope host(&memory_.host());
   StageWeights& s = stages_.at(stage);
   for (Weight& w : s.weights) {
     if (!w.host_grad.defined()) throw Error("host weights: stage " + std::to_string(stage) + " has no gradients on the host");
-    w.next_w = w.master.clone();
-    w.next_m = optimizer_.first_moment(w.index).clone();
-    w.next_v = optimizer_.second_moment(w.index).clone();
-    optimizer_.apply(w.next_w, w.next_m, w.next_v, w.host_grad, optimizer_.steps() + 1);
   }
   s.updated = true;
+  // The master weights and moments change only in commit(), after every
+  // update has been waited for, so the thread reads them undisturbed.
+  auto job = std::make_shared<std::packaged_task<void()>>([this, stage] {
+    const auto t0 = std::chrono::steady_clock::now();
+    const PoolScope host(&memory_.host());
+    for (Weight& w : stages_[stage].weights) {
+      w.next_w = w.master.clone();
+      w.next_m = optimizer_.first_moment(w.index).clone();
+      w.next_v = optimizer_.second_moment(w.index).clone();
+      optimizer_.apply(w.next_w, w.next_m, w.next_v, w.host_grad, optimizer_.steps() + 1);
+    }
+    update_seconds_[stage] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  updating_.push_back(job->get_future());
+  if (own_thread_) {
+    updater_.submit([job] { (*job)(); });
+  } else {
+    (*job)();
+  }
+}
+
+void HostWeights::wait_for_updates() {
+  std::exception_ptr first;
+  for (std::future<void>& f : updating_) {
+    try {
+      f.get();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  updating_.clear();
+  if (first) std::rethrow_exception(first);
 }
 
 void HostWeights::commit() {
+  wait_for_updates();
   for (StageWeights& s : stages_) {
     for (Weight& w : s.weights) {
       if (s.updated) {
@@ -107,6 +138,11 @@ void HostWeights::commit() {
 }
 
 void HostWeights::abandon() {
+  try {
+    wait_for_updates();
+  } catch (const std::exception&) {
+    // What failed is being forgotten with the rest of the step.
+  }
   for (StageWeights& s : stages_) {
     for (Weight& w : s.weights) {
       w.next_w = w.next_m = w.next_v = w.host_grad = torch::Tensor();

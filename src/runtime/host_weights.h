@@ -5,14 +5,20 @@
 // weights and moments beside the old ones and commit() makes them current
 // at the step's end, so a step that fails part way (abandon()) leaves no
 // stage updated and the next attempt starts from the same weights.
+// On a GPU, updates run on a host thread of their own, beside the device's
+// compute and copies, as the Simulator's host timeline has them. Where the
+// device's compute runs on the host's cores (the CPU build) they run inline:
+// a thread of their own would take cores from compute and copies, not add any.
 #pragma once
 
+#include <future>
 #include <memory>
 #include <vector>
 
 #include "runtime/adam.h"
 #include "runtime/device_memory.h"
 #include "runtime/host_transfers.h"
+#include "runtime/serial_worker.h"
 #include "runtime/staged_model.h"
 
 namespace memtrain::runtime {
@@ -37,8 +43,16 @@ class HostWeights {
   // Copies of the host's gradient sum back to the device, which the next
   // backward accumulates into.
   std::vector<std::unique_ptr<HostCopy>> fetch_grads(int stage, HostTransfers& transfers);
-  // The optimizer step for the stage, on the host, from its gradient sum.
+  // Updates on a thread of their own (default: unless the device computes on
+  // the host's cores).
+  void set_updates_on_own_thread(bool on) { own_thread_ = on; }
+  // Starts the optimizer step for the stage on the host, from its gradient
+  // sum (which must have arrived: grads_arrived()).
   void update(int stage);
+  // Waits for the updates started; rethrows the first one's error.
+  void wait_for_updates();
+  // How long the stage's last update took on the host, s (0: none yet).
+  Seconds update_seconds(int stage) const { return update_seconds_.at(stage); }
   // Makes every staged update current and counts the step.
   void commit();
   // Forgets this step: staged updates, gradients, device copies.
@@ -61,6 +75,10 @@ class HostWeights {
   Adam& optimizer_;
   DeviceMemory& memory_;
   std::vector<StageWeights> stages_;
+  std::vector<Seconds> update_seconds_;
+  bool own_thread_;
+  std::vector<std::future<void>> updating_;  // updates started and not waited for
+  SerialWorker updater_;  // last: its thread ends before the state it updates goes
 };
 
 }  // namespace memtrain::runtime

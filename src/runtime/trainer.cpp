@@ -140,7 +140,7 @@ void Trainer::observe_update_times(const ExecutionResult& result) {
     if (r.op.kind != OpKind::Update) continue;
     // The shortest seen: interference from the rest of the machine only adds time.
     Seconds& t = update_times_.at(r.op.stage);
-    const Seconds measured = r.seconds - r.wait_seconds;
+    const Seconds measured = host_weights_->update_seconds(r.op.stage);
     t = t > 0 ? std::min(t, measured) : measured;
   }
 }

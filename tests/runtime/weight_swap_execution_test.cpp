@@ -108,16 +108,22 @@ TEST(WeightSwapExecution, SwappedStepsTrainExactlyLikeStepsWithTheWeightsOnTheDe
       {"four packs, inputs offloaded", plan::grouped_swap_schedule(n, kMicroBatches, {0, 1, 2, 3}, false, true)}};
   std::vector<double> losses;
   for (int k = 0; k < 3; ++k) losses.push_back(reference.step(plain, reference.batch(k)).loss);
-  for (const auto& [name, schedule] : swapped) {
-    GptRig rig(true);
-    for (int k = 0; k < 3; ++k) {
-      const Bytes device_before = rig.memory.live();
-      const ExecutionResult r = rig.step(schedule, rig.batch(k));
-      EXPECT_EQ(r.loss, losses[k]) << name << " step " << k;
-      EXPECT_GT(r.weight_swap_bytes, 0);
-      EXPECT_EQ(rig.memory.live(), device_before) << name << ": no weight or gradient stays on the device";
+  // Updates inline (the CPU build's default) and on a host thread of their
+  // own (a GPU's), racing the schedule's compute and copies.
+  for (bool own_thread : {false, true}) {
+    for (const auto& [schedule_name, schedule] : swapped) {
+      const std::string name = schedule_name + (own_thread ? ", updates on their own thread" : "");
+      GptRig rig(true);
+      rig.host_weights->set_updates_on_own_thread(own_thread);
+      for (int k = 0; k < 3; ++k) {
+        const Bytes device_before = rig.memory.live();
+        const ExecutionResult r = rig.step(schedule, rig.batch(k));
+        EXPECT_EQ(r.loss, losses[k]) << name << " step " << k;
+        EXPECT_GT(r.weight_swap_bytes, 0);
+        EXPECT_EQ(rig.memory.live(), device_before) << name << ": no weight or gradient stays on the device";
+      }
+      expect_same_weights(reference, rig, name);
     }
-    expect_same_weights(reference, rig, name);
   }
 }
 
