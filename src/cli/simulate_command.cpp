@@ -37,8 +37,9 @@ const char* kSimulateHelp =
     "                      planner swaps them (swap: Harmony's layer packs; swap-naive: per stage\n"
     "                      and micro-batch). N% budgets are then of the peak with all of it on the device\n"
     "  --micro-batches N   split the step into N micro-batches of the chain's size (default 1)\n"
-    "  --json FILE         write time, peak_bytes, swap_bytes, host_peak_bytes, transfer_seconds,\n"
-    "                      stall_seconds, hidden_transfer_fraction, weight_swap_bytes and the schedule\n";
+    "  --json FILE         write time, peak_bytes, swap_bytes (to_host_bytes + to_device_bytes), host_peak_bytes,\n"
+    "                      transfer_seconds, stall_seconds, hidden_transfer_fraction, weight_swap_bytes\n"
+    "                      and the schedule\n";
 
 }  // namespace
 
@@ -82,15 +83,18 @@ int run_simulate(const std::vector<std::string>& args) {
                   format_bytes(chain.model_state_bytes()).c_str(), options.micro_batches,
                   format_bytes(r.weight_swap_bytes).c_str());
     }
-    std::printf("time %.6g s, peak %s (%lld bytes); swapped %s (%lld bytes), host peak %s; copies %.6g s, "
-                "%.1f%% hidden under compute\n",
+    std::printf("time %.6g s, peak %s (%lld bytes); swapped %s (%lld bytes: %s to host, %s back), host peak %s; "
+                "copies %.6g s, %.1f%% hidden under compute\n",
                 r.time, format_bytes(r.peak_bytes).c_str(), static_cast<long long>(r.peak_bytes),
                 format_bytes(r.swap_bytes).c_str(), static_cast<long long>(r.swap_bytes),
+                format_bytes(r.to_host_bytes).c_str(), format_bytes(r.to_device_bytes).c_str(),
                 format_bytes(r.host_peak_bytes).c_str(), r.transfer_seconds, 100 * r.hidden_transfer_fraction());
     if (!p.note.empty()) std::printf("%s\n", p.note.c_str());
     j["time"] = r.time;
     j["peak_bytes"] = r.peak_bytes;
     j["swap_bytes"] = r.swap_bytes;
+    j["to_host_bytes"] = r.to_host_bytes;
+    j["to_device_bytes"] = r.to_device_bytes;
     j["host_peak_bytes"] = r.host_peak_bytes;
     j["transfer_seconds"] = r.transfer_seconds;
     j["stall_seconds"] = r.stall_seconds;

@@ -280,6 +280,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         ms.offloading[i] = transfers().to_host(ms.x[i]);
         rec.input_bytes = static_cast<Bytes>(ms.x[i].nbytes());
         result.swap_bytes += rec.input_bytes;
+        result.to_host_bytes += rec.input_bytes;
         break;
       }
       case OpKind::Release: {
@@ -297,6 +298,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         ms.on_host[i] = torch::Tensor();
         rec.output_bytes = static_cast<Bytes>(ms.x[i].nbytes());
         result.swap_bytes += rec.output_bytes;
+        result.to_device_bytes += rec.output_bytes;
         break;
       }
       case OpKind::FetchWeights: {
@@ -305,6 +307,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         weights_arriving[i] = hw.fetch(i, transfers());
         rec.output_bytes = bytes_of(weights_arriving[i]);
         result.swap_bytes += rec.output_bytes;
+        result.to_device_bytes += rec.output_bytes;
         result.weight_swap_bytes += rec.output_bytes;
         break;
       }
@@ -329,6 +332,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         grads_leaving[i] = hw.offload_grads(i, transfers());
         rec.input_bytes = bytes_of(grads_leaving[i]);
         result.swap_bytes += rec.input_bytes;
+        result.to_host_bytes += rec.input_bytes;
         result.weight_swap_bytes += rec.input_bytes;
         break;
       }
@@ -338,6 +342,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         grads_arriving[i] = hw.fetch_grads(i, transfers());
         rec.output_bytes = bytes_of(grads_arriving[i]);
         result.swap_bytes += rec.output_bytes;
+        result.to_device_bytes += rec.output_bytes;
         result.weight_swap_bytes += rec.output_bytes;
         break;
       }

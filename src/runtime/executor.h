@@ -47,6 +47,8 @@ struct ExecutionResult {
   Bytes peak = 0;        // highest device bytes over the schedule
   Seconds seconds = 0;   // wall time of the schedule
   Bytes swap_bytes = 0;           // copied to host and back, both directions together
+  Bytes to_host_bytes = 0;        // of swap_bytes, device -> host
+  Bytes to_device_bytes = 0;      // of swap_bytes, host -> device
   Bytes weight_swap_bytes = 0;    // of swap_bytes, weights and gradients (weights in host memory)
   Seconds transfer_seconds = 0;   // the copies' own durations
   Seconds stall_seconds = 0;      // compute waiting on copies

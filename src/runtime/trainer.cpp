@@ -367,6 +367,8 @@ StepRecord Trainer::step() {
   rec.predicted_schedule_seconds = predicted.time;
   rec.schedule_seconds = result.seconds;
   rec.swap_bytes = result.swap_bytes;
+  rec.to_host_bytes = result.to_host_bytes;
+  rec.to_device_bytes = result.to_device_bytes;
   rec.weight_swap_bytes = result.weight_swap_bytes;
   rec.transfer_seconds = result.transfer_seconds;
   rec.stall_seconds = result.stall_seconds;
@@ -418,6 +420,8 @@ TrainSummary Trainer::summary() const {
   long new_plans = 0;
   for (const StepRecord& r : records_) {
     s.swap_bytes_per_step += static_cast<double>(r.swap_bytes);
+    s.to_host_bytes_per_step += static_cast<double>(r.to_host_bytes);
+    s.to_device_bytes_per_step += static_cast<double>(r.to_device_bytes);
     s.weight_swap_bytes_per_step += static_cast<double>(r.weight_swap_bytes);
     transfer += r.transfer_seconds;
     stall += r.stall_seconds;
@@ -441,6 +445,8 @@ TrainSummary Trainer::summary() const {
   s.mean_step_seconds = records_.empty() ? 0 : total / static_cast<double>(records_.size());
   if (!records_.empty()) {
     s.swap_bytes_per_step /= static_cast<double>(records_.size());
+    s.to_host_bytes_per_step /= static_cast<double>(records_.size());
+    s.to_device_bytes_per_step /= static_cast<double>(records_.size());
     s.weight_swap_bytes_per_step /= static_cast<double>(records_.size());
   }
   s.hidden_transfer_fraction = transfer > 0 ? std::max(0.0, 1.0 - stall / transfer) : 1.0;

@@ -89,6 +89,8 @@ struct StepRecord {
   double loss = 0;
   double accuracy = 0;                // fraction of counted tokens or images right
   Bytes swap_bytes = 0;               // copied to host and back, both directions
+  Bytes to_host_bytes = 0;            // of swap_bytes, device -> host
+  Bytes to_device_bytes = 0;          // of swap_bytes, host -> device
   Bytes weight_swap_bytes = 0;        // of swap_bytes, weights and gradients (weights in host memory)
   Seconds transfer_seconds = 0;       // the copies' own durations
   Seconds stall_seconds = 0;          // compute waiting on copies
@@ -113,6 +115,8 @@ struct TrainSummary {
   double data_wait_fraction = 0;      // of all steps' time
   Bytes resident_bytes = 0;           // device bytes beyond weights, state and batch at a step's start (Chain::resident_bytes)
   double swap_bytes_per_step = 0;     // mean over steps, both directions together
+  double to_host_bytes_per_step = 0;     // of which device -> host
+  double to_device_bytes_per_step = 0;   // of which host -> device
   double weight_swap_bytes_per_step = 0;  // of which weights and gradients
   double hidden_transfer_fraction = 1;  // 1 - stalls / copy time over all steps; 1 when nothing moved
   // Median of |simulated - measured| / measured schedule time, after collection.

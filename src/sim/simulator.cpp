@@ -88,6 +88,7 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
     const Seconds copy = static_cast<double>(bytes) / bandwidth;
     engine_free = std::max(t, engine_free) + copy;
     result.swap_bytes += bytes;
+    (&engine_free == &d2h_free ? result.to_host_bytes : result.to_device_bytes) += bytes;
     result.transfer_seconds += copy;
     return engine_free;
   };

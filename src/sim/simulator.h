@@ -37,6 +37,8 @@ struct SimResult {
   Bytes peak_bytes = 0;  // peak over the step, optimizer update included
   Seconds time = 0;      // the step's end: compute (operations plus waits on copies) and host updates, s
   Bytes swap_bytes = 0;           // bytes copied, both directions together
+  Bytes to_host_bytes = 0;        // of swap_bytes, device -> host
+  Bytes to_device_bytes = 0;      // of swap_bytes, host -> device
   Bytes host_peak_bytes = 0;      // highest bytes held in host memory
   Seconds transfer_seconds = 0;   // the copies' durations, both engines together
   Seconds stall_seconds = 0;      // compute waiting on copies

@@ -298,6 +298,9 @@ TEST(Commands, TrainsAGptWithItsWeightsInHostMemory) {
   EXPECT_EQ(sum["violations"], 0);
   EXPECT_GT(sum["swap_bytes_per_step"].get<double>(), 0);
   EXPECT_GT(sum["weight_swap_bytes_per_step"].get<double>(), 0);
+  EXPECT_GT(sum["to_host_bytes_per_step"].get<double>(), 0);
+  EXPECT_NEAR(sum["to_host_bytes_per_step"].get<double>() + sum["to_device_bytes_per_step"].get<double>(),
+              sum["swap_bytes_per_step"].get<double>(), 1.0);
   EXPECT_GE(sum["hidden_transfer_fraction"].get<double>(), 0);
   EXPECT_LE(sum["hidden_transfer_fraction"].get<double>(), 1);
   expect_refused({"train", "--model", "gpt", "--planner", "swap-naive", "--bandwidth", "25GB/s"},

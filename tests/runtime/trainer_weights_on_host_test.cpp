@@ -133,7 +133,15 @@ TEST(TrainerWeightsOnHost, AModelFourTimesTheBudgetTrainsExactlyAsOnTheDevice) {
     EXPECT_LT(r.summary.median_prediction_error, 0.10) << planner;
     EXPECT_GT(r.summary.weight_swap_bytes_per_step, 0) << planner;
     EXPECT_LE(r.summary.weight_swap_bytes_per_step, r.summary.swap_bytes_per_step) << planner;
+    Bytes weight_bytes = 0;
+    for (const torch::Tensor& w : r.weights) weight_bytes += static_cast<Bytes>(w.nbytes());
     for (const StepRecord& rec : r.records) {
+      EXPECT_EQ(rec.to_host_bytes + rec.to_device_bytes, rec.swap_bytes) << planner << " step " << rec.step;
+      if (std::string(planner) == "swap" && rec.plan != "collect") {
+        // Each gradient goes to the host once a step; offloaded activations come back as they left.
+        const Bytes activations = (rec.swap_bytes - rec.weight_swap_bytes) / 2;
+        EXPECT_EQ(rec.to_host_bytes - activations, weight_bytes) << "step " << rec.step;
+      }
       // A stage's first backward makes its gradients, which the Simulator
       // counts on top of a temporary measured with them in it: predictions
       // err high by up to a stage's gradients, never low.

@@ -90,6 +90,8 @@ TEST(WeightSwapSimulation, GroupingMovesEachWeightAFewTimesWhereThePerLayerBasel
   // once: its backward follows its forward) and its gradient goes out once;
   // the gradient comes back for every micro-batch after the first.
   EXPECT_EQ(naive.weight_swap_bytes, 100 * (m * (2 * n - 1) + m * n + (m - 1) * n));
+  EXPECT_EQ(naive.to_host_bytes, 100 * m * n);
+  EXPECT_EQ(naive.to_device_bytes, 100 * (m * (2 * n - 1) + (m - 1) * n));
   for (int packs : {1, 2, 3}) {
     const std::vector<int> starts = plan::balanced_pack_starts(c, packs);
     ASSERT_EQ(static_cast<int>(starts.size()), packs);
@@ -97,6 +99,8 @@ TEST(WeightSwapSimulation, GroupingMovesEachWeightAFewTimesWhereThePerLayerBasel
     // In for the forward, in again for the backward except the last pack, gradients out once.
     const int last_pack = n - starts.back();
     EXPECT_EQ(grouped.weight_swap_bytes, 100 * (n + (n - last_pack) + n)) << packs << " packs";
+    EXPECT_EQ(grouped.to_host_bytes, 100 * n) << packs << " packs: each gradient out once";
+    EXPECT_EQ(grouped.to_device_bytes, 100 * (n + (n - last_pack))) << packs << " packs";
     EXPECT_LT(grouped.time, naive.time);
   }
 }
@@ -112,6 +116,8 @@ TEST(WeightSwapSimulation, OffloadingPackInputsHoldsFewerMicroBatchCheckpointsFo
   // The inputs of packs 1..4 (10 bytes; the last pack keeps no checkpoint)
   // go out and back once per micro-batch.
   EXPECT_EQ(offloaded.swap_bytes - offloaded.weight_swap_bytes, 2 * 4 * m * 10);
+  EXPECT_EQ(offloaded.to_host_bytes, kept.to_host_bytes + 4 * m * 10);
+  EXPECT_EQ(offloaded.to_device_bytes, kept.to_device_bytes + 4 * m * 10);
   EXPECT_EQ(kept.swap_bytes, kept.weight_swap_bytes);
   // Kept: after the forward every pack holds all 8 micro-batches' inputs;
   // offloaded: at most two per pack at a time.
