@@ -44,11 +44,14 @@ double median_time_error(const LaneResult& r) {
   return median(errors);
 }
 
-double mean_weight_bytes(const LaneResult& r) {
+// Mean over the steps after collection of one of a step record's byte counts.
+double mean_bytes(const LaneResult& r, Bytes runtime::StepRecord::*field) {
   double total = 0;
-  for (size_t k = r.collect_steps; k < r.records.size(); ++k) total += static_cast<double>(r.records[k].weight_swap_bytes);
+  for (size_t k = r.collect_steps; k < r.records.size(); ++k) total += static_cast<double>(r.records[k].*field);
   return total / static_cast<double>(r.records.size() - r.collect_steps);
 }
+
+double mean_weight_bytes(const LaneResult& r) { return mean_bytes(r, &runtime::StepRecord::weight_swap_bytes); }
 
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "weight_swap_train_bench");
@@ -113,13 +116,16 @@ int run(const std::vector<std::string>& args) {
                 format_bytes(static_cast<Bytes>(link.host_to_device)).c_str(), steps - harmony.collect_steps,
                 harmony.collect_steps);
   md << line;
-  md << "| planner | weights and gradients moved / step | mean step | copy time hidden | max peak / budget | "
-        "violations | retries | sim vs measured schedule time (median) |\n"
-     << "|---|---|---|---|---|---|---|---|\n";
+  md << "| planner | weights and gradients moved / step | all bytes to host / back per step | mean step | "
+        "copy time hidden | max peak / budget | violations | retries | sim vs measured schedule time (median) |\n"
+     << "|---|---|---|---|---|---|---|---|---|\n";
   for (const std::string& p : planners) {
     const LaneResult& r = results[p];
-    std::snprintf(line, sizeof line, "| %s | %s | %.3f s | %.1f%% | %.3f | %ld | %ld | %.1f%% |\n", p.c_str(),
-                  format_bytes(static_cast<Bytes>(mean_weight_bytes(r))).c_str(), r.mean_step(),
+    std::snprintf(line, sizeof line, "| %s | %s | %s / %s | %.3f s | %.1f%% | %.3f | %ld | %ld | %.1f%% |\n",
+                  p.c_str(), format_bytes(static_cast<Bytes>(mean_weight_bytes(r))).c_str(),
+                  format_bytes(static_cast<Bytes>(mean_bytes(r, &runtime::StepRecord::to_host_bytes))).c_str(),
+                  format_bytes(static_cast<Bytes>(mean_bytes(r, &runtime::StepRecord::to_device_bytes))).c_str(),
+                  r.mean_step(),
                   100 * r.summary.hidden_transfer_fraction, r.max_peak_over_budget(), r.summary.violations,
                   r.summary.retries, 100 * median_time_error(r));
     md << line;
