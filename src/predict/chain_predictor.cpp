@@ -21,7 +21,16 @@ void observe_if(QuadraticModel& m, double x, const std::optional<Seconds>& v) {
 ChainPredictor::ChainPredictor(std::vector<StageConstants> stages, double margin)
     : constants_(std::move(stages)), models_(constants_.size()), variant_models_(constants_.size()), margin_(margin) {
   if (!(margin >= 0)) throw Error("predictor: margin " + std::to_string(margin) + " must be >= 0");
-  for (size_t i = 0; i < constants_.size(); ++i) variant_models_[i].resize(constants_[i].variants.size());
+  for (size_t i = 0; i < constants_.size(); ++i) {
+    variant_models_[i].resize(constants_[i].variants.size());
+    // Times are noisy: fits that never decrease with size (QuadraticModel).
+    models_[i][kForwardTime].require_nonnegative_coefficients();
+    models_[i][kBackwardTime].require_nonnegative_coefficients();
+    for (auto& v : variant_models_[i]) {
+      v[kVForwardTime].require_nonnegative_coefficients();
+      v[kVBackwardTime].require_nonnegative_coefficients();
+    }
+  }
 }
 
 void ChainPredictor::observe(std::int64_t size, const ChainSample& sample) {

@@ -62,13 +62,46 @@ void QuadraticModel::refit() const {
   const int degree = std::min(distinct_, 3) - 1;  // 2 distinct points: a line
   if (degree < 1) return;
   const int k = degree + 1;
-  long double a[3][3], b[3], c[3] = {0, 0, 0};
-  for (int r = 0; r < k; ++r) {
-    for (int j = 0; j < k; ++j) a[r][j] = st_[r + j];
-    b[r] = sty_[r];
+  // The least-squares fit on the coefficients in `mask` (the others 0);
+  // false when singular or, with nonnegative_, when one comes out negative.
+  auto fit = [&](int mask, std::array<long double, 3>& out, long double& rss) {
+    int terms[3], m = 0;
+    for (int r = 0; r < k; ++r) {
+      if (mask & (1 << r)) terms[m++] = r;
+    }
+    long double a[3][3], b[3], c[3] = {0, 0, 0};
+    for (int r = 0; r < m; ++r) {
+      for (int j = 0; j < m; ++j) a[r][j] = st_[terms[r] + terms[j]];
+      b[r] = sty_[terms[r]];
+    }
+    if (!solve(m, a, b, c)) return false;
+    out = {0, 0, 0};
+    for (int r = 0; r < m; ++r) {
+      if (nonnegative_ && c[r] < 0) return false;
+      out[terms[r]] = c[r];
+    }
+    // RSS = Σy² - 2 Σ c_k Σt^k y + Σ_jk c_j c_k Σ t^(j+k), from the running sums.
+    rss = syy_;
+    for (int j = 0; j < 3; ++j) {
+      rss -= 2 * out[j] * sty_[j];
+      for (int l = 0; l < 3; ++l) rss += out[j] * out[l] * st_[j + l];
+    }
+    return true;
+  };
+  const int all = (1 << k) - 1;
+  long double rss = 0;
+  std::array<long double, 3> c{};
+  if (fit(all, c, rss) || !nonnegative_) {
+    coef_ = c;
+    return;
   }
-  if (solve(k, a, b, c)) {
-    for (int r = 0; r < k; ++r) coef_[r] = c[r];
+  // A coefficient wants to be negative: the best fit with some of them 0.
+  long double best = -1;
+  for (int mask = 1; mask < all; ++mask) {
+    if (fit(mask, c, rss) && (best < 0 || rss < best)) {
+      best = rss;
+      coef_ = c;
+    }
   }
 }
 

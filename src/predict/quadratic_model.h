@@ -10,6 +10,14 @@ namespace memtrain::predict {
 
 class QuadraticModel {
  public:
+  // Times, unlike byte counts, are noisy: a free quadratic through a few
+  // noisy sizes can bend down and predict a small input slower than a large
+  // one. With this set, the fit is the least-squares one among those whose
+  // coefficients are all >= 0, so it never decreases in x >= 0.
+  void require_nonnegative_coefficients() {
+    nonnegative_ = true;
+    dirty_ = true;
+  }
   void observe(double x, double y);
 
   // With 3+ distinct x: the quadratic fit. With 2: the line through them.
@@ -36,6 +44,7 @@ class QuadraticModel {
   std::array<long double, 5> st_{};
   std::array<long double, 3> sty_{};
   long double syy_ = 0;
+  bool nonnegative_ = false;
   mutable bool dirty_ = true;
   mutable std::array<long double, 3> coef_{};  // in t
 };

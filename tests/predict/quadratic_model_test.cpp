@@ -49,5 +49,42 @@ TEST(QuadraticModel, NoisyDataHasAResidualOfTheNoiseScale) {
   EXPECT_NEAR(m.predict(600), 1800, 5);
 }
 
+// Schedule times of the small GPT's collection steps at micro-batch sizes
+// 118 and 124 (a noisy pair) and of its calibration at 360.
+void observe_noisy_times(QuadraticModel& m) {
+  m.observe(118, 0.20);
+  m.observe(124, 0.15);
+  m.observe(360, 0.70);
+}
+
+TEST(QuadraticModel, AFreeFitThroughNoisyTimesBendsAndPredictsSmallInputsSlow) {
+  QuadraticModel free;
+  observe_noisy_times(free);
+  EXPECT_GT(free.predict(72), free.predict(118)) << "why times need the constrained fit below";
+}
+
+TEST(QuadraticModel, NonnegativeCoefficientsNeverDecreaseWithSize) {
+  QuadraticModel m;
+  m.require_nonnegative_coefficients();
+  observe_noisy_times(m);
+  double previous = m.predict(0);
+  EXPECT_GE(previous, 0);
+  for (double x = 10; x <= 800; x += 10) {
+    EXPECT_GE(m.predict(x), previous) << x;
+    previous = m.predict(x);
+  }
+  // Still a least-squares fit: near the points it was given.
+  EXPECT_NEAR(m.predict(360), 0.70, 0.05);
+  EXPECT_NEAR(m.predict(121), 0.175, 0.05);
+}
+
+TEST(QuadraticModel, NonnegativeCoefficientsLeaveAnIncreasingQuadraticAsItIs) {
+  auto f = [](double x) { return 0.002 + 1e-4 * x + 3e-7 * x * x; };
+  QuadraticModel m;
+  m.require_nonnegative_coefficients();
+  for (double x : {50.0, 120.0, 360.0, 200.0}) m.observe(x, f(x));
+  for (double x : {10.0, 90.0, 500.0}) EXPECT_NEAR(m.predict(x), f(x), 1e-9) << x;
+}
+
 }  // namespace
 }  // namespace memtrain::predict
