@@ -179,6 +179,7 @@ int run_plan(const std::vector<std::string>& args) {
 
   const Chain chain = read_chain_file(chain_path);
   const Chain largest = largest_path.empty() ? chain : read_chain_file(largest_path);
+  plan::check_weights_placement(*planner, chain.weights_on_host, "a chain with \"weights_on_host\": true");
   const Bytes keep_all_peak =
       sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).peak_bytes;
   const Bytes budget = spec.resolve(keep_all_peak);

@@ -66,4 +66,18 @@ std::vector<std::string> device_weight_planner_names() {
   return names;
 }
 
+void check_weights_placement(const Planner& planner, bool weights_on_host, const std::string& host_switch) {
+  if (planner.needs_weights_on_host() && !weights_on_host) {
+    throw UsageError("planner " + planner.name() + " swaps weights kept in host memory; give " + host_switch);
+  }
+  if (weights_on_host && !planner.plans_weights_on_host()) {
+    std::string able;
+    for (const auto& [name, factory] : table()) {
+      if (factory(PlannerOptions{})->plans_weights_on_host()) able += (able.empty() ? "" : ", ") + name;
+    }
+    throw UsageError("planner " + planner.name() + " cannot plan weights in host memory; with " + host_switch +
+                     " expected one of: " + able);
+  }
+}
+
 }  // namespace memtrain::plan

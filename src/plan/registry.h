@@ -1,4 +1,5 @@
-// Planners by name: `none`, `all`, `sqrt`, `static`, `mimose`, `optimal`.
+// Planners by name: `none`, `all`, `sqrt`, `static`, `mimose`, `optimal`, `joint`, `swap`,
+// `swap-naive`.
 #pragma once
 
 #include <memory>
@@ -17,5 +18,11 @@ std::vector<std::string> planner_names();
 // The planners that plan a chain whose weights stay on the device (all but
 // those that need them in host memory).
 std::vector<std::string> device_weight_planner_names();
+// Throws UsageError when `planner` cannot plan a chain whose weights live
+// where `weights_on_host` says: swap-naive needs them in host memory, and
+// only the planners that fetch and drop weights can plan them there.
+// `host_switch` says how the user puts them there ("--weights-on host").
+void check_weights_placement(const Planner& planner, bool weights_on_host,
+                             const std::string& host_switch = "--weights-on host");
 
 }  // namespace memtrain::plan

@@ -57,22 +57,6 @@ void check_options(const TrainerOptions& o) {
   }
 }
 
-// Where the weights live must suit the planner: swap-naive only swaps them,
-// and only some planners can plan them in host memory.
-void check_planner_fits(const plan::Planner& planner, bool weights_on_host) {
-  if (planner.needs_weights_on_host() && !weights_on_host) {
-    throw UsageError("planner " + planner.name() + " swaps weights kept in host memory; give --weights-on host");
-  }
-  if (weights_on_host && !planner.plans_weights_on_host()) {
-    std::string able;
-    for (const std::string& name : plan::planner_names()) {
-      if (plan::make_planner(name)->plans_weights_on_host()) able += (able.empty() ? "" : ", ") + name;
-    }
-    throw UsageError("planner " + planner.name() + " cannot plan weights in host memory; with --weights-on host "
-                     "expected one of: " + able);
-  }
-}
-
 }  // namespace
 
 Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory factory, BatchSource& source)
@@ -80,7 +64,7 @@ Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory fact
   check_options(options_);
   options_.planner_options.micro_batches = options_.micro_batches;
   planner_ = plan::make_planner(options_.planner, options_.planner_options);
-  check_planner_fits(*planner_, options_.weights_on_host);
+  plan::check_weights_placement(*planner_, options_.weights_on_host);
   const auto scope = memory_.activate();
   std::optional<PoolScope> in_host_pool;
   if (options_.weights_on_host) in_host_pool.emplace(&memory_.host());

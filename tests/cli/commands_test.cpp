@@ -179,6 +179,12 @@ TEST(Commands, SimulatePricesASwapPlanWithItsTransfers) {
   EXPECT_LE(s["hidden_transfer_fraction"].get<double>(), 1);
   expect_refused({"simulate", "--chain", chain, "--budget", "50%", "--bandwidth", "25GB"},
                  "--bandwidth '25GB' is not a bandwidth; expected a size per second such as 25GB/s or 800MiB/s");
+  // Where the weights live must suit the planner, said before any planning.
+  expect_refused({"simulate", "--chain", chain, "--budget", "50%", "--planner", "optimal", "--weights-on", "host"},
+                 "planner optimal cannot plan weights in host memory; with --weights-on host expected one of: swap, "
+                 "swap-naive");
+  expect_refused({"plan", "--chain", chain, "--budget", "50%", "--planner", "swap-naive"},
+                 "planner swap-naive swaps weights kept in host memory; give a chain with \"weights_on_host\": true");
 }
 
 TEST(Commands, CalibrateWritesAChainWithTheMeasuredLinkThatSimulateReads) {
