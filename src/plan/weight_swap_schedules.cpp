@@ -55,6 +55,13 @@ Schedule grouped_swap_schedule(int n, int micro_batches, const std::vector<int>&
   // Forward through every pack but the last: each micro-batch keeps the
   // pack's input and hands its output on.
   fetch(0);
+  // The last micro-batch's release of a pack waits for the next pack's
+  // first forward, so its copy has compute to hide under too.
+  int deferred_release = -1;
+  auto release_deferred = [&] {
+    if (deferred_release >= 0) s.release(deferred_release, micro_batches - 1);
+    deferred_release = -1;
+  };
   for (int p = 0; p + 1 < packs; ++p) {
     if (lookahead) fetch(p + 1);
     for (int m = 0; m < micro_batches; ++m) {
@@ -64,14 +71,22 @@ Schedule grouped_swap_schedule(int n, int micro_batches, const std::vector<int>&
       // The copy of the previous micro-batch's input has had this one's
       // forward to hide under.
       if (offloads(p) && m > 0) s.release(first(p), m - 1);
+      if (m == 0) release_deferred();
     }
-    if (offloads(p)) s.release(first(p), micro_batches - 1);
+    if (offloads(p)) deferred_release = first(p);
     for (int i = first(p); i < end(p); ++i) s.drop_weights(i);
     if (!lookahead) fetch(p + 1);
   }
+  // Pack p's first micro-batch input comes back during the last micro-batch
+  // of pack p+1's backward.
+  auto prefetch_ahead = [&](int p) {
+    if (p >= 0 && offloads(p)) s.prefetch(first(p), 0);
+  };
   // The last pack: forward and backward per micro-batch, its weights staying.
   for (int m = 0; m < micro_batches; ++m) {
     for (int i = first(packs - 1); i < n; ++i) s.forward_all(i, 0, m);
+    if (m == 0) release_deferred();
+    if (m == micro_batches - 1) prefetch_ahead(packs - 2);
     s.loss(m);
     for (int i = n - 1; i >= first(packs - 1); --i) s.backward(i, m);
   }
@@ -83,10 +98,10 @@ Schedule grouped_swap_schedule(int n, int micro_batches, const std::vector<int>&
     if (lookahead) fetch(p);
     drop_and_update(p + 1);
     if (!lookahead) fetch(p);
-    if (offloads(p)) s.prefetch(first(p), 0);
     for (int m = 0; m < micro_batches; ++m) {
       // The next micro-batch's input comes back while this one computes.
       if (offloads(p) && m + 1 < micro_batches) s.prefetch(first(p), m + 1);
+      if (m == micro_batches - 1) prefetch_ahead(p - 1);
       for (int i = first(p); i < end(p); ++i) s.forward_all(i, 0, m);
       for (int i = end(p) - 1; i >= first(p); --i) s.backward(i, m);
     }

@@ -31,10 +31,11 @@ Schedule weight_swap_collection_schedule(int stages, int micro_batches);
 
 // pack_starts: the first stage of each pack, ascending, starting at 0.
 // offload_pack_inputs: every pack's input but the batch goes to host memory
-// after each micro-batch's forward through the pack and comes back, one
-// micro-batch ahead, for its backward, so the device holds the checkpoints
-// of two micro-batches per pack rather than all of them (Harmony swaps
-// stashed activations too).
+// after each micro-batch's forward through the pack (released one forward
+// later) and comes back one micro-batch ahead for its backward (the first
+// during the next pack's last micro-batch's backward), so the device holds the
+// checkpoints of two micro-batches per pack rather than all of them
+// (Harmony swaps stashed activations too).
 Schedule grouped_swap_schedule(int stages, int micro_batches, const std::vector<int>& pack_starts, bool lookahead,
                                bool offload_pack_inputs = false);
 
