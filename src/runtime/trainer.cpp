@@ -10,6 +10,7 @@
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
 #include "plan/weight_swap_schedules.h"
+#include "runtime/buffer_snapshot.h"
 #include "runtime/chain_measurement.h"
 #include "runtime/rng_snapshot.h"
 #include "sim/simulator.h"
@@ -302,6 +303,7 @@ StepRecord Trainer::step() {
   rec.planning_seconds = choice.planning_seconds;
 
   const RngSnapshot start = RngSnapshot::capture(generator_);
+  const BufferSnapshot buffers = BufferSnapshot::capture(*model_, memory_);
   StepContext ctx = context_for(batch);
   ExecutionResult result;
   std::vector<Schedule> failed;  // schedules this step already ran out of budget with
@@ -311,9 +313,10 @@ StepRecord Trainer::step() {
       result = executor_->run(choice.schedule, batch, ctx);
       break;
     } catch (const OutOfBudget& oob) {
-      // Roll back: no gradient (or staged update) of the failed attempt
-      // survives, and the retry draws the same random numbers.
+      // Roll back: no gradient (or staged update, or batch-norm statistic)
+      // of the failed attempt survives, and the retry draws the same random numbers.
       discard_gradients();
+      buffers.restore();
       start.restore(generator_);
       ctx = context_for(batch);
       ++rec.retries;
@@ -340,6 +343,7 @@ StepRecord Trainer::step() {
     } catch (...) {
       // A schedule that cannot run at all: nothing of it survives either.
       discard_gradients();
+      buffers.restore();
       start.restore(generator_);
       throw;
     }

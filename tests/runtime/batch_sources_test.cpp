@@ -112,5 +112,51 @@ TEST(ShardImageBatches, CheckpointedTrainingFromShardsEqualsPlainTraining) {
   EXPECT_EQ(plain, checkpointed);
 }
 
+// A step that runs out of budget part way has already updated the batch-norm
+// statistics of the stages it ran; its retry must start from the old ones,
+// or the batch counts twice in them.
+TEST(ShardImageBatches, ARetriedStepUpdatesTheBatchNormStatisticsOnce) {
+  testing::TempDir dir;
+  testing::pack_synthetic_images(36, 16 * 1024, dir.path());
+  struct Run {
+    std::vector<double> losses;
+    std::vector<torch::Tensor> buffers;
+    long retries = 0;
+  };
+  auto run = [&](const std::string& planner, double prediction_scale) {
+    ShardSourceOptions so = shard_options(dir.path());
+    so.batches.min_scale = so.batches.max_scale;  // every batch as large as the largest: keeping all never fits
+    ShardImageBatches source(so);
+    CpuDeviceMemory memory;
+    TrainerOptions o;
+    o.planner = planner;
+    o.budget = parse_budget("85%", "--budget");
+    o.collect_steps = 1;
+    o.seed = 7;
+    o.prediction_scale = prediction_scale;  // < 1: plans that run out of budget
+    ModelSpec spec;
+    spec.layers = 2;
+    spec.width = 4;
+    DataShape shape;
+    shape.classes = 10;
+    Trainer trainer(o, memory, [&] { return make_model("resnet", spec, shape); }, source);
+    Run r;
+    for (int s = 0; s < 6; ++s) r.losses.push_back(trainer.step().loss);
+    for (int i = 0; i < trainer.model().size(); ++i) {
+      for (const torch::Tensor& b : trainer.model().stage(i).buffers()) r.buffers.push_back(b.clone());
+    }
+    r.retries = trainer.summary().retries;
+    return r;
+  };
+  const Run plain = run("none", 1.0), retried = run("mimose", 0.1);
+  ASSERT_GT(retried.retries, 0);
+  EXPECT_EQ(plain.losses, retried.losses);
+  ASSERT_EQ(plain.buffers.size(), retried.buffers.size());
+  ASSERT_FALSE(plain.buffers.empty());
+  for (size_t k = 0; k < plain.buffers.size(); ++k) {
+    EXPECT_TRUE(torch::equal(plain.buffers[k], retried.buffers[k])) << "buffer " << k;
+  }
+}
+
 }  // namespace
 }  // namespace memtrain::runtime
