@@ -56,6 +56,16 @@ void QuadraticModel::observe(double x, double y) {
   dirty_ = true;
 }
 
+long double QuadraticModel::residual_sum_of_squares(const std::array<long double, 3>& c) const {
+  // Σy² - 2 Σ c_k Σt^k y + Σ_jk c_j c_k Σ t^(j+k), from the running sums.
+  long double rss = syy_;
+  for (int j = 0; j < 3; ++j) {
+    rss -= 2 * c[j] * sty_[j];
+    for (int k = 0; k < 3; ++k) rss += c[j] * c[k] * st_[j + k];
+  }
+  return rss;
+}
+
 void QuadraticModel::refit() const {
   dirty_ = false;
   coef_ = {0, 0, 0};
@@ -80,12 +90,7 @@ void QuadraticModel::refit() const {
       if (nonnegative_ && c[r] < 0) return false;
       out[terms[r]] = c[r];
     }
-    // RSS = Σy² - 2 Σ c_k Σt^k y + Σ_jk c_j c_k Σ t^(j+k), from the running sums.
-    rss = syy_;
-    for (int j = 0; j < 3; ++j) {
-      rss -= 2 * out[j] * sty_[j];
-      for (int l = 0; l < 3; ++l) rss += out[j] * out[l] * st_[j + l];
-    }
+    rss = residual_sum_of_squares(out);
     return true;
   };
   const int all = (1 << k) - 1;
@@ -123,13 +128,7 @@ double QuadraticModel::rms_residual() const {
     return static_cast<double>(std::sqrt(std::max(0.0L, syy_ / count_ - mean * mean)));
   }
   if (dirty_) refit();
-  // RSS = Σy² - 2 Σ c_k Σt^k y + Σ_jk c_j c_k Σ t^(j+k), from the running sums.
-  long double rss = syy_;
-  for (int j = 0; j < 3; ++j) {
-    rss -= 2 * coef_[j] * sty_[j];
-    for (int k = 0; k < 3; ++k) rss += coef_[j] * coef_[k] * st_[j + k];
-  }
-  return static_cast<double>(std::sqrt(std::max(0.0L, rss / count_)));
+  return static_cast<double>(std::sqrt(std::max(0.0L, residual_sum_of_squares(coef_) / count_)));
 }
 
 }  // namespace memtrain::predict

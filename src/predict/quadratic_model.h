@@ -34,6 +34,8 @@ class QuadraticModel {
 
  private:
   void refit() const;
+  // Of the fit with coefficients `c` (in t) over every observation.
+  long double residual_sum_of_squares(const std::array<long double, 3>& c) const;
 
   long count_ = 0;
   int distinct_ = 0;  // capped at 3: that is all the fit needs to know
