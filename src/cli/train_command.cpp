@@ -73,7 +73,6 @@ int run_train(const std::vector<std::string>& args) {
   const WeightFlags weights = parse_weight_flags(flags);
   options.weights_on_host = weights.on_host;
   options.micro_batches = weights.micro_batches;
-  options.planner_options.micro_batches = weights.micro_batches;
   plan::make_planner(options.planner, options.planner_options);  // reject a bad name before loading data
   options.budget = parse_budget(flags.text("budget", model == "resnet" ? "75%" : "50%"), "--budget");
   options.seed = static_cast<std::uint64_t>(flags.integer("seed", 1, 0, INT64_MAX));
