@@ -13,11 +13,7 @@ HostWeights::HostWeights(StagedModel& model, Adam& optimizer, DeviceMemory& memo
       own_thread_(!memory.computes_on_host_cores()) {
   const std::vector<torch::Tensor>& all = optimizer.params();
   for (int i = 0; i < model.size(); ++i) {
-    if (!model.stage(i).buffers(/*recurse=*/true).empty()) {
-      throw UsageError("weights in host memory: stage '" + model.stage_name(i) + "' of model '" + model.name() +
-                       "' has buffers (batch-norm statistics), which are not swapped; expected a model without "
-                       "buffers (gpt, transformer)");
-    }
+    for (const torch::Tensor& b : model.stage(i).buffers(/*recurse=*/true)) stages_[i].buffers.push_back({b, b.detach(), {}});
     for (const torch::Tensor& p : model.stage(i).parameters(/*recurse=*/true)) {
       size_t k = 0;
       while (k < all.size() && !all[k].is_same(p)) ++k;
@@ -39,6 +35,10 @@ std::vector<std::unique_ptr<HostCopy>> HostWeights::fetch(int stage, HostTransfe
     copies.push_back(transfers.to_device(w.master));
     w.param.set_data(copies.back()->destination());
   }
+  for (Buffer& b : s.buffers) {
+    copies.push_back(transfers.to_device(b.next.defined() ? b.next : b.master));
+    b.tensor.set_data(copies.back()->destination());
+  }
   s.on_device = true;
   return copies;
 }
@@ -48,6 +48,16 @@ void HostWeights::drop(int stage) {
   for (Weight& w : s.weights) {
     w.param.mutable_grad() = torch::Tensor();
     w.param.set_data(w.master);
+  }
+  // The statistics this step's forwards left on the device come back at
+  // once: a few numbers per channel, copied on the training thread.
+  for (Buffer& b : s.buffers) {
+    {
+      const PoolScope host(&memory_.host());
+      b.next = torch::empty_like(b.master);
+    }
+    b.next.copy_(b.tensor.detach());
+    b.tensor.set_data(b.master);
   }
   s.on_device = false;
 }
@@ -131,6 +141,11 @@ void HostWeights::commit() {
       w.param.mutable_grad() = torch::Tensor();
       w.param.set_data(w.master);
     }
+    for (Buffer& b : s.buffers) {
+      if (b.next.defined()) b.master = b.next;
+      b.next = torch::Tensor();
+      b.tensor.set_data(b.master);
+    }
     s.updated = false;
     s.on_device = false;
   }
@@ -148,6 +163,10 @@ void HostWeights::abandon() {
       w.next_w = w.next_m = w.next_v = w.host_grad = torch::Tensor();
       w.param.mutable_grad() = torch::Tensor();
       w.param.set_data(w.master);
+    }
+    for (Buffer& b : s.buffers) {
+      b.next = torch::Tensor();
+      b.tensor.set_data(b.master);
     }
     s.updated = false;
     s.on_device = false;

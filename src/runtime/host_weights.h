@@ -1,5 +1,6 @@
 // A model's weights, gradients and Adam state kept in host memory (Harmony):
-// a stage's weights are on the device only between fetch() and drop(), its
+// a stage's weights (and buffers, staged like the weights) are on the device
+// only between fetch() and drop(), its
 // gradients accumulate there and go back with offload_grads(), and its
 // update runs on the host. The update is staged: update() computes the new
 // weights and moments beside the old ones and commit() makes them current
@@ -25,9 +26,8 @@ namespace memtrain::runtime {
 
 class HostWeights {
  public:
-  // The model's parameters and the optimizer's state must already live in
-  // host memory (made under the host pool's scope). Throws UsageError for a
-  // model with buffers (batch-norm statistics): they are not swapped.
+  // The model's parameters, buffers and the optimizer's state must already
+  // live in host memory (made under the host pool's scope).
   HostWeights(StagedModel& model, Adam& optimizer, DeviceMemory& memory);
 
   bool on_device(int stage) const { return stages_.at(stage).on_device; }
@@ -66,8 +66,17 @@ class HostWeights {
     size_t index = 0;         // in the optimizer
     torch::Tensor next_w, next_m, next_v;  // a staged update
   };
+  // A buffer (batch-norm statistics) travels with its stage's weights; the
+  // forwards of a step update its device copy, which drop() brings back as
+  // the step's staged value.
+  struct Buffer {
+    torch::Tensor tensor;  // the module's buffer, pointed at master, next or a device copy
+    torch::Tensor master;  // its value before this step, host memory
+    torch::Tensor next;    // its value after this step's forwards so far; undefined before
+  };
   struct StageWeights {
     std::vector<Weight> weights;
+    std::vector<Buffer> buffers;
     bool on_device = false;
     bool updated = false;
   };

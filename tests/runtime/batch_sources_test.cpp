@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include "runtime/brown_batches.h"
+#include "runtime/executor.h"
 #include "runtime/fashion_mnist_batches.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/shard_image_batches.h"
@@ -155,6 +156,84 @@ TEST(ShardImageBatches, ARetriedStepUpdatesTheBatchNormStatisticsOnce) {
   ASSERT_FALSE(plain.buffers.empty());
   for (size_t k = 0; k < plain.buffers.size(); ++k) {
     EXPECT_TRUE(torch::equal(plain.buffers[k], retried.buffers[k])) << "buffer " << k;
+  }
+}
+
+// Batch-norm statistics travel with their stage's weights when those live in
+// host memory: a ResNet trains exactly as with everything on the device.
+TEST(ShardImageBatches, AResNetWithItsWeightsInHostMemoryTrainsExactlyAsOnTheDevice) {
+  testing::TempDir dir;
+  testing::pack_synthetic_images(36, 16 * 1024, dir.path());
+  constexpr int kMicroBatches = 2, kSteps = 5;
+  constexpr std::uint64_t kSeed = 7;
+  ModelSpec spec;
+  spec.layers = 1;
+  spec.width = 4;
+  DataShape shape;
+  shape.classes = 10;
+  auto resnet = [&] { return make_model("resnet", spec, shape); };
+  struct Run {
+    std::vector<double> losses;
+    std::vector<torch::Tensor> state;  // parameters, then buffers
+  };
+  auto state_of = [](StagedModel& m) {
+    std::vector<torch::Tensor> out;
+    for (const torch::Tensor& p : m.parameters()) out.push_back(p.detach().clone());
+    for (int i = 0; i < m.size(); ++i) {
+      for (const torch::Tensor& b : m.stage(i).buffers()) out.push_back(b.clone());
+    }
+    return out;
+  };
+  // The unconstrained run: everything on the device, micro-batches in turn, then Adam.
+  Run reference;
+  {
+    ShardImageBatches source(shard_options(dir.path()));
+    CpuDeviceMemory memory;
+    auto scope = memory.activate();
+    torch::manual_seed(kSeed);
+    StagedModel model = resnet();
+    model.train(true);
+    Adam adam(model.parameters(), AdamOptions{});
+    Executor executor(model, memory);
+    at::Generator generator = memory.make_generator(kSeed);
+    Schedule plain;
+    for (int m = 0; m < kMicroBatches; ++m) {
+      for (int i = 0; i < model.size(); ++i) plain.forward_all(i, 0, m);
+      plain.loss(m);
+      for (int i = model.size() - 1; i >= 0; --i) plain.backward(i, m);
+    }
+    for (int s = 0; s < kSteps; ++s) {
+      const Batch b = source.next(torch::kCPU);
+      StepContext ctx;
+      ctx.targets = b.targets;
+      ctx.generator = generator;
+      reference.losses.push_back(executor.run(plain, b, ctx).loss);
+      adam.step();
+      adam.zero_grad();
+    }
+    reference.state = state_of(model);
+  }
+  for (const char* planner : {"swap", "swap-naive"}) {
+    ShardImageBatches source(shard_options(dir.path()));
+    CpuDeviceMemory memory;
+    TrainerOptions o;
+    o.planner = planner;
+    o.least_budget = true;
+    o.collect_steps = 1;
+    o.seed = kSeed;
+    o.weights_on_host = true;
+    o.micro_batches = kMicroBatches;
+    o.device_to_host_bandwidth = o.host_to_device_bandwidth = 4e9;
+    Trainer trainer(o, memory, resnet, source);
+    Run r;
+    for (int s = 0; s < kSteps; ++s) r.losses.push_back(trainer.step().loss);
+    r.state = state_of(trainer.model());
+    EXPECT_EQ(r.losses, reference.losses) << planner;
+    ASSERT_EQ(r.state.size(), reference.state.size());
+    for (size_t k = 0; k < r.state.size(); ++k) {
+      EXPECT_TRUE(torch::equal(r.state[k], reference.state[k])) << planner << ": tensor " << k;
+    }
+    EXPECT_EQ(trainer.summary().violations, 0) << planner;
   }
 }
 
