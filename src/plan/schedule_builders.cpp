@@ -27,6 +27,16 @@ Schedule schedule_keeping_everything(int stages) {
   return schedule_with_recompute(std::vector<char>(stages, 0));
 }
 
+Schedule schedule_keeping_everything(int stages, int micro_batches) {
+  Schedule s;
+  for (int m = 0; m < micro_batches; ++m) {
+    for (int i = 0; i < stages; ++i) s.forward_all(i, 0, m);
+    s.loss(m);
+    for (int i = stages - 1; i >= 0; --i) s.backward(i, m);
+  }
+  return s;
+}
+
 Schedule schedule_checkpointing_everything(int stages) {
   return schedule_with_recompute(std::vector<char>(stages, 1));
 }

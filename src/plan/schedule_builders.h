@@ -17,6 +17,8 @@ Schedule schedule_with_recompute(const std::vector<char>& recompute);
 
 // Keep everything: one F_all per stage (the `none` planner's schedule).
 Schedule schedule_keeping_everything(int stages);
+// The same step split into micro-batches, each forward and backward in turn.
+Schedule schedule_keeping_everything(int stages, int micro_batches);
 // Checkpoint every stage but the loss (the `all` planner's schedule).
 Schedule schedule_checkpointing_everything(int stages);
 

@@ -4,7 +4,7 @@
 
 namespace memtrain::plan {
 
-Schedule per_layer_swap_schedule(int n, int micro_batches, bool lookahead) {
+Schedule per_layer_swap_schedule(int n, int micro_batches, bool lookahead, bool forward_last_without_grad) {
   Schedule s;
   // Fetching ahead: stage `next`'s weights come in before `current` computes.
   auto fetch_ahead = [&](int next) {
@@ -18,8 +18,14 @@ Schedule per_layer_swap_schedule(int n, int micro_batches, bool lookahead) {
       s.drop_weights(i);
       if (!lookahead) s.fetch_weights(i + 1);
     }
+    if (forward_last_without_grad) {
+      s.forward_checkpoint(n - 1, m);
+      s.drop_weights(n - 1);
+    }
     for (int i = n - 1; i >= 0; --i) {
-      if (i < n - 1 && !lookahead) s.fetch_weights(i);
+      // The last stage's weights are still there unless its forward without grad dropped them.
+      const bool still_there = i == n - 1 && !forward_last_without_grad;
+      if (!still_there && (!lookahead || i == n - 1)) s.fetch_weights(i);
       if (m > 0) s.fetch_grads(i);
       fetch_ahead(i - 1);
       s.forward_all(i, 0, m);
@@ -112,25 +118,7 @@ Schedule grouped_swap_schedule(int n, int micro_batches, const std::vector<int>&
 }
 
 Schedule weight_swap_collection_schedule(int n, int micro_batches) {
-  Schedule s;
-  for (int m = 0; m < micro_batches; ++m) {
-    for (int i = 0; i < n; ++i) {
-      s.fetch_weights(i);
-      s.forward_checkpoint(i, m);
-      s.drop_weights(i);
-    }
-    for (int i = n - 1; i >= 0; --i) {
-      s.fetch_weights(i);
-      if (m > 0) s.fetch_grads(i);
-      s.forward_all(i, 0, m);
-      if (i == n - 1) s.loss(m);
-      s.backward(i, m);
-      s.offload_grads(i);
-      s.drop_weights(i);
-      if (m == micro_batches - 1) s.update(i);
-    }
-  }
-  return s;
+  return per_layer_swap_schedule(n, micro_batches, false, /*forward_last_without_grad=*/true);
 }
 
 std::vector<int> balanced_pack_starts(const Chain& chain, int packs) {

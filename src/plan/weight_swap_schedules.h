@@ -20,13 +20,16 @@
 
 namespace memtrain::plan {
 
-Schedule per_layer_swap_schedule(int stages, int micro_batches, bool lookahead);
+// forward_last_without_grad: the loss stage runs forward without grad too
+// before its forward with grad, as every other stage does.
+Schedule per_layer_swap_schedule(int stages, int micro_batches, bool lookahead,
+                                 bool forward_last_without_grad = false);
 
 // What the trainer measures a chain with when the weights live in host
-// memory (schedule_for_collection's counterpart): per micro-batch, every
-// stage forward without grad, then forward with grad and backward, one
-// stage's weights on the device at a time, so every cost field is measured
-// at the least memory.
+// memory (schedule_for_collection's counterpart): the per-layer schedule
+// without lookahead, its loss stage also run forward without grad, so every
+// stage runs both forwards and its backward with one stage's weights on the
+// device at a time and every cost field is measured at the least memory.
 Schedule weight_swap_collection_schedule(int stages, int micro_batches);
 
 // pack_starts: the first stage of each pack, ascending, starting at 0.
