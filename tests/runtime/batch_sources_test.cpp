@@ -2,7 +2,6 @@
 #include <torch/torch.h>
 
 #include "runtime/brown_batches.h"
-#include "runtime/executor.h"
 #include "runtime/fashion_mnist_batches.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/shard_image_batches.h"
@@ -10,6 +9,7 @@
 #include "support/packed_images.h"
 #include "support/temp_dir.h"
 #include "support/tiny_tagging.h"
+#include "support/training_runs.h"
 
 namespace memtrain::runtime {
 namespace {
@@ -119,11 +119,6 @@ TEST(ShardImageBatches, CheckpointedTrainingFromShardsEqualsPlainTraining) {
 TEST(ShardImageBatches, ARetriedStepUpdatesTheBatchNormStatisticsOnce) {
   testing::TempDir dir;
   testing::pack_synthetic_images(36, 16 * 1024, dir.path());
-  struct Run {
-    std::vector<double> losses;
-    std::vector<torch::Tensor> buffers;
-    long retries = 0;
-  };
   auto run = [&](const std::string& planner, double prediction_scale) {
     ShardSourceOptions so = shard_options(dir.path());
     so.batches.min_scale = so.batches.max_scale;  // every batch as large as the largest: keeping all never fits
@@ -141,22 +136,15 @@ TEST(ShardImageBatches, ARetriedStepUpdatesTheBatchNormStatisticsOnce) {
     DataShape shape;
     shape.classes = 10;
     Trainer trainer(o, memory, [&] { return make_model("resnet", spec, shape); }, source);
-    Run r;
+    testing::TrainingRun r;
     for (int s = 0; s < 6; ++s) r.losses.push_back(trainer.step().loss);
-    for (int i = 0; i < trainer.model().size(); ++i) {
-      for (const torch::Tensor& b : trainer.model().stage(i).buffers()) r.buffers.push_back(b.clone());
-    }
-    r.retries = trainer.summary().retries;
+    r.weights = testing::model_state(trainer.model());  // parameters, then the batch-norm statistics
+    r.summary = trainer.summary();
     return r;
   };
-  const Run plain = run("none", 1.0), retried = run("mimose", 0.1);
-  ASSERT_GT(retried.retries, 0);
-  EXPECT_EQ(plain.losses, retried.losses);
-  ASSERT_EQ(plain.buffers.size(), retried.buffers.size());
-  ASSERT_FALSE(plain.buffers.empty());
-  for (size_t k = 0; k < plain.buffers.size(); ++k) {
-    EXPECT_TRUE(torch::equal(plain.buffers[k], retried.buffers[k])) << "buffer " << k;
-  }
+  const testing::TrainingRun plain = run("none", 1.0), retried = run("mimose", 0.1);
+  ASSERT_GT(retried.summary.retries, 0);
+  testing::expect_same_training(plain, retried, "retried");
 }
 
 // Batch-norm statistics travel with their stage's weights when those live in
@@ -172,47 +160,9 @@ TEST(ShardImageBatches, AResNetWithItsWeightsInHostMemoryTrainsExactlyAsOnTheDev
   DataShape shape;
   shape.classes = 10;
   auto resnet = [&] { return make_model("resnet", spec, shape); };
-  struct Run {
-    std::vector<double> losses;
-    std::vector<torch::Tensor> state;  // parameters, then buffers
-  };
-  auto state_of = [](StagedModel& m) {
-    std::vector<torch::Tensor> out;
-    for (const torch::Tensor& p : m.parameters()) out.push_back(p.detach().clone());
-    for (int i = 0; i < m.size(); ++i) {
-      for (const torch::Tensor& b : m.stage(i).buffers()) out.push_back(b.clone());
-    }
-    return out;
-  };
-  // The unconstrained run: everything on the device, micro-batches in turn, then Adam.
-  Run reference;
-  {
-    ShardImageBatches source(shard_options(dir.path()));
-    CpuDeviceMemory memory;
-    auto scope = memory.activate();
-    torch::manual_seed(kSeed);
-    StagedModel model = resnet();
-    model.train(true);
-    Adam adam(model.parameters(), AdamOptions{});
-    Executor executor(model, memory);
-    at::Generator generator = memory.make_generator(kSeed);
-    Schedule plain;
-    for (int m = 0; m < kMicroBatches; ++m) {
-      for (int i = 0; i < model.size(); ++i) plain.forward_all(i, 0, m);
-      plain.loss(m);
-      for (int i = model.size() - 1; i >= 0; --i) plain.backward(i, m);
-    }
-    for (int s = 0; s < kSteps; ++s) {
-      const Batch b = source.next(torch::kCPU);
-      StepContext ctx;
-      ctx.targets = b.targets;
-      ctx.generator = generator;
-      reference.losses.push_back(executor.run(plain, b, ctx).loss);
-      adam.step();
-      adam.zero_grad();
-    }
-    reference.state = state_of(model);
-  }
+  ShardImageBatches reference_source(shard_options(dir.path()));
+  const testing::TrainingRun reference =
+      testing::train_unconstrained(resnet, reference_source, kSeed, kMicroBatches, kSteps);
   for (const char* planner : {"swap", "swap-naive"}) {
     ShardImageBatches source(shard_options(dir.path()));
     CpuDeviceMemory memory;
@@ -225,14 +175,10 @@ TEST(ShardImageBatches, AResNetWithItsWeightsInHostMemoryTrainsExactlyAsOnTheDev
     o.micro_batches = kMicroBatches;
     o.device_to_host_bandwidth = o.host_to_device_bandwidth = 4e9;
     Trainer trainer(o, memory, resnet, source);
-    Run r;
+    testing::TrainingRun r;
     for (int s = 0; s < kSteps; ++s) r.losses.push_back(trainer.step().loss);
-    r.state = state_of(trainer.model());
-    EXPECT_EQ(r.losses, reference.losses) << planner;
-    ASSERT_EQ(r.state.size(), reference.state.size());
-    for (size_t k = 0; k < r.state.size(); ++k) {
-      EXPECT_TRUE(torch::equal(r.state[k], reference.state[k])) << planner << ": tensor " << k;
-    }
+    r.weights = testing::model_state(trainer.model());  // batch-norm statistics included
+    testing::expect_same_training(reference, r, planner);
     EXPECT_EQ(trainer.summary().violations, 0) << planner;
   }
 }

@@ -10,6 +10,7 @@
 #include "runtime/largest_input_batches.h"
 #include "runtime/trainer.h"
 #include "support/tiny_tagging.h"
+#include "support/training_runs.h"
 
 namespace memtrain::runtime {
 namespace {
@@ -17,14 +18,9 @@ namespace {
 using testing::tiny_shape;
 using testing::tiny_tagger;
 using testing::tiny_tagging;
+using testing::expect_same_training;
+using testing::TrainingRun;
 
-// One training run on the tiny task: its losses and final weights.
-struct TrainingRun {
-  std::vector<double> losses;
-  std::vector<torch::Tensor> weights;
-  TrainSummary summary;
-  std::vector<StepRecord> records;
-};
 
 TrainingRun train(TrainerOptions options, int steps, double dropout = 0.1) {
   const auto data = tiny_tagging();
@@ -33,7 +29,7 @@ TrainingRun train(TrainerOptions options, int steps, double dropout = 0.1) {
   Trainer trainer(options, memory, [&] { return tiny_tagger(tiny_shape(*data), dropout); }, source);
   TrainingRun run;
   for (int s = 0; s < steps; ++s) run.losses.push_back(trainer.step().loss);
-  for (const auto& p : trainer.model().parameters()) run.weights.push_back(p.detach().clone());
+  run.weights = testing::model_state(trainer.model());
   run.summary = trainer.summary();
   run.records = trainer.records();
   return run;
@@ -48,14 +44,6 @@ TrainerOptions options(const std::string& planner, const std::string& budget = "
   return o;
 }
 
-void expect_same_training(const TrainingRun& a, const TrainingRun& b, const std::string& what) {
-  ASSERT_EQ(a.losses.size(), b.losses.size());
-  for (size_t s = 0; s < a.losses.size(); ++s) EXPECT_EQ(a.losses[s], b.losses[s]) << what << " step " << s + 1;
-  ASSERT_EQ(a.weights.size(), b.weights.size());
-  for (size_t k = 0; k < a.weights.size(); ++k) {
-    EXPECT_TRUE(torch::equal(a.weights[k], b.weights[k])) << what << " weight " << k;
-  }
-}
 
 TEST(Trainer, CheckpointedTrainingEqualsPlainTrainingWithDropout) {
   const TrainingRun plain = train(options("none"), 12);
@@ -153,7 +141,7 @@ TEST(Trainer, JointChoosesVariantsAndFitsBelowOptimalsMinimum) {
   Trainer trainer(o, memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
   TrainingRun run;
   for (int s = 0; s < 12; ++s) run.losses.push_back(trainer.step().loss);
-  for (const auto& p : trainer.model().parameters()) run.weights.push_back(p.detach().clone());
+  run.weights = testing::model_state(trainer.model());
   expect_same_training(plain, run, "joint");
   long with_variant = 0;
   for (const StepRecord& r : trainer.records()) with_variant += r.plan != "collect" && r.schedule.find(".v1") != std::string::npos;

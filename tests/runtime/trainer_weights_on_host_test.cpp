@@ -7,13 +7,16 @@
 
 #include "core/error.h"
 #include "runtime/brown_batches.h"
-#include "runtime/executor.h"
 #include "runtime/models/gpt_decoder.h"
 #include "runtime/trainer.h"
 #include "support/tiny_tagging.h"
+#include "support/training_runs.h"
 
 namespace memtrain::runtime {
 namespace {
+
+using testing::expect_same_training;
+using testing::TrainingRun;
 
 constexpr int kMicroBatches = 4;
 constexpr int kBatch = 8;
@@ -44,13 +47,6 @@ Bytes model_state_bytes() {
   return b;
 }
 
-struct TrainingRun {
-  std::vector<double> losses;
-  std::vector<torch::Tensor> weights;
-  std::vector<StepRecord> records;
-  TrainSummary summary;
-};
-
 TrainerOptions host_options(const std::string& planner, Bytes budget) {
   TrainerOptions o;
   o.planner = planner;
@@ -69,59 +65,22 @@ TrainingRun train(const TrainerOptions& options, int steps) {
   Trainer trainer(options, memory, gpt, source);
   TrainingRun run;
   for (int s = 0; s < steps; ++s) run.losses.push_back(trainer.step().loss);
-  for (const torch::Tensor& p : trainer.model().parameters()) run.weights.push_back(p.detach().clone());
+  run.weights = testing::model_state(trainer.model());
   run.records = trainer.records();
   run.summary = trainer.summary();
   return run;
 }
 
-// The unconstrained run: weights and Adam on the device, each step's
-// micro-batches forward and backward in turn, then Adam.
-TrainingRun train_on_device(int steps) {
-  CpuDeviceMemory memory;
-  auto scope = memory.activate();
-  BrownBatches source(dataset(), kBatch, kSeed, BrownTargets::NextWord);
-  torch::manual_seed(kSeed);
-  StagedModel model = gpt();
-  model.train(true);
-  Adam adam(model.parameters(), AdamOptions{});
-  Executor executor(model, memory);
-  at::Generator generator = memory.make_generator(kSeed);
-  Schedule plain;
-  for (int m = 0; m < kMicroBatches; ++m) {
-    for (int i = 0; i < model.size(); ++i) plain.forward_all(i, 0, m);
-    plain.loss(m);
-    for (int i = model.size() - 1; i >= 0; --i) plain.backward(i, m);
-  }
-  TrainingRun run;
-  for (int s = 0; s < steps; ++s) {
-    const Batch b = source.next(torch::kCPU);
-    StepContext ctx;
-    ctx.targets = b.targets;
-    ctx.key_padding = b.key_padding;
-    ctx.generator = generator;
-    run.losses.push_back(executor.run(plain, b, ctx).loss);
-    adam.step();
-    adam.zero_grad();
-  }
-  for (const torch::Tensor& p : model.parameters()) run.weights.push_back(p.detach().clone());
-  return run;
-}
-
-void expect_same_training(const TrainingRun& a, const TrainingRun& b, const std::string& what) {
-  ASSERT_EQ(a.losses.size(), b.losses.size());
-  for (size_t s = 0; s < a.losses.size(); ++s) EXPECT_EQ(a.losses[s], b.losses[s]) << what << " step " << s + 1;
-  ASSERT_EQ(a.weights.size(), b.weights.size());
-  for (size_t k = 0; k < a.weights.size(); ++k) {
-    EXPECT_TRUE(torch::equal(a.weights[k], b.weights[k])) << what << " weight " << k;
-  }
-}
-
 constexpr int kSteps = 8;
+
+TrainingRun train_on_device() {
+  BrownBatches source(dataset(), kBatch, kSeed, BrownTargets::NextWord);
+  return testing::train_unconstrained(gpt, source, kSeed, kMicroBatches, kSteps);
+}
 
 TEST(TrainerWeightsOnHost, AModelFourTimesTheBudgetTrainsExactlyAsOnTheDevice) {
   const Bytes budget = model_state_bytes() / 4;
-  const TrainingRun reference = train_on_device(kSteps);
+  const TrainingRun reference = train_on_device();
   for (const char* planner : {"swap", "swap-naive"}) {
     const TrainingRun r = train(host_options(planner, budget), kSteps);
     expect_same_training(reference, r, planner);
@@ -167,7 +126,7 @@ TEST(TrainerWeightsOnHost, HarmonyMovesFewerWeightBytesThanPerStageSwappingWhenM
 }
 
 TEST(TrainerWeightsOnHost, AMispredictedStepIsRetriedWithNoUpdateAppliedTwice) {
-  const TrainingRun reference = train_on_device(kSteps);
+  const TrainingRun reference = train_on_device();
   TrainerOptions o = host_options("swap", model_state_bytes() / 3);
   o.prediction_scale = 0.2;  // the planner believes activations are a fifth of their size
   const TrainingRun r = train(o, kSteps);

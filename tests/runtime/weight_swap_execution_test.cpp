@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "plan/schedule_builders.h"
 #include "plan/weight_swap_schedules.h"
 #include "runtime/brown_batches.h"
 #include "runtime/executor.h"
@@ -75,17 +76,6 @@ struct GptRig {
   }
 };
 
-// Every micro-batch forward and backward in turn, weights on the device.
-Schedule micro_batches_in_turn(int n, int micro_batches) {
-  Schedule s;
-  for (int m = 0; m < micro_batches; ++m) {
-    for (int i = 0; i < n; ++i) s.forward_all(i, 0, m);
-    s.loss(m);
-    for (int i = n - 1; i >= 0; --i) s.backward(i, m);
-  }
-  return s;
-}
-
 void expect_same_weights(GptRig& a, GptRig& b, const std::string& what) {
   const auto p = a.model->parameters(), q = b.model->parameters();
   ASSERT_EQ(p.size(), q.size());
@@ -98,7 +88,7 @@ TEST(WeightSwapExecution, SwappedStepsTrainExactlyLikeStepsWithTheWeightsOnTheDe
   GptRig reference(false);
   const int n = reference.model->size();
   ASSERT_EQ(n, 4);
-  const Schedule plain = micro_batches_in_turn(n, kMicroBatches);
+  const Schedule plain = plan::schedule_keeping_everything(n, kMicroBatches);
   const std::vector<std::pair<std::string, Schedule>> swapped = {
       {"per stage", plan::per_layer_swap_schedule(n, kMicroBatches, true)},
       {"one pack", plan::grouped_swap_schedule(n, kMicroBatches, {0}, false)},
@@ -182,7 +172,7 @@ TEST(WeightSwapExecution, RefusesWeightOperationsWithoutHostWeightsAndSplitsNoFe
   ctx.generator = rig.generator;
   EXPECT_THROW(rig.executor->run(testing::parse_schedule("Win0"), b, ctx), Error);
   try {
-    rig.executor->run(micro_batches_in_turn(rig.model->size(), 17), b, ctx);
+    rig.executor->run(plan::schedule_keeping_everything(rig.model->size(), 17), b, ctx);
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("16 examples cannot be split into 17 micro-batches"), std::string::npos)
