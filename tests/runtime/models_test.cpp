@@ -34,6 +34,15 @@ TEST(ModelRegistry, RejectsUnknownModelsAndBadSizes) {
   odd.width = 30;
   odd.heads = 4;
   EXPECT_THROW(make_model("transformer", odd, {10, 3, 8, 1}), UsageError);
+  // Both token models check their shared sizes alike, each naming itself.
+  for (const char* name : {"transformer", "gpt"}) {
+    try {
+      make_model(name, odd, {10, 3, 8, 1});
+      ADD_FAILURE() << name;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()), std::string(name) + ": --heads 4 must be >= 1 and divide --width 30");
+    }
+  }
 }
 
 StepContext context(const torch::Tensor& targets) {

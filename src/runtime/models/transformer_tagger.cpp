@@ -94,12 +94,7 @@ void check(bool ok, const std::string& what) {
 StagedModel make_transformer_tagger(const TransformerTaggerConfig& c) {
   check(c.vocabulary >= 2, "vocabulary " + std::to_string(c.vocabulary) + " must be >= 2");
   check(c.tags >= 2, "tag count " + std::to_string(c.tags) + " must be >= 2");
-  check(c.max_length >= 1, "max length " + std::to_string(c.max_length) + " must be >= 1");
-  check(c.width >= 1 && c.width <= 8192, "--width " + std::to_string(c.width) + " is out of range; expected 1..8192");
-  check(c.heads >= 1 && c.width % c.heads == 0,
-        "--heads " + std::to_string(c.heads) + " must be >= 1 and divide --width " + std::to_string(c.width));
-  check(c.layers >= 0 && c.layers <= 256, "--layers " + std::to_string(c.layers) + " is out of range; expected 0..256");
-  check(c.dropout >= 0 && c.dropout < 1, "--dropout " + std::to_string(c.dropout) + " is out of range; expected [0, 1)");
+  check_token_model_sizes("transformer", c.max_length, c.width, c.heads, c.layers, c.dropout);
 
   std::vector<std::string> names{"embed"};
   std::vector<std::shared_ptr<StageModule>> stages{
