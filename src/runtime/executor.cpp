@@ -131,6 +131,14 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
     ms.arriving[i].reset();
     return waited;
   };
+  // Bytes copied, by direction and by what moved (weights and gradients, or activations).
+  enum class Direction { ToHost, ToDevice };
+  enum class Kind { Activation, Weights };
+  auto count_copy = [&](Bytes bytes, Direction direction, Kind kind) {
+    result.swap_bytes += bytes;
+    (direction == Direction::ToHost ? result.to_host_bytes : result.to_device_bytes) += bytes;
+    if (kind == Kind::Weights) result.weight_swap_bytes += bytes;
+  };
   auto bytes_of = [](const Copies& copies) {
     Bytes b = 0;
     for (const auto& c : copies) b += static_cast<Bytes>(c->destination().nbytes());
@@ -279,8 +287,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         if (ms.offloading[i]) throw cannot_run(op, "x_" + std::to_string(i) + " is already being offloaded");
         ms.offloading[i] = transfers().to_host(ms.x[i]);
         rec.input_bytes = static_cast<Bytes>(ms.x[i].nbytes());
-        result.swap_bytes += rec.input_bytes;
-        result.to_host_bytes += rec.input_bytes;
+        count_copy(rec.input_bytes, Direction::ToHost, Kind::Activation);
         break;
       }
       case OpKind::Release: {
@@ -297,8 +304,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         ms.x[i] = ms.arriving[i]->destination();
         ms.on_host[i] = torch::Tensor();
         rec.output_bytes = static_cast<Bytes>(ms.x[i].nbytes());
-        result.swap_bytes += rec.output_bytes;
-        result.to_device_bytes += rec.output_bytes;
+        count_copy(rec.output_bytes, Direction::ToDevice, Kind::Activation);
         break;
       }
       case OpKind::FetchWeights: {
@@ -306,9 +312,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         if (hw.on_device(i)) throw cannot_run(op, "its weights are already on the device");
         weights_arriving[i] = hw.fetch(i, transfers());
         rec.output_bytes = bytes_of(weights_arriving[i]);
-        result.swap_bytes += rec.output_bytes;
-        result.to_device_bytes += rec.output_bytes;
-        result.weight_swap_bytes += rec.output_bytes;
+        count_copy(rec.output_bytes, Direction::ToDevice, Kind::Weights);
         break;
       }
       case OpKind::DropWeights: {
@@ -331,9 +335,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         grads_arriving[i].clear();
         grads_leaving[i] = hw.offload_grads(i, transfers());
         rec.input_bytes = bytes_of(grads_leaving[i]);
-        result.swap_bytes += rec.input_bytes;
-        result.to_host_bytes += rec.input_bytes;
-        result.weight_swap_bytes += rec.input_bytes;
+        count_copy(rec.input_bytes, Direction::ToHost, Kind::Weights);
         break;
       }
       case OpKind::FetchGrads: {
@@ -341,9 +343,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         if (!grads_leaving[i].empty()) throw cannot_run(op, "its gradients are still on their way to the host");
         grads_arriving[i] = hw.fetch_grads(i, transfers());
         rec.output_bytes = bytes_of(grads_arriving[i]);
-        result.swap_bytes += rec.output_bytes;
-        result.to_device_bytes += rec.output_bytes;
-        result.weight_swap_bytes += rec.output_bytes;
+        count_copy(rec.output_bytes, Direction::ToDevice, Kind::Weights);
         break;
       }
       case OpKind::Update: {
