@@ -96,7 +96,10 @@ TEST(ShardImageBatches, CheckpointedTrainingFromShardsEqualsPlainTraining) {
     CpuDeviceMemory memory;
     TrainerOptions o;
     o.planner = planner;
-    o.budget = parse_budget("90%", "--budget");
+    // Roomy: the test is about exact recomputation, and what checkpointing
+    // everything needs varies by machine (94% of the unconstrained peak on an
+    // AVX-512 EPYC, where a 90% budget was refused).
+    o.budget = parse_budget("100%", "--budget");
     o.collect_steps = 0;
     o.seed = 7;
     ModelSpec spec;
