@@ -1,5 +1,6 @@
 #include "core/chain.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 
@@ -10,6 +11,11 @@ namespace memtrain {
 Bytes Chain::activation_bytes(int i) const {
   assert(i >= 0 && i <= size());
   return i == size() ? output_bytes : stages[i].input_bytes;
+}
+
+Bytes Chain::saved_beyond_output(int i, int variant) const {
+  const Bytes saved = stages[i].variant(variant).saved_bytes;
+  return saved - std::min(saved, activation_bytes(i + 1));
 }
 
 Bytes Chain::persistent_bytes() const { return resident_bytes + (weights_on_host ? 0 : model_state_bytes()); }

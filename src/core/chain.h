@@ -29,6 +29,8 @@ struct Chain {
   int size() const { return static_cast<int>(stages.size()); }
   // a_i for i in 0..n, where a_n is output_bytes.
   Bytes activation_bytes(int i) const;
+  // What OffloadSaved moves: s_i of `variant` beyond the output a_{i+1}.
+  Bytes saved_beyond_output(int i, int variant = 0) const;
   // Device bytes resident for the whole step: weights, gradients, optimizer
   // state (unless weights_on_host), and resident_bytes.
   Bytes persistent_bytes() const;

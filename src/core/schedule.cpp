@@ -14,6 +14,9 @@ const char* op_kind_name(OpKind kind) {
     case OpKind::Offload: return "offload";
     case OpKind::Release: return "release";
     case OpKind::Prefetch: return "prefetch";
+    case OpKind::OffloadSaved: return "offload_saved";
+    case OpKind::ReleaseSaved: return "release_saved";
+    case OpKind::PrefetchSaved: return "prefetch_saved";
     case OpKind::FetchWeights: return "fetch_weights";
     case OpKind::DropWeights: return "drop_weights";
     case OpKind::OffloadGrads: return "offload_grads";
@@ -67,6 +70,9 @@ std::string Schedule::to_string() const {
       case OpKind::Offload: out += "Off"; break;
       case OpKind::Release: out += "Rel"; break;
       case OpKind::Prefetch: out += "Pre"; break;
+      case OpKind::OffloadSaved: out += "OffS"; break;
+      case OpKind::ReleaseSaved: out += "RelS"; break;
+      case OpKind::PrefetchSaved: out += "PreS"; break;
       case OpKind::FetchWeights: out += "Win"; break;
       case OpKind::DropWeights: out += "Wout"; break;
       case OpKind::OffloadGrads: out += "Gout"; break;

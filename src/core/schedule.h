@@ -22,6 +22,11 @@ enum class OpKind {
   Release,   // wait for that copy to end, then free x_i's device bytes
   Prefetch,  // allocate x_i on the device and start copying it back; the
              // first operation that reads x_i waits for the copy
+  // The same for what a forward with grad of stage i kept besides its output
+  // (x̄_i without x_{i+1}: s_i - a_{i+1} bytes), held until B(i):
+  OffloadSaved,   // start copying it to host; its device bytes stay until ReleaseSaved
+  ReleaseSaved,   // wait for that copy to end, then free its device bytes
+  PrefetchSaved,  // allocate it on the device and start copying it back; B(i) waits for the copy
   // Weights kept in host memory (Chain::weights_on_host), stage by stage:
   FetchWeights,  // allocate stage i's weights on the device and start copying them in
   DropWeights,   // free stage i's device weights, and its gradients once their copy has ended
@@ -60,6 +65,9 @@ struct Schedule {
   void offload(int i, int micro = 0) { ops.push_back({OpKind::Offload, i, 0, micro}); }
   void release(int i, int micro = 0) { ops.push_back({OpKind::Release, i, 0, micro}); }
   void prefetch(int i, int micro = 0) { ops.push_back({OpKind::Prefetch, i, 0, micro}); }
+  void offload_saved(int i, int micro = 0) { ops.push_back({OpKind::OffloadSaved, i, 0, micro}); }
+  void release_saved(int i, int micro = 0) { ops.push_back({OpKind::ReleaseSaved, i, 0, micro}); }
+  void prefetch_saved(int i, int micro = 0) { ops.push_back({OpKind::PrefetchSaved, i, 0, micro}); }
   void fetch_weights(int i) { ops.push_back({OpKind::FetchWeights, i}); }
   void drop_weights(int i) { ops.push_back({OpKind::DropWeights, i}); }
   void offload_grads(int i) { ops.push_back({OpKind::OffloadGrads, i}); }
@@ -71,7 +79,8 @@ struct Schedule {
   // Number of forward operations beyond one per stage and micro-batch (the recompute count).
   int recomputed_forwards(int stages) const;
   // Compact text: "Fck0 Fall1 L B1 Fall0 B0"; a variant shows as "Fall1.v2";
-  // Offload/Release/Prefetch of x_2 as "Off2 Rel2 Pre2"; weight operations
+  // Offload/Release/Prefetch of x_2 as "Off2 Rel2 Pre2", of what F_all(2)
+  // saved as "OffS2 RelS2 PreS2"; weight operations
   // of stage 3 as "Win3 Wout3 Gout3 Gin3 U3"; micro-batch 2 as "Fck0@2", "L@2".
   std::string to_string() const;
   nlohmann::json to_json() const;

@@ -31,9 +31,14 @@ struct MicroBatch {
   std::vector<Where> where;            // of each stored x_i
   std::vector<Seconds> offload_end;    // when x_i's copy to host ends
   std::vector<Seconds> ready;          // when x_i is usable on the device (after a prefetch)
+  // The same for the part of a stored x̄_i beyond its output (OffloadSaved).
+  std::vector<Where> saved_where;
+  std::vector<Seconds> saved_offload_end, saved_ready;
   int grad = -1;           // index g of the gradient delta_g, -1 before Loss
 
-  explicit MicroBatch(int n) : x(n + 1, 0), xbar(n, 0), where(n + 1, Where::Device), offload_end(n + 1, 0), ready(n + 1, 0) {
+  explicit MicroBatch(int n)
+      : x(n + 1, 0), xbar(n, 0), where(n + 1, Where::Device), offload_end(n + 1, 0), ready(n + 1, 0),
+        saved_where(n, Where::Device), saved_offload_end(n, 0), saved_ready(n, 0) {
     x[0] = 1;
   }
   bool on_device(int i) const { return x[i] && where[i] != Where::Host; }
@@ -117,6 +122,10 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
                           "weight operations need weights in host memory (--weights-on host)");
     }
   };
+  // What OffloadSaved moves: the stored x̄_i beyond its output.
+  auto interior = [&](int i, const MicroBatch& mb) {
+    return chain.saved_beyond_output(i, mb.xbar[i] - 1);
+  };
   mem = chain.persistent_bytes() + micro_batches * a(0);
   result.peak_bytes = mem;
   if (per_op) result.ops.reserve(schedule.ops.size());
@@ -148,6 +157,8 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
         peak = mem + s.saved_bytes + s.forward_temp_bytes;
         mem += s.saved_bytes;
         mb.xbar[i] = 1 + op.variant;
+        mb.saved_where[i] = Where::Device;
+        mb.saved_ready[i] = 0;
         t += s.forward_time;
         break;
       }
@@ -192,8 +203,11 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
         }
         if (!mb.available(i)) throw bad_op(k, op, "its input is not stored");
         check_not_copying(k, op, mb, i);
+        if (mb.saved_where[i] == Where::Copying) throw bad_op(k, op, "what its forward kept is being offloaded; release it first");
+        if (mb.saved_where[i] == Where::Host) throw bad_op(k, op, "what its forward kept is in host memory; prefetch it first");
         need_weights(k, op, i);
         wait_for_input(mb, i);
+        wait_until(mb.saved_ready[i]);
         const StageVariant s = chain.stages[i].variant(mb.xbar[i] - 1);
         Bytes new_grads = 0;  // the weights' gradients, made by the stage's first backward
         if (chain.weights_on_host) {
@@ -249,6 +263,42 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
         mb.where[i] = Where::Device;
         mem += a(i);
         host -= a(i);
+        peak = mem;
+        break;
+      }
+      case OpKind::OffloadSaved: {
+        need_link(k, op, chain.device_to_host_bandwidth, "device-to-host");
+        if (!mb.xbar[i]) throw bad_op(k, op, "the stage holds no forward with grad");
+        if (mb.saved_where[i] != Where::Device) throw bad_op(k, op, "what its forward kept is already offloaded");
+        const Bytes bytes = interior(i, mb);
+        wait_until(mb.saved_ready[i]);  // a copy cannot leave before it arrived
+        mb.saved_offload_end[i] = queue_copy(bytes, chain.device_to_host_bandwidth, d2h_free);
+        mb.saved_where[i] = Where::Copying;
+        host += bytes;
+        result.host_peak_bytes = std::max(result.host_peak_bytes, host);
+        peak = mem;
+        break;
+      }
+      case OpKind::ReleaseSaved: {
+        if (!mb.xbar[i] || mb.saved_where[i] != Where::Copying) {
+          throw bad_op(k, op, "what its forward kept has no offload in progress");
+        }
+        wait_until(mb.saved_offload_end[i]);
+        peak = mem;
+        mem -= interior(i, mb);
+        mb.saved_where[i] = Where::Host;
+        break;
+      }
+      case OpKind::PrefetchSaved: {
+        if (!mb.xbar[i] || mb.saved_where[i] != Where::Host) {
+          throw bad_op(k, op, "what its forward kept is not in host memory");
+        }
+        need_link(k, op, chain.host_to_device_bandwidth, "host-to-device");
+        const Bytes bytes = interior(i, mb);
+        mb.saved_ready[i] = queue_copy(bytes, chain.host_to_device_bandwidth, h2d_free);
+        mb.saved_where[i] = Where::Device;
+        mem += bytes;
+        host -= bytes;
         peak = mem;
         break;
       }

@@ -88,5 +88,49 @@ TEST(OffloadSimulation, RejectsWhatTheExecutorCouldNotRun) {
   EXPECT_THROW(simulate(no_link, parse("Fck0 Fall1 Off1 Fall2 Rel1 L B2 Pre1 B1 Fall0 B0")), Error);
 }
 
+// What F_all(0) keeps beyond its output: s_0 - a_1 = 40 - 20 = 20 bytes,
+// out in 2 s, back in 1 s.
+TEST(SavedOffloadSimulation, MovesWhatTheForwardKeptBeyondItsOutput) {
+  const Chain c = three_stages();
+  const SimResult plain = simulate(c, parse("Fall0 Fall1 Fall2 L B2 B1 B0"));
+  EXPECT_DOUBLE_EQ(plain.time, 13.5);
+  EXPECT_EQ(plain.peak_bytes, 258);  // B2: 228 + delta_2 30
+
+  // OffS0 at t=1 ends at 3, before RelS0 at 4.5; PreS0 at 5.5 arrives at 6.5, long before B0 at 11.5.
+  const SimResult r = simulate(c, parse("Fall0 OffS0 Fall1 Fall2 RelS0 L B2 PreS0 B1 B0"), true);
+  EXPECT_DOUBLE_EQ(r.time, 13.5);
+  EXPECT_DOUBLE_EQ(r.stall_seconds, 0);
+  EXPECT_EQ(r.to_host_bytes, 20);
+  EXPECT_EQ(r.to_device_bytes, 20);
+  EXPECT_EQ(r.host_peak_bytes, 20);
+  EXPECT_EQ(r.ops[1].after_bytes, 150);  // OffS0 frees nothing yet
+  EXPECT_EQ(r.ops[4].after_bytes, 204);  // RelS0 does
+  EXPECT_EQ(r.ops[6].peak_bytes, 238);   // B2 without it
+  EXPECT_EQ(r.ops[7].after_bytes, 230);  // PreS0 allocates at once
+  EXPECT_EQ(r.peak_bytes, 250);          // B1, with it back
+
+  // Prefetched only after B1, the copy back makes B0 wait its 1 s.
+  const SimResult late = simulate(c, parse("Fall0 OffS0 Fall1 Fall2 RelS0 L B2 B1 PreS0 B0"));
+  EXPECT_DOUBLE_EQ(late.stall_seconds, 1);
+  EXPECT_DOUBLE_EQ(late.time, 14.5);
+  // Released at once, the copy out makes compute wait until t=3.
+  const SimResult early = simulate(c, parse("Fall0 OffS0 RelS0 Fall1 Fall2 L B2 PreS0 B1 B0"));
+  EXPECT_DOUBLE_EQ(early.stall_seconds, 2);
+}
+
+TEST(SavedOffloadSimulation, RejectsWhatTheExecutorCouldNotRun) {
+  const Chain c = three_stages();
+  auto refused = [&](const std::string& text, const std::string& why) { testing::expect_refused(c, text, why); };
+  refused("OffS0 Fall0 Fall1 Fall2 L B2 B1 B0", "holds no forward with grad");
+  refused("Fall0 RelS0 Fall1 Fall2 L B2 B1 B0", "has no offload in progress");
+  refused("Fall0 Fall1 PreS0 Fall2 L B2 B1 B0", "is not in host memory");
+  refused("Fall0 OffS0 Fall1 Fall2 L B2 B1 B0", "is being offloaded; release it first");
+  refused("Fall0 OffS0 RelS0 Fall1 Fall2 L B2 B1 B0", "is in host memory; prefetch it first");
+  refused("Fall0 OffS0 OffS0 Fall1 Fall2 L B2 B1 B0", "already offloaded");
+  Chain no_link = c;
+  no_link.host_to_device_bandwidth = 0;
+  testing::expect_refused(no_link, "Fall0 OffS0 Fall1 Fall2 RelS0 L B2 PreS0 B1 B0", "host-to-device bandwidth");
+}
+
 }  // namespace
 }  // namespace memtrain::sim

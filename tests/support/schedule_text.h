@@ -18,7 +18,8 @@ inline Schedule parse_schedule(const std::string& text) {
       {"Off", OpKind::Offload},         {"Rel", OpKind::Release},           {"Pre", OpKind::Prefetch},
       {"Win", OpKind::FetchWeights},    {"Wout", OpKind::DropWeights},      {"Gout", OpKind::OffloadGrads},
       {"Gin", OpKind::FetchGrads},      {"U", OpKind::Update},              {"B", OpKind::Backward},
-      {"L", OpKind::Loss}};
+      {"L", OpKind::Loss},              {"OffS", OpKind::OffloadSaved},     {"RelS", OpKind::ReleaseSaved},
+      {"PreS", OpKind::PrefetchSaved}};
   Schedule s;
   std::istringstream in(text);
   std::string t;
