@@ -11,7 +11,8 @@ predict::ChainSample sample_execution(const ExecutionResult& result, int stages,
   sample.stages.resize(stages);
   for (const OpRecord& r : result.ops) {
     if (r.op.kind == OpKind::Loss || r.op.kind == OpKind::Offload || r.op.kind == OpKind::Release ||
-        r.op.kind == OpKind::Prefetch) {
+        r.op.kind == OpKind::Prefetch || r.op.kind == OpKind::OffloadSaved || r.op.kind == OpKind::ReleaseSaved ||
+        r.op.kind == OpKind::PrefetchSaved) {
       continue;
     }
     // Micro-batch 0 is the largest (split_batch gives the spare rows to the

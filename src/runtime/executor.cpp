@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "runtime/rng_snapshot.h"
+#include "runtime/saved_tensors.h"
 
 namespace memtrain::runtime {
 
@@ -85,17 +86,28 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
   // stage i's forward with grad (its x̄_i); leaf[i]: that forward's input;
   // offloading[i]: x_i's copy to host, until Release; arriving[i]: its copy
   // back, until the first op that reads it; on_host[i]: x_i in host memory.
+  // saved[i]: what the forward with grad saved, when the schedule moves it;
+  // saved_leaving[i] / saved_arriving[i]: its copies in flight.
   struct MicroState {
     std::vector<torch::Tensor> x, graph, leaf, on_host;
     std::vector<std::optional<RngSnapshot>> first_forward;
     std::vector<std::unique_ptr<HostCopy>> offloading, arriving;
+    std::vector<std::unique_ptr<SavedTensors>> saved;
+    std::vector<Copies> saved_leaving, saved_arriving;
+    std::vector<char> moves_saved;  // the schedule offloads stage i's saved tensors
     torch::Tensor grad;  // the gradient flowing backward
     int grad_index = -1;
     explicit MicroState(int n)
-        : x(n + 1), graph(n), leaf(n), on_host(n + 1), first_forward(n), offloading(n + 1), arriving(n + 1) {}
+        : x(n + 1), graph(n), leaf(n), on_host(n + 1), first_forward(n), offloading(n + 1), arriving(n + 1),
+          saved(n), saved_leaving(n), saved_arriving(n), moves_saved(n, 0) {}
   };
   std::vector<MicroState> micro;
   for (int m = 0; m < micro_batches; ++m) micro.emplace_back(n);
+  for (const Op& op : schedule.ops) {
+    if (op.kind == OpKind::OffloadSaved && op.stage >= 0 && op.stage < n && op.micro >= 0 && op.micro < micro_batches) {
+      micro[op.micro].moves_saved[op.stage] = 1;
+    }
+  }
   std::vector<MicroBatchInput> parts;
   if (micro_batches > 1) {
     parts = split_batch(batch, ctx, micro_batches, memory_);
@@ -231,7 +243,13 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         torch::AutoGradMode grad_on(true);
         ms.leaf[i] = (i == 0 || !in.is_floating_point()) ? in : in.detach().requires_grad_(true);
         c.variant = op.variant;
-        ms.graph[i] = forward(ms, c, i, ms.leaf[i]);
+        if (ms.moves_saved[i]) {
+          ms.saved[i] = std::make_unique<SavedTensors>();
+          SavedTensors::Capture capture(*ms.saved[i]);
+          ms.graph[i] = forward(ms, c, i, ms.leaf[i]);
+        } else {
+          ms.graph[i] = forward(ms, c, i, ms.leaf[i]);
+        }
         c.variant = 0;
         rec.output_bytes = static_cast<Bytes>(ms.graph[i].nbytes());
         break;
@@ -269,13 +287,18 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         if (ms.grad_index != i + 1) throw cannot_run(op, "the gradient reaching it is not its output's");
         check_not_offloading(op, ms, i);
         if (!grads_leaving[i].empty()) throw cannot_run(op, "its gradients are being offloaded");
-        rec.wait_seconds += finish_all(grads_arriving[i]);
+        if (ms.saved[i] && ms.saved[i]->offloading()) throw cannot_run(op, "what its forward saved is being offloaded; release it first");
+        if (ms.saved[i] && ms.saved[i]->on_host()) throw cannot_run(op, "what its forward saved is in host memory; prefetch it first");
+        rec.wait_seconds += finish_all(grads_arriving[i]) + finish_all(ms.saved_arriving[i]);
         grads_arriving[i].clear();
+        if (!ms.saved_arriving[i].empty()) ms.saved[i]->arrived();
+        ms.saved_arriving[i].clear();
         if (ms.graph[i].requires_grad()) torch::autograd::backward({ms.graph[i]}, {ms.grad});
         torch::Tensor next;
         if (ms.leaf[i].defined() && ms.leaf[i].requires_grad()) next = ms.leaf[i].grad();
         ms.graph[i] = torch::Tensor();
         ms.leaf[i] = torch::Tensor();
+        ms.saved[i].reset();
         if (i > 0) ms.x[i] = torch::Tensor();
         ms.grad = next;
         ms.grad_index = i;
@@ -304,6 +327,32 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         ms.x[i] = ms.arriving[i]->destination();
         ms.on_host[i] = torch::Tensor();
         rec.output_bytes = static_cast<Bytes>(ms.x[i].nbytes());
+        count_copy(rec.output_bytes, Direction::ToDevice, Kind::Activation);
+        break;
+      }
+      case OpKind::OffloadSaved: {
+        if (!ms.graph[i].defined()) throw cannot_run(op, "it holds no forward with grad");
+        if (!ms.saved[i]) throw cannot_run(op, "its forward with grad ran before the schedule named it for offload");
+        if (ms.saved[i]->offloading() || ms.saved[i]->on_host()) throw cannot_run(op, "what its forward saved is already offloaded");
+        rec.wait_seconds = finish_all(ms.saved_arriving[i]);  // a copy cannot leave before it arrived
+        if (!ms.saved_arriving[i].empty()) ms.saved[i]->arrived();
+        ms.saved_arriving[i].clear();
+        ms.saved_leaving[i] = ms.saved[i]->offload(transfers());
+        rec.input_bytes = bytes_of(ms.saved_leaving[i]);
+        count_copy(rec.input_bytes, Direction::ToHost, Kind::Activation);
+        break;
+      }
+      case OpKind::ReleaseSaved: {
+        if (!ms.saved[i] || !ms.saved[i]->offloading()) throw cannot_run(op, "what its forward saved has no offload in progress");
+        rec.wait_seconds = finish_all(ms.saved_leaving[i]);
+        ms.saved[i]->release(ms.saved_leaving[i]);
+        ms.saved_leaving[i].clear();
+        break;
+      }
+      case OpKind::PrefetchSaved: {
+        if (!ms.saved[i] || !ms.saved[i]->on_host()) throw cannot_run(op, "what its forward saved is not in host memory");
+        ms.saved_arriving[i] = ms.saved[i]->prefetch(transfers());
+        rec.output_bytes = bytes_of(ms.saved_arriving[i]);
         count_copy(rec.output_bytes, Direction::ToDevice, Kind::Activation);
         break;
       }

@@ -26,6 +26,7 @@
 #include "runtime/batch.h"
 #include "runtime/device_memory.h"
 #include "runtime/host_weights.h"
+#include "runtime/saved_tensors.h"
 #include "runtime/staged_model.h"
 #include "runtime/step_context.h"
 
@@ -57,7 +58,8 @@ struct ExecutionResult {
 
 class Executor {
  public:
-  Executor(StagedModel& model, DeviceMemory& memory) : model_(model), memory_(memory) {}
+  // Installs the saved-tensor hooks (SavedTensors) before any step runs.
+  Executor(StagedModel& model, DeviceMemory& memory) : model_(model), memory_(memory) { SavedTensors::install(); }
 
   // Runs `schedule` on `batch`. Gradients accumulate into the parameters'
   // .grad. Throws OutOfBudget when an allocation exceeds an enforced budget,

@@ -1,0 +1,103 @@
+// Offloading what a forward with grad saved (OffloadSaved, ReleaseSaved,
+// PrefetchSaved): real copies of the tensors autograd keeps, caught by the
+// saved-tensor hooks, on the tiny tagger with dropout.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "plan/schedule_builders.h"
+#include "support/rig.h"
+
+namespace memtrain::runtime {
+namespace {
+
+using testing::Rig;
+
+// Keeps every stage; what stages 0..n-3 saved goes to host after their
+// forward, is released two forwards later and comes back one backward early
+// (or, with `late`, right before its own backward).
+Schedule offloading_what_forwards_save(int n, bool late) {
+  Schedule s;
+  for (int i = 0; i < n; ++i) {
+    s.forward_all(i);
+    if (i >= 2 && i - 2 <= n - 3) s.release_saved(i - 2);
+    if (i <= n - 3) s.offload_saved(i);
+  }
+  s.loss();
+  for (int i = n - 1; i >= 0; --i) {
+    if (late && i <= n - 3) s.prefetch_saved(i);
+    if (!late && i >= 1 && i - 1 <= n - 3) s.prefetch_saved(i - 1);
+    s.backward(i);
+  }
+  return s;
+}
+
+TEST(SavedOffloadExecution, ComputesExactlyWhatAPlainStepDoesAndFreesWhatTheModelSays) {
+  const int n = 6;
+  Rig plain;
+  const ExecutionResult reference = plain.run(plan::schedule_keeping_everything(n), plain.batch(2));
+  // s_i - a_{i+1} as the plain step measured it: what the Simulator moves.
+  std::vector<Bytes> beyond_output(n, 0);
+  for (const OpRecord& rec : reference.ops) {
+    if (rec.op.kind == OpKind::ForwardAll) beyond_output[rec.op.stage] = rec.live_after - rec.live_before - rec.output_bytes;
+  }
+  for (bool late : {false, true}) {
+    const Schedule s = offloading_what_forwards_save(n, late);
+    Rig rig;
+    const ExecutionResult r = rig.run(s, rig.batch(2));
+    EXPECT_EQ(r.loss, reference.loss) << s.to_string();
+    const auto p = plain.model->parameters(), q = rig.model->parameters();
+    for (size_t k = 0; k < p.size(); ++k) {
+      EXPECT_TRUE(torch::equal(p[k].grad(), q[k].grad())) << s.to_string() << " parameter " << k;
+    }
+    Bytes moved = 0;
+    for (const OpRecord& rec : r.ops) {
+      if (rec.op.kind == OpKind::OffloadSaved) {
+        EXPECT_EQ(rec.input_bytes, beyond_output[rec.op.stage]) << "stage " << rec.op.stage;
+        moved += rec.input_bytes;
+      }
+      if (rec.op.kind == OpKind::ReleaseSaved) {
+        EXPECT_EQ(rec.live_before - rec.live_after, beyond_output[rec.op.stage]) << "the release frees it, stage "
+                                                                                 << rec.op.stage;
+      }
+    }
+    EXPECT_GT(moved, 0);
+    EXPECT_EQ(r.to_host_bytes, moved);
+    EXPECT_EQ(r.to_device_bytes, moved);
+    EXPECT_EQ(rig.memory.host().live(), 0) << "every host copy is freed once it is back";
+    EXPECT_LT(r.peak, reference.peak) << s.to_string();
+  }
+}
+
+TEST(SavedOffloadExecution, RefusesWhatItCannotRun) {
+  const int n = 6;
+  auto without = [&](OpKind kind) {
+    Schedule s;
+    for (const Op& op : offloading_what_forwards_save(n, true).ops) {
+      if (op.kind != kind) s.ops.push_back(op);
+    }
+    return s;
+  };
+  {
+    Rig rig;
+    EXPECT_THROW(rig.run(without(OpKind::PrefetchSaved), rig.batch()), Error);
+    EXPECT_EQ(rig.memory.host().live(), 0) << "a failed step leaves nothing in host memory";
+  }
+  {
+    Rig rig;
+    EXPECT_THROW(rig.run(without(OpKind::ReleaseSaved), rig.batch()), Error);  // PreS without a release
+  }
+  {
+    Rig rig;
+    Schedule s;
+    s.forward_all(0);
+    s.offload_saved(0);
+    s.offload_saved(0);
+    EXPECT_THROW(rig.run(s, rig.batch()), Error);
+    Schedule before_forward;
+    before_forward.offload_saved(0);
+    EXPECT_THROW(rig.run(before_forward, rig.batch()), Error);
+  }
+}
+
+}  // namespace
+}  // namespace memtrain::runtime
