@@ -1,12 +1,17 @@
-// Capuchin's rule applied to a recompute schedule: a stored activation x_j
-// that sits idle between two reads is offloaded after the first read,
-// released once its copy has had time to end under the compute that follows,
-// and prefetched early enough that the copy back ends before the second read,
-// both judged on the Simulator's compute timeline. x_j is left alone where
-// the idle gap cannot hide both copies. The result frees a_j bytes between
-// Release and Prefetch, at the price of the copies that do not hide (none,
-// on a single tensor; engines shared by several copies are priced by the
-// Simulator afterwards).
+// Capuchin's rule applied to a recompute schedule, for two kinds of stored
+// activation:
+// - a checkpoint x_j that sits idle between two reads is offloaded after the
+//   first read (Offload/Release/Prefetch);
+// - what a forward with grad F_all(i) keeps beyond its output, idle until
+//   B(i), is offloaded right after the forward (OffloadSaved/ReleaseSaved/
+//   PrefetchSaved).
+// Each copy to host is queued on the device-to-host engine in the order the
+// schedule makes them, and its release goes before the first operation that
+// starts once the copy has ended; each copy back is placed, latest read
+// first, as late as the host-to-device engine allows while still ending
+// before its read. All of it is judged on the Simulator's compute timeline
+// of the schedule as given, so every copy kept hides and compute never waits;
+// a tensor whose copies cannot both hide in its idle gap stays on the device.
 #pragma once
 
 #include "core/chain.h"
@@ -14,8 +19,14 @@
 
 namespace memtrain::plan {
 
-// `schedule` with Offload/Release/Prefetch added for every x_j whose idle gap
-// hides its copies; unchanged when the chain has no host link.
+// `schedule` with the copies above added for every stored activation whose
+// idle gap hides them; unchanged when the chain has no host link.
 Schedule with_hidden_offloads(const Chain& chain, const Schedule& schedule);
+
+// `schedule` without the offloads (each tensor's three copy operations) that
+// `budget` does not need: latest offload first, each is dropped when the
+// Simulator finds the step no slower and still within `budget`. Bytes that
+// need not move should not take the link from the ones that must.
+Schedule without_needless_offloads(const Chain& chain, const Schedule& schedule, Bytes budget);
 
 }  // namespace memtrain::plan

@@ -28,16 +28,17 @@ Plan SwapPlanner::plan(const PlanRequest& request) {
     if (!recompute.feasible) continue;
     Plan candidate = priced_plan(name(), chain, with_hidden_offloads(chain, recompute.schedule), request.budget);
     if (!candidate.feasible) continue;
+    candidate = priced_plan(name(), chain, without_needless_offloads(chain, candidate.schedule, request.budget), request.budget);
     if (!best.feasible || candidate.time < best.time) {
       best = candidate;
       planned_for = larger;
       offloaded = 0;
-      for (const Op& op : best.schedule.ops) offloaded += op.kind == OpKind::Offload;
+      for (const Op& op : best.schedule.ops) offloaded += op.kind == OpKind::Offload || op.kind == OpKind::OffloadSaved;
     }
   }
   if (best.feasible) {
     char note[200];
-    std::snprintf(note, sizeof note, "optimal's schedule for %lld bytes, %d activations offloaded: %d recomputed forwards",
+    std::snprintf(note, sizeof note, "optimal's schedule for %lld bytes, %d stored activations offloaded: %d recomputed forwards",
                   static_cast<long long>(planned_for), offloaded, best.schedule.recomputed_forwards(chain.size()));
     best.note = note;
   }

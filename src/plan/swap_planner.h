@@ -1,9 +1,11 @@
 // `swap`: keep, recompute or offload, per stored activation. For budgets from
 // the given one up to the keep-everything peak, it takes `optimal`'s recompute
-// schedule at that larger budget and offloads every checkpoint whose copies
-// hide under compute (with_hidden_offloads), which frees the memory the larger
-// budget assumed; the Simulator prices each candidate with the chain's copy
-// engines and the fastest that fits the real budget wins. `optimal` at the
+// schedule at that larger budget and offloads every checkpoint, and what every
+// forward with grad keeps beyond its output, whose copies hide under compute
+// (with_hidden_offloads), which frees the memory the larger
+// budget assumed, then drops the offloads the real budget does not need; the
+// Simulator prices each candidate with the chain's copy engines and the
+// fastest that fits the real budget wins. `optimal` at the
 // budget itself is one candidate, so `swap` is never slower than
 // recompute-only; on a chain without a host link it is `optimal`. With the
 // weights in host memory it is Harmony (GroupedSwapPlanner).

@@ -38,6 +38,45 @@ TEST(HiddenOffloads, FreeMemoryAndCostNothingWhenCopiesAreFast) {
   EXPECT_GT(offloaded, 40) << "checkpoints idle between forward and backward should be offloaded";
 }
 
+TEST(HiddenOffloads, MoveWhatForwardsKeepWhenCopiesAreFast) {
+  int offloaded = 0, lower = 0;
+  for (std::uint32_t seed = 0; seed < 40; ++seed) {
+    const Chain c = with_link(random_chain(4 + seed % 12, seed), 1e9);
+    const Schedule kept = schedule_keeping_everything(c.size());
+    const Schedule s = with_hidden_offloads(c, kept);
+    const sim::SimResult before = sim::simulate(c, kept), after = sim::simulate(c, s);
+    EXPECT_LE(after.peak_bytes, before.peak_bytes) << s.to_string();
+    EXPECT_NEAR(after.time, before.time, 1e-6) << s.to_string();
+    EXPECT_DOUBLE_EQ(after.stall_seconds, 0) << s.to_string();
+    EXPECT_EQ(count(s, OpKind::OffloadSaved), count(s, OpKind::PrefetchSaved));
+    EXPECT_EQ(count(s, OpKind::OffloadSaved), count(s, OpKind::ReleaseSaved));
+    offloaded += count(s, OpKind::OffloadSaved);
+    lower += after.peak_bytes < before.peak_bytes;
+  }
+  EXPECT_GT(offloaded, 80) << "what early forwards keep is idle until their backward";
+  EXPECT_GT(lower, 20);
+}
+
+TEST(HiddenOffloads, QueueCopiesOnBusyEnginesWithoutStallingCompute) {
+  // Copies about as long as the compute: some hide, queued one after another,
+  // the rest stay on the device; none makes compute wait.
+  int some = 0;
+  for (std::uint32_t seed = 0; seed < 40; ++seed) {
+    Chain c = random_chain(6 + seed % 10, 300 + seed);
+    const Schedule kept = schedule_keeping_everything(c.size());
+    const sim::SimResult plain = sim::simulate(c, kept);
+    Bytes moved = 0;
+    for (int i = 0; i < c.size(); ++i) moved += c.saved_beyond_output(i);
+    c = with_link(c, static_cast<double>(moved) / (0.5 * plain.time));
+    const Schedule s = with_hidden_offloads(c, kept);
+    const sim::SimResult r = sim::simulate(c, s);
+    EXPECT_NEAR(r.stall_seconds, 0, 1e-9 * plain.time) << "seed " << seed << ": " << s.to_string();
+    EXPECT_NEAR(r.time, plain.time, 1e-9 * plain.time);
+    some += count(s, OpKind::OffloadSaved) > 0;
+  }
+  EXPECT_GT(some, 10);
+}
+
 TEST(HiddenOffloads, LeaveSchedulesAloneWithoutAHostLink) {
   const Chain c = random_chain(8, 3);
   const Schedule s = schedule_checkpointing_everything(c.size());
@@ -52,7 +91,7 @@ TEST(HiddenOffloads, SkipCopiesTheGapCannotHide) {
 }
 
 TEST(SwapPlanner, FitsTheBudgetAndIsNeverSlowerThanOptimal) {
-  int faster = 0;
+  int faster = 0, moved = 0;
   for (std::uint32_t seed = 0; seed < 30; ++seed) {
     for (double bandwidth : {1e2, 1e3, 1e5}) {
       const Chain c = with_link(random_chain(6 + seed % 10, 100 + seed), bandwidth);
@@ -70,10 +109,27 @@ TEST(SwapPlanner, FitsTheBudgetAndIsNeverSlowerThanOptimal) {
         EXPECT_DOUBLE_EQ(r.time, p.time);
         EXPECT_LE(p.time, o.time + 1e-12) << "seed " << seed;
         faster += p.time < o.time * 0.999;
+        // Every tensor it moves is needed: without it the step is slower or does not fit.
+        for (const Op& off : p.schedule.ops) {
+          if (off.kind != OpKind::Offload && off.kind != OpKind::OffloadSaved) continue;
+          Schedule fewer;
+          for (const Op& op : p.schedule.ops) {
+            const bool saved_copy = op.kind == OpKind::OffloadSaved || op.kind == OpKind::ReleaseSaved ||
+                                    op.kind == OpKind::PrefetchSaved;
+            const bool x_copy = op.kind == OpKind::Offload || op.kind == OpKind::Release || op.kind == OpKind::Prefetch;
+            const bool same = op.stage == off.stage && (off.kind == OpKind::OffloadSaved ? saved_copy : x_copy);
+            if (!same) fewer.ops.push_back(op);
+          }
+          const sim::SimResult without = sim::simulate(c, fewer);
+          EXPECT_TRUE(without.peak_bytes > budget || without.time > p.time)
+              << "seed " << seed << ": moving stage " << off.stage << " is needless in " << p.schedule.to_string();
+          ++moved;
+        }
       }
     }
   }
   EXPECT_GT(faster, 0) << "offloading should beat recompute-only somewhere";
+  EXPECT_GT(moved, 0);
 }
 
 TEST(SwapPlanner, IsOptimalWithoutAHostLink) {
