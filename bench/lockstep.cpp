@@ -1,5 +1,7 @@
 #include "bench/lockstep.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -28,6 +30,24 @@ double LaneResult::max_peak_over_budget() const {
 double LaneResult::cache_hit_rate() const {
   const long lookups = summary.cache_hits + summary.cache_misses;
   return lookups ? static_cast<double>(summary.cache_hits) / static_cast<double>(lookups) : 0;
+}
+
+double LaneResult::median_schedule_time_error() const {
+  std::vector<double> errors;
+  for (size_t k = collect_steps; k < records.size(); ++k) {
+    const runtime::StepRecord& s = records[k];
+    errors.push_back(std::abs(s.predicted_schedule_seconds - s.schedule_seconds) / s.schedule_seconds);
+  }
+  if (errors.empty()) return 0;
+  std::sort(errors.begin(), errors.end());
+  const size_t k = errors.size() / 2;
+  return errors.size() % 2 ? errors[k] : (errors[k - 1] + errors[k]) / 2;
+}
+
+double LaneResult::mean_bytes(Bytes runtime::StepRecord::*field) const {
+  double total = 0;
+  for (size_t k = collect_steps; k < records.size(); ++k) total += static_cast<double>(records[k].*field);
+  return records.size() > static_cast<size_t>(collect_steps) ? total / static_cast<double>(records.size() - collect_steps) : 0;
 }
 
 LaneFactory lanes(std::function<std::unique_ptr<runtime::BatchSource>(std::uint64_t seed)> source,

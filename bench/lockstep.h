@@ -29,6 +29,11 @@ struct LaneResult {
   double mean_step() const;
   double max_peak_over_budget() const;
   double cache_hit_rate() const;
+  // Over the steps after collection: the median of |simulated - measured| /
+  // measured schedule time (the Simulator on the predicted chain).
+  double median_schedule_time_error() const;
+  // Over the steps after collection: the mean of one of a step record's byte counts.
+  double mean_bytes(Bytes runtime::StepRecord::*field) const;
 };
 
 // One trainer with what it needs kept alive beside it.

@@ -26,33 +26,6 @@ namespace memtrain::bench {
 
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t k = v.size() / 2;
-  return v.size() % 2 ? v[k] : (v[k - 1] + v[k]) / 2;
-}
-
-// Over the steps after collection: the Simulator's schedule time on the
-// predicted chain against the measured one, |sim - measured| / measured.
-double median_time_error(const LaneResult& r) {
-  std::vector<double> errors;
-  for (size_t k = r.collect_steps; k < r.records.size(); ++k) {
-    const runtime::StepRecord& s = r.records[k];
-    errors.push_back(std::abs(s.predicted_schedule_seconds - s.schedule_seconds) / s.schedule_seconds);
-  }
-  return median(errors);
-}
-
-// Mean over the steps after collection of one of a step record's byte counts.
-double mean_bytes(const LaneResult& r, Bytes runtime::StepRecord::*field) {
-  double total = 0;
-  for (size_t k = r.collect_steps; k < r.records.size(); ++k) total += static_cast<double>(r.records[k].*field);
-  return total / static_cast<double>(r.records.size() - r.collect_steps);
-}
-
-double mean_weight_bytes(const LaneResult& r) { return mean_bytes(r, &runtime::StepRecord::weight_swap_bytes); }
-
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "weight_swap_train_bench");
   const int steps = static_cast<int>(flags.integer("steps", 24, 6, 100000));
@@ -122,15 +95,15 @@ int run(const std::vector<std::string>& args) {
   for (const std::string& p : planners) {
     const LaneResult& r = results[p];
     std::snprintf(line, sizeof line, "| %s | %s | %s / %s | %.3f s | %.1f%% | %.3f | %ld | %ld | %.1f%% |\n",
-                  p.c_str(), format_bytes(static_cast<Bytes>(mean_weight_bytes(r))).c_str(),
-                  format_bytes(static_cast<Bytes>(mean_bytes(r, &runtime::StepRecord::to_host_bytes))).c_str(),
-                  format_bytes(static_cast<Bytes>(mean_bytes(r, &runtime::StepRecord::to_device_bytes))).c_str(),
+                  p.c_str(), format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::weight_swap_bytes))).c_str(),
+                  format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_host_bytes))).c_str(),
+                  format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_device_bytes))).c_str(),
                   r.mean_step(),
                   100 * r.summary.hidden_transfer_fraction, r.max_peak_over_budget(), r.summary.violations,
-                  r.summary.retries, 100 * median_time_error(r));
+                  r.summary.retries, 100 * r.median_schedule_time_error());
     md << line;
   }
-  const double volume_ratio = mean_weight_bytes(naive) / mean_weight_bytes(harmony);
+  const double volume_ratio = naive.mean_bytes(&runtime::StepRecord::weight_swap_bytes) / harmony.mean_bytes(&runtime::StepRecord::weight_swap_bytes);
   std::snprintf(line, sizeof line,
                 "\n- Measured volume ratio swap-naive / swap: %.2fx; step time ratio on this CPU: %.2fx.\n"
                 "- Losses equal, bit for bit, between the two: %d of %d steps (first %.4f, last %.4f).\n",
@@ -141,7 +114,7 @@ int run(const std::vector<std::string>& args) {
   std::snprintf(line, sizeof line, "weight bytes moved per step at least 10x lower than swap-naive, measured (%.2fx)",
                 volume_ratio);
   target_line(md, volume_ratio >= 10, line);
-  const double error = median_time_error(harmony);
+  const double error = harmony.median_schedule_time_error();
   std::snprintf(line, sizeof line, "swap's simulated step time within 10%% of the measured one here (median %.1f%%)",
                 100 * error);
   target_line(md, error <= 0.10, line);
