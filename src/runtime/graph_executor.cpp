@@ -1,0 +1,162 @@
+#include "runtime/graph_executor.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+
+namespace memtrain::runtime {
+
+GraphExecutor::GraphExecutor(GraphModel& model, DeviceMemory& memory)
+    : model_(model), memory_(memory), training_(with_backward(model.structure())) {}
+
+GraphExecution GraphExecutor::run(const plan::GraphSchedule& schedule, const Batch& batch, StepContext& ctx) {
+  using Clock = std::chrono::steady_clock;
+  const int n = model_.size();
+  const int total = training_.size();
+  if (static_cast<int>(schedule.compute.size()) != total || static_cast<int>(schedule.keep.size()) != total) {
+    throw Error("graph executor: the schedule has " + std::to_string(schedule.compute.size()) +
+                " stages; the training graph of '" + model_.name() + "' has " + std::to_string(total) + " nodes");
+  }
+  std::vector<std::vector<int>> consumers(n);
+  for (int i = 0; i < n; ++i) {
+    for (int j : model_.node(i).inputs) consumers[j].push_back(i);
+  }
+  auto backward_of = [n](int i) { return 2 * n - 1 - i; };
+  auto reads = [&](int k, int i) {
+    const auto& in = training_.nodes[k].inputs;
+    return std::find(in.begin(), in.end(), i) != in.end();
+  };
+  // out[k]: a forward node's output; a backward node's gradients, one per input of its forward node.
+  std::vector<std::vector<torch::Tensor>> out(total);
+  std::vector<char> computed(total, 0), weights_done(n, 0);
+  GraphExecution result;
+  const Clock::time_point start = Clock::now();
+
+  auto forward_node = [&](int i) {
+    if (i == 0) return std::vector<torch::Tensor>{batch.input};
+    std::vector<torch::Tensor> inputs;
+    for (int j : model_.node(i).inputs) inputs.push_back(out[j][0]);
+    torch::NoGradGuard no_grad;
+    torch::Tensor y = model_.node(i).module->forward(inputs, ctx);
+    if (i == n - 1 && !computed[i]) result.loss = y.item<double>();
+    return std::vector<torch::Tensor>{y};
+  };
+  auto backward_node = [&](int i) {
+    const auto& node = model_.node(i);
+    std::vector<torch::Tensor> grads(node.inputs.size());
+    if (i == 0) return grads;
+    torch::Tensor gy;
+    if (i == n - 1) {
+      gy = torch::ones({}, batch.input.options().dtype(torch::kFloat));
+    } else {
+      for (int c : consumers[i]) {
+        const auto& in = model_.node(c).inputs;
+        const size_t p = std::find(in.begin(), in.end(), i) - in.begin();
+        const torch::Tensor& g = out[backward_of(c)][p];
+        gy = gy.defined() ? gy + g : g;
+      }
+    }
+    torch::AutoGradMode grad_on(true);
+    std::vector<torch::Tensor> leaves, wanted;
+    for (int j : node.inputs) {
+      torch::Tensor leaf = out[j][0].detach();
+      if (j != 0 && leaf.is_floating_point()) {
+        leaf.requires_grad_(true);
+        wanted.push_back(leaf);
+      }
+      leaves.push_back(leaf);
+    }
+    const torch::Tensor y = node.module->forward(leaves, ctx);
+    std::vector<torch::Tensor> input_grads;
+    if (!weights_done[i]) {
+      torch::autograd::backward({y}, {gy});
+      for (const torch::Tensor& leaf : wanted) input_grads.push_back(leaf.grad());
+      weights_done[i] = 1;
+    } else if (!wanted.empty()) {
+      input_grads = torch::autograd::grad({y}, wanted, {gy});  // the weights' gradients are in already
+    }
+    for (size_t p = 0, w = 0; p < leaves.size(); ++p) {
+      if (leaves[p].requires_grad()) grads[p] = input_grads[w++];
+    }
+    return grads;
+  };
+
+  for (int t = 0; t < total; ++t) {
+    const auto& compute = schedule.compute[t];
+    if (static_cast<int>(compute.size()) != total || static_cast<int>(schedule.keep[t].size()) != total) {
+      throw Error("graph executor: stage " + std::to_string(t) + " of the schedule does not name every node");
+    }
+    if (!compute[t]) throw Error("graph executor: stage " + std::to_string(t) + " does not compute its own node");
+    auto kept_next = [&](int i) { return t + 1 < total && schedule.keep[t + 1][i]; };
+    // Entering the stage: only what it keeps.
+    for (int i = 0; i < total; ++i) {
+      if (!out[i].empty() && !(i < t && schedule.keep[t][i])) out[i].clear();
+    }
+    for (int k = 0; k <= t; ++k) {
+      if (!compute[k]) continue;
+      for (int j : training_.nodes[k].inputs) {
+        if (out[j].empty()) {
+          throw Error("graph executor: stage " + std::to_string(t) + ", node " + std::to_string(k) + " ('" +
+                      training_.nodes[k].name + "'): input " + std::to_string(j) + " ('" + training_.nodes[j].name +
+                      "') is neither kept nor computed in this stage");
+        }
+      }
+      GraphOpRecord rec;
+      rec.stage = t;
+      rec.node = k;
+      rec.recomputed = computed[k];
+      memory_.synchronize();
+      rec.live_before = memory_.live();
+      memory_.reset_peak();
+      const Clock::time_point t0 = Clock::now();
+      out[k] = k < n ? forward_node(k) : backward_node(2 * n - 1 - k);
+      memory_.synchronize();
+      rec.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      rec.peak = std::max(memory_.peak(), rec.live_before);
+      for (const torch::Tensor& x : out[k]) {
+        if (x.defined() && !(k == 0)) rec.output_bytes += static_cast<Bytes>(x.nbytes());
+      }
+      result.recomputed += computed[k];
+      computed[k] = 1;
+      result.peak = std::max(result.peak, rec.peak);
+      result.ops.push_back(rec);
+      // Drop what nothing later in the stage reads and the next stage does not keep.
+      for (int i = 0; i <= t; ++i) {
+        if (out[i].empty() || kept_next(i)) continue;
+        bool needed = false;
+        for (int j = k + 1; j <= t && !needed; ++j) needed = compute[j] && reads(j, i);
+        if (!needed) out[i].clear();
+      }
+    }
+  }
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+Graph measure_training_graph(GraphModel& model, DeviceMemory& memory, const Batch& batch, StepContext& ctx) {
+  GraphExecutor executor(model, memory);
+  const plan::GraphSchedule keep = plan::keeping_everything(executor.training_structure());
+  // Weight gradients are resident all step: in place before the measured steps.
+  for (torch::Tensor p : model.parameters()) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+  }
+  executor.run(keep, batch, ctx);  // warm-up: first calls allocate and choose kernels
+  memory.synchronize();
+  const Bytes resident = memory.live();
+  const GraphExecution r = executor.run(keep, batch, ctx);
+  for (torch::Tensor p : model.parameters()) p.mutable_grad().zero_();
+  Graph g = executor.training_structure();
+  g.persistent_bytes = resident;
+  for (const GraphOpRecord& rec : r.ops) {
+    GraphNode& node = g.nodes[rec.node];
+    node.time = rec.node == 0 ? 0 : rec.seconds;
+    node.output_bytes = rec.output_bytes;
+    node.temp_bytes = std::max<Bytes>(0, rec.peak - rec.live_before - rec.output_bytes);
+  }
+  return g;
+}
+
+}  // namespace memtrain::runtime

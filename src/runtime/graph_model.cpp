@@ -1,0 +1,60 @@
+#include "runtime/graph_model.h"
+
+#include "core/error.h"
+
+namespace memtrain::runtime {
+
+GraphModel::GraphModel(std::string name, std::vector<Node> nodes) : name_(std::move(name)), nodes_(std::move(nodes)) {
+  if (nodes_.size() < 2) throw Error("graph model '" + name_ + "': expected the input node and at least one more");
+  if (!nodes_[0].inputs.empty() || nodes_[0].module) {
+    throw Error("graph model '" + name_ + "': node 0 must be the input (no inputs, no module)");
+  }
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    const std::string where = "graph model '" + name_ + "', node " + std::to_string(i) + " ('" + nodes_[i].name + "')";
+    if (!nodes_[i].module) throw Error(where + ": has no module");
+    if (nodes_[i].inputs.empty()) throw Error(where + ": reads nothing; only node 0 is an input");
+    for (int j : nodes_[i].inputs) {
+      if (j < 0 || j >= static_cast<int>(i)) throw Error(where + ": input " + std::to_string(j) + " is not an earlier node");
+    }
+  }
+}
+
+Graph GraphModel::structure() const {
+  Graph g;
+  for (const Node& n : nodes_) {
+    GraphNode node;
+    node.name = n.name;
+    node.inputs = n.inputs;
+    g.nodes.push_back(node);
+  }
+  return g;
+}
+
+std::vector<torch::Tensor> GraphModel::parameters() const {
+  std::vector<torch::Tensor> all;
+  for (const Node& n : nodes_) {
+    if (!n.module) continue;
+    for (const torch::Tensor& p : n.module->parameters()) all.push_back(p);
+  }
+  return all;
+}
+
+Bytes GraphModel::param_bytes() const {
+  Bytes b = 0;
+  for (const torch::Tensor& p : parameters()) b += static_cast<Bytes>(p.nbytes());
+  return b;
+}
+
+std::int64_t GraphModel::parameter_count() const {
+  std::int64_t count = 0;
+  for (const torch::Tensor& p : parameters()) count += p.numel();
+  return count;
+}
+
+void GraphModel::to(const torch::Device& device) {
+  for (Node& n : nodes_) {
+    if (n.module) n.module->to(device);
+  }
+}
+
+}  // namespace memtrain::runtime

@@ -1,0 +1,54 @@
+// A model that is not a chain: nodes in a topological order, each reading the
+// outputs of earlier nodes (a U-Net's long skip connections), the unit the
+// graph planner (plan/checkmate_planner.h) decides about. Node 0 is the
+// batch's input; the last node returns the scalar loss.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include "core/graph.h"
+#include "core/units.h"
+#include "runtime/step_context.h"
+
+namespace memtrain::runtime {
+
+class GraphNodeModule : public torch::nn::Module {
+ public:
+  // `inputs` are the outputs of the node's input nodes, in their order.
+  virtual torch::Tensor forward(const std::vector<torch::Tensor>& inputs, StepContext& ctx) = 0;
+};
+
+class GraphModel {
+ public:
+  struct Node {
+    std::string name;
+    std::vector<int> inputs;                  // earlier nodes
+    std::shared_ptr<GraphNodeModule> module;  // null for node 0, the input
+  };
+
+  // Throws Error when node 0 is not the input (no inputs, no module), when a
+  // later node has no module or reads a node that is not earlier.
+  GraphModel(std::string name, std::vector<Node> nodes);
+
+  const std::string& name() const { return name_; }
+  int size() const { return static_cast<int>(nodes_.size()); }
+  const Node& node(int i) const { return nodes_.at(i); }
+  // The forward graph's shape (names and inputs; no sizes or times).
+  Graph structure() const;
+
+  std::vector<torch::Tensor> parameters() const;
+  Bytes param_bytes() const;
+  std::int64_t parameter_count() const;
+  void to(const torch::Device& device);
+
+ private:
+  std::string name_;
+  std::vector<Node> nodes_;
+};
+
+}  // namespace memtrain::runtime
