@@ -9,6 +9,9 @@ namespace memtrain::cli {
 
 int run_memtrain(const std::vector<std::string>& args);  // args exclude the program name
 int run_train(const std::vector<std::string>& args);
+class Flags;
+// `train --model unet`: the graph path of run_train, on its already parsed flags.
+int run_graph_train(Flags& flags);
 int run_plan(const std::vector<std::string>& args);
 int run_profile(const std::vector<std::string>& args);
 int run_advise(const std::vector<std::string>& args);

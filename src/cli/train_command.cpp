@@ -55,7 +55,18 @@ const char* kTrainHelp =
     "  --no-enforce                 plan for the budget but do not enforce it (report violations instead)\n"
     "  --threads N                  CPU threads (default: all cores)\n"
     "  --device cpu|cuda[:N]        where to train (default cpu)\n"
-    "  --quiet                      no progress bar\n";
+    "  --quiet                      no progress bar\n"
+    "\n"
+    "GRAPHS\n"
+    "  --model unet                 a U-Net labelling every pixel of Fashion-MNIST images with the\n"
+    "                               garment's class (or background): a graph with long skips, not a\n"
+    "                               chain; planned per input size by Checkmate's program solved with\n"
+    "                               CBC (--planner checkmate, the default and only choice) and trained\n"
+    "                               with that schedule; budgets N% are of keeping everything (default\n"
+    "                               90%), not enforced (violations are reported). Its flags: --budget,\n"
+    "                               --steps, --batch, --seed, --lr, --threads, --device, --json, --quiet,\n"
+    "                               --data-dir, --layers L (levels, default 2), --width N (default 16),\n"
+    "                               --image-size PX (default 32), --time-limit S (CBC, default 60)\n";
 
 }  // namespace
 
@@ -65,6 +76,7 @@ int run_train(const std::vector<std::string>& args) {
     std::fputs(expand_help(kTrainHelp).c_str(), stdout);
     return 0;
   }
+  if (flags.text("model", "transformer") == "unet") return run_graph_train(flags);
   const WorkloadFlags workload_flags = read_workload_flags(flags);
   const std::string& model = workload_flags.model;
   runtime::TrainerOptions options;

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -281,6 +282,32 @@ TEST(Commands, TrainWritesItsReportAndTheMeasuredChain) {
   EXPECT_EQ(c.stages[0].name, "embed");
   EXPECT_EQ(c.stages[0].input_bytes, 16 * 180 * (8 + 8 + 1)) << "the batch of the 16 longest sentences";
   EXPECT_EQ(c.stages[0].param_bytes, (2000 + 180) * 32 * 4);
+}
+
+TEST(Commands, TrainsAUNetWithTheGraphPlanner) {
+  testing::TempDir dir;
+  const std::string report = dir.path() + "/unet.json";
+  const Outcome o = run({"train", "--model", "unet", "--width", "4", "--image-size", "16", "--batch", "8", "--steps", "3",
+                         "--threads", "2", "--budget", "90%", "--time-limit", "20", "--json", report, "--quiet"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.err.find("planner checkmate (CBC)"), std::string::npos) << o.err;
+  const json j = read_json(report);
+  ASSERT_EQ(j["steps"].size(), 3u);
+  const json& sum = j["summary"];
+  EXPECT_LT(sum["budget_bytes"].get<Bytes>(), sum["keep_everything_peak_bytes"].get<Bytes>());
+  EXPECT_LE(sum["planned_peak_bytes"].get<Bytes>(), sum["budget_bytes"].get<Bytes>());
+  for (const auto& s : j["steps"]) {
+    EXPECT_EQ(s["planned_peak_bytes"], sum["planned_peak_bytes"]) << "one size, one plan";
+    EXPECT_TRUE(std::isfinite(s["loss"].get<double>()));
+  }
+  EXPECT_TRUE(j["steps"][0]["new_plan"].get<bool>());
+  EXPECT_FALSE(j["steps"][1]["new_plan"].get<bool>());
+  expect_refused({"train", "--model", "unet", "--planner", "optimal"},
+                 "--model unet is a graph, not a chain; it is planned by the graph planner: expected --planner checkmate");
+  expect_refused({"train", "--model", "unet", "--layers", "3", "--image-size", "20"},
+                 "--image-size 20 must be divisible by 2^3");
+  expect_refused({"train", "--model", "unet", "--width", "4", "--image-size", "16", "--batch", "8", "--budget", "10%"},
+                 "give a larger --budget");
 }
 
 TEST(Commands, TrainsAGptWithItsWeightsInHostMemory) {
