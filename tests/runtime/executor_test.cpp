@@ -84,11 +84,7 @@ TEST(Executor, CheckpointedStepsComputeExactlyWhatAPlainStepDoes) {
   for (const Schedule& s : schedules_for(n)) {
     Rig rig;  // same seed: same weights, same generator
     const ExecutionResult r = rig.run(s, rig.batch(1));
-    EXPECT_EQ(r.loss, reference.loss) << s.to_string();
-    const auto p = plain.model->parameters(), q = rig.model->parameters();
-    for (size_t k = 0; k < p.size(); ++k) {
-      EXPECT_TRUE(torch::equal(p[k].grad(), q[k].grad())) << s.to_string() << " parameter " << k;
-    }
+    testing::expect_same_step(plain, reference, rig, r, s.to_string());
     // The generator ends where the plain step left it: recomputation replays, it does not draw.
     EXPECT_TRUE(torch::equal(torch::empty({8}).bernoulli_(0.5, rig.generator),
                              torch::empty({8}).bernoulli_(0.5, plain.generator.clone())))

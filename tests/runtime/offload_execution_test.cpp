@@ -22,11 +22,7 @@ TEST(OffloadExecution, OffloadedStepsComputeExactlyWhatAPlainStepDoes) {
     const Schedule s = offloading_every_checkpoint(n, late);
     Rig rig;
     const ExecutionResult r = rig.run(s, rig.batch(2));
-    EXPECT_EQ(r.loss, reference.loss) << s.to_string();
-    const auto p = plain.model->parameters(), q = rig.model->parameters();
-    for (size_t k = 0; k < p.size(); ++k) {
-      EXPECT_TRUE(torch::equal(p[k].grad(), q[k].grad())) << s.to_string() << " parameter " << k;
-    }
+    testing::expect_same_step(plain, reference, rig, r, s.to_string());
     EXPECT_EQ(rig.memory.host().live(), 0) << "every host copy is freed once it is back";
     EXPECT_GT(rig.memory.host().peak(), 0);
     // Each x_j went out and came back.

@@ -44,11 +44,7 @@ TEST(SavedOffloadExecution, ComputesExactlyWhatAPlainStepDoesAndFreesWhatTheMode
     const Schedule s = offloading_what_forwards_save(n, late);
     Rig rig;
     const ExecutionResult r = rig.run(s, rig.batch(2));
-    EXPECT_EQ(r.loss, reference.loss) << s.to_string();
-    const auto p = plain.model->parameters(), q = rig.model->parameters();
-    for (size_t k = 0; k < p.size(); ++k) {
-      EXPECT_TRUE(torch::equal(p[k].grad(), q[k].grad())) << s.to_string() << " parameter " << k;
-    }
+    testing::expect_same_step(plain, reference, rig, r, s.to_string());
     Bytes moved = 0;
     for (const OpRecord& rec : r.ops) {
       if (rec.op.kind == OpKind::OffloadSaved) {

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
 
 #include <torch/torch.h>
 
@@ -48,5 +51,17 @@ struct Rig {
     return executor.run(schedule, b, ctx);
   }
 };
+
+// `rig`'s step `r` computed exactly what `plain`'s step `reference` did: the
+// same loss and weight gradients, bit for bit.
+inline void expect_same_step(const Rig& plain, const runtime::ExecutionResult& reference, const Rig& rig,
+                             const runtime::ExecutionResult& r, const std::string& label) {
+  EXPECT_EQ(r.loss, reference.loss) << label;
+  const auto p = plain.model->parameters(), q = rig.model->parameters();
+  ASSERT_EQ(p.size(), q.size());
+  for (size_t k = 0; k < p.size(); ++k) {
+    EXPECT_TRUE(torch::equal(p[k].grad(), q[k].grad())) << label << " parameter " << k;
+  }
+}
 
 }  // namespace memtrain::testing
