@@ -119,7 +119,8 @@ GraphExecution GraphExecutor::run(const plan::GraphSchedule& schedule, const Bat
       for (const torch::Tensor& x : out[k]) {
         if (x.defined() && !(k == 0)) rec.output_bytes += static_cast<Bytes>(x.nbytes());
       }
-      result.recomputed += computed[k];
+      // The input and its backward cost nothing: the planner recomputes them freely.
+      if (k != 0 && k != total - 1) result.recomputed += computed[k];
       computed[k] = 1;
       result.peak = std::max(result.peak, rec.peak);
       result.ops.push_back(rec);

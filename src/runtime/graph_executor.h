@@ -38,7 +38,7 @@ struct GraphExecution {
   double loss = 0;
   Bytes peak = 0;
   Seconds seconds = 0;
-  int recomputed = 0;  // node computations beyond one per node
+  int recomputed = 0;  // node computations beyond one per node (the free input node not counted)
   std::vector<GraphOpRecord> ops;
 };
 
