@@ -90,6 +90,7 @@ int run_graph(Flags& flags) {
                               {"time", p.feasible ? nlohmann::json(p.cost.time) : nlohmann::json()},
                               {"compute", compute},
                               {"keep", keep},
+                              {"variant", p.feasible ? nlohmann::json(p.schedule.variant) : nlohmann::json::array()},
                               {"note", p.note}};
     write_json_file(j, json_path);
   }

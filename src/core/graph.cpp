@@ -13,6 +13,13 @@ void Graph::validate(const std::string& origin) const {
     const std::string where = origin + ": node " + std::to_string(i) + " ('" + n.name + "')";
     if (!(n.time >= 0) || !std::isfinite(n.time)) throw Error(where + ": time must be a finite value >= 0");
     if (n.output_bytes < 0 || n.temp_bytes < 0) throw Error(where + ": sizes must be >= 0");
+    for (size_t v = 0; v < n.variants.size(); ++v) {
+      const GraphNodeVariant& x = n.variants[v];
+      if (!(x.time >= 0) || !std::isfinite(x.time) || x.temp_bytes < 0) {
+        throw Error(where + ": variant " + std::to_string(v + 1) + " ('" + x.name +
+                    "'): time must be a finite value >= 0 and temp_bytes >= 0");
+      }
+    }
     for (int j : n.inputs) {
       if (j < 0 || j >= static_cast<int>(i)) {
         throw Error(where + ": input " + std::to_string(j) + " is not an earlier node; expected 0.." +

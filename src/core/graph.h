@@ -11,12 +11,26 @@
 
 namespace memtrain {
 
+// Another implementation of a node (MONeT's operator variants: a convolution
+// algorithm with a smaller workspace, say): the same output, another time
+// and temporary.
+struct GraphNodeVariant {
+  std::string name;
+  Seconds time = 0;
+  Bytes temp_bytes = 0;
+};
+
 struct GraphNode {
   std::string name;
   Seconds time = 0;        // one computation of the node, s
   Bytes output_bytes = 0;  // what it produces and may keep
   Bytes temp_bytes = 0;    // peak above its output while it runs
   std::vector<int> inputs; // nodes whose outputs it reads; each earlier in the order
+  std::vector<GraphNodeVariant> variants;  // variants 1..; variant 0 is the node as above
+
+  int variant_count() const { return 1 + static_cast<int>(variants.size()); }
+  Seconds time_of(int variant) const { return variant == 0 ? time : variants.at(variant - 1).time; }
+  Bytes temp_of(int variant) const { return variant == 0 ? temp_bytes : variants.at(variant - 1).temp_bytes; }
 };
 
 struct Graph {
@@ -34,7 +48,8 @@ struct Graph {
 // order, reading i's inputs, i's output and the gradients from the backward
 // nodes of i's consumers; it produces the gradients of i's inputs (their
 // bytes; none for the graph's inputs, the nodes that read nothing) and
-// costs `backward_factor` times i's time.
+// costs `backward_factor` times i's time. Variants stay with the forward
+// nodes (a file that gives backward nodes variants includes them itself).
 Graph with_backward(const Graph& forward, double backward_factor = 2.0);
 
 }  // namespace memtrain

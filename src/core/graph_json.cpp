@@ -31,6 +31,20 @@ Graph training_graph_from_json(const json& j, const std::string& origin) {
         node.inputs.push_back(k.get<int>());
       }
     }
+    auto variants = n.find("variants");
+    if (variants != n.end()) {
+      if (!variants->is_array()) throw Error(where + ": field 'variants' must be an array of {name, time, temp_bytes}");
+      for (size_t v = 0; v < variants->size(); ++v) {
+        const json& x = (*variants)[v];
+        const std::string at = where + ", variant " + std::to_string(v + 1);
+        expect_object(x, at);
+        GraphNodeVariant variant;
+        variant.name = name_field(x, "variant" + std::to_string(v + 1), at);
+        variant.time = number_field(x, "time", true, 0, at);
+        variant.temp_bytes = bytes_field(x, "temp_bytes", true, 0, at);
+        node.variants.push_back(variant);
+      }
+    }
     g.nodes.push_back(node);
   }
   g.persistent_bytes = bytes_field(j, "persistent_bytes", false, 0, origin);

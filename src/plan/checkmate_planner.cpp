@@ -27,7 +27,9 @@ std::string GraphSchedule::to_string() const {
     }
     if (!kept.empty()) out += " keep " + kept + ";";
     for (int i = 0; i <= t; ++i) {
-      if (compute[t][i]) out += " " + std::to_string(i);
+      if (!compute[t][i]) continue;
+      out += " " + std::to_string(i);
+      if (variant_of(i) != 0) out += ".v" + std::to_string(variant_of(i));
     }
   }
   return out;
@@ -48,6 +50,18 @@ GraphCost price_graph_schedule(const Graph& graph, const GraphSchedule& s) {
     const auto& in = graph.nodes[k].inputs;
     return std::find(in.begin(), in.end(), i) != in.end();
   };
+  if (!s.variant.empty() && static_cast<int>(s.variant.size()) != n) {
+    c.why = "schedule names variants for " + std::to_string(s.variant.size()) + " nodes; the graph has " +
+            std::to_string(n);
+    return c;
+  }
+  for (int i = 0; i < n; ++i) {
+    const int v = s.variant_of(i);
+    if (v < 0 || v >= graph.nodes[i].variant_count()) {
+      return fail(0, i, "variant " + std::to_string(v) + " does not exist; the node has variants 0.." +
+                            std::to_string(graph.nodes[i].variant_count() - 1));
+    }
+  }
   for (int t = 0; t < n; ++t) {
     if (!s.compute[t][t]) return fail(t, t, "stage t must compute node t");
     for (int i = 0; i < t; ++i) {
@@ -64,7 +78,7 @@ GraphCost price_graph_schedule(const Graph& graph, const GraphSchedule& s) {
           return fail(t, k, "input " + std::to_string(j) + " is neither kept nor computed in this stage");
         }
       }
-      Bytes mem = graph.persistent_bytes + graph.nodes[k].temp_bytes;
+      Bytes mem = graph.persistent_bytes + graph.nodes[k].temp_of(s.variant_of(k));
       for (int i = 0; i <= t; ++i) {
         const bool present = kept(i) || (s.compute[t][i] && i <= k);
         bool needed = i == k || reads(k, i) || kept_next(i);
@@ -72,7 +86,7 @@ GraphCost price_graph_schedule(const Graph& graph, const GraphSchedule& s) {
         if (present && needed) mem += graph.nodes[i].output_bytes;
       }
       c.peak_bytes = std::max(c.peak_bytes, mem);
-      c.time += graph.nodes[k].time;
+      c.time += graph.nodes[k].time_of(s.variant_of(k));
     }
   }
   c.valid = true;
@@ -122,13 +136,19 @@ GraphPlan plan_graph_exhaustively(const Graph& graph, Bytes budget) {
       if (mask >> b & 1) compute[free_bits[b].first][free_bits[b].second] = 1;
     }
     GraphSchedule s = with_least_keeping(graph, std::move(compute));
-    const GraphCost c = price_graph_schedule(graph, s);
-    if (!c.valid || c.peak_bytes > budget) continue;
-    if (!best.feasible || c.time < best.cost.time) {
-      best.feasible = true;
-      best.proven_optimal = true;
-      best.schedule = std::move(s);
-      best.cost = c;
+    // Every choice of variants, as an odometer over the nodes' counts.
+    s.variant.assign(n, 0);
+    for (;;) {
+      const GraphCost c = price_graph_schedule(graph, s);
+      if (c.valid && c.peak_bytes <= budget && (!best.feasible || c.time < best.cost.time)) {
+        best.feasible = true;
+        best.proven_optimal = true;
+        best.schedule = s;
+        best.cost = c;
+      }
+      int i = 0;
+      while (i < n && ++s.variant[i] == graph.nodes[i].variant_count()) s.variant[i++] = 0;
+      if (i == n) break;
     }
   }
   best.note = best.feasible ? "exhaustive search" : "no schedule fits the budget";
@@ -155,11 +175,13 @@ GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit) {
   // Column indices of R[t][i] (i <= t) and S[t][i] (i < t).
   std::vector<std::vector<int>> r(n, std::vector<int>(n, -1)), s(n, std::vector<int>(n, -1));
   int columns = 0;
+  // A node with one variant carries its time on R; one with several, on Z.
+  auto single = [&](int i) { return graph.nodes[i].variant_count() == 1; };
   for (int t = 0; t < n; ++t) {
     for (int i = 0; i <= t; ++i) {
       const double fixed = i == t ? 1.0 : 0.0;
       Cbc_addCol(model, ("R" + std::to_string(t) + "_" + std::to_string(i)).c_str(), fixed, 1.0,
-                 graph.nodes[i].time, 1, 0, nullptr, nullptr);
+                 single(i) ? graph.nodes[i].time : 0.0, 1, 0, nullptr, nullptr);
       r[t][i] = columns++;
     }
     for (int i = 0; i < t; ++i) {
@@ -171,6 +193,29 @@ GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit) {
   auto row = [&](const std::vector<int>& cols, const std::vector<double>& coefs, char sense, double rhs) {
     Cbc_addRow(model, "", static_cast<int>(cols.size()), cols.data(), coefs.data(), sense, rhs);
   };
+  // Y[i][v]: node i runs as variant v (exactly one); Z[t][i][v] >= R[t][i] + Y[i][v] - 1,
+  // pushed down to R and Y both by the objective and by memory, so it is their product.
+  std::vector<std::vector<int>> y(n);
+  std::vector<std::vector<std::vector<int>>> z(n, std::vector<std::vector<int>>(n));
+  for (int i = 0; i < n; ++i) {
+    if (single(i)) continue;
+    const GraphNode& node = graph.nodes[i];
+    std::vector<double> ones;
+    for (int v = 0; v < node.variant_count(); ++v) {
+      Cbc_addCol(model, ("Y" + std::to_string(i) + "_" + std::to_string(v)).c_str(), 0.0, 1.0, 0.0, 1, 0, nullptr,
+                 nullptr);
+      y[i].push_back(columns++);
+      ones.push_back(1);
+    }
+    row(y[i], ones, 'E', 1);
+    for (int t = i; t < n; ++t) {
+      for (int v = 0; v < node.variant_count(); ++v) {
+        Cbc_addCol(model, "", 0.0, 1.0, node.time_of(v), 0, 0, nullptr, nullptr);
+        z[t][i].push_back(columns++);
+        row({z[t][i][v], r[t][i], y[i][v]}, {1, -1, -1}, 'G', -1);
+      }
+    }
+  }
   for (int t = 0; t < n; ++t) {
     for (int i = 0; i <= t; ++i) {
       for (int j : graph.nodes[i].inputs) {  // R[t][i] <= R[t][j] + S[t][j]
@@ -236,8 +281,17 @@ GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit) {
     // Memory while computing k, as a fraction of the room the budget leaves;
     // a hair under 1 so CBC's tolerances cannot overrun it.
     for (int k = 0; k <= t; ++k) {
-      std::vector<int> cols = {r[t][k]};
-      std::vector<double> coefs = {static_cast<double>(graph.nodes[k].temp_bytes) / room};
+      std::vector<int> cols;
+      std::vector<double> coefs;
+      if (single(k)) {
+        cols.push_back(r[t][k]);
+        coefs.push_back(static_cast<double>(graph.nodes[k].temp_bytes) / room);
+      } else {
+        for (int v = 0; v < graph.nodes[k].variant_count(); ++v) {
+          cols.push_back(z[t][k][v]);
+          coefs.push_back(static_cast<double>(graph.nodes[k].temp_of(v)) / room);
+        }
+      }
       for (int i = 0; i <= t; ++i) {
         cols.push_back(a[i][k]);
         coefs.push_back(static_cast<double>(graph.nodes[i].output_bytes) / room);
@@ -259,6 +313,12 @@ GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit) {
   }
   // The program may keep more than it needs; keeping the least is as fast and never uses more.
   plan.schedule = with_least_keeping(graph, std::move(compute));
+  plan.schedule.variant.assign(n, 0);
+  for (int i = 0; i < n; ++i) {
+    for (int v = 0; v < static_cast<int>(y[i].size()); ++v) {
+      if (solution[y[i][v]] > 0.5) plan.schedule.variant[i] = v;
+    }
+  }
   plan.cost = price_graph_schedule(graph, plan.schedule);
   plan.feasible = plan.cost.valid && plan.cost.peak_bytes <= budget;
   plan.proven_optimal = plan.feasible && Cbc_isProvenOptimal(model);

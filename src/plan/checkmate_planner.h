@@ -1,6 +1,7 @@
 // Checkpointing for graphs that are not chains (Checkmate, Jain et al.; the
 // formulation MONeT extends), as a mixed-integer program solved with COIN-OR
-// CBC. Stage t computes node t of the training graph and may recompute
+// CBC, choosing each node's variant (GraphNode::variants: its time and
+// temporary) together with the schedule, as MONeT does. Stage t computes node t of the training graph and may recompute
 // earlier nodes first; R[t][i] = 1 when stage t computes node i, S[t][i] = 1
 // when node i's output is kept entering stage t.
 //
@@ -12,7 +13,9 @@
 //   R[t][t] = 1;  R[t][i] <= R[t][j] + S[t][j] for every input j of i;
 //   S[t+1][i] <= S[t][i] + R[t][i];  memory(t, k) <= budget,
 // where memory uses A[t][i][k] ("i alive while k runs"), bounded below by
-// each reason i must be alive, linearly.
+// each reason i must be alive, linearly. A node with variants gets Y[i][v]
+// (one of them, sum 1) and Z[t][i][v] >= R[t][i] + Y[i][v] - 1, which carry
+// its time in the objective and its temporary in memory(t, i).
 #pragma once
 
 #include <string>
@@ -25,8 +28,11 @@ namespace memtrain::plan {
 struct GraphSchedule {
   std::vector<std::vector<char>> compute;  // [t][i]: stage t computes node i (i <= t)
   std::vector<std::vector<char>> keep;     // [t][i]: node i's output is kept entering stage t (i < t)
+  std::vector<int> variant;                // [i]: which variant of node i runs, every time; empty: all 0
 
-  // "t0: 0 | t1: keep 0; 1 | ...": what each stage keeps and computes.
+  int variant_of(int i) const { return variant.empty() ? 0 : variant.at(i); }
+  // "t0: 0 | t1: keep 0; 1.v2 | ...": what each stage keeps and computes, and
+  // which variant where it is not the node itself.
   std::string to_string() const;
 };
 
@@ -59,7 +65,7 @@ struct GraphPlan {
 // hits, the best schedule found so far (feasible, not proven optimal).
 GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit = 60);
 
-// Every choice of `compute` for graphs of up to 7 nodes, for validation.
+// Every choice of `compute` and of variants for graphs of up to 7 nodes, for validation.
 GraphPlan plan_graph_exhaustively(const Graph& graph, Bytes budget);
 
 }  // namespace memtrain::plan

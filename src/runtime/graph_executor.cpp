@@ -20,6 +20,13 @@ GraphExecution GraphExecutor::run(const plan::GraphSchedule& schedule, const Bat
     throw Error("graph executor: the schedule has " + std::to_string(schedule.compute.size()) +
                 " stages; the training graph of '" + model_.name() + "' has " + std::to_string(total) + " nodes");
   }
+  for (int k = 0; k < total; ++k) {
+    if (schedule.variant_of(k) != 0) {
+      throw Error("graph executor: the schedule runs node " + std::to_string(k) + " ('" + training_.nodes[k].name +
+                  "') as variant " + std::to_string(schedule.variant_of(k)) + "; the nodes of '" + model_.name() +
+                  "' have no variants");
+    }
+  }
   std::vector<std::vector<int>> consumers(n);
   for (int i = 0; i < n; ++i) {
     for (int j : model_.node(i).inputs) consumers[j].push_back(i);

@@ -249,6 +249,7 @@ TEST(Commands, PlanGraphSolvesTheExampleUNetWithCbc) {
   EXPECT_TRUE(j["proven_optimal"].get<bool>());
   EXPECT_LE(j["peak_bytes"].get<long long>(), j["budget_bytes"].get<long long>());
   EXPECT_EQ(j["compute"].size(), 18u);  // 9 forward nodes and their backward
+  EXPECT_EQ(j["variant"], json(std::vector<int>(18, 0))) << "the example's nodes have no variants";
   EXPECT_GT(j["time"].get<double>(), 54.0) << "54 s is the time with nothing recomputed; 85% needs some";
   EXPECT_EQ(run({"plan", "--graph", example, "--chain", example, "--budget", "1"}).status, 2);
 }

@@ -142,6 +142,14 @@ TEST(GraphJson, ReadsAForwardGraphAndDerivesItsBackward) {
   json included = j;
   included["backward"] = "included";
   EXPECT_EQ(training_graph_from_json(included, "g.json").size(), 3);
+  json with_variant = included;
+  with_variant["nodes"][1]["variants"] = json::parse(R"([{"name": "lean", "time": 1.5, "temp_bytes": 1}])");
+  const Graph v = training_graph_from_json(with_variant, "g.json");
+  ASSERT_EQ(v.nodes[1].variant_count(), 2);
+  EXPECT_EQ(v.nodes[1].variants[0].name, "lean");
+  EXPECT_DOUBLE_EQ(v.nodes[1].time_of(1), 1.5);
+  EXPECT_EQ(v.nodes[1].temp_of(1), 1);
+  EXPECT_EQ(v.nodes[1].temp_of(0), 2);
 }
 
 TEST(GraphJson, ErrorsNameTheNodeAndField) {
@@ -159,6 +167,9 @@ TEST(GraphJson, ErrorsNameTheNodeAndField) {
             "g.json: node 0 ('node0'): input 0 is not an earlier node; expected 0..-1");
   EXPECT_EQ(error_of_graph(json::parse(R"({"nodes": [{"time": 1, "output_bytes": 4}], "backward": "maybe"})")),
             "g.json: field 'backward' is 'maybe'; expected 'derive' (default) or 'included'");
+  EXPECT_EQ(error_of_graph(json::parse(
+                R"({"nodes": [{"time": 1, "output_bytes": 4, "variants": [{"name": "v", "time": -1, "temp_bytes": 0}]}]})")),
+            "g.json: node 0, variant 1: field 'time' is -1; expected a number >= 0");
 }
 
 }  // namespace

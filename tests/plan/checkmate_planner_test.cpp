@@ -103,6 +103,69 @@ TEST(CheckmatePlanner, FindsTheSameOptimumAsExhaustiveSearch) {
   EXPECT_GT(recomputing, 3);  // budgets tight enough that recomputation pays
 }
 
+// Variants (MONeT's choice of implementation) on two nodes of each graph: the
+// node with the largest temporary gets a workspace large enough to bind the
+// least budget and a variant with a tenth of it at half again the time;
+// another node a variant that is faster and needs more.
+Graph with_variants(Graph g, std::uint32_t seed) {
+  std::mt19937 rng(seed * 31u + 7u);
+  int largest = 1;
+  for (int i = 1; i < g.size(); ++i) {
+    if (g.nodes[i].temp_bytes > g.nodes[largest].temp_bytes) largest = i;
+  }
+  GraphNode& lean = g.nodes[largest];
+  lean.temp_bytes += 300;
+  lean.variants.push_back({"lean", lean.time * 1.5, lean.temp_bytes / 10});
+  const int other = (largest + 1 + static_cast<int>(rng() % (g.size() - 2))) % g.size();
+  GraphNode& fast = g.nodes[other];
+  if (fast.variants.empty()) fast.variants.push_back({"fast", fast.time * 0.7, fast.temp_bytes + 40});
+  return g;
+}
+
+TEST(CheckmatePlanner, ChoosesVariantsAsExhaustiveSearchDoes) {
+  int compared = 0, chose = 0, below = 0;
+  for (std::uint32_t seed = 1; seed <= 6; ++seed) {
+    const Graph g = with_variants(with_backward(random_forward(3, seed)), seed);
+    Graph plain = g;  // the same graph without its variants
+    for (GraphNode& node : plain.nodes) node.variants.clear();
+    const Bytes top = price_graph_schedule(g, keep_everything(g)).peak_bytes;
+    for (int k = 40; k <= 100; k += 10) {
+      const Bytes budget = top * k / 100;
+      const GraphPlan exact = plan_graph_exhaustively(g, budget);
+      const GraphPlan mip = plan_graph(g, budget, 30);
+      ASSERT_EQ(mip.feasible, exact.feasible) << "seed " << seed << " budget " << budget << ": " << mip.note;
+      const GraphPlan without = plan_graph(plain, budget, 30);
+      if (!exact.feasible) {
+        EXPECT_FALSE(without.feasible) << "variants only add choices";
+        continue;
+      }
+      EXPECT_TRUE(mip.proven_optimal);
+      EXPECT_DOUBLE_EQ(mip.cost.time, exact.cost.time) << "seed " << seed << " budget " << budget << "\n"
+                                                        << mip.schedule.to_string();
+      EXPECT_LE(mip.cost.peak_bytes, budget);
+      const GraphCost priced = price_graph_schedule(g, mip.schedule);
+      EXPECT_DOUBLE_EQ(priced.time, mip.cost.time);
+      if (without.feasible) EXPECT_LE(mip.cost.time, without.cost.time + 1e-9);
+      below += !without.feasible;
+      for (int v : mip.schedule.variant) chose += v != 0;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 10);
+  EXPECT_GT(chose, 0) << "some variant should pay somewhere";
+  EXPECT_GT(below, 0) << "a leaner variant should fit some budget the plain graph cannot";
+}
+
+TEST(GraphSchedule, RejectsAVariantTheNodeDoesNotHave) {
+  Graph g = with_backward(random_forward(3, 2));
+  GraphSchedule s = keep_everything(g);
+  s.variant.assign(g.size(), 0);
+  s.variant[2] = 1;
+  const GraphCost c = price_graph_schedule(g, s);
+  EXPECT_FALSE(c.valid);
+  EXPECT_NE(c.why.find("variant 1 does not exist; the node has variants 0..0"), std::string::npos) << c.why;
+}
+
 TEST(CheckmatePlanner, PlansAUNetBelowItsKeepEverythingPeak) {
   const Graph g = with_backward(unet(3));
   const GraphCost all = price_graph_schedule(g, keep_everything(g));
