@@ -86,10 +86,6 @@ int run(const std::vector<std::string>& args) {
   std::fprintf(stderr, "\n");
 
   // Step 1 measures and plans; times are over the rest.
-  auto median = [](std::vector<double> t) {
-    std::sort(t.begin(), t.end());
-    return t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
-  };
   const GraphLane& keep = lanes.front();
   std::ostringstream md;
   char line[600];
@@ -104,7 +100,7 @@ int run(const std::vector<std::string>& args) {
                 "(CBC, 60 s limit); step times are medians over each round's steps after its first, of %d steps "
                 "in all.\n\n",
                 keep.trainer->model().size(), 2 * keep.trainer->model().size(), static_cast<long long>(batch),
-                static_cast<long long>(image), format_bytes(keep.trainer->keep_everything_peak()).c_str(), steps);
+                static_cast<long long>(image), format_bytes(keep.trainer->keep_everything().peak_bytes).c_str(), steps);
   md << line;
   md << "| budget | bytes | planned peak | measured peak | planned time over keeping everything | median step / "
         "first lane's | nodes recomputed per step | CBC |\n"
@@ -113,8 +109,7 @@ int run(const std::vector<std::string>& args) {
   for (const GraphLane& lane : lanes) {
     const plan::GraphPlan& p = lane.trainer->plan();
     // Priced on the lane's own measured graph: each lane measured its own times.
-    const plan::GraphCost keep_cost =
-        plan::price_graph_schedule(lane.trainer->graph(), plan::keeping_everything(lane.trainer->graph()));
+    const plan::GraphCost& keep_cost = lane.trainer->keep_everything();
     Bytes peak = 0;
     for (const auto& r : lane.records) peak = std::max(peak, r.peak_bytes);
     for (size_t k = 0; k < lane.records.size(); ++k) same_losses = same_losses && lane.records[k].loss == keep.records[k].loss;

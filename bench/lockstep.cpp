@@ -38,10 +38,14 @@ double LaneResult::median_schedule_time_error() const {
     const runtime::StepRecord& s = records[k];
     errors.push_back(std::abs(s.predicted_schedule_seconds - s.schedule_seconds) / s.schedule_seconds);
   }
-  if (errors.empty()) return 0;
-  std::sort(errors.begin(), errors.end());
-  const size_t k = errors.size() / 2;
-  return errors.size() % 2 ? errors[k] : (errors[k - 1] + errors[k]) / 2;
+  return median(std::move(errors));
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t k = values.size() / 2;
+  return values.size() % 2 ? values[k] : (values[k - 1] + values[k]) / 2;
 }
 
 double LaneResult::mean_bytes(Bytes runtime::StepRecord::*field) const {

@@ -59,6 +59,7 @@ LaneFactory tagger_lanes(std::shared_ptr<const data::TaggingDataset> data);
 std::map<std::string, LaneResult> run_lockstep(const std::vector<std::string>& planners, const std::string& budget,
                                                int steps, const LaneFactory& make, const std::string& label);
 
+double median(std::vector<double> values);  // 0 for none
 std::string machine();  // CPU model, cores, LibTorch version
 std::string today();    // YYYY-MM-DD, UTC
 // A benchmark's main: runs `run` on the arguments; a UsageError exits 2 and

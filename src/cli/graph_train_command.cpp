@@ -74,12 +74,12 @@ int run_graph_train(Flags& flags) {
     last = trainer.step();
     if (last.new_plan) {
       const plan::GraphPlan& p = trainer.plan();
-      const plan::GraphCost keep = plan::price_graph_schedule(trainer.graph(), plan::keeping_everything(trainer.graph()));
+      const plan::GraphCost& keep = trainer.keep_everything();
       std::fprintf(stderr,
                    "memtrain: input %s: budget %s (%s of keeping everything, %s); plan peak %s, time %.4f s "
                    "against %.4f s keeping everything (%+.1f%%), %s; measured and planned in %.2f s\n",
                    last.size.c_str(), format_bytes(trainer.budget_bytes()).c_str(), options.budget.describe().c_str(),
-                   format_bytes(trainer.keep_everything_peak()).c_str(), format_bytes(p.cost.peak_bytes).c_str(),
+                   format_bytes(keep.peak_bytes).c_str(), format_bytes(p.cost.peak_bytes).c_str(),
                    p.cost.time, keep.time, 100 * (p.cost.time / keep.time - 1),
                    p.proven_optimal ? "proven optimal" : "the best CBC found in the time limit",
                    last.planning_seconds);
@@ -115,7 +115,7 @@ int run_graph_train(Flags& flags) {
           {"mean_step_seconds", seconds / static_cast<double>(steps)},
           {"max_peak_bytes", max_peak},
           {"budget_bytes", trainer.budget_bytes()},
-          {"keep_everything_peak_bytes", trainer.keep_everything_peak()},
+          {"keep_everything_peak_bytes", trainer.keep_everything().peak_bytes},
           {"planned_peak_bytes", trainer.plan().cost.peak_bytes},
           {"proven_optimal", trainer.plan().proven_optimal},
           {"violations", violations}}}};

@@ -27,14 +27,13 @@ const GraphTrainer::SizePlan& GraphTrainer::plan_for(const Batch& batch, StepCon
   if (it != plans_.end()) return it->second;
   SizePlan p;
   p.graph = measure_training_graph(*model_, memory_, batch, ctx);
-  const plan::GraphCost keep = plan::price_graph_schedule(p.graph, plan::keeping_everything(p.graph));
-  p.keep_peak = keep.peak_bytes;
-  p.budget = options_.budget.resolve(p.keep_peak);
+  p.keep = plan::price_graph_schedule(p.graph, plan::keeping_everything(p.graph));
+  p.budget = options_.budget.resolve(p.keep.peak_bytes);
   p.plan = plan::plan_graph(p.graph, p.budget, options_.time_limit);
   if (!p.plan.feasible) {
     throw UsageError("train: no graph schedule of " + model_->name() + " for input " + size + " fits the budget " +
                      format_bytes(p.budget) + " (" + p.plan.note + "); keeping everything needs " +
-                     format_bytes(p.keep_peak) + ", of which " + format_bytes(p.graph.persistent_bytes) +
+                     format_bytes(p.keep.peak_bytes) + ", of which " + format_bytes(p.graph.persistent_bytes) +
                      " is resident: give a larger --budget");
   }
   return plans_.emplace(size, std::move(p)).first->second;

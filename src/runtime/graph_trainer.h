@@ -55,13 +55,15 @@ class GraphTrainer {
   const Graph& graph() const { return current_->graph; }
   const plan::GraphPlan& plan() const { return current_->plan; }
   Bytes budget_bytes() const { return current_->budget; }
-  Bytes keep_everything_peak() const { return current_->keep_peak; }
+  // Keeping everything, priced on the same graph: the peak N% budgets are of, and the time to compare.
+  const plan::GraphCost& keep_everything() const { return current_->keep; }
 
  private:
   struct SizePlan {
     Graph graph;
     plan::GraphPlan plan;
-    Bytes budget = 0, keep_peak = 0;
+    plan::GraphCost keep;
+    Bytes budget = 0;
   };
   const SizePlan& plan_for(const Batch& batch, StepContext& ctx);
 
