@@ -53,6 +53,18 @@ TEST(FashionMnistBatches, ResizesToTheBatchScaleAndNormalises) {
   EXPECT_EQ(t.targets[1].item<int64_t>(), 9);
 }
 
+// A tiny ResNet for the shards' ten classes.
+Trainer::ModelFactory tiny_resnet(std::int64_t layers) {
+  return [layers] {
+    ModelSpec spec;
+    spec.layers = layers;
+    spec.width = 4;
+    DataShape shape;
+    shape.classes = 10;
+    return make_model("resnet", spec, shape);
+  };
+}
+
 ShardSourceOptions shard_options(const std::string& dir) {
   ShardSourceOptions o;
   o.dir = dir;
@@ -102,12 +114,7 @@ TEST(ShardImageBatches, CheckpointedTrainingFromShardsEqualsPlainTraining) {
     o.budget = parse_budget("100%", "--budget");
     o.collect_steps = 0;
     o.seed = 7;
-    ModelSpec spec;
-    spec.layers = 1;
-    spec.width = 4;
-    DataShape shape;
-    shape.classes = 10;
-    Trainer trainer(o, memory, [&] { return make_model("resnet", spec, shape); }, source);
+    Trainer trainer(o, memory, tiny_resnet(1), source);
     std::vector<double> losses;
     for (int s = 0; s < 8; ++s) losses.push_back(trainer.step().loss);  // into the second epoch
     return losses;
@@ -133,17 +140,8 @@ TEST(ShardImageBatches, ARetriedStepUpdatesTheBatchNormStatisticsOnce) {
     o.collect_steps = 1;
     o.seed = 7;
     o.prediction_scale = prediction_scale;  // < 1: plans that run out of budget
-    ModelSpec spec;
-    spec.layers = 2;
-    spec.width = 4;
-    DataShape shape;
-    shape.classes = 10;
-    Trainer trainer(o, memory, [&] { return make_model("resnet", spec, shape); }, source);
-    testing::TrainingRun r;
-    for (int s = 0; s < 6; ++s) r.losses.push_back(trainer.step().loss);
-    r.weights = testing::model_state(trainer.model());  // parameters, then the batch-norm statistics
-    r.summary = trainer.summary();
-    return r;
+    Trainer trainer(o, memory, tiny_resnet(2), source);
+    return testing::run_trainer(trainer, 6);  // model state: parameters, then the batch-norm statistics
   };
   const testing::TrainingRun plain = run("none", 1.0), retried = run("mimose", 0.1);
   ASSERT_GT(retried.summary.retries, 0);
@@ -157,12 +155,7 @@ TEST(ShardImageBatches, AResNetWithItsWeightsInHostMemoryTrainsExactlyAsOnTheDev
   testing::pack_synthetic_images(36, 16 * 1024, dir.path());
   constexpr int kMicroBatches = 2, kSteps = 5;
   constexpr std::uint64_t kSeed = 7;
-  ModelSpec spec;
-  spec.layers = 1;
-  spec.width = 4;
-  DataShape shape;
-  shape.classes = 10;
-  auto resnet = [&] { return make_model("resnet", spec, shape); };
+  const Trainer::ModelFactory resnet = tiny_resnet(1);
   ShardImageBatches reference_source(shard_options(dir.path()));
   const testing::TrainingRun reference =
       testing::train_unconstrained(resnet, reference_source, kSeed, kMicroBatches, kSteps);
@@ -178,11 +171,9 @@ TEST(ShardImageBatches, AResNetWithItsWeightsInHostMemoryTrainsExactlyAsOnTheDev
     o.micro_batches = kMicroBatches;
     o.device_to_host_bandwidth = o.host_to_device_bandwidth = 4e9;
     Trainer trainer(o, memory, resnet, source);
-    testing::TrainingRun r;
-    for (int s = 0; s < kSteps; ++s) r.losses.push_back(trainer.step().loss);
-    r.weights = testing::model_state(trainer.model());  // batch-norm statistics included
+    const testing::TrainingRun r = testing::run_trainer(trainer, kSteps);  // batch-norm statistics included
     testing::expect_same_training(reference, r, planner);
-    EXPECT_EQ(trainer.summary().violations, 0) << planner;
+    EXPECT_EQ(r.summary.violations, 0) << planner;
   }
 }
 

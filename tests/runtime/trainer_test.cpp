@@ -27,12 +27,7 @@ TrainingRun train(TrainerOptions options, int steps, double dropout = 0.1) {
   CpuDeviceMemory memory;
   BrownBatches source(data, 16, options.seed);
   Trainer trainer(options, memory, [&] { return tiny_tagger(tiny_shape(*data), dropout); }, source);
-  TrainingRun run;
-  for (int s = 0; s < steps; ++s) run.losses.push_back(trainer.step().loss);
-  run.weights = testing::model_state(trainer.model());
-  run.summary = trainer.summary();
-  run.records = trainer.records();
-  return run;
+  return testing::run_trainer(trainer, steps);
 }
 
 TrainerOptions options(const std::string& planner, const std::string& budget = "50%") {
@@ -141,10 +136,7 @@ TEST(Trainer, JointChoosesVariantsAndFitsBelowOptimalsMinimum) {
   TrainerOptions o = options("joint");
   o.budget = {false, 0, (joint + optimal) / 2};  // below what optimal needs
   Trainer trainer(o, memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
-  TrainingRun run;
-  for (int s = 0; s < 12; ++s) run.losses.push_back(trainer.step().loss);
-  run.weights = testing::model_state(trainer.model());
-  expect_same_training(plain, run, "joint");
+  expect_same_training(plain, testing::run_trainer(trainer, 12), "joint");
   long with_variant = 0;
   for (const StepRecord& r : trainer.records()) with_variant += r.plan != "collect" && r.schedule.find(".v1") != std::string::npos;
   EXPECT_GT(with_variant, 3);

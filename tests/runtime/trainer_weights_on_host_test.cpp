@@ -63,12 +63,7 @@ TrainingRun train(const TrainerOptions& options, int steps) {
   CpuDeviceMemory memory;
   BrownBatches source(dataset(), kBatch, kSeed, BrownTargets::NextWord);
   Trainer trainer(options, memory, gpt, source);
-  TrainingRun run;
-  for (int s = 0; s < steps; ++s) run.losses.push_back(trainer.step().loss);
-  run.weights = testing::model_state(trainer.model());
-  run.records = trainer.records();
-  run.summary = trainer.summary();
-  return run;
+  return testing::run_trainer(trainer, steps);
 }
 
 constexpr int kSteps = 8;

@@ -63,6 +63,16 @@ inline TrainingRun train_unconstrained(const std::function<runtime::StagedModel(
   return run;
 }
 
+// `steps` steps of `trainer`: their losses, then its model state, summary and records.
+inline TrainingRun run_trainer(runtime::Trainer& trainer, int steps) {
+  TrainingRun run;
+  for (int s = 0; s < steps; ++s) run.losses.push_back(trainer.step().loss);
+  run.weights = model_state(trainer.model());
+  run.summary = trainer.summary();
+  run.records = trainer.records();
+  return run;
+}
+
 inline void expect_same_training(const TrainingRun& a, const TrainingRun& b, const std::string& what) {
   ASSERT_EQ(a.losses.size(), b.losses.size());
   for (size_t s = 0; s < a.losses.size(); ++s) EXPECT_EQ(a.losses[s], b.losses[s]) << what << " step " << s + 1;
