@@ -19,6 +19,7 @@ GraphTrainer::GraphTrainer(GraphTrainerOptions options, DeviceMemory& memory, st
   auto scope = memory_.activate();
   model_->to(memory_.device());
   adam_ = std::make_unique<Adam>(model_->parameters(), options_.adam);
+  executor_ = std::make_unique<GraphExecutor>(*model_, memory_);
 }
 
 const GraphTrainer::SizePlan& GraphTrainer::plan_for(const Batch& batch, StepContext& ctx) {
@@ -52,8 +53,7 @@ GraphStepRecord GraphTrainer::step() {
   current_ = &plan_for(batch, ctx);
   rec.planning_seconds = rec.new_plan ? since(t0) : 0;
   const Clock::time_point t1 = Clock::now();
-  GraphExecutor executor(*model_, memory_);
-  const GraphExecution r = executor.run(current_->plan.schedule, batch, ctx);
+  const GraphExecution r = executor_->run(current_->plan.schedule, batch, ctx);
   adam_->step();
   adam_->zero_grad();
   memory_.synchronize();

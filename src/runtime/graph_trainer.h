@@ -72,6 +72,7 @@ class GraphTrainer {
   std::unique_ptr<GraphModel> model_;
   BatchSource& batches_;
   std::unique_ptr<Adam> adam_;
+  std::unique_ptr<GraphExecutor> executor_;  // its training graph is derived once, not every step
   std::map<std::string, SizePlan> plans_;
   const SizePlan* current_ = nullptr;
   long steps_ = 0;
