@@ -1,6 +1,7 @@
 // The CUDA path of offload (pinned host memory, side streams, events): an
-// offloaded step on the GPU computes exactly what a plain one does. Skipped,
-// not failed, without a CUDA build or a GPU.
+// offloaded step on the GPU computes exactly what a plain one does, whether it
+// offloads checkpoints or everything forwards saved. Skipped, not failed,
+// without a CUDA build or a GPU.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -61,6 +62,27 @@ TEST(CudaOffload, AnOffloadedStepOnTheGpuComputesExactlyWhatAPlainOneDoes) {
   EXPECT_GT(offloaded.result.swap_bytes, 0);
   EXPECT_GT(offloaded.result.transfer_seconds, 0);
   EXPECT_LT(offloaded.result.peak, plain.result.peak);
+#endif
+}
+
+TEST(CudaOffload, OffloadingWhatForwardsSaveOnTheGpuComputesExactlyWhatAPlainStepDoes) {
+#ifndef MEMTRAIN_WITH_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU";
+  const int n = 6;
+  const GpuStep plain = step_on_gpu(plan::schedule_keeping_everything(n));
+  for (bool late : {false, true}) {
+    const GpuStep offloaded = step_on_gpu(testing::offloading_what_forwards_save(n, late));
+    EXPECT_EQ(offloaded.loss, plain.loss) << "late " << late;
+    ASSERT_EQ(offloaded.grads.size(), plain.grads.size());
+    for (size_t k = 0; k < plain.grads.size(); ++k) {
+      EXPECT_TRUE(torch::equal(offloaded.grads[k], plain.grads[k])) << "late " << late << ", parameter " << k;
+    }
+    EXPECT_GT(offloaded.result.to_host_bytes, 0);
+    EXPECT_EQ(offloaded.result.to_device_bytes, offloaded.result.to_host_bytes) << "everything that left came back";
+    EXPECT_LT(offloaded.result.peak, plain.result.peak) << "late " << late;
+  }
 #endif
 }
 

@@ -5,31 +5,14 @@
 
 #include "core/error.h"
 #include "plan/schedule_builders.h"
+#include "support/offload_schedules.h"
 #include "support/rig.h"
 
 namespace memtrain::runtime {
 namespace {
 
+using testing::offloading_what_forwards_save;
 using testing::Rig;
-
-// Keeps every stage; what stages 0..n-3 saved goes to host after their
-// forward, is released two forwards later and comes back one backward early
-// (or, with `late`, right before its own backward).
-Schedule offloading_what_forwards_save(int n, bool late) {
-  Schedule s;
-  for (int i = 0; i < n; ++i) {
-    s.forward_all(i);
-    if (i >= 2 && i - 2 <= n - 3) s.release_saved(i - 2);
-    if (i <= n - 3) s.offload_saved(i);
-  }
-  s.loss();
-  for (int i = n - 1; i >= 0; --i) {
-    if (late && i <= n - 3) s.prefetch_saved(i);
-    if (!late && i >= 1 && i - 1 <= n - 3) s.prefetch_saved(i - 1);
-    s.backward(i);
-  }
-  return s;
-}
 
 TEST(SavedOffloadExecution, ComputesExactlyWhatAPlainStepDoesAndFreesWhatTheModelSays) {
   const int n = 6;

@@ -1,5 +1,4 @@
-// A schedule that offloads every checkpoint, for the executor tests on CPU
-// and on CUDA.
+// Schedules that offload, for the executor tests on CPU and on CUDA.
 #pragma once
 
 #include "core/schedule.h"
@@ -24,6 +23,25 @@ inline Schedule offloading_every_checkpoint(int n, bool late) {
     if (op.kind == OpKind::Loss && !late) {
       for (int j = 1; j <= n - 2; ++j) s.prefetch(j);
     }
+  }
+  return s;
+}
+
+// Keeps every stage; what stages 0..n-3 saved goes to host after their
+// forward, is released two forwards later and comes back one backward early
+// (or, with `late`, right before its own backward).
+inline Schedule offloading_what_forwards_save(int n, bool late) {
+  Schedule s;
+  for (int i = 0; i < n; ++i) {
+    s.forward_all(i);
+    if (i >= 2 && i - 2 <= n - 3) s.release_saved(i - 2);
+    if (i <= n - 3) s.offload_saved(i);
+  }
+  s.loss();
+  for (int i = n - 1; i >= 0; --i) {
+    if (late && i <= n - 3) s.prefetch_saved(i);
+    if (!late && i >= 1 && i - 1 <= n - 3) s.prefetch_saved(i - 1);
+    s.backward(i);
   }
   return s;
 }
