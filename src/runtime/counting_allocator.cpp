@@ -19,6 +19,10 @@ constexpr size_t kHeader = 64;  // keeps LibTorch's 64-byte data alignment
 struct Header {
   PoolCounters* pool;  // nullptr: unpooled
   Bytes bytes;         // the tensor's request, header excluded
+  // A block from a pool's own source (pinned memory) is held by that
+  // allocator's DataPtr, whose context need not be its data; nullptr: the
+  // block came from LibTorch's default CPU allocator.
+  c10::DataPtr* held;
 };
 static_assert(sizeof(Header) <= kHeader, "header must fit its slot");
 
@@ -32,7 +36,8 @@ void free_block(void* data) {
   const Header h = *reinterpret_cast<Header*>(block);
   if (h.pool) h.pool->refund(h.bytes);
   else g_unpooled.fetch_sub(h.bytes);
-  g_base->raw_deallocate(block);
+  if (h.held) delete h.held;
+  else g_base->raw_deallocate(block);
 }
 
 // LibTorch 2.3 made allocate() non-const and added copy_data().
@@ -51,15 +56,23 @@ class CountingAllocator final : public c10::Allocator {
     const Bytes bytes = static_cast<Bytes>(n);
     if (pool) pool->charge(bytes);  // throws OutOfBudget before anything is allocated
     else g_unpooled.fetch_add(bytes);
+    c10::Allocator* source = pool ? pool->source.load() : nullptr;
     char* block = nullptr;
+    c10::DataPtr* held = nullptr;
     try {
-      block = static_cast<char*>(g_base->raw_allocate(n + kHeader));
+      if (source) {
+        held = new c10::DataPtr(source->allocate(n + kHeader));
+        block = static_cast<char*>(held->get());
+      } else {
+        block = static_cast<char*>(g_base->raw_allocate(n + kHeader));
+      }
     } catch (...) {
+      delete held;
       if (pool) pool->refund(bytes);
       else g_unpooled.fetch_sub(bytes);
       throw;
     }
-    *reinterpret_cast<Header*>(block) = Header{pool, bytes};
+    *reinterpret_cast<Header*>(block) = Header{pool, bytes, held};
     void* data = block + kHeader;
     return c10::DataPtr(data, data, &free_block, c10::Device(c10::DeviceType::CPU));
   }

@@ -9,6 +9,7 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/cuda/PinnedMemoryAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -46,6 +47,10 @@ class CudaDeviceMemory : public DeviceMemory {
     const cudaDeviceProp* p = at::cuda::getDeviceProperties(index);
     total_ = static_cast<Bytes>(p->totalGlobalMem);
     name_ = p->name;
+    // Weights, Adam state and offloaded tensors in host memory are pinned:
+    // copies of pageable memory run at a fraction of the link's speed and
+    // hold up the thread that issues them.
+    host().allocate_from(at::cuda::getPinnedMemoryAllocator());
   }
   torch::Device device() const override { return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index_)); }
   std::string describe() const override {

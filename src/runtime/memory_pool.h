@@ -10,6 +10,10 @@
 
 #include "core/units.h"
 
+namespace c10 {
+struct Allocator;
+}
+
 namespace memtrain::runtime {
 
 // Shared between a MemoryPool and its live allocations, so that a tensor
@@ -22,6 +26,10 @@ struct PoolCounters {
   std::atomic<bool> enforced{false};  // throw OutOfBudget when over budget
   std::atomic<long> allocations{0};   // count of allocations ever made
   std::atomic<long> refs{1};          // the pool itself + one per live allocation
+  // Where the pool's blocks come from; nullptr: LibTorch's default CPU
+  // allocator. A CUDA build's host pool takes pinned memory, so copies to and
+  // from it run asynchronously at the link's full speed.
+  std::atomic<c10::Allocator*> source{nullptr};
 
   // Charges `bytes`; throws OutOfBudget (charging nothing) when enforced and
   // over budget.
@@ -49,6 +57,9 @@ class MemoryPool {
   Bytes budget() const { return counters_->budget.load(); }
   void set_enforced(bool on) { counters_->enforced.store(on); }
   bool enforced() const { return counters_->enforced.load(); }
+
+  // Blocks allocated from now on come from `source` (nullptr: the default).
+  void allocate_from(c10::Allocator* source) { counters_->source.store(source); }
 
   PoolCounters* counters() { return counters_; }
 

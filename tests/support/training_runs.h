@@ -1,6 +1,6 @@
 // What the exactness tests compare: a training run's losses and final model
 // state, from the trainer or from the unconstrained reference loop (model
-// and Adam on the device, each step's micro-batches forward and backward in
+// and Adam on the device, CPU or CUDA, each step's micro-batches forward and backward in
 // turn, nothing recomputed or swapped, then Adam).
 #pragma once
 
@@ -29,20 +29,21 @@ struct TrainingRun {
 
 inline std::vector<torch::Tensor> model_state(runtime::StagedModel& model) {
   std::vector<torch::Tensor> out;
-  for (const torch::Tensor& p : model.parameters()) out.push_back(p.detach().clone());
+  for (const torch::Tensor& p : model.parameters()) out.push_back(p.detach().cpu().clone());
   for (int i = 0; i < model.size(); ++i) {
-    for (const torch::Tensor& b : model.stage(i).buffers()) out.push_back(b.clone());
+    for (const torch::Tensor& b : model.stage(i).buffers()) out.push_back(b.cpu().clone());
   }
   return out;
 }
 
-inline TrainingRun train_unconstrained(const std::function<runtime::StagedModel()>& make_model,
+inline TrainingRun train_unconstrained(runtime::DeviceMemory& memory,
+                                       const std::function<runtime::StagedModel()>& make_model,
                                        runtime::BatchSource& source, std::uint64_t seed, int micro_batches,
                                        int steps) {
-  runtime::CpuDeviceMemory memory;
   auto scope = memory.activate();
   torch::manual_seed(seed);
   runtime::StagedModel model = make_model();
+  model.to(memory.device());
   model.train(true);
   runtime::Adam adam(model.parameters(), runtime::AdamOptions{});
   runtime::Executor executor(model, memory);
@@ -50,7 +51,7 @@ inline TrainingRun train_unconstrained(const std::function<runtime::StagedModel(
   const Schedule plain = plan::schedule_keeping_everything(model.size(), micro_batches);
   TrainingRun run;
   for (int s = 0; s < steps; ++s) {
-    const runtime::Batch b = source.next(torch::kCPU);
+    const runtime::Batch b = source.next(memory.device());
     runtime::StepContext ctx;
     ctx.targets = b.targets;
     ctx.key_padding = b.key_padding;
@@ -61,6 +62,13 @@ inline TrainingRun train_unconstrained(const std::function<runtime::StagedModel(
   }
   run.weights = model_state(model);
   return run;
+}
+
+inline TrainingRun train_unconstrained(const std::function<runtime::StagedModel()>& make_model,
+                                       runtime::BatchSource& source, std::uint64_t seed, int micro_batches,
+                                       int steps) {
+  runtime::CpuDeviceMemory memory;
+  return train_unconstrained(memory, make_model, source, seed, micro_batches, steps);
 }
 
 // `steps` steps of `trainer`: their losses, then its model state, summary and records.
