@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine with PyTorch (CUDA), CMake and Ninja: builds memtrain's CUDA
 # path (scripts/build-cuda.sh), runs the GPU tests, and measures what only a
-# GPU can: a GPT chain calibrated there (for build/bench/weight_swap_bench
-# --chain) and training with the weights in host memory, `swap` against
+# GPU can: GPT chains calibrated there (for build/bench/weight_swap_bench
+# --chains) and training with the weights in host memory, `swap` against
 # `swap-naive`. Everything it writes goes to OUTDIR.
 #
 #   scripts/gpu-figures.sh OUTDIR
@@ -49,7 +49,7 @@ build-cuda/tests/runtime/runtime_tests \
   >"$out/tests.log" 2>&1
 say "GPU tests: exit $? ($(grep -c '^\[       OK \]' "$out/tests.log") passed, $(grep -c '^\[  FAILED  \]' "$out/tests.log") failed lines)"
 
-# GPT chains for weight_swap_bench --chain, calibrated on this GPU at one
+# GPT chains for weight_swap_bench --chains, calibrated on this GPU at one
 # micro-batch of 2 sentences, and training measured on each: batch 16 in 8
 # micro-batches of 2, weights, gradients and Adam state in host memory, a
 # device budget a quarter of them. Width 1024 is the narrowest whose quarter
