@@ -1,7 +1,8 @@
 // Adam (Kingma & Ba) with decoupled weight decay, written for a fixed memory
 // footprint: gradients and both moment tensors are allocated up front, so
-// every step's resident bytes are the same, and an update needs one
-// temporary the size of the largest weight tensor.
+// every step's resident bytes are the same. On the host (CPU tensors) an
+// update is one fused pass that allocates nothing; elsewhere it runs op by
+// op and needs one temporary the size of the largest weight tensor.
 #pragma once
 
 #include <vector>
@@ -33,6 +34,10 @@ class Adam {
   // gradient `g`, as the `t`-th step: what step() does per weight, for
   // callers that keep weights elsewhere (HostWeights updates a stage at a time).
   void apply(torch::Tensor w, torch::Tensor m, torch::Tensor v, const torch::Tensor& g, long t) const;
+  // The same update written to w_out, m_out, v_out, leaving w, m, v as they
+  // were (outputs may be the inputs): HostWeights stages its updates so.
+  void apply_into(torch::Tensor w_out, torch::Tensor m_out, torch::Tensor v_out, const torch::Tensor& w,
+                  const torch::Tensor& m, const torch::Tensor& v, const torch::Tensor& g, long t) const;
   const std::vector<torch::Tensor>& params() const { return params_; }
   torch::Tensor& first_moment(size_t k) { return m_.at(k); }
   torch::Tensor& second_moment(size_t k) { return v_.at(k); }
@@ -40,14 +45,16 @@ class Adam {
   void count_step() { ++steps_; }
 
   static constexpr int kSlots = 2;        // optimizer tensors per weight
-  // Bytes step() allocates at most: one temporary the size of the largest
-  // weight, plus room for the 0-d tensors LibTorch wraps scalar arguments in.
+  // Bytes step() allocates at most: off the host one temporary the size of
+  // the largest weight, plus room for the 0-d tensors LibTorch wraps scalar
+  // arguments in.
   Bytes update_temp_bytes() const;
   long steps() const { return steps_; }
 
   // Seconds one update takes per byte of weights on the host (CPU), timed
-  // on scratch tensors of `bytes`: how the Simulator prices an update there.
-  static double measure_host_seconds_per_byte(Bytes bytes = 16 << 20, int repeats = 3);
+  // on scratch tensors of `bytes` (the fastest of `repeats` after one
+  // untimed): how the Simulator prices an update there.
+  static double measure_host_seconds_per_byte(Bytes bytes = 64 << 20, int repeats = 5);
 
  private:
   std::vector<torch::Tensor> params_, m_, v_;

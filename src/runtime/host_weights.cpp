@@ -100,10 +100,12 @@ void HostWeights::update(int stage) {
     const auto t0 = std::chrono::steady_clock::now();
     const PoolScope host(&memory_.host());
     for (Weight& w : stages_[stage].weights) {
-      w.next_w = w.master.clone();
-      w.next_m = optimizer_.first_moment(w.index).clone();
-      w.next_v = optimizer_.second_moment(w.index).clone();
-      optimizer_.apply(w.next_w, w.next_m, w.next_v, w.host_grad, optimizer_.steps() + 1);
+      const torch::Tensor& m = optimizer_.first_moment(w.index);
+      const torch::Tensor& v = optimizer_.second_moment(w.index);
+      w.next_w = torch::empty_like(w.master);
+      w.next_m = torch::empty_like(m);
+      w.next_v = torch::empty_like(v);
+      optimizer_.apply_into(w.next_w, w.next_m, w.next_v, w.master, m, v, w.host_grad, optimizer_.steps() + 1);
     }
     update_seconds_[stage] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   });
