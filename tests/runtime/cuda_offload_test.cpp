@@ -9,13 +9,13 @@
 #include "runtime/brown_batches.h"
 #include "runtime/device_memory.h"
 #include "runtime/executor.h"
+#include "support/gpu.h"
 #include "support/offload_schedules.h"
 #include "support/tiny_tagging.h"
 
 namespace memtrain::runtime {
 namespace {
 
-#ifdef MEMTRAIN_WITH_CUDA
 struct GpuStep {
   double loss = 0;
   std::vector<torch::Tensor> grads;  // on the CPU
@@ -44,13 +44,9 @@ GpuStep step_on_gpu(const Schedule& schedule) {
   for (const auto& p : model.parameters()) out.grads.push_back(p.grad().cpu());
   return out;
 }
-#endif
 
 TEST(CudaOffload, AnOffloadedStepOnTheGpuComputesExactlyWhatAPlainOneDoes) {
-#ifndef MEMTRAIN_WITH_CUDA
-  GTEST_SKIP() << "built without CUDA";
-#else
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU";
+  MEMTRAIN_REQUIRE_GPU();
   const int n = 6;
   const GpuStep plain = step_on_gpu(plan::schedule_keeping_everything(n));
   const GpuStep offloaded = step_on_gpu(testing::offloading_every_checkpoint(n, /*late=*/true));
@@ -62,14 +58,10 @@ TEST(CudaOffload, AnOffloadedStepOnTheGpuComputesExactlyWhatAPlainOneDoes) {
   EXPECT_GT(offloaded.result.swap_bytes, 0);
   EXPECT_GT(offloaded.result.transfer_seconds, 0);
   EXPECT_LT(offloaded.result.peak, plain.result.peak);
-#endif
 }
 
 TEST(CudaOffload, OffloadingWhatForwardsSaveOnTheGpuComputesExactlyWhatAPlainStepDoes) {
-#ifndef MEMTRAIN_WITH_CUDA
-  GTEST_SKIP() << "built without CUDA";
-#else
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU";
+  MEMTRAIN_REQUIRE_GPU();
   const int n = 6;
   const GpuStep plain = step_on_gpu(plan::schedule_keeping_everything(n));
   for (bool late : {false, true}) {
@@ -83,7 +75,6 @@ TEST(CudaOffload, OffloadingWhatForwardsSaveOnTheGpuComputesExactlyWhatAPlainSte
     EXPECT_EQ(offloaded.result.to_device_bytes, offloaded.result.to_host_bytes) << "everything that left came back";
     EXPECT_LT(offloaded.result.peak, plain.result.peak) << "late " << late;
   }
-#endif
 }
 
 }  // namespace

@@ -8,35 +8,22 @@
 #include "runtime/brown_batches.h"
 #include "runtime/counting_allocator.h"
 #include "runtime/device_memory.h"
-#include "runtime/models/gpt_decoder.h"
 #include "runtime/trainer.h"
+#include "support/gpu.h"
 #include "support/tiny_tagging.h"
 #include "support/training_runs.h"
 
 namespace memtrain::runtime {
 namespace {
 
-#ifdef MEMTRAIN_WITH_CUDA
 constexpr int kMicroBatches = 4;
 constexpr int kBatch = 8;
 constexpr int kSteps = 6;
 constexpr std::uint64_t kSeed = 7;
 
-std::shared_ptr<data::TaggingDataset> dataset() {
-  static const std::shared_ptr<data::TaggingDataset> data = testing::tiny_tagging();
-  return data;
-}
+std::shared_ptr<data::TaggingDataset> dataset() { return testing::shared_tiny_tagging(); }
 
-StagedModel gpt() {
-  GptDecoderConfig c;
-  c.vocabulary = 62;
-  c.max_length = dataset()->max_length;
-  c.width = 768;
-  c.heads = 4;
-  c.layers = 4;
-  c.dropout = 0.1;
-  return make_gpt_decoder(c);
-}
+StagedModel gpt() { return testing::tiny_gpt(dataset()->max_length, 768, 4, 4); }
 
 testing::TrainingRun train_on_host(const std::string& planner) {
   TrainerOptions o;
@@ -63,13 +50,9 @@ double largest_difference(const testing::TrainingRun& a, const testing::Training
   }
   return most;
 }
-#endif
 
 TEST(CudaWeightsOnHost, TheHostPoolHandsOutPinnedCountedMemory) {
-#ifndef MEMTRAIN_WITH_CUDA
-  GTEST_SKIP() << "built without CUDA";
-#else
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU";
+  MEMTRAIN_REQUIRE_GPU();
   std::unique_ptr<DeviceMemory> memory = make_device_memory("cuda");
   const Bytes before = memory->host().live();
   {
@@ -83,14 +66,10 @@ TEST(CudaWeightsOnHost, TheHostPoolHandsOutPinnedCountedMemory) {
   EXPECT_EQ(memory->host().live(), before);
   const torch::Tensor elsewhere = torch::ones({1000});  // outside the pool: LibTorch's own memory
   EXPECT_FALSE(elsewhere.is_pinned());
-#endif
 }
 
 TEST(CudaWeightsOnHost, WeightsInHostMemoryTrainOnTheGpuAsOnTheDevice) {
-#ifndef MEMTRAIN_WITH_CUDA
-  GTEST_SKIP() << "built without CUDA";
-#else
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU";
+  MEMTRAIN_REQUIRE_GPU();
   std::unique_ptr<DeviceMemory> memory = make_device_memory("cuda");
   BrownBatches source(dataset(), kBatch, kSeed, BrownTargets::NextWord);
   const testing::TrainingRun reference = testing::train_unconstrained(*memory, gpt, source, kSeed, kMicroBatches, kSteps);
@@ -114,7 +93,6 @@ TEST(CudaWeightsOnHost, WeightsInHostMemoryTrainOnTheGpuAsOnTheDevice) {
     EXPECT_NEAR(grouped.losses[s], reference.losses[s], 1e-4 * std::abs(reference.losses[s])) << "step " << s + 1;
   }
   EXPECT_LT(largest_difference(grouped, reference), 1e-4);
-#endif
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ Pass run_stage(StageModule& stage, const torch::Tensor& input, const torch::Tens
   torch::manual_seed(seed + 1);
   const torch::Tensor upstream = torch::randn_like(y);
   torch::autograd::backward({y}, {upstream});
-  Pass p{y.detach(), x.grad()};
+  Pass p{y.detach(), x.grad(), {}};
   for (auto& w : stage.parameters()) p.weight_grads.push_back(w.grad().defined() ? w.grad().clone() : torch::Tensor());
   return p;
 }

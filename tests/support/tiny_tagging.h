@@ -6,6 +6,7 @@
 
 #include "data/seeded_order.h"
 #include "data/tagging_dataset.h"
+#include "runtime/models/gpt_decoder.h"
 #include "runtime/models/model_registry.h"
 
 namespace memtrain::testing {
@@ -39,6 +40,24 @@ inline runtime::StagedModel tiny_tagger(const runtime::DataShape& shape, double 
   spec.heads = 2;
   spec.dropout = dropout;
   return runtime::make_model("transformer", spec, shape);
+}
+
+// One tiny_tagging() set, made once, for the runs of a test file.
+inline std::shared_ptr<data::TaggingDataset> shared_tiny_tagging() {
+  static const std::shared_ptr<data::TaggingDataset> data = tiny_tagging();
+  return data;
+}
+
+// A GPT decoder over tiny_tagging's 62 words (next-word prediction), with dropout.
+inline runtime::StagedModel tiny_gpt(std::int64_t max_length, std::int64_t width, std::int64_t heads, int layers) {
+  runtime::GptDecoderConfig c;
+  c.vocabulary = 62;
+  c.max_length = max_length;
+  c.width = width;
+  c.heads = heads;
+  c.layers = layers;
+  c.dropout = 0.1;
+  return runtime::make_gpt_decoder(c);
 }
 
 }  // namespace memtrain::testing
