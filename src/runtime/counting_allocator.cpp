@@ -32,7 +32,11 @@ thread_local PoolCounters* t_current = nullptr;
 std::atomic<Bytes> g_unpooled{0};
 c10::Allocator* g_base = nullptr;
 // Pooled blocks from g_base; 1 GiB at most, then frees go back to the system.
-BlockCache g_cache(size_t{1} << 30);
+// Never destroyed: tensors may be freed during the process's exit.
+BlockCache& block_cache() {
+  static auto* cache = new BlockCache(size_t{1} << 30);
+  return *cache;
+}
 
 void free_block(void* data) {
   if (!data) return;
@@ -41,7 +45,7 @@ void free_block(void* data) {
   if (h.pool) h.pool->refund(h.bytes);
   else g_unpooled.fetch_sub(h.bytes);
   if (h.held) delete h.held;
-  else if (!(h.pool && g_cache.keep(block, static_cast<size_t>(h.bytes) + kHeader))) g_base->raw_deallocate(block);
+  else if (!(h.pool && block_cache().keep(block, static_cast<size_t>(h.bytes) + kHeader))) g_base->raw_deallocate(block);
 }
 
 // LibTorch 2.3 made allocate() non-const and added copy_data().
@@ -68,7 +72,7 @@ class CountingAllocator final : public c10::Allocator {
         held = new c10::DataPtr(source->allocate(n + kHeader));
         block = static_cast<char*>(held->get());
       } else {
-        if (pool) block = static_cast<char*>(g_cache.take(n + kHeader));
+        if (pool) block = static_cast<char*>(block_cache().take(n + kHeader));
         if (!block) block = static_cast<char*>(g_base->raw_allocate(n + kHeader));
       }
     } catch (...) {
