@@ -5,8 +5,11 @@
 # MEMTRAIN_DEPS_ROOT to a folder holding Debian packages unpacked with
 # `dpkg -x` (nlohmann-json3-dev, zlib1g(-dev), libturbojpeg0(-dev), the
 # coinor-lib*cbc/cgl/clp/osi/coinutils packages, liblapack3, libblas3,
-# libgtest-dev); their headers, libraries and pkg-config files are used from
-# there. Run the binaries with the LD_LIBRARY_PATH this script prints.
+# libgtest-dev, libbz2-dev, libgfortran5, libquadmath0); their headers,
+# libraries and pkg-config files are used from there. Run the binaries with
+# the LD_LIBRARY_PATH this script prints. `apt-get download` of those
+# packages on a Debian 12 machine gives the .deb files;
+# scripts/gpu-figures.sh unpacks them from MEMTRAIN_DEBS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
