@@ -1,3 +1,4 @@
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -170,6 +171,25 @@ TEST(Adam, AllocatesGradientsAndStateUpFrontAndNothingOnTheHostDuringAStep) {
   EXPECT_EQ(memory.peak(), resident) << "one fused pass on the host allocates nothing";
   EXPECT_LT(adam.update_temp_bytes(), weights) << "and the trainer reserves no weight-sized temporary for it";
   EXPECT_NE(w.detach().sum().item<float>(), 0) << "the step moved the weights";
+}
+
+TEST(Adam, TheHostUpdateGivesTheSameBitsWhateverTheThreads) {
+  torch::manual_seed(4);
+  const std::int64_t n = 3 * (1 << 18) + 17;  // split over up to 3 threads, unevenly
+  const torch::Tensor w = torch::randn({n}), m = torch::randn({n}) * 0.1, v = torch::rand({n}) * 0.01;
+  const torch::Tensor g = torch::randn({n});
+  const Adam adam({}, AdamOptions{});
+  const int threads = at::get_num_threads();
+  std::vector<torch::Tensor> results;
+  for (int t : {1, 3}) {
+    at::set_num_threads(t);
+    torch::Tensor wt = w.clone(), mt = m.clone(), vt = v.clone();
+    adam.apply(wt, mt, vt, g, 5);
+    results.push_back(torch::cat({wt, mt, vt}));
+  }
+  at::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(results[0], results[1]));
+  EXPECT_FALSE(torch::equal(results[0].slice(0, 0, n), w)) << "the update changed the weights";
 }
 
 TEST(Adam, AnUpdateIntoNewTensorsEqualsTheUpdateInPlaceAndLeavesItsInputs) {
