@@ -7,7 +7,6 @@
 // time, and repeats the comparison with the chain's compute made faster (the
 // host's optimizer updates keep their measured time).
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +15,7 @@
 #include "cli/flags.h"
 #include "core/chain_json.h"
 #include "core/error.h"
+#include "core/json_fields.h"
 #include "plan/weight_swap_planners.h"
 #include "sim/simulator.h"
 
@@ -41,13 +41,9 @@ Priced price(plan::Planner& planner, const Chain& chain, Bytes budget) {
 // and its target lines.
 void compare(const std::string& chain_path, double bandwidth, int micro_batches, double state_over_budget,
              std::ostream& md, std::ostream& targets) {
-  Chain chain = read_chain_file(chain_path);
-  std::string device = "an unnamed machine";
-  {
-    std::ifstream in(chain_path);
-    const nlohmann::json j = nlohmann::json::parse(in);
-    if (j.contains("device")) device = j["device"].get<std::string>();
-  }
+  const nlohmann::json file = read_json_file(chain_path, "chain");
+  Chain chain = chain_from_json(file, "chain file '" + chain_path + "'");
+  const std::string device = file.value("device", std::string("an unnamed machine"));
   chain.weights_on_host = true;
   chain.device_to_host_bandwidth = chain.host_to_device_bandwidth = bandwidth;
   const Bytes budget = static_cast<Bytes>(static_cast<double>(chain.model_state_bytes()) / state_over_budget);

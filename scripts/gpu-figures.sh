@@ -36,10 +36,9 @@ if ! MEMTRAIN_TARGETS="${MEMTRAIN_TARGETS:-memtrain runtime_tests}" scripts/buil
   exit 1
 fi
 say "built in $(($(date +%s) - start)) s"
-if [[ -n ${MEMTRAIN_DEPS_ROOT:-} ]]; then
-  lib=$MEMTRAIN_DEPS_ROOT/usr/lib/x86_64-linux-gnu
-  export LD_LIBRARY_PATH=$lib:$lib/lapack:$lib/blas:$MEMTRAIN_DEPS_ROOT/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-fi
+# The library path build-cuda.sh found for the unpacked packages, as it printed it.
+ld_path=$(sed -n 's/^build-cuda: run with LD_LIBRARY_PATH=//p' /tmp/memtrain-build.log)
+if [[ -n $ld_path ]]; then export LD_LIBRARY_PATH=$ld_path; fi
 memtrain=build-cuda/src/cli/memtrain
 
 # The GPU tests, and the CPU tests of what the GPU tests exercise (saved-tensor
