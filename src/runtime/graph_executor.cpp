@@ -66,28 +66,14 @@ GraphExecution GraphExecutor::run(const plan::GraphSchedule& schedule, const Bat
         gy = gy.defined() ? gy + g : g;
       }
     }
-    torch::AutoGradMode grad_on(true);
-    std::vector<torch::Tensor> leaves, wanted;
+    std::vector<torch::Tensor> inputs;
+    std::vector<bool> wanted;
     for (int j : node.inputs) {
-      torch::Tensor leaf = out[j][0].detach();
-      if (j != 0 && leaf.is_floating_point()) {
-        leaf.requires_grad_(true);
-        wanted.push_back(leaf);
-      }
-      leaves.push_back(leaf);
+      inputs.push_back(out[j][0]);
+      wanted.push_back(j != 0 && out[j][0].is_floating_point());
     }
-    const torch::Tensor y = node.module->forward(leaves, ctx);
-    std::vector<torch::Tensor> input_grads;
-    if (!weights_done[i]) {
-      torch::autograd::backward({y}, {gy});
-      for (const torch::Tensor& leaf : wanted) input_grads.push_back(leaf.grad());
-      weights_done[i] = 1;
-    } else if (!wanted.empty()) {
-      input_grads = torch::autograd::grad({y}, wanted, {gy});  // the weights' gradients are in already
-    }
-    for (size_t p = 0, w = 0; p < leaves.size(); ++p) {
-      if (leaves[p].requires_grad()) grads[p] = input_grads[w++];
-    }
+    grads = node.module->backward(inputs, out[i][0], gy, wanted, !weights_done[i], ctx);
+    weights_done[i] = 1;
     return grads;
   };
 

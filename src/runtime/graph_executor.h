@@ -7,10 +7,11 @@
 // The training graph is with_backward(model.structure()): forward nodes
 // 0..n-1, then the backward of forward node i at 2n-1-i, which reads i's
 // inputs, i's output and its consumers' backward nodes, and produces the
-// gradients of i's inputs. A backward node runs i forward with grad from its
-// inputs and back-propagates the sum of its consumers' gradients (summed in
-// node order, so every schedule computes the same bits); the first time it
-// also accumulates i's weight gradients, a recomputation does not.
+// gradients of i's inputs. A backward node hands the sum of its consumers'
+// gradients (summed in node order, so every schedule computes the same bits)
+// to the node's module (GraphNodeModule::backward) with i's inputs and
+// output; the first time it also accumulates i's weight gradients, a
+// recomputation does not.
 #pragma once
 
 #include <vector>

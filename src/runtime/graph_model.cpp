@@ -1,8 +1,38 @@
 #include "runtime/graph_model.h"
 
+#include <torch/autograd.h>
+
 #include "core/error.h"
 
 namespace memtrain::runtime {
+
+std::vector<torch::Tensor> GraphNodeModule::backward(const std::vector<torch::Tensor>& inputs, const torch::Tensor&,
+                                                     const torch::Tensor& grad_output, const std::vector<bool>& wanted,
+                                                     bool accumulate_weights, StepContext& ctx) {
+  torch::AutoGradMode grad_on(true);
+  std::vector<torch::Tensor> leaves, wanted_leaves;
+  for (size_t p = 0; p < inputs.size(); ++p) {
+    torch::Tensor leaf = inputs[p].detach();
+    if (wanted.at(p)) {
+      leaf.requires_grad_(true);
+      wanted_leaves.push_back(leaf);
+    }
+    leaves.push_back(leaf);
+  }
+  const torch::Tensor y = forward(leaves, ctx);
+  std::vector<torch::Tensor> input_grads;
+  if (accumulate_weights) {
+    torch::autograd::backward({y}, {grad_output});
+    for (const torch::Tensor& leaf : wanted_leaves) input_grads.push_back(leaf.grad());
+  } else if (!wanted_leaves.empty()) {
+    input_grads = torch::autograd::grad({y}, wanted_leaves, {grad_output});
+  }
+  std::vector<torch::Tensor> grads(inputs.size());
+  for (size_t p = 0, w = 0; p < inputs.size(); ++p) {
+    if (wanted[p]) grads[p] = input_grads[w++];
+  }
+  return grads;
+}
 
 GraphModel::GraphModel(std::string name, std::vector<Node> nodes) : name_(std::move(name)), nodes_(std::move(nodes)) {
   if (nodes_.size() < 2) throw Error("graph model '" + name_ + "': expected the input node and at least one more");

@@ -21,6 +21,17 @@ class GraphNodeModule : public torch::nn::Module {
  public:
   // `inputs` are the outputs of the node's input nodes, in their order.
   virtual torch::Tensor forward(const std::vector<torch::Tensor>& inputs, StepContext& ctx) = 0;
+
+  // The node's backward from what the training graph gives it: its inputs,
+  // its output and the gradient of its output. Returns one gradient per
+  // input, undefined where `wanted` is false; adds the weights' gradients
+  // into their grad when `accumulate_weights`. The default runs the forward
+  // again with grad and back-propagates, which any module can; a node whose
+  // backward needs only its inputs and output overrides it and saves that
+  // forward (and the memory it holds).
+  virtual std::vector<torch::Tensor> backward(const std::vector<torch::Tensor>& inputs, const torch::Tensor& output,
+                                              const torch::Tensor& grad_output, const std::vector<bool>& wanted,
+                                              bool accumulate_weights, StepContext& ctx);
 };
 
 class GraphModel {
