@@ -36,6 +36,7 @@ Plan OptimalPlanner::plan(const PlanRequest& request) {
   const Bytes update_peak = chain.persistent_bytes() + chain.update_temp_bytes;
   const Bytes available = request.budget - outside;
   last_value_ = PersistentDp::kInfinity;
+  const bool offloads = offloads_ && chain.device_to_host_bandwidth > 0 && chain.host_to_device_bandwidth > 0;
 
   // Rounding sizes up to slots can make the table miss a budget that keeping
   // everything fits; that schedule (each stage as its fastest variant) is the
@@ -54,7 +55,7 @@ Plan OptimalPlanner::plan(const PlanRequest& request) {
     // Simulator, which counts bytes exactly, picks the best schedule that
     // truly fits. At `capacity` itself the fit is guaranteed.
     const std::int64_t slack = slot == 1 ? 0 : 2 * static_cast<std::int64_t>(n) + 4;
-    dp_.solve(chain, slot, capacity + slack, variants_);
+    dp_.solve(chain, slot, capacity + slack, variants_, offloads);
     for (std::int64_t m = capacity + slack; m >= capacity; --m) {
       const double value = dp_.value(0, n - 1, m);
       if (value == PersistentDp::kInfinity) break;
@@ -63,8 +64,11 @@ Plan OptimalPlanner::plan(const PlanRequest& request) {
       if (!p.feasible) continue;
       last_value_ = value;
       char note[160];
-      std::snprintf(note, sizeof note, "dynamic program over %lld slots of %lld bytes: %d recomputed forwards",
-                    static_cast<long long>(m), static_cast<long long>(slot), p.schedule.recomputed_forwards(n));
+      int offloaded = 0;
+      for (const Op& op : p.schedule.ops) offloaded += op.kind == OpKind::Offload;
+      std::snprintf(note, sizeof note, "dynamic program over %lld slots of %lld bytes: %d recomputed forwards%s",
+                    static_cast<long long>(m), static_cast<long long>(slot), p.schedule.recomputed_forwards(n),
+                    offloads ? (", " + std::to_string(offloaded) + " checkpoints offloaded").c_str() : "");
       p.note = note;
       return p;
     }
@@ -74,7 +78,7 @@ Plan OptimalPlanner::plan(const PlanRequest& request) {
   const Bytes keep_all_peak = keep.peak_bytes;
   const Bytes full = std::max<Bytes>(1, keep_all_peak - outside);
   const Bytes slot = slot_size(full);
-  dp_.solve(chain, slot, (full + slot - 1) / slot, variants_);
+  dp_.solve(chain, slot, (full + slot - 1) / slot, variants_, offloads);
   const std::int64_t least_slots = dp_.least_slots(0, n - 1);
   const Bytes least = std::max(update_peak, outside + least_slots * slot);
   // At this coarser resolution the least may come out at or below the

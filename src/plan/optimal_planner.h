@@ -4,6 +4,9 @@
 // is given, so in the trainer it plans each predicted input size.
 // `joint`: the same, choosing each kept stage's variant (Stage::variants)
 // together with the schedule; on a chain without variants it is `optimal`.
+// With offloads: the same class with checkpoints that may go to host memory
+// and back (PersistentDp), priced on the chain's copy engines; `swap` takes
+// it as a candidate.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +18,9 @@ namespace memtrain::plan {
 
 class OptimalPlanner : public Planner {
  public:
-  explicit OptimalPlanner(PlannerOptions options = {}, bool variants = false)
-      : options_(options), variants_(variants) {}
-  std::string name() const override { return variants_ ? "joint" : "optimal"; }
+  explicit OptimalPlanner(PlannerOptions options = {}, bool variants = false, bool offloads = false)
+      : options_(options), variants_(variants), offloads_(offloads) {}
+  std::string name() const override { return variants_ ? "joint" : offloads_ ? "optimal-offload" : "optimal"; }
   bool uses_variants() const override { return variants_; }
   Plan plan(const PlanRequest& request) override;
 
@@ -32,6 +35,7 @@ class OptimalPlanner : public Planner {
 
   PlannerOptions options_;
   bool variants_;
+  bool offloads_;  // needs the chain's host link; without one the table has none
   PersistentDp dp_;  // kept between plans: its buffers are reused
   double last_value_ = PersistentDp::kInfinity;
 };

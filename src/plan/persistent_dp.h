@@ -11,6 +11,14 @@
 // With `variants`, keeping a stage also chooses which of its variants
 // (Stage::variants, MONeT's operator variants) runs forward with grad: the
 // `joint` planner. Without, every stage runs as itself: `optimal`.
+//
+// With `offloads` (the `swap` planner's exact candidate), a checkpointed
+// activation x_i stored on its own may also go to host memory while the
+// stages after its forward segment are solved: Offload(i) before that
+// segment, Release(i) after it, Prefetch(i) before the last backward of the
+// solve that follows, and the recomputation from x_i then waits for it. The
+// table prices both copies on the chain's copy engines exactly as the
+// Simulator does (OPTIMAL.md, "Offload as a third option").
 #pragma once
 
 #include <cstdint>
@@ -31,13 +39,18 @@ class PersistentDp {
   // Fills OPT(m, i, l) for every 0 <= i <= l < n and every m in 0..capacity
   // slots of `slot_bytes` each. Throws UsageError when the table would be
   // larger than kMaxEntries. The buffers are kept for the next solve.
-  void solve(const Chain& chain, Bytes slot_bytes, std::int64_t capacity, bool variants = false);
+  // Throws UsageError for `offloads` on a chain without both link bandwidths,
+  // or together with `variants`.
+  void solve(const Chain& chain, Bytes slot_bytes, std::int64_t capacity, bool variants = false,
+             bool offloads = false);
 
   // Least time for stages i..l with m slots available (see OPTIMAL.md), or
   // kInfinity.
-  double value(int i, int l, std::int64_t m) const;
+  // `own`: x_i is stored on its own (the output of a forward without grad),
+  // so with offloads it may go to host memory; x_0, the batch, never is.
+  double value(int i, int l, std::int64_t m, bool own = false) const;
   // Least m with value(i, l, m) finite; capacity + 1 when there is none.
-  std::int64_t least_slots(int i, int l) const { return least_[pair(i, l)]; }
+  std::int64_t least_slots(int i, int l, bool own = false) const { return leasts(own)[pair(i, l)]; }
   // The schedule that achieves value(0, n-1, m); m must be feasible.
   Schedule schedule(std::int64_t m) const;
 
@@ -49,8 +62,18 @@ class PersistentDp {
 
  private:
   int pair(int i, int l) const { return row_start_[i] + (l - i); }
-  const double* values(int i, int l) const { return &value_[static_cast<size_t>(pair(i, l)) * width_]; }
-  double* values(int i, int l) { return &value_[static_cast<size_t>(pair(i, l)) * width_]; }
+  // Two tables with offloads: x_i stored on its own (`own`) or inside the
+  // previous stage's kept x̄ (only the first can be offloaded); one without.
+  const std::vector<double>& table(bool own) const { return own && offloads_ ? own_value_ : value_; }
+  const std::vector<std::int64_t>& leasts(bool own) const { return own && offloads_ ? own_least_ : least_; }
+  const double* values(int i, int l, bool own = false) const {
+    return &table(own)[static_cast<size_t>(pair(i, l)) * width_];
+  }
+  double* values(int i, int l, bool own = false) {
+    return const_cast<double*>(static_cast<const PersistentDp*>(this)->values(i, l, own));
+  }
+  // Fills the table `own` for stages i..l; `top` and `lower` as in solve.
+  void fill(int i, int l, bool own, std::int64_t top, double lower);
   // The gradient present while stages i..l run forward.
   std::int64_t gradient(int l) const { return l < n_ - 1 ? a_[l + 1] : 0; }
   // Least m at which keeping stage i whole as variant index k (into vs_...)
@@ -58,19 +81,35 @@ class PersistentDp {
   std::int64_t keep_start(int i, int l, int k) const;
   // Least m at which checkpointing at j is possible; forward_peak is the
   // running maximum of the forward pass F_ck(i), F_n(i+1..j-1).
-  std::int64_t checkpoint_start(int i, int l, int j, std::int64_t forward_peak) const;
+  std::int64_t checkpoint_start(int i, int l, int j, std::int64_t forward_peak, bool own) const;
+  // The same with x_i offloaded while j..l are solved, which also needs
+  // room for x_i to come back during B(j).
+  std::int64_t offload_start(int i, int l, int j, std::int64_t forward_peak) const;
+  bool may_offload(int i, bool own) const { return offloads_ && own && i > 0; }
+  // Compute's waits for x_i's copies: out, after a forward segment of
+  // `forward_time`; back, during B(j).
+  double out_stall(int i, double forward_time) const { return std::max(0.0, copy_out_[i] - forward_time); }
+  double in_stall(int i, int j) const { return std::max(0.0, copy_in_[i] - b_[j]); }
+  // The slots the child solve gains when x_i leaves: rounded down, so
+  // that a feasible entry is feasible in bytes.
+  std::int64_t freed(int i) const { return a_down_[i]; }
+  std::int64_t clamp(std::int64_t m) const { return std::min(m, capacity_); }
   // Emits the schedule of (i, l, m): the first branch, in the order solve
   // tries them, whose value equals the table's (the same sum of the same
   // numbers, so equal bit for bit). No choice table is kept.
-  void emit(int i, int l, std::int64_t m, Schedule& out) const;
+  void emit(int i, int l, std::int64_t m, bool own, Schedule& out) const;
 
   int n_ = 0;
   std::int64_t capacity_ = 0;
   size_t width_ = 0;  // capacity + 1
   std::int64_t computed_ = 0;
   // Sizes in slots, rounded up: a[0..n], saved, fwd temp (grad / no grad), bwd temp.
-  std::vector<std::int64_t> a_, tn_;
+  std::vector<std::int64_t> a_, tn_, a_down_;
   std::vector<double> f_, b_;
+  bool offloads_ = false;
+  std::vector<double> copy_out_, copy_in_;  // seconds to move x_i each way, as the Simulator prices it
+  std::vector<double> own_value_;
+  std::vector<std::int64_t> own_least_;
   std::vector<int> row_start_;
   std::vector<std::int64_t> least_;
   std::vector<double> value_;

@@ -1,7 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "plan/optimal_planner.h"
 #include "plan/schedule_builders.h"
+#include "sim/simulator.h"
+#include "support/chains.h"
 #include "support/offload_schedules.h"
 #include "support/rig.h"
 
@@ -37,6 +42,38 @@ TEST(OffloadExecution, OffloadedStepsComputeExactlyWhatAPlainStepDoes) {
     if (late) {
       EXPECT_LT(r.peak, checkpointed.peak) << "with x_j on the host until its recompute";
     }
+  }
+}
+
+// The schedules the dynamic program with offloads emits (checkpoints out over
+// their forward segment, back during the last backward of the solve after
+// it, the same x_i sometimes out twice) run exactly like a plain step.
+TEST(OffloadExecution, TheDynamicProgramsOffloadingSchedulesComputeExactlyWhatAPlainStepDoes) {
+  const int n = 6;
+  Rig plain;
+  const ExecutionResult reference = plain.run(plan::schedule_keeping_everything(n), plain.batch(2));
+  std::vector<Schedule> distinct;
+  for (std::uint32_t seed = 1; seed <= 20 && distinct.size() < 6; ++seed) {
+    Chain c = testing::random_chain(n, seed);
+    c.device_to_host_bandwidth = c.host_to_device_bandwidth = 300;
+    const Bytes top = sim::simulate(c, plan::schedule_keeping_everything(n)).peak_bytes;
+    plan::OptimalPlanner planner({}, false, true);
+    for (int k = 3; k <= 9; ++k) {
+      const Plan p = planner.plan({c, top * k / 10});
+      const bool offloads = std::any_of(p.schedule.ops.begin(), p.schedule.ops.end(),
+                                        [](const Op& op) { return op.kind == OpKind::Offload; });
+      if (p.feasible && offloads && std::find(distinct.begin(), distinct.end(), p.schedule) == distinct.end()) {
+        distinct.push_back(p.schedule);
+      }
+    }
+  }
+  ASSERT_GE(distinct.size(), 3u);
+  for (const Schedule& s : distinct) {
+    Rig rig;
+    const ExecutionResult r = rig.run(s, rig.batch(2));
+    testing::expect_same_step(plain, reference, rig, r, s.to_string());
+    EXPECT_EQ(rig.memory.host().live(), 0) << s.to_string();
+    EXPECT_GT(r.swap_bytes, 0) << s.to_string();
   }
 }
 

@@ -17,8 +17,12 @@
 namespace memtrain::testing {
 
 // Stages i..l of an n-stage chain: stage i kept whole, or a checkpoint at
-// some j with i < j <= l, recursively.
-inline void enumerate_persistent_schedules(int i, int l, int n, std::vector<Schedule>& out) {
+// some j with i < j <= l, recursively. With `offloads`, a checkpoint whose
+// x_i is stored on its own (`own`: the output of a forward without grad, not
+// the batch) may also be offloaded over its forward segment, released after
+// it, and prefetched before the last operation of the solve of j..l.
+inline void enumerate_persistent_schedules(int i, int l, int n, std::vector<Schedule>& out, bool offloads = false,
+                                           bool own = false) {
   if (i == l) {
     Schedule s;
     s.forward_all(i);
@@ -28,7 +32,7 @@ inline void enumerate_persistent_schedules(int i, int l, int n, std::vector<Sche
     return;
   }
   std::vector<Schedule> rest;
-  enumerate_persistent_schedules(i + 1, l, n, rest);
+  enumerate_persistent_schedules(i + 1, l, n, rest, offloads, false);
   for (const Schedule& r : rest) {
     Schedule s;
     s.forward_all(i);
@@ -38,16 +42,22 @@ inline void enumerate_persistent_schedules(int i, int l, int n, std::vector<Sche
   }
   for (int j = i + 1; j <= l; ++j) {
     std::vector<Schedule> later, again;
-    enumerate_persistent_schedules(j, l, n, later);
-    enumerate_persistent_schedules(i, j - 1, n, again);
+    enumerate_persistent_schedules(j, l, n, later, offloads, true);
+    enumerate_persistent_schedules(i, j - 1, n, again, offloads, own);
     for (const Schedule& x : later) {
       for (const Schedule& y : again) {
-        Schedule s;
-        s.forward_checkpoint(i);
-        for (int k = i + 1; k < j; ++k) s.forward_none(k);
-        s.ops.insert(s.ops.end(), x.ops.begin(), x.ops.end());
-        s.ops.insert(s.ops.end(), y.ops.begin(), y.ops.end());
-        out.push_back(s);
+        for (bool offload : {false, true}) {
+          if (offload && !(offloads && own && i > 0)) continue;
+          Schedule s;
+          if (offload) s.offload(i);
+          s.forward_checkpoint(i);
+          for (int k = i + 1; k < j; ++k) s.forward_none(k);
+          if (offload) s.release(i);
+          s.ops.insert(s.ops.end(), x.ops.begin(), x.ops.end());
+          if (offload) s.ops.insert(s.ops.end() - 1, Op{OpKind::Prefetch, i});
+          s.ops.insert(s.ops.end(), y.ops.begin(), y.ops.end());
+          out.push_back(s);
+        }
       }
     }
   }
