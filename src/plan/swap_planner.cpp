@@ -36,7 +36,12 @@ Plan SwapPlanner::plan(const PlanRequest& request) {
       for (const Op& op : best.schedule.ops) offloaded += op.kind == OpKind::Offload || op.kind == OpKind::OffloadSaved;
     }
   }
-  if (best.feasible) {
+  const Plan exact = exact_offload_.plan(request);
+  if (exact.feasible && (!best.feasible || exact.time < best.time)) {
+    best = exact;
+    best.planner = name();
+    best.note = "the dynamic program with offloads: " + exact.note;
+  } else if (best.feasible) {
     char note[200];
     std::snprintf(note, sizeof note, "optimal's schedule for %lld bytes, %d stored activations offloaded: %d recomputed forwards",
                   static_cast<long long>(planned_for), offloaded, best.schedule.recomputed_forwards(chain.size()));

@@ -7,8 +7,12 @@
 // Simulator prices each candidate with the chain's copy engines and the
 // fastest that fits the real budget wins. `optimal` at the
 // budget itself is one candidate, so `swap` is never slower than
-// recompute-only; on a chain without a host link it is `optimal`. With the
-// weights in host memory it is Harmony (GroupedSwapPlanner).
+// recompute-only; on a chain without a host link it is `optimal`. The
+// other exact candidate is the dynamic program with offload as a third
+// option (OptimalPlanner with offloads): the optimum of the persistent class
+// whose checkpoints may go to host memory between their forward segment and
+// their recomputation. With the weights in host memory it is Harmony
+// (GroupedSwapPlanner).
 #pragma once
 
 #include "plan/optimal_planner.h"
@@ -19,7 +23,8 @@ namespace memtrain::plan {
 
 class SwapPlanner : public Planner {
  public:
-  explicit SwapPlanner(PlannerOptions options = {}) : optimal_(options), grouped_(options) {}
+  explicit SwapPlanner(PlannerOptions options = {})
+      : optimal_(options), exact_offload_(options, false, true), grouped_(options) {}
   std::string name() const override { return "swap"; }
   bool plans_weights_on_host() const override { return true; }
   Plan plan(const PlanRequest& request) override;
@@ -28,6 +33,7 @@ class SwapPlanner : public Planner {
 
  private:
   OptimalPlanner optimal_;
+  OptimalPlanner exact_offload_;  // the dynamic program with offloads
   GroupedSwapPlanner grouped_;  // for chains with weights in host memory
 };
 
