@@ -54,6 +54,15 @@ double LaneResult::mean_bytes(Bytes runtime::StepRecord::*field) const {
   return records.size() > static_cast<size_t>(collect_steps) ? total / static_cast<double>(records.size() - collect_steps) : 0;
 }
 
+double LaneResult::copy_rate(bool to_host) const {
+  double bytes = 0, seconds = 0;
+  for (size_t k = collect_steps; k < records.size(); ++k) {
+    bytes += static_cast<double>(to_host ? records[k].to_host_bytes : records[k].to_device_bytes);
+    seconds += to_host ? records[k].to_host_seconds : records[k].to_device_seconds;
+  }
+  return seconds > 0 ? bytes / seconds : 0;
+}
+
 LaneFactory lanes(std::function<std::unique_ptr<runtime::BatchSource>(std::uint64_t seed)> source,
                   runtime::Trainer::ModelFactory model) {
   return [source = std::move(source), model = std::move(model)](const runtime::TrainerOptions& o) {

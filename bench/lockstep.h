@@ -34,6 +34,9 @@ struct LaneResult {
   double median_schedule_time_error() const;
   // Over the steps after collection: the mean of one of a step record's byte counts.
   double mean_bytes(Bytes runtime::StepRecord::*field) const;
+  // Over the steps after collection: the bytes copied one way over the
+  // copies' own seconds that way, B/s; 0 when nothing moved.
+  double copy_rate(bool to_host) const;
 };
 
 // One trainer with what it needs kept alive beside it.

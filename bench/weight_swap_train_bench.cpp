@@ -103,6 +103,12 @@ int run(const std::vector<std::string>& args) {
                   r.summary.retries, 100 * r.median_schedule_time_error());
     md << line;
   }
+  md << "\nThe copies' own rate over those steps, the link the Simulator should have had:";
+  for (const std::string& p : planners) {
+    const LaneResult& r = results[p];
+    md << " `" << p << "` " << format_bytes(static_cast<Bytes>(r.copy_rate(true))) << "/s to host and "
+       << format_bytes(static_cast<Bytes>(r.copy_rate(false))) << "/s back" << (&p == &planners.back() ? ".\n" : ";");
+  }
   const double volume_ratio = naive.mean_bytes(&runtime::StepRecord::weight_swap_bytes) / harmony.mean_bytes(&runtime::StepRecord::weight_swap_bytes);
   std::snprintf(line, sizeof line,
                 "\n- Measured volume ratio swap-naive / swap: %.2fx; step time ratio on this CPU: %.2fx.\n"

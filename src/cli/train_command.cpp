@@ -38,6 +38,7 @@ const char* kTrainHelp =
     "  --slots N | --slot-bytes N   optimal: how finely memory is cut (default 500 slots; see memtrain plan --help)\n"
     "  --bandwidth BW               swap: the host link both ways, e.g. 25GB/s (or --d2h-bandwidth and\n"
     "                               --h2d-bandwidth); --calibration FILE takes them from `memtrain calibrate`\n"
+    "  --fixed-link                 plan with that link all run; by default each step's own copies refine it\n"
     "  --weights-on host            weights, gradients and Adam state live in host memory and the\n"
     "                               schedule swaps them in (planners swap and swap-naive); N% budgets\n"
     "                               are then of one micro-batch's simulated step with all of it on the device\n"
@@ -71,7 +72,7 @@ const char* kTrainHelp =
 }  // namespace
 
 int run_train(const std::vector<std::string>& args) {
-  Flags flags(args, with_workload_switches({"help", "quiet", "no-enforce"}), "train");
+  Flags flags(args, with_workload_switches({"help", "quiet", "no-enforce", "fixed-link"}), "train");
   if (flags.has("help")) {
     std::fputs(expand_help(kTrainHelp).c_str(), stdout);
     return 0;
@@ -93,6 +94,7 @@ int run_train(const std::vector<std::string>& args) {
   options.margin = flags.real("margin", options.margin, 0, 10);
   options.adam.lr = flags.real("lr", options.adam.lr, 1e-9, 10);
   options.enforce = !flags.has("no-enforce");
+  options.refine_link = !flags.has("fixed-link");
   Chain calibrated;
   if (flags.has("calibration")) calibrated = read_chain_file(flags.text("calibration", ""));
   parse_link_flags(flags).apply(calibrated);

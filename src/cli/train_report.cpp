@@ -28,6 +28,8 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
                      {"to_device_bytes", r.to_device_bytes},
                      {"weight_swap_bytes", r.weight_swap_bytes},
                      {"transfer_seconds", r.transfer_seconds},
+                     {"to_host_seconds", r.to_host_seconds},
+                     {"to_device_seconds", r.to_device_seconds},
                      {"stall_seconds", r.stall_seconds},
                      {"loss", r.loss},
                      {"accuracy", r.accuracy}});
@@ -65,6 +67,8 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
             {"weight_swap_bytes_per_step", s.weight_swap_bytes_per_step},
             {"hidden_transfer_fraction", s.hidden_transfer_fraction},
             {"median_time_prediction_error", s.median_time_prediction_error},
+            {"to_host_bandwidth", s.to_host_bandwidth},
+            {"to_device_bandwidth", s.to_device_bandwidth},
             {"mean_new_plan_seconds", s.mean_new_plan_seconds},
             {"mean_cached_plan_seconds", s.mean_cached_plan_seconds}}}};
 }

@@ -14,8 +14,9 @@ namespace {
 
 class CpuHostCopy : public HostCopy {
  public:
-  CpuHostCopy(torch::Tensor destination, std::future<Seconds> done) : done_(std::move(done)) {
+  CpuHostCopy(torch::Tensor destination, std::future<Seconds> done, bool to_host) : done_(std::move(done)) {
     destination_ = std::move(destination);
+    to_host_ = to_host;
   }
   ~CpuHostCopy() override {
     if (done_.valid()) done_.wait();
@@ -54,7 +55,7 @@ std::unique_ptr<HostCopy> CpuHostTransfers::copy(const torch::Tensor& source, Me
   });
   std::future<Seconds> done = task->get_future();
   engine.submit([task] { (*task)(); });
-  return std::make_unique<CpuHostCopy>(dst, std::move(done));
+  return std::make_unique<CpuHostCopy>(dst, std::move(done), &into == &host_);
 }
 
 std::unique_ptr<HostCopy> CpuHostTransfers::to_host(const torch::Tensor& t) { return copy(t, host_, to_host_engine_); }

@@ -18,8 +18,9 @@ namespace {
 
 class CudaHostCopy : public HostCopy {
  public:
-  CudaHostCopy(torch::Tensor source, torch::Tensor destination) : source_(std::move(source)) {
+  CudaHostCopy(torch::Tensor source, torch::Tensor destination, bool to_host) : source_(std::move(source)) {
     destination_ = std::move(destination);
+    to_host_ = to_host;
   }
   ~CudaHostCopy() override {
     if (!done_) end_.synchronize();
@@ -62,7 +63,7 @@ class CudaHostTransfers : public HostTransfers {
  private:
   std::unique_ptr<HostCopy> issue(const torch::Tensor& src, const torch::Tensor& dst, const torch::Tensor& on_device,
                                   const c10::cuda::CUDAStream& side) {
-    auto copy = std::make_unique<CudaHostCopy>(src, dst);
+    auto copy = std::make_unique<CudaHostCopy>(src, dst, &side == &to_host_stream_);
     at::cuda::CUDAEvent queued;
     queued.record(c10::cuda::getCurrentCUDAStream(index_));
     queued.block(side);

@@ -129,6 +129,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
     const Seconds waited = std::chrono::duration<double>(Clock::now() - t0).count();
     result.stall_seconds += waited;
     result.transfer_seconds += copy.seconds();
+    (copy.to_host() ? result.to_host_seconds : result.to_device_seconds) += copy.seconds();
     return waited;
   };
   auto finish_all = [&](Copies& copies) -> Seconds {

@@ -52,6 +52,8 @@ struct ExecutionResult {
   Bytes to_device_bytes = 0;      // of swap_bytes, host -> device
   Bytes weight_swap_bytes = 0;    // of swap_bytes, weights and gradients (weights in host memory)
   Seconds transfer_seconds = 0;   // the copies' own durations
+  Seconds to_host_seconds = 0;    // of transfer_seconds, device -> host
+  Seconds to_device_seconds = 0;  // of transfer_seconds, host -> device
   Seconds stall_seconds = 0;      // compute waiting on copies
   std::vector<OpRecord> ops;
 };

@@ -27,9 +27,12 @@ class HostCopy {
   // How long the copy itself took, s; valid after wait().
   virtual Seconds seconds() const = 0;
   const torch::Tensor& destination() const { return destination_; }
+  // Which engine it runs on: device to host, or host to device.
+  bool to_host() const { return to_host_; }
 
  protected:
   torch::Tensor destination_;
+  bool to_host_ = false;
 };
 
 class HostTransfers {

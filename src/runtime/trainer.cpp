@@ -61,7 +61,10 @@ void check_options(const TrainerOptions& o) {
 }  // namespace
 
 Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory factory, BatchSource& source)
-    : options_(std::move(options)), memory_(memory), source_(source) {
+    : options_(std::move(options)),
+      memory_(memory),
+      source_(source),
+      link_(options_.device_to_host_bandwidth, options_.host_to_device_bandwidth) {
   check_options(options_);
   options_.planner_options.micro_batches = options_.micro_batches;
   planner_ = plan::make_planner(options_.planner, options_.planner_options);
@@ -235,8 +238,8 @@ void Trainer::observe_resident(const Batch& batch) {
 
 Chain Trainer::completed(Chain chain) const {
   chain.resident_bytes = extra_resident_;
-  chain.device_to_host_bandwidth = options_.device_to_host_bandwidth;
-  chain.host_to_device_bandwidth = options_.host_to_device_bandwidth;
+  chain.device_to_host_bandwidth = link_.device_to_host();
+  chain.host_to_device_bandwidth = link_.host_to_device();
   chain.weights_on_host = host_weights_ != nullptr;
   if (host_weights_) {
     for (int i = 0; i < chain.size(); ++i) chain.stages[i].update_time = update_times_.at(i);
@@ -359,6 +362,11 @@ StepRecord Trainer::step() {
   rec.to_device_bytes = result.to_device_bytes;
   rec.weight_swap_bytes = result.weight_swap_bytes;
   rec.transfer_seconds = result.transfer_seconds;
+  rec.to_host_seconds = result.to_host_seconds;
+  rec.to_device_seconds = result.to_device_seconds;
+  if (options_.refine_link) {
+    link_.observe(result.to_host_bytes, result.to_host_seconds, result.to_device_bytes, result.to_device_seconds);
+  }
   rec.stall_seconds = result.stall_seconds;
 
   if (host_weights_) {
@@ -439,6 +447,8 @@ TrainSummary Trainer::summary() const {
   }
   s.hidden_transfer_fraction = transfer > 0 ? std::max(0.0, 1.0 - stall / transfer) : 1.0;
   s.median_time_prediction_error = time_prediction_error_.median();
+  s.to_host_bandwidth = link_.device_to_host();
+  s.to_device_bandwidth = link_.host_to_device();
   s.data_wait_fraction = total > 0 ? s.data_wait_seconds / total : 0;
   s.mean_new_plan_seconds = new_plans ? new_total / static_cast<double>(new_plans) : 0;
   s.mean_cached_plan_seconds = s.cache_hits ? cached_total / static_cast<double>(s.cache_hits) : 0;

@@ -33,6 +33,7 @@
 #include "core/units.h"
 #include "plan/planner.h"
 #include "predict/chain_predictor.h"
+#include "predict/link_estimate.h"
 #include "predict/plan_cache.h"
 #include "predict/prediction_error.h"
 #include "runtime/adam.h"
@@ -65,6 +66,9 @@ struct TrainerOptions {
   // `memtrain calibrate` or --bandwidth.
   double device_to_host_bandwidth = 0;
   double host_to_device_bandwidth = 0;
+  // Refine that link from each step's own copies (predict::LinkEstimate)
+  // for the plans and predictions that follow; false keeps the given one.
+  bool refine_link = true;
   // Weights, gradients and Adam state in host memory, swapped in by the
   // schedule (planners swap and swap-naive); a step then runs in
   // `micro_batches` micro-batches, split by rows.
@@ -94,6 +98,8 @@ struct StepRecord {
   Bytes to_device_bytes = 0;          // of swap_bytes, host -> device
   Bytes weight_swap_bytes = 0;        // of swap_bytes, weights and gradients (weights in host memory)
   Seconds transfer_seconds = 0;       // the copies' own durations
+  Seconds to_host_seconds = 0;        // of transfer_seconds, device -> host
+  Seconds to_device_seconds = 0;      // of transfer_seconds, host -> device
   Seconds stall_seconds = 0;          // compute waiting on copies
   Seconds schedule_seconds = 0;       // the schedule's wall time (the update excluded)
   Seconds predicted_schedule_seconds = -1;  // simulated on the predicted chain; -1: none
@@ -122,6 +128,10 @@ struct TrainSummary {
   double hidden_transfer_fraction = 1;  // 1 - stalls / copy time over all steps; 1 when nothing moved
   // Median of |simulated - measured| / measured schedule time, after collection.
   double median_time_prediction_error = 0;
+  // The host link the trainer would plan the next step with, bytes/s: the
+  // given one, refined by the steps' copies unless refine_link is false.
+  double to_host_bandwidth = 0;
+  double to_device_bandwidth = 0;
   Seconds mean_new_plan_seconds = 0;  // planning time per new size
   Seconds mean_cached_plan_seconds = 0;
 };
@@ -210,6 +220,7 @@ class Trainer {
   Bytes reference_peak_ = 0;
   Bytes extra_resident_ = 0;  // the most observe_resident() has seen
   std::vector<Seconds> update_times_;  // per stage, the shortest host update seen; weights on host
+  predict::LinkEstimate link_;
   Signature largest_signature_;
   Chain largest_chain_;
   std::vector<StepRecord> records_;

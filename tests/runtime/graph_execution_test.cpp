@@ -146,12 +146,16 @@ TEST(GraphExecution, EachUNetNodesBackwardEqualsAutogradThroughItsForward) {
       ASSERT_EQ(own.size(), plain.size()) << where;
       for (size_t p = 0; p < own.size(); ++p) {
         ASSERT_EQ(own[p].defined(), wanted[p]) << where << ", input " << p;
-        if (wanted[p]) EXPECT_TRUE(torch::equal(own[p], plain[p])) << where << ", input " << p;
+        if (wanted[p]) {
+          EXPECT_TRUE(torch::equal(own[p], plain[p])) << where << ", input " << p;
+        }
       }
       const auto params = module.parameters();
       for (size_t k = 0; k < params.size(); ++k) {
         ASSERT_EQ(own_weights[k].defined(), weights) << where << ", parameter " << k;
-        if (weights) EXPECT_TRUE(torch::equal(own_weights[k], params[k].grad())) << where << ", parameter " << k;
+        if (weights) {
+          EXPECT_TRUE(torch::equal(own_weights[k], params[k].grad())) << where << ", parameter " << k;
+        }
       }
     }
   }

@@ -151,3 +151,36 @@ TEST(TrainerWeightsOnHost, RefusesWhatDoesNotGoTogether) {
 
 }  // namespace
 }  // namespace memtrain::runtime
+
+namespace memtrain::runtime {
+namespace {
+
+// A given link far from what the copies reach: the trainer follows the
+// copies' own rates (the median over its recent steps, each direction on
+// its own) unless told to keep the given one; every direction's seconds
+// are recorded.
+TEST(TrainerWeightsOnHost, RefinesTheHostLinkFromItsOwnCopies) {
+  const Bytes budget = model_state_bytes() / 4;
+  TrainerOptions o = host_options("swap", budget);
+  o.device_to_host_bandwidth = o.host_to_device_bandwidth = 1e15;  // a petabyte a second
+  const TrainingRun refined = train(o, 5);
+  predict::LinkEstimate expected(1e15, 1e15);
+  for (const StepRecord& rec : refined.records) {
+    EXPECT_GT(rec.to_host_seconds, 0) << "step " << rec.step;
+    EXPECT_GT(rec.to_device_seconds, 0) << "step " << rec.step;
+    EXPECT_NEAR(rec.to_host_seconds + rec.to_device_seconds, rec.transfer_seconds, 1e-12) << "step " << rec.step;
+    expected.observe(rec.to_host_bytes, rec.to_host_seconds, rec.to_device_bytes, rec.to_device_seconds);
+  }
+  ASSERT_GT(expected.device_to_host_steps(), 0);
+  EXPECT_LT(refined.summary.to_host_bandwidth, 1e14);
+  EXPECT_EQ(refined.summary.to_host_bandwidth, expected.device_to_host());
+  EXPECT_EQ(refined.summary.to_device_bandwidth, expected.host_to_device());
+
+  o.refine_link = false;
+  const TrainingRun fixed = train(o, 3);
+  EXPECT_EQ(fixed.summary.to_host_bandwidth, 1e15);
+  EXPECT_EQ(fixed.summary.to_device_bandwidth, 1e15);
+}
+
+}  // namespace
+}  // namespace memtrain::runtime
