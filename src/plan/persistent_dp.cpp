@@ -20,6 +20,17 @@ std::int64_t PersistentDp::keep_start(int i, int l, int k) const {
   return start;
 }
 
+void PersistentDp::forward_segments(int i, int l, std::vector<Segment>& out) const {
+  out.clear();
+  std::int64_t peak = a_[i + 1] + tn_[i];
+  double time = 0;
+  for (int j = i + 1; j <= l; ++j) {
+    time += f_[j - 1];
+    if (j > i + 1) peak = std::max(peak, a_[j - 1] + a_[j] + tn_[j - 1]);
+    out.push_back({peak, time});
+  }
+}
+
 std::int64_t PersistentDp::checkpoint_start(int i, int l, int j, std::int64_t forward_peak, bool own) const {
   return std::max({gradient(l) + forward_peak, a_[j] + leasts(true)[pair(j, l)], leasts(own)[pair(i, j - 1)]});
 }
@@ -155,11 +166,10 @@ void PersistentDp::fill(int i, int l, bool own, std::int64_t top, double lower) 
   }
   // Checkpoint at j: F_ck(i), F_n(i+1..j-1) keep only x_i and x_j (on its
   // own); solve j..l with x_j held, then i..j-1 again with delta_j.
-  std::int64_t forward_peak = a_[i + 1] + tn_[i];
-  double forward_time = 0;
+  std::vector<Segment> segments;
+  forward_segments(i, l, segments);
   for (int j = i + 1; j <= l; ++j) {
-    forward_time += f_[j - 1];
-    if (j > i + 1) forward_peak = std::max(forward_peak, a_[j - 1] + a_[j] + tn_[j - 1]);
+    const auto [forward_peak, forward_time] = segments[j - i - 1];
     const double* later = values(j, l, true);
     const double* again = values(i, j - 1, own);
     const std::int64_t start = checkpoint_start(i, l, j, forward_peak, own);
@@ -212,13 +222,12 @@ void PersistentDp::emit(int i, int l, std::int64_t m, bool own, Schedule& out) c
   }
   // Plain checkpoints before offloaded ones: an offload is emitted only
   // when no schedule without it at this level is as fast.
+  std::vector<Segment> segments;
+  forward_segments(i, l, segments);
   for (bool offload : {false, true}) {
     if (offload && !may_offload(i, own)) break;
-    std::int64_t forward_peak = a_[i + 1] + tn_[i];
-    double forward_time = 0;
     for (int j = i + 1; j <= l; ++j) {
-      forward_time += f_[j - 1];
-      if (j > i + 1) forward_peak = std::max(forward_peak, a_[j - 1] + a_[j] + tn_[j - 1]);
+      const auto [forward_peak, forward_time] = segments[j - i - 1];
       const double* later = values(j, l, true);
       const double* again = values(i, j - 1, own);
       if (!offload) {

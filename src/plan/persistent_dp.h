@@ -79,6 +79,14 @@ class PersistentDp {
   // Least m at which keeping stage i whole as variant index k (into vs_...)
   // is possible, the rest i+1..l included.
   std::int64_t keep_start(int i, int l, int k) const;
+  // The forward pass F_ck(i), F_n(i+1..j-1) of a checkpoint at j, for each
+  // j in i+1..l (entry j-i-1): its peak and time, summed in one order for
+  // solve and emit alike so that emit finds the table's values bit for bit.
+  struct Segment {
+    std::int64_t peak;
+    double time;
+  };
+  void forward_segments(int i, int l, std::vector<Segment>& out) const;
   // Least m at which checkpointing at j is possible; forward_peak is the
   // running maximum of the forward pass F_ck(i), F_n(i+1..j-1).
   std::int64_t checkpoint_start(int i, int l, int j, std::int64_t forward_peak, bool own) const;
