@@ -25,6 +25,10 @@ struct Chain {
   // a schedule brings a stage's weights to the device before running it and
   // sends its gradients back for an update on the host.
   bool weights_on_host = false;
+  // The host's optimizer updates run on the compute thread (a CPU build,
+  // where the "device" computes on the host's cores): compute waits for
+  // each, instead of running beside them as on a GPU.
+  bool updates_inline = false;
 
   int size() const { return static_cast<int>(stages.size()); }
   // a_i for i in 0..n, where a_n is output_bytes.

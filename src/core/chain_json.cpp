@@ -63,6 +63,7 @@ Chain chain_from_json(const json& j, const std::string& origin) {
   chain.device_to_host_bandwidth = number_field(j, "device_to_host_bandwidth", false, 0, origin);
   chain.host_to_device_bandwidth = number_field(j, "host_to_device_bandwidth", false, 0, origin);
   chain.weights_on_host = bool_field(j, "weights_on_host", false, origin);
+  chain.updates_inline = bool_field(j, "updates_inline", false, origin);
   chain.validate(origin);
   return chain;
 }
@@ -100,6 +101,7 @@ json chain_to_json(const Chain& chain) {
   if (chain.device_to_host_bandwidth > 0) out["device_to_host_bandwidth"] = chain.device_to_host_bandwidth;
   if (chain.host_to_device_bandwidth > 0) out["host_to_device_bandwidth"] = chain.host_to_device_bandwidth;
   if (chain.weights_on_host) out["weights_on_host"] = true;
+  if (chain.updates_inline) out["updates_inline"] = true;
   return out;
 }
 

@@ -46,6 +46,7 @@ class HostWeights {
   // Updates on a thread of their own (default: unless the device computes on
   // the host's cores).
   void set_updates_on_own_thread(bool on) { own_thread_ = on; }
+  bool updates_on_own_thread() const { return own_thread_; }
   // Starts the optimizer step for the stage on the host, from its gradient
   // sum (which must have arrived: grads_arrived()).
   void update(int stage);

@@ -241,6 +241,7 @@ Chain Trainer::completed(Chain chain) const {
   chain.device_to_host_bandwidth = link_.device_to_host();
   chain.host_to_device_bandwidth = link_.host_to_device();
   chain.weights_on_host = host_weights_ != nullptr;
+  chain.updates_inline = host_weights_ != nullptr && !host_weights_->updates_on_own_thread();
   if (host_weights_) {
     for (int i = 0; i < chain.size(); ++i) chain.stages[i].update_time = update_times_.at(i);
   }

@@ -370,8 +370,14 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
         if (w.grads != Grads::Host && w.grads != Grads::Copying) {
           throw bad_op(k, op, "the stage's gradients are not on their way to the host; offload them first");
         }
-        // The host starts once the gradients have arrived and its last update is done.
-        host_t = std::max({host_t, t, w.grads_copy_end}) + chain.stages[i].update_time;
+        if (chain.updates_inline) {
+          // On the compute thread: it waits for the gradients, then computes.
+          wait_until(w.grads_copy_end);
+          t += chain.stages[i].update_time;
+        } else {
+          // The host starts once the gradients have arrived and its last update is done.
+          host_t = std::max({host_t, t, w.grads_copy_end}) + chain.stages[i].update_time;
+        }
         result.update_seconds += chain.stages[i].update_time;
         w.updated = true;
         peak = mem;

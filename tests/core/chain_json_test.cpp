@@ -49,10 +49,14 @@ TEST(ChainJson, RoundTripsEveryField) {
   c.stages[1].nograd_forward_temp_bytes = 99;
   c.stages[1].state_bytes = 300;
   c.update_temp_bytes = 8;
+  c.weights_on_host = true;
+  c.updates_inline = true;
   const Chain back = chain_from_json(chain_to_json(c), "again");
   EXPECT_EQ(chain_to_json(back), chain_to_json(c));
   EXPECT_EQ(back.stages[1].nograd_forward_temp_bytes, 99);
   EXPECT_EQ(back.update_temp_bytes, 8);
+  EXPECT_TRUE(back.weights_on_host);
+  EXPECT_TRUE(back.updates_inline);
 }
 
 TEST(ChainJson, ErrorsNameTheStageAndField) {

@@ -60,6 +60,26 @@ TEST(WeightSwapSimulation, PricesFetchesGradientsAndHostUpdatesWorkedOutByHand) 
   EXPECT_EQ(r.ops.back().after_bytes, 10) << "only delta_0 stays: weights and gradients have gone";
 }
 
+// A CPU build runs the updates on the compute thread: each waits for its
+// gradients and compute waits for it.
+TEST(WeightSwapSimulation, InlineUpdatesHoldUpComputeWorkedOutByHand) {
+  Chain c = two_stages();
+  c.updates_inline = true;
+  // U1 moved before B0: on the host it would run beside B0; inline it
+  // waits for Gout1 (ends 6) and delays B0 by its 0.5 s.
+  const SimResult r = simulate(c, parse_schedule("Win0 Win1 Fall0 Fall1 L B1 Gout1 U1 B0 Gout0 Wout1 Wout0 U0"), true);
+  // B1 3..5, Gout1 5..6; U1 waits until 6, runs to 6.5; B0 6.5..8.5; Gout0 8.5..9.5;
+  // Wout0 waits until 9.5; U0 9.5..10.
+  EXPECT_DOUBLE_EQ(r.ops[7].end_time, 6.5);
+  EXPECT_DOUBLE_EQ(r.ops[8].end_time, 8.5);
+  EXPECT_DOUBLE_EQ(r.time, 10);
+  EXPECT_DOUBLE_EQ(r.stall_seconds, 1 + 1 + 1);  // Win0, U1 for Gout1, Wout0 for Gout0
+  EXPECT_DOUBLE_EQ(r.update_seconds, 1);
+  c.updates_inline = false;
+  // On the host: U1 runs 6..6.5 beside B0 (5..7); U0 after Gout0 (7..8): 8..8.5.
+  EXPECT_DOUBLE_EQ(simulate(c, parse_schedule("Win0 Win1 Fall0 Fall1 L B1 Gout1 U1 B0 Gout0 Wout1 Wout0 U0")).time, 8.5);
+}
+
 TEST(WeightSwapSimulation, MicroBatchesAccumulateIntoOneGradient) {
   const Chain c = two_stages();
   const Schedule s = parse_schedule(
