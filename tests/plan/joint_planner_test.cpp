@@ -13,7 +13,7 @@ namespace {
 
 using testing::enumerate_persistent_schedules;
 using testing::exact_slots;
-using testing::fastest_within;
+using testing::expect_fastest_of_class;
 using testing::keep_all_peak;
 using testing::price_all;
 using testing::random_chain;
@@ -69,17 +69,8 @@ TEST(JointPlanner, WithOneByteSlotsItIsTheOptimumOverSchedulesAndVariants) {
     for (const Schedule& s : shapes) {
       for (Schedule& v : with_every_variant(s, c)) all.push_back(std::move(v));
     }
-    const std::vector<sim::SimResult> priced = price_all(c, all);
     OptimalPlanner joint(exact_slots(), true);
-    const Bytes top = keep_all_peak(c);
-    for (int k = 1; k <= 12; ++k) {
-      const Bytes budget = top * k / 12;
-      const double best = fastest_within(priced, budget);
-      const Plan p = joint.plan({c, budget});
-      ASSERT_EQ(p.feasible, best != PersistentDp::kInfinity) << "seed " << seed << " budget " << budget;
-      if (!p.feasible) continue;
-      EXPECT_TRUE(same_time(p.time, best)) << "seed " << seed << ": planned " << p.time << ", best " << best;
-      EXPECT_TRUE(same_time(sim::simulate(c, p.schedule).time, joint.last_value()));
+    for (const Plan& p : expect_fastest_of_class(joint, c, all, "seed " + std::to_string(seed))) {
       for (const Op& op : p.schedule.ops) used_variant += op.variant != 0;
       ++compared;
     }

@@ -15,7 +15,7 @@ namespace {
 
 using testing::enumerate_persistent_schedules;
 using testing::exact_slots;
-using testing::fastest_within;
+using testing::expect_fastest_of_class;
 using testing::keep_all_peak;
 using testing::price_all;
 using testing::random_chain;
@@ -74,19 +74,10 @@ TEST(OptimalOffload, WithOneByteSlotsItIsTheOptimumOfEveryScheduleInItsClass) {
     const Chain c = with_link(random_chain(n, 1000 + seed), kLinks[seed % 3]);
     std::vector<Schedule> all;
     enumerate_persistent_schedules(0, n - 1, n, all, true);
-    const std::vector<sim::SimResult> priced = price_all(c, all);
     OptimalPlanner planner(exact_slots(), false, true);
-    const Bytes top = keep_all_peak(c);
-    for (int k = 1; k <= 12; ++k) {
-      const Bytes budget = top * k / 12;
-      const double best = fastest_within(priced, budget);
-      const Plan p = planner.plan({c, budget});
-      ASSERT_EQ(p.feasible, best != PersistentDp::kInfinity) << "seed " << seed << " budget " << budget;
-      if (p.feasible) {
-        EXPECT_TRUE(same_time(p.time, best)) << "seed " << seed << ": planned " << p.time << ", best " << best;
-        ++compared;
-        offloading += offloads_in(p.schedule) > 0;
-      }
+    for (const Plan& p : expect_fastest_of_class(planner, c, all, "seed " + std::to_string(seed))) {
+      ++compared;
+      offloading += offloads_in(p.schedule) > 0;
     }
   }
   EXPECT_GT(compared, 150);

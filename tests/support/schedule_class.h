@@ -3,6 +3,8 @@
 // memory reasoning), and small helpers they share.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,6 +12,7 @@
 
 #include "core/chain.h"
 #include "core/schedule.h"
+#include "plan/optimal_planner.h"
 #include "plan/planner.h"
 #include "plan/schedule_builders.h"
 #include "sim/simulator.h"
@@ -91,5 +94,27 @@ inline plan::PlannerOptions exact_slots() {
 
 // Equal up to the order of floating-point sums.
 inline bool same_time(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
+
+// Plans `c` at budgets of k/12 of keeping everything, k = 1..12, and checks
+// each plan against the fastest of `all` (every schedule of the planner's
+// class) that fits: feasible exactly when one is, as fast, and its
+// Simulator time the planner's table value. Returns the feasible plans.
+inline std::vector<Plan> expect_fastest_of_class(plan::OptimalPlanner& planner, const Chain& c,
+                                                       const std::vector<Schedule>& all, const std::string& where) {
+  const std::vector<sim::SimResult> priced = price_all(c, all);
+  const Bytes top = keep_all_peak(c);
+  std::vector<Plan> plans;
+  for (int k = 1; k <= 12; ++k) {
+    const Bytes budget = top * k / 12;
+    const double best = fastest_within(priced, budget);
+    const Plan p = planner.plan({c, budget});
+    EXPECT_EQ(p.feasible, best != std::numeric_limits<double>::infinity()) << where << ", budget " << budget;
+    if (!p.feasible || best == std::numeric_limits<double>::infinity()) continue;
+    EXPECT_TRUE(same_time(p.time, best)) << where << ": planned " << p.time << ", best " << best;
+    EXPECT_TRUE(same_time(sim::simulate(c, p.schedule).time, planner.last_value())) << where;
+    plans.push_back(p);
+  }
+  return plans;
+}
 
 }  // namespace memtrain::testing
