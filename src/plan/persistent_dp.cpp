@@ -14,8 +14,7 @@ std::int64_t slots_of(Bytes bytes, Bytes slot) { return (bytes + slot - 1) / slo
 }  // namespace
 
 std::int64_t PersistentDp::keep_start(int i, int l, int k) const {
-  // F_all(i) runs while the gradient of l+1 exists; B(i) holds x̄_i, delta_{i+1}, x_i and makes delta_i.
-  std::int64_t start = std::max(gradient(l) + vs_[k] + vtf_[k], vs_[k] + a_[i + 1] + a_[i] + vtb_[k]);
+  std::int64_t start = std::max(forward_all_need(l, k), backward_need(i, k));
   if (l > i) start = std::max(start, vs_[k] + least_[pair(i + 1, l)]);
   return start;
 }
@@ -37,10 +36,10 @@ std::int64_t PersistentDp::checkpoint_start(int i, int l, int j, std::int64_t fo
 
 std::int64_t PersistentDp::offload_start(int i, int l, int j, std::int64_t forward_peak) const {
   // While j..l are solved x_i is gone; during B(j), the last operation of
-  // that solve, x_i is back beside x_j, x̄_j, delta_{j+1} and the delta_j it makes.
+  // that solve, x_i is back beside what B(j) needs, x_j included.
   const int k = var_start_[j];  // offloads come without variants: the plain stage
   return std::max({gradient(l) + forward_peak, a_[j] - freed(i) + own_least_[pair(j, l)], own_least_[pair(i, j - 1)],
-                   a_[j] + vs_[k] + a_[j + 1] + a_[j] + vtb_[k]});
+                   a_[j] + backward_need(j, k)});
 }
 
 void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capacity, bool variants, bool offloads) {
@@ -121,12 +120,13 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
   std::vector<std::int64_t> keep_all(pairs);  // least m at which keeping every stage that way fits
 
   const std::int64_t top_limit = capacity + 1;
+  std::vector<Segment> segments;  // reused for every (i, l)
   for (int d = 0; d < n; ++d) {
     for (int i = 0; i + d < n; ++i) {
       const int l = i + d;
       const int p = pair(i, l);
       const int fast = var_start_[i] + fastest_[i];
-      std::int64_t ka = std::max(gradient(l) + vs_[fast] + vtf_[fast], vs_[fast] + a_[i + 1] + a_[i] + vtb_[fast]);
+      std::int64_t ka = std::max(forward_all_need(l, fast), backward_need(i, fast));
       lower[p] = vtime_[fast];
       if (d > 0) {
         ka = std::max(ka, vs_[fast] + keep_all[pair(i + 1, l)]);
@@ -135,13 +135,14 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
       keep_all[p] = ka;
       // Above `top` keeping every stage (fastest variants) fits: the lower bound.
       const std::int64_t top = std::min(ka, top_limit);
-      fill(i, l, false, top, lower[p]);
-      if (offloads) fill(i, l, true, top, lower[p]);
+      forward_segments(i, l, segments);
+      fill(i, l, false, top, lower[p], segments);
+      if (offloads) fill(i, l, true, top, lower[p], segments);
     }
   }
 }
 
-void PersistentDp::fill(int i, int l, bool own, std::int64_t top, double lower) {
+void PersistentDp::fill(int i, int l, bool own, std::int64_t top, double lower, const std::vector<Segment>& segments) {
   const int d = l - i;
   double* val = values(i, l, own);
   std::fill(val, val + top, kInfinity);
@@ -166,8 +167,6 @@ void PersistentDp::fill(int i, int l, bool own, std::int64_t top, double lower) 
   }
   // Checkpoint at j: F_ck(i), F_n(i+1..j-1) keep only x_i and x_j (on its
   // own); solve j..l with x_j held, then i..j-1 again with delta_j.
-  std::vector<Segment> segments;
-  forward_segments(i, l, segments);
   for (int j = i + 1; j <= l; ++j) {
     const auto [forward_peak, forward_time] = segments[j - i - 1];
     const double* later = values(j, l, true);

@@ -72,13 +72,6 @@ class PersistentDp {
   double* values(int i, int l, bool own = false) {
     return const_cast<double*>(static_cast<const PersistentDp*>(this)->values(i, l, own));
   }
-  // Fills the table `own` for stages i..l; `top` and `lower` as in solve.
-  void fill(int i, int l, bool own, std::int64_t top, double lower);
-  // The gradient present while stages i..l run forward.
-  std::int64_t gradient(int l) const { return l < n_ - 1 ? a_[l + 1] : 0; }
-  // Least m at which keeping stage i whole as variant index k (into vs_...)
-  // is possible, the rest i+1..l included.
-  std::int64_t keep_start(int i, int l, int k) const;
   // The forward pass F_ck(i), F_n(i+1..j-1) of a checkpoint at j, for each
   // j in i+1..l (entry j-i-1): its peak and time, summed in one order for
   // solve and emit alike so that emit finds the table's values bit for bit.
@@ -87,6 +80,19 @@ class PersistentDp {
     double time;
   };
   void forward_segments(int i, int l, std::vector<Segment>& out) const;
+  // Fills the table `own` for stages i..l; `top` and `lower` as in solve,
+  // `segments` from forward_segments(i, l) (one computation serves both tables).
+  void fill(int i, int l, bool own, std::int64_t top, double lower, const std::vector<Segment>& segments);
+  // The gradient present while stages i..l run forward.
+  std::int64_t gradient(int l) const { return l < n_ - 1 ? a_[l + 1] : 0; }
+  // Least m at which keeping stage i whole as variant index k (into vs_...)
+  // is possible, the rest i+1..l included.
+  std::int64_t keep_start(int i, int l, int k) const;
+  // What keeping stage i as variant index k needs, beside what is counted
+  // outside: its F_all while the gradient of l+1 exists, and its B(i),
+  // which holds x̄_i, delta_{i+1}, x_i and makes delta_i.
+  std::int64_t forward_all_need(int l, int k) const { return gradient(l) + vs_[k] + vtf_[k]; }
+  std::int64_t backward_need(int i, int k) const { return vs_[k] + a_[i + 1] + a_[i] + vtb_[k]; }
   // Least m at which checkpointing at j is possible; forward_peak is the
   // running maximum of the forward pass F_ck(i), F_n(i+1..j-1).
   std::int64_t checkpoint_start(int i, int l, int j, std::int64_t forward_peak, bool own) const;
