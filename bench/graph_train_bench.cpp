@@ -52,16 +52,11 @@ struct AutogradLane {
     ctx.targets = batch.targets;
     memory->reset_peak();
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<torch::Tensor> value(model->size());
-    value[0] = batch.input;
-    for (int i = 1; i < model->size(); ++i) {
-      std::vector<torch::Tensor> inputs;
-      for (int j : model->node(i).inputs) inputs.push_back(value[j]);
-      value[i] = model->node(i).module->forward(inputs, ctx);
+    {
+      const torch::Tensor loss = model->forward(batch.input, ctx);
+      losses.push_back(loss.item<double>());
+      loss.backward();
     }
-    losses.push_back(value.back().item<double>());
-    value.back().backward();
-    value.clear();
     adam->step();
     adam->zero_grad();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -184,7 +179,7 @@ int run(const std::vector<std::string>& args) {
                 "the first lane's, peak %s; losses bit-equal to the first lane's at every step: %s. Each node's "
                 "backward reads its inputs and output (the graph program's node model) and runs the kernels autograd "
                 "would without running its forward again; it rebuilds what its convolution reads (pooled, or "
-                "upsampled and joined with the skip) where autograd keeps it, so it holds less and takes longer.\n",
+                "upsampled and joined with the skip), which autograd keeps.\n",
                 median(timed.back()) / median(timed[0]), format_bytes(autograd.peak).c_str(),
                 autograd_losses ? "yes" : "no");
   md << line;

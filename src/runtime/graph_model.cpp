@@ -60,6 +60,17 @@ Graph GraphModel::structure() const {
   return g;
 }
 
+torch::Tensor GraphModel::forward(const torch::Tensor& input, StepContext& ctx) const {
+  std::vector<torch::Tensor> value(nodes_.size());
+  value[0] = input;
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    std::vector<torch::Tensor> inputs;
+    for (int j : nodes_[i].inputs) inputs.push_back(value[j]);
+    value[i] = nodes_[i].module->forward(inputs, ctx);
+  }
+  return value.back();
+}
+
 std::vector<torch::Tensor> GraphModel::parameters() const {
   std::vector<torch::Tensor> all;
   for (const Node& n : nodes_) {

@@ -51,6 +51,11 @@ class GraphModel {
   const Node& node(int i) const { return nodes_.at(i); }
   // The forward graph's shape (names and inputs; no sizes or times).
   Graph structure() const;
+  // Every node's forward in order from the batch's `input`, with autograd as
+  // the caller has it: one plain pass through the whole network. Outputs
+  // live on only where autograd saved them. Returns the last node's output,
+  // the loss.
+  torch::Tensor forward(const torch::Tensor& input, StepContext& ctx) const;
 
   std::vector<torch::Tensor> parameters() const;
   Bytes param_bytes() const;
