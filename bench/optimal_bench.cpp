@@ -6,6 +6,7 @@
 //
 //   build/bench/optimal_bench [--steps N] [--out docs/BENCHMARKS.md] [--budgets 30,50,70]
 //   build/bench/optimal_bench --planning-only   (prints planning times, writes nothing)
+//   build/bench/optimal_bench --gains-only      (prints what the variants buy, writes nothing)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -183,8 +184,9 @@ Chain measured_chain(const LaneFactory& make) {
 }
 
 int run(const std::vector<std::string>& args) {
-  cli::Flags flags(args, {"planning-only"}, "optimal_bench");
+  cli::Flags flags(args, {"planning-only", "gains-only"}, "optimal_bench");
   const bool planning_only = flags.has("planning-only");
+  const bool gains_only = flags.has("gains-only");
   const int steps = static_cast<int>(flags.integer("steps", 40, 10, 100000));
   const std::string out_path = flags.text("out", "docs/BENCHMARKS.md");
   const std::vector<std::string> budgets = percent_budgets(flags.text("budgets", "30,50,70"));
@@ -209,6 +211,18 @@ int run(const std::vector<std::string>& args) {
   const LaneFactory resnet_lane = lanes(
       [images](std::uint64_t seed) { return std::make_unique<runtime::FashionMnistBatches>(images, 32, 28, 112, seed); },
       [image_shape] { return runtime::make_model("resnet", {}, image_shape); });
+  if (gains_only) {
+    for (const VariantGains& g : {variant_gains("tagger", measured_chain(tagger_lane)),
+                                  variant_gains("resnet", measured_chain(resnet_lane))}) {
+      std::printf("%s: least budget mimose %s, optimal %s, joint %s (%.3fx); activation memory none %s, joint %s "
+                  "within 10%% (+%.1f%%)\n",
+                  g.model.c_str(), format_bytes(g.mimose_least).c_str(), format_bytes(g.optimal_least).c_str(),
+                  format_bytes(g.joint_least).c_str(), static_cast<double>(g.optimal_least) / g.joint_least,
+                  format_bytes(g.activation_none).c_str(), format_bytes(g.activation_joint).c_str(),
+                  100 * g.joint_overhead);
+    }
+    return 0;
+  }
   ModelRuns tagger{"tagger", {}}, resnet{"resnet", {}};
   for (const std::string& b : budgets) {
     tagger.by_budget[b] = run_lockstep(kPlanners, b, steps, tagger_lane, "tagger");
@@ -234,7 +248,8 @@ int run(const std::vector<std::string>& args) {
   report_model(md, resnet, budgets);
   md << "### What operator variants buy, on each model's largest input (simulated on its measured chain)\n\n"
      << "Variants: attention recomputing its softmax one head at a time, feed-forward recomputing GELU (tagger); "
-     << "block recomputing norm, ReLU and its second convolution (ResNet).\n\n"
+     << "block recomputing norm, ReLU and its second convolution, and block keeping only its input and "
+     << "running again, piece by piece, in a written-out backward (ResNet).\n\n"
      << "| model | least budget mimose | least budget optimal | least budget joint | optimal / joint | "
         "activation memory none | least activation memory joint within 10% of none's time |\n"
      << "|---|---|---|---|---|---|---|\n";

@@ -3,6 +3,8 @@
 
 #include "plan/schedule_builders.h"
 #include "runtime/chain_measurement.h"
+#include "runtime/device_memory.h"
+#include "runtime/executor.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/models/resnet.h"
 #include "runtime/rng_snapshot.h"
@@ -79,18 +81,122 @@ TEST(OperatorVariants, FeedForwardRecomputingItsGeluGivesTheSameGradients) {
   expect_identical(run_stage(m.stage(2), x, {}, 0, 3), run_stage(m.stage(2), x, {}, 1, 3), "feed-forward");
 }
 
-TEST(OperatorVariants, ResNetBlockRecomputingItsSecondConvolutionGivesTheSameGradients) {
+StagedModel small_resnet() {
   torch::manual_seed(7);
   ResNetConfig c;
   c.width = 4;
   c.blocks_per_group = 1;
-  StagedModel m = make_resnet(c);
-  ASSERT_EQ(m.stage_variant_names(2), (std::vector<std::string>{"recompute-conv2"}));
+  return make_resnet(c);
+}
+
+TEST(OperatorVariants, ResNetBlockVariantsGiveTheSameGradients) {
+  StagedModel m = small_resnet();
+  ASSERT_EQ(m.stage_variant_names(2), (std::vector<std::string>{"recompute-conv2", "recompute-block"}));
   const torch::Tensor x = torch::randn({3, 4, 10, 10});
   for (int stage : {1, 2}) {  // without and with a strided shortcut
     const torch::Tensor in = stage == 1 ? x : torch::randn({3, 4, 10, 10});
-    expect_identical(run_stage(m.stage(stage), in, {}, 0, 1), run_stage(m.stage(stage), in, {}, 1, 1),
-                     "block " + std::to_string(stage));
+    const Pass plain = run_stage(m.stage(stage), in, {}, 0, 1);
+    for (int variant : {1, 2}) {
+      expect_identical(plain, run_stage(m.stage(stage), in, {}, variant, 1),
+                       "block " + std::to_string(stage) + " variant " + std::to_string(variant));
+    }
+  }
+}
+
+// The written-out backward leaves the batch-norm running statistics as a
+// plain forward does: updated once, by the forward.
+TEST(OperatorVariants, ResNetBlockRecomputedInBackwardUpdatesRunningStatisticsOnce) {
+  StagedModel m = small_resnet();
+  StageModule& block = m.stage(2);  // strided: three batch norms
+  std::vector<torch::Tensor> before;
+  for (const auto& b : block.buffers()) before.push_back(b.clone());
+  const torch::Tensor x = torch::randn({3, 4, 10, 10});
+  auto step = [&](int variant) {
+    for (size_t k = 0; k < before.size(); ++k) block.buffers()[k].copy_(before[k]);
+    StepContext ctx;
+    ctx.variant = variant;
+    const torch::Tensor in = x.detach().requires_grad_(true);
+    const torch::Tensor y = block.forward(in, ctx);
+    torch::autograd::backward({y}, {torch::ones_like(y)});
+    std::vector<torch::Tensor> after;
+    for (const auto& b : block.buffers()) after.push_back(b.clone());
+    return after;
+  };
+  const auto plain = step(0), recomputed = step(2);
+  ASSERT_EQ(plain.size(), 6u);
+  for (size_t k = 0; k < plain.size(); ++k) {
+    EXPECT_FALSE(torch::equal(plain[k], before[k])) << "buffer " << k << " was not updated";
+    EXPECT_TRUE(torch::equal(plain[k], recomputed[k])) << "buffer " << k;
+  }
+}
+
+// Through the executor, a ResNet step whose blocks all run as one variant
+// computes what a plain step does, bit for bit; measured, blocks that keep
+// only their input
+// keep nothing but their output and reach a lower peak in their backward.
+TEST(OperatorVariants, ResNetBlocksKeepingOnlyTheirInputStepExactlyAndPeakLower) {
+  CpuDeviceMemory memory;
+  auto scope = memory.activate();
+  StagedModel m = small_resnet();
+  const int n = m.size();
+  torch::manual_seed(8);
+  Batch batch;
+  batch.input = torch::randn({4, 1, 24, 24});
+  batch.targets = torch::randint(0, 10, {4});
+  batch.signature = Signature::of_shape({4, 1, 24, 24});
+  batch.examples = 4;
+  // Every block as variant v (the measured chain needs each variant).
+  auto blocks_as = [n](int v) {
+    std::vector<int> variants(n, 0);
+    for (int i = 1; i + 1 < n; ++i) variants[i] = v;
+    return variants;
+  };
+
+  std::vector<predict::ChainSample> samples;
+  std::vector<double> losses;
+  std::vector<std::vector<torch::Tensor>> grads, buffers;
+  auto model_buffers = [&] {
+    std::vector<torch::Tensor> b;
+    for (int i = 0; i < n; ++i) {
+      for (const auto& t : m.stage(i).buffers()) b.push_back(t);
+    }
+    return b;
+  };
+  std::vector<torch::Tensor> start_buffers;
+  for (const auto& t : model_buffers()) start_buffers.push_back(t.clone());
+  for (const std::vector<int>& variants : {blocks_as(0), blocks_as(1), blocks_as(2)}) {
+    for (auto& p : m.parameters()) p.mutable_grad() = torch::Tensor();
+    for (size_t k = 0; k < start_buffers.size(); ++k) model_buffers()[k].copy_(start_buffers[k]);
+    StepContext ctx;
+    ctx.targets = batch.targets;
+    ctx.generator = at::make_generator<at::CPUGeneratorImpl>(1);
+    const ExecutionResult r = Executor(m, memory).run(plan::schedule_for_collection(n, variants), batch, ctx);
+    samples.push_back(sample_execution(r, n, 0));
+    losses.push_back(r.loss);
+    grads.emplace_back();
+    for (const auto& p : m.parameters()) grads.back().push_back(p.grad().clone());
+    buffers.emplace_back();
+    for (const auto& t : model_buffers()) buffers.back().push_back(t.clone());
+  }
+  for (int v : {1, 2}) {
+    EXPECT_EQ(losses[0], losses[v]) << "variant " << v;
+    for (size_t k = 0; k < grads[0].size(); ++k) {
+      EXPECT_TRUE(torch::equal(grads[0][k], grads[v][k])) << "variant " << v << " gradient " << k;
+    }
+    for (size_t k = 0; k < buffers[0].size(); ++k) {
+      EXPECT_TRUE(torch::equal(buffers[0][k], buffers[v][k])) << "variant " << v << " buffer " << k;
+    }
+  }
+
+  const Chain chain = chain_from_samples(samples, stage_constants(m, Adam::kSlots));
+  for (int i = 1; i + 1 < n; ++i) {
+    const Stage& plain = chain.stages[i];
+    ASSERT_EQ(plain.variant_count(), 3) << plain.name;
+    const StageVariant& lean = plain.variant(2);
+    EXPECT_EQ(lean.name, "recompute-block");
+    EXPECT_EQ(lean.saved_bytes, chain.activation_bytes(i + 1)) << plain.name << ": only the output is kept";
+    EXPECT_LT(lean.saved_bytes + lean.backward_temp_bytes, plain.saved_bytes + plain.backward_temp_bytes)
+        << plain.name << ": the backward's peak";
   }
 }
 

@@ -26,6 +26,8 @@ class StepBatchNorm : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const StepContext& ctx) {
     return forward(x, ctx.training, ctx.update_buffers);
   }
+  const torch::Tensor& weight() const { return weight_; }
+  const torch::Tensor& bias() const { return bias_; }
   torch::Tensor forward(const torch::Tensor& x, bool training, bool update_buffers) {
     // In training without buffer updates, passing no running statistics
     // normalises with the batch's and records nothing.
@@ -62,6 +64,43 @@ class StemStage : public StageModule {
   std::shared_ptr<StepBatchNorm> norm_;
 };
 
+// A convolution's backward from what it read: the same kernels autograd
+// runs, one at a time. Computing the weight gradient first, apart from the
+// input gradient, keeps oneDNN's reordered copies of the input and the
+// gradient from being alive beside the input gradient.
+std::tuple<torch::Tensor, torch::Tensor> conv_backward(const torch::nn::Conv2d& conv, const torch::Tensor& grad,
+                                                       const torch::Tensor& input, bool input_grad) {
+  const auto& o = conv->options;
+  const auto padding = c10::get<torch::ExpandingArray<2>>(o.padding());
+  auto pass = [&](bool input_pass) {
+    return at::convolution_backward(grad, input, conv->weight, c10::nullopt, o.stride(), padding, o.dilation(), false,
+                                    std::vector<int64_t>{0, 0}, o.groups(), {input_pass, !input_pass, false});
+  };
+  torch::Tensor gw = std::get<1>(pass(false));
+  torch::Tensor gx = input_grad ? std::get<0>(pass(true)) : torch::Tensor();
+  return {gx, gw};
+}
+
+// Batch norm's forward and backward as one recomputation needs them: the
+// statistics the backward reads, and no running statistics touched.
+struct NormRun {
+  torch::Tensor output, mean, invstd, reserve;
+  int64_t impl = 0;
+};
+
+NormRun norm_forward(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  auto [out, mean, invstd, reserve, impl] =
+      at::_batch_norm_impl_index(x, weight, bias, {}, {}, true, 0.1, 1e-5, /*cudnn_enabled=*/true);
+  return {out, mean, invstd, reserve, impl};
+}
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> norm_backward(const NormRun& run, const torch::Tensor& input,
+                                                                       const torch::Tensor& grad,
+                                                                       const torch::Tensor& weight) {
+  return at::_batch_norm_impl_index_backward(run.impl, input, grad, weight, {}, {}, run.mean, run.invstd, true, 1e-5,
+                                             {true, true, true}, run.reserve);
+}
+
 class BasicBlockStage : public StageModule, public Segment {
  public:
   BasicBlockStage(int64_t in, int64_t out, int64_t stride)
@@ -76,25 +115,13 @@ class BasicBlockStage : public StageModule, public Segment {
     }
   }
 
-  // As the stem: one tensor per statement, in-place ReLU and sum.
   torch::Tensor forward(const torch::Tensor& x, StepContext& ctx) override {
-    torch::Tensor h = conv1_(x);
-    const bool recompute = ctx.variant == 1 && ctx.training && torch::GradMode::is_enabled();
-    if (recompute) {
-      h = run_recomputed(*this, h, ctx.update_buffers);
-    } else {
-      h = norm1_->forward(h, ctx);
-      h.relu_();
-      h = conv2_(h);
+    const bool training_with_grad = ctx.training && torch::GradMode::is_enabled();
+    if (ctx.variant == kRecomputeBlock && training_with_grad) {
+      return RecomputedInBackward::apply(x, torch::TensorList(weights()), reinterpret_cast<int64_t>(this),
+                                         ctx.update_buffers);
     }
-    h = norm2_->forward(h, ctx);
-    if (shortcut_) {
-      torch::Tensor skip = shortcut_(x);
-      h.add_(shortcut_norm_->forward(skip, ctx));
-    } else {
-      h.add_(x);
-    }
-    return h.relu_();
+    return plain_forward(x, ctx.training, ctx.update_buffers, ctx.variant == kRecomputeConv2 && training_with_grad);
   }
 
   // Norm, ReLU and the second convolution: the variant keeps only the first
@@ -106,9 +133,127 @@ class BasicBlockStage : public StageModule, public Segment {
     return conv2_(h);
   }
 
-  std::vector<std::string> variant_names() const override { return {"recompute-conv2"}; }
+  std::vector<std::string> variant_names() const override { return {"recompute-conv2", "recompute-block"}; }
 
  private:
+  static constexpr int kRecomputeConv2 = 1;
+  static constexpr int kRecomputeBlock = 2;
+
+  // As the stem: one tensor per statement, in-place ReLU and sum.
+  torch::Tensor plain_forward(const torch::Tensor& x, bool training, bool update_buffers, bool recompute_conv2) {
+    torch::Tensor h = conv1_(x);
+    if (recompute_conv2) {
+      h = run_recomputed(*this, h, update_buffers);
+    } else {
+      h = norm1_->forward(h, training, update_buffers);
+      h.relu_();
+      h = conv2_(h);
+    }
+    h = norm2_->forward(h, training, update_buffers);
+    if (shortcut_) {
+      torch::Tensor skip = shortcut_(x);
+      h.add_(shortcut_norm_->forward(skip, training, update_buffers));
+    } else {
+      h.add_(x);
+    }
+    return h.relu_();
+  }
+
+  // The weights in the order the written-out backward returns their gradients.
+  std::vector<torch::Tensor> weights() const {
+    std::vector<torch::Tensor> w{conv1_->weight, norm1_->weight(), norm1_->bias(),
+                                 conv2_->weight, norm2_->weight(), norm2_->bias()};
+    if (shortcut_) {
+      for (const torch::Tensor& t : {shortcut_->weight, shortcut_norm_->weight(), shortcut_norm_->bias()}) {
+        w.push_back(t);
+      }
+    }
+    return w;
+  }
+
+  // The "recompute-block" variant: the forward keeps only the block's input;
+  // the backward runs the block again and calls the kernels autograd would,
+  // on the same data, freeing each tensor once the last kernel that reads it
+  // has run. The first convolution runs twice so that its output is not
+  // alive while the second convolution's backward runs: at most six tensors
+  // of the input's size are alive at once (input and incoming gradient
+  // included), where plain autograd holds nine.
+  std::vector<torch::Tensor> backward_recomputing(const torch::Tensor& x, const torch::Tensor& grad_out,
+                                                  bool input_grad) {
+    torch::NoGradGuard no_grad;
+    NormRun n1, n2;
+    torch::Tensor r1;
+    {
+      const torch::Tensor c1 = conv1_(x);
+      n1 = norm_forward(c1, norm1_->weight(), norm1_->bias());
+      r1 = n1.output.relu_();
+      n1.output = torch::Tensor();
+    }
+    torch::Tensor c2 = conv2_(r1);
+    torch::Tensor g;  // the gradient at the sum, which the skip gets too
+    {
+      n2 = norm_forward(c2, norm2_->weight(), norm2_->bias());
+      torch::Tensor h = std::move(n2.output);
+      if (shortcut_) {
+        h.add_(norm_forward(shortcut_(x), shortcut_norm_->weight(), shortcut_norm_->bias()).output);
+      } else {
+        h.add_(x);
+      }
+      h.relu_();
+      g = at::threshold_backward(grad_out, h, 0);
+    }
+    std::vector<torch::Tensor> grads(1 + weights().size());
+    torch::Tensor g_c2;
+    std::tie(g_c2, grads[5], grads[6]) = norm_backward(n2, c2, g, norm2_->weight());
+    c2 = torch::Tensor();
+    torch::Tensor g_r1;
+    std::tie(g_r1, grads[4]) = conv_backward(conv2_, g_c2, r1, true);
+    g_c2 = torch::Tensor();
+    torch::Tensor g_b1 = at::threshold_backward(g_r1, r1, 0);
+    g_r1 = r1 = torch::Tensor();
+    torch::Tensor g_c1;
+    {
+      const torch::Tensor c1 = conv1_(x);
+      std::tie(g_c1, grads[2], grads[3]) = norm_backward(n1, c1, g_b1, norm1_->weight());
+    }
+    g_b1 = torch::Tensor();
+    torch::Tensor g_x;
+    std::tie(g_x, grads[1]) = conv_backward(conv1_, g_c1, x, input_grad);
+    g_c1 = torch::Tensor();
+    if (shortcut_) {
+      const torch::Tensor s = shortcut_(x);
+      NormRun ns = norm_forward(s, shortcut_norm_->weight(), shortcut_norm_->bias());
+      ns.output = torch::Tensor();
+      torch::Tensor g_s, g_skip;
+      std::tie(g_s, grads[8], grads[9]) = norm_backward(ns, s, g, shortcut_norm_->weight());
+      g = torch::Tensor();
+      std::tie(g_skip, grads[7]) = conv_backward(shortcut_, g_s, x, input_grad);
+      if (input_grad) g_x.add_(g_skip);
+    } else if (input_grad) {
+      g_x.add_(g);
+    }
+    grads[0] = input_grad ? g_x : torch::Tensor();
+    return grads;
+  }
+
+  class RecomputedInBackward : public torch::autograd::Function<RecomputedInBackward> {
+   public:
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                                 torch::TensorList weights, int64_t block, bool update_buffers) {
+      ctx->save_for_backward({x});
+      ctx->saved_data["block"] = block;
+      return reinterpret_cast<BasicBlockStage*>(block)->plain_forward(x, true, update_buffers, false);
+    }
+    static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::tensor_list grads) {
+      auto* block = reinterpret_cast<BasicBlockStage*>(ctx->saved_data["block"].toInt());
+      const torch::Tensor x = ctx->get_saved_variables()[0];
+      torch::autograd::tensor_list out = block->backward_recomputing(x, grads[0], ctx->needs_input_grad(0));
+      out.resize(out.size() + 2);  // the block and update_buffers arguments
+      return out;
+    }
+  };
+
   torch::nn::Conv2d conv1_;
   std::shared_ptr<StepBatchNorm> norm1_;
   torch::nn::Conv2d conv2_;
