@@ -78,6 +78,10 @@ int run_calibrate(const std::vector<std::string>& args) {
   // What an optimizer step costs on the host, for weights kept there.
   const double update_rate = runtime::Adam::measure_host_seconds_per_byte();
   for (Stage& s : chain.stages) s.update_time = update_rate * static_cast<double>(s.grad_bytes);
+  // Where the trainer will run those updates: on the compute thread when the
+  // device computes on the host's cores (HostWeights' rule), beside compute
+  // otherwise.
+  chain.updates_inline = memory->computes_on_host_cores();
   nlohmann::json j = chain_to_json(chain);
   j["device"] = memory->describe();
   j["largest_input_shape"] = trainer.largest_signature().shape;

@@ -200,6 +200,7 @@ TEST(Commands, CalibrateWritesAChainWithTheMeasuredLinkThatSimulateReads) {
   EXPECT_EQ(j["stages"].size(), 14u);
   EXPECT_GT(j["stages"][1]["forward_time"].get<double>(), 0);
   EXPECT_EQ(j["copy_bytes"].get<Bytes>(), 4 * MiB);
+  EXPECT_TRUE(j.value("updates_inline", false)) << "the CPU build updates host weights on the compute thread";
   const Outcome s = run({"simulate", "--chain", chain, "--planner", "swap", "--budget", "40%", "--json", priced});
   ASSERT_EQ(s.status, 0) << s.err;
   EXPECT_LE(read_json(priced)["peak_bytes"].get<Bytes>(), read_json(priced)["budget_bytes"].get<Bytes>());
