@@ -3,6 +3,7 @@
 #include <chrono>
 #include <optional>
 
+#include <torch/csrc/autograd/engine.h>
 #include <torch/torch.h>
 
 #include "core/error.h"
@@ -23,6 +24,8 @@ Error cannot_run(const Op& op, const std::string& why) {
 }  // namespace
 
 ExecutionResult Executor::run(const Schedule& schedule, const Batch& batch, StepContext& ctx) {
+  // Recomputation replays the step's random draws from it (dropout).
+  if (!ctx.generator.defined()) throw Error("executor: StepContext::generator is not set; give the step a generator");
   try {
     return run_unchecked(schedule, batch, ctx);
   } catch (const OutOfBudget&) {
@@ -294,7 +297,16 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
         grads_arriving[i].clear();
         if (!ms.saved_arriving[i].empty()) ms.saved[i]->arrived();
         ms.saved_arriving[i].clear();
-        if (ms.graph[i].requires_grad()) torch::autograd::backward({ms.graph[i]}, {ms.grad});
+        if (ms.graph[i].requires_grad()) {
+          // Start from the output's gradient edge and let the output go first:
+          // unless a kernel saved it for the backward (ReLU does), its bytes
+          // are free during the backward. The measured backward temporaries
+          // then come out lower by them, so the memory model stays exact.
+          const torch::autograd::Edge root = torch::autograd::impl::gradient_edge(ms.graph[i]);
+          ms.graph[i] = torch::Tensor();
+          torch::autograd::Engine::get_default_engine().execute({root}, {ms.grad}, /*keep_graph=*/false,
+                                                                /*create_graph=*/false, /*accumulate_grad=*/true);
+        }
         torch::Tensor next;
         if (ms.leaf[i].defined() && ms.leaf[i].requires_grad()) next = ms.leaf[i].grad();
         ms.graph[i] = torch::Tensor();

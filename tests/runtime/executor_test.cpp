@@ -5,6 +5,9 @@
 #include "plan/schedule_builders.h"
 #include "plan/sqrt_planner.h"
 #include "runtime/chain_measurement.h"
+#include "runtime/device_memory.h"
+#include "runtime/executor.h"
+#include "runtime/staged_model.h"
 #include "sim/simulator.h"
 #include "support/rig.h"
 
@@ -120,6 +123,38 @@ TEST(Executor, RecordsEveryOperation) {
     EXPECT_GE(r.ops[k].seconds, 0);
   }
   EXPECT_GT(r.loss, 0);
+}
+
+// Doubling needs nothing of its output for its backward: the executor lets
+// the output go before the backward, so the backward's peak holds the input
+// gradient it makes instead of the output beside it.
+TEST(Executor, AStageOutputNothingSavedIsNotHeldThroughItsBackward) {
+  using torch::nn::AnyModule;
+  CpuDeviceMemory memory;
+  auto scope = memory.activate();
+  torch::manual_seed(0);
+  StagedModel model = StagedModel::from_modules(
+      "doubling", {AnyModule(torch::nn::Linear(8, 4096)), AnyModule(torch::nn::Functional([](torch::Tensor x) { return x * 2; }))},
+      AnyModule(torch::nn::Linear(4096, 3)));
+  Batch b;
+  b.input = torch::randn({16, 8});
+  b.targets = torch::randint(0, 3, {16});
+  b.signature = Signature::of_shape({16, 8});
+  StepContext ctx;
+  ctx.targets = b.targets;
+  EXPECT_THROW(Executor(model, memory).run(plan::schedule_for_collection(model.size()), b, ctx), Error);
+  ctx.generator = at::make_generator<at::CPUGeneratorImpl>(1);
+  const ExecutionResult r = Executor(model, memory).run(plan::schedule_for_collection(model.size()), b, ctx);
+  const Bytes activation = 16 * 4096 * 4;
+  bool found = false;
+  for (const OpRecord& rec : r.ops) {
+    if (rec.op.kind != OpKind::Backward || rec.op.stage != 1) continue;
+    found = true;
+    // live_before holds the output; making the input gradient (one more
+    // activation) would raise the peak by it, were the output still there.
+    EXPECT_LT(rec.peak, rec.live_before + activation / 2);
+  }
+  EXPECT_TRUE(found);
 }
 
 }  // namespace

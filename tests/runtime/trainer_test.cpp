@@ -55,7 +55,7 @@ TEST(Trainer, CheckpointedTrainingEqualsPlainTrainingWithDropout) {
 
 TEST(Trainer, SwapOffloadsAndTrainsExactlyAsPlainTrainingDoes) {
   const TrainingRun plain = train(options("none"), 12);
-  TrainerOptions o = options("swap", "50%");
+  TrainerOptions o = options("swap", "55%");
   o.device_to_host_bandwidth = o.host_to_device_bandwidth = 4e9;  // copies hide under the tiny stages
   const TrainingRun r = train(o, 12);
   expect_same_training(plain, r, "swap");
