@@ -58,10 +58,12 @@ void compare(const std::string& chain_path, double bandwidth, int micro_batches,
   std::snprintf(line, sizeof line,
                 "### `%s`, calibrated on %s\n\n%d stages; weights, gradients and Adam state %s, in host memory; "
                 "device budget %s (1/%g of them; the chain's resident %s included); forward and backward of one "
-                "micro-batch %.4g s, host Adam updates of all stages %.4g s, as calibrated.\n\n",
+                "micro-batch %.4g s, host Adam updates of all stages %.4g s, as calibrated, %s.\n\n",
                 chain_path.c_str(), device.c_str(), chain.size(), format_bytes(chain.model_state_bytes()).c_str(),
                 format_bytes(budget).c_str(), state_over_budget, format_bytes(chain.resident_bytes).c_str(),
-                chain.forward_time() + chain.backward_time(), updates);
+                chain.forward_time() + chain.backward_time(), updates,
+                chain.updates_inline ? "run on the compute thread (`updates_inline`: the CPU build)"
+                                     : "run beside compute");
   md << line
      << "| compute speed | swap-naive moved | swap moved | volume ratio | swap-naive step | swap step | time ratio | swap's packs |\n"
      << "|---|---|---|---|---|---|---|---|\n";
