@@ -133,9 +133,9 @@ TEST(Executor, AStageOutputNothingSavedIsNotHeldThroughItsBackward) {
   CpuDeviceMemory memory;
   auto scope = memory.activate();
   torch::manual_seed(0);
-  StagedModel model = StagedModel::from_modules(
-      "doubling", {AnyModule(torch::nn::Linear(8, 4096)), AnyModule(torch::nn::Functional([](torch::Tensor x) { return x * 2; }))},
-      AnyModule(torch::nn::Linear(4096, 3)));
+  const AnyModule doubling(torch::nn::Functional([](torch::Tensor x) { return x * 2; }));
+  StagedModel model = StagedModel::from_modules("doubling", {AnyModule(torch::nn::Linear(8, 4096)), doubling},
+                                                AnyModule(torch::nn::Linear(4096, 3)));
   Batch b;
   b.input = torch::randn({16, 8});
   b.targets = torch::randint(0, 3, {16});

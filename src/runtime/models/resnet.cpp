@@ -10,6 +10,10 @@ namespace memtrain::runtime {
 
 namespace {
 
+// Every batch norm here, and the written-out backward that reruns them.
+constexpr double kNormMomentum = 0.1;
+constexpr double kNormEps = 1e-5;
+
 // Batch norm in training mode normalises with the batch's statistics. Its
 // running statistics are a side effect: updated on a stage's first forward
 // of a step, not again when the stage is recomputed (StepContext::
@@ -33,7 +37,7 @@ class StepBatchNorm : public torch::nn::Module {
     // normalises with the batch's and records nothing.
     const bool running = !training || update_buffers;
     return torch::batch_norm(x, weight_, bias_, running ? mean_ : torch::Tensor(), running ? var_ : torch::Tensor(),
-                             training, 0.1, 1e-5, /*cudnn_enabled=*/true);
+                             training, kNormMomentum, kNormEps, /*cudnn_enabled=*/true);
   }
 
  private:
@@ -90,15 +94,15 @@ struct NormRun {
 
 NormRun norm_forward(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   auto [out, mean, invstd, reserve, impl] =
-      at::_batch_norm_impl_index(x, weight, bias, {}, {}, true, 0.1, 1e-5, /*cudnn_enabled=*/true);
+      at::_batch_norm_impl_index(x, weight, bias, {}, {}, true, kNormMomentum, kNormEps, /*cudnn_enabled=*/true);
   return {out, mean, invstd, reserve, impl};
 }
 
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> norm_backward(const NormRun& run, const torch::Tensor& input,
                                                                        const torch::Tensor& grad,
                                                                        const torch::Tensor& weight) {
-  return at::_batch_norm_impl_index_backward(run.impl, input, grad, weight, {}, {}, run.mean, run.invstd, true, 1e-5,
-                                             {true, true, true}, run.reserve);
+  return at::_batch_norm_impl_index_backward(run.impl, input, grad, weight, {}, {}, run.mean, run.invstd, true,
+                                             kNormEps, {true, true, true}, run.reserve);
 }
 
 class BasicBlockStage : public StageModule, public Segment {
