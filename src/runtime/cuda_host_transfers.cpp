@@ -53,17 +53,17 @@ class CudaHostTransfers : public HostTransfers {
   std::unique_ptr<HostCopy> to_host(const torch::Tensor& t) override {
     const torch::Tensor src = t.contiguous();
     torch::Tensor dst = torch::empty(src.sizes(), src.options().device(torch::kCPU).pinned_memory(true));
-    return issue(src, dst, src, to_host_stream_);
+    return issue(src, dst, src, to_host_stream_, /*to_host=*/true);
   }
   std::unique_ptr<HostCopy> to_device(const torch::Tensor& host) override {
     torch::Tensor dst = torch::empty(host.sizes(), host.options().device(torch::Device(torch::kCUDA, index_)));
-    return issue(host, dst, dst, to_device_stream_);
+    return issue(host, dst, dst, to_device_stream_, /*to_host=*/false);
   }
 
  private:
   std::unique_ptr<HostCopy> issue(const torch::Tensor& src, const torch::Tensor& dst, const torch::Tensor& on_device,
-                                  const c10::cuda::CUDAStream& side) {
-    auto copy = std::make_unique<CudaHostCopy>(src, dst, &side == &to_host_stream_);
+                                  const c10::cuda::CUDAStream& side, bool to_host) {
+    auto copy = std::make_unique<CudaHostCopy>(src, dst, to_host);
     at::cuda::CUDAEvent queued;
     queued.record(c10::cuda::getCurrentCUDAStream(index_));
     queued.block(side);
