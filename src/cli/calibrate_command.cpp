@@ -17,6 +17,7 @@
 #include "core/chain_json.h"
 #include "core/error.h"
 #include "runtime/device_memory.h"
+#include "runtime/host_weights.h"
 #include "runtime/link_calibration.h"
 #include "runtime/trainer.h"
 
@@ -78,10 +79,8 @@ int run_calibrate(const std::vector<std::string>& args) {
   // What an optimizer step costs on the host, for weights kept there.
   const double update_rate = runtime::Adam::measure_host_seconds_per_byte();
   for (Stage& s : chain.stages) s.update_time = update_rate * static_cast<double>(s.grad_bytes);
-  // Where the trainer will run those updates: on the compute thread when the
-  // device computes on the host's cores (HostWeights' rule), beside compute
-  // otherwise.
-  chain.updates_inline = memory->computes_on_host_cores();
+  // Where the trainer will run those updates (HostWeights' default).
+  chain.updates_inline = runtime::HostWeights::updates_inline_on(*memory);
   nlohmann::json j = chain_to_json(chain);
   j["device"] = memory->describe();
   j["largest_input_shape"] = trainer.largest_signature().shape;

@@ -10,7 +10,7 @@ namespace memtrain::runtime {
 
 HostWeights::HostWeights(StagedModel& model, Adam& optimizer, DeviceMemory& memory)
     : optimizer_(optimizer), memory_(memory), stages_(model.size()), update_seconds_(model.size(), 0),
-      own_thread_(!memory.computes_on_host_cores()) {
+      own_thread_(!updates_inline_on(memory)) {
   const std::vector<torch::Tensor>& all = optimizer.params();
   for (int i = 0; i < model.size(); ++i) {
     for (const torch::Tensor& b : model.stage(i).buffers(/*recurse=*/true)) stages_[i].buffers.push_back({b, b.detach(), {}});

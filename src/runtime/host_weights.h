@@ -46,6 +46,9 @@ class HostWeights {
   // Updates on a thread of their own (default: unless the device computes on
   // the host's cores).
   void set_updates_on_own_thread(bool on) { own_thread_ = on; }
+  // The default: inline, on the compute thread, where a separate thread
+  // would only take cores from compute.
+  static bool updates_inline_on(const DeviceMemory& memory) { return memory.computes_on_host_cores(); }
   bool updates_on_own_thread() const { return own_thread_; }
   // Starts the optimizer step for the stage on the host, from its gradient
   // sum (which must have arrived: grads_arrived()).
