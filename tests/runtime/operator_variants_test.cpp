@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include "plan/schedule_builders.h"
+#include "runtime/buffer_snapshot.h"
 #include "runtime/chain_measurement.h"
 #include "runtime/device_memory.h"
 #include "runtime/executor.h"
@@ -162,11 +163,10 @@ TEST(OperatorVariants, ResNetBlocksKeepingOnlyTheirInputStepExactlyAndPeakLower)
     }
     return b;
   };
-  std::vector<torch::Tensor> start_buffers;
-  for (const auto& t : model_buffers()) start_buffers.push_back(t.clone());
+  const BufferSnapshot start = BufferSnapshot::capture(m, memory);
   for (const std::vector<int>& variants : {blocks_as(0), blocks_as(1), blocks_as(2)}) {
     for (auto& p : m.parameters()) p.mutable_grad() = torch::Tensor();
-    for (size_t k = 0; k < start_buffers.size(); ++k) model_buffers()[k].copy_(start_buffers[k]);
+    start.restore();
     StepContext ctx;
     ctx.targets = batch.targets;
     ctx.generator = at::make_generator<at::CPUGeneratorImpl>(1);

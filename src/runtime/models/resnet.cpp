@@ -179,9 +179,9 @@ class BasicBlockStage : public StageModule, public Segment {
   // the backward runs the block again and calls the kernels autograd would,
   // on the same data, freeing each tensor once the last kernel that reads it
   // has run. The first convolution runs twice so that its output is not
-  // alive while the second convolution's backward runs: at most six tensors
-  // of the input's size are alive at once (input and incoming gradient
-  // included), where plain autograd holds nine.
+  // alive while the second convolution's backward runs: at most seven
+  // tensors of the input's size are alive at once (input, incoming gradient
+  // and oneDNN's reordered copies included), where plain autograd holds nine.
   std::vector<torch::Tensor> backward_recomputing(const torch::Tensor& x, const torch::Tensor& grad_out,
                                                   bool input_grad) {
     torch::NoGradGuard no_grad;
