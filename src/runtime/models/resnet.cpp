@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "runtime/models/classification_loss.h"
+#include "runtime/ops/convolution_backward.h"
 #include "runtime/ops/recomputed_segment.h"
 
 namespace memtrain::runtime {
@@ -68,21 +69,11 @@ class StemStage : public StageModule {
   std::shared_ptr<StepBatchNorm> norm_;
 };
 
-// A convolution's backward from what it read: the same kernels autograd
-// runs, one at a time. Computing the weight gradient first, apart from the
-// input gradient, keeps oneDNN's reordered copies of the input and the
-// gradient from being alive beside the input gradient.
+// A convolution's input (when asked) and weight gradients.
 std::tuple<torch::Tensor, torch::Tensor> conv_backward(const torch::nn::Conv2d& conv, const torch::Tensor& grad,
                                                        const torch::Tensor& input, bool input_grad) {
-  const auto& o = conv->options;
-  const auto padding = c10::get<torch::ExpandingArray<2>>(o.padding());
-  auto pass = [&](bool input_pass) {
-    return at::convolution_backward(grad, input, conv->weight, c10::nullopt, o.stride(), padding, o.dilation(), false,
-                                    std::vector<int64_t>{0, 0}, o.groups(), {input_pass, !input_pass, false});
-  };
-  torch::Tensor gw = std::get<1>(pass(false));
-  torch::Tensor gx = input_grad ? std::get<0>(pass(true)) : torch::Tensor();
-  return {gx, gw};
+  ConvolutionGrads g = conv2d_backward(conv, grad, input, input_grad, /*want_weights=*/true);
+  return {g.input, g.weight};
 }
 
 // Batch norm's forward and backward as one recomputation needs them: the

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "runtime/ops/convolution_backward.h"
 
 namespace memtrain::runtime {
 
@@ -43,15 +44,12 @@ class ConvNode : public GraphNodeModule {
       x = convolved(inputs);
     }
     const torch::Tensor g_pre = at::threshold_backward(grad_output, output, 0);
-    const torch::Tensor& w = conv_->weight;
-    auto [gx, gw, gb] = at::convolution_backward(g_pre, x, w, std::vector<int64_t>{w.size(0)}, conv_->options.stride(),
-                                                 {kPadding, kPadding}, conv_->options.dilation(), false,
-                                                 std::vector<int64_t>{0, 0}, conv_->options.groups(),
-                                                 {any_input, accumulate_weights, accumulate_weights});
+    const ConvolutionGrads g = conv2d_backward(conv_, g_pre, x, any_input, accumulate_weights);
     if (accumulate_weights) {
-      accumulate(conv_->weight, gw);
-      accumulate(conv_->bias, gb);
+      accumulate(conv_->weight, g.weight);
+      accumulate(conv_->bias, g.bias);
     }
+    const torch::Tensor& gx = g.input;
     std::vector<torch::Tensor> grads(inputs.size());
     if (!any_input) return grads;
     switch (kind_) {
