@@ -234,7 +234,9 @@ class BasicBlockStage : public StageModule, public Segment {
   class RecomputedInBackward : public torch::autograd::Function<RecomputedInBackward> {
    public:
     static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                                 torch::TensorList weights, int64_t block, bool update_buffers) {
+                                 torch::TensorList /*weights: inputs only so that autograd hands their gradients
+                                                     to backward*/,
+                                 int64_t block, bool update_buffers) {
       ctx->save_for_backward({x});
       ctx->saved_data["block"] = block;
       return reinterpret_cast<BasicBlockStage*>(block)->plain_forward(x, true, update_buffers, false);
