@@ -6,65 +6,25 @@
 //    their prep CPU time (target: coordinated at most 40% of independent)
 //    and each job's training time (target: at least 1.5x faster when
 //    preprocessing is the bottleneck, which this configuration makes it).
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <cstdlib>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "bench/lockstep.h"
+#include "bench/memtrain_processes.h"
 #include "cli/flags.h"
 #include "core/error.h"
-
-extern char** environ;
 
 namespace memtrain::bench {
 
 namespace {
 
 using nlohmann::json;
-
-// Starts `memtrain args...` with its output in `log`; returns its pid.
-pid_t start(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<std::string> all = {MEMTRAIN_BINARY};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = 0;
-  const int r = posix_spawn(&pid, MEMTRAIN_BINARY, &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (r != 0) throw Error(std::string("cannot start ") + MEMTRAIN_BINARY);
-  return pid;
-}
-
-void finish(pid_t pid, const std::string& log) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::ifstream in(log);
-    std::stringstream text;
-    text << in.rdbuf();
-    throw Error("memtrain failed; its output (" + log + "):\n" + text.str());
-  }
-}
-
-void run_one(const std::vector<std::string>& args, const std::string& log) { finish(start(args, log), log); }
-
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
 
 struct JobResult {
   double wall = 0;        // process start to exit, s
@@ -86,14 +46,14 @@ std::vector<JobResult> run_jobs(const std::vector<std::string>& train, int jobs,
     logs.push_back(reports.back() + ".log");
     args.insert(args.end(), {"--json", reports.back()});
     if (!group.empty()) args.insert(args.end(), {"--coordinate", group, "--jobs", std::to_string(jobs)});
-    pids.push_back(start(args, logs.back()));
+    pids.push_back(start_memtrain(args, logs.back()));
   }
   std::vector<JobResult> out;
   for (int j = 0; j < jobs; ++j) {
-    finish(pids[static_cast<size_t>(j)], logs[static_cast<size_t>(j)]);
+    finish_memtrain(pids[static_cast<size_t>(j)], logs[static_cast<size_t>(j)]);
     JobResult r;
     r.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const json report = read_json(reports[static_cast<size_t>(j)]);
+    const json report = read_json_file(reports[static_cast<size_t>(j)]);
     r.training = report["summary"]["mean_step_seconds"].get<double>() * report["summary"]["steps"].get<double>();
     r.prep_cpu = report["input_pipeline"]["prep_cpu_seconds"].get<double>();
     r.data_wait = report["summary"]["data_wait_fraction"].get<double>();
@@ -123,7 +83,7 @@ int run(const std::vector<std::string>& args) {
   const std::string shards = dir + "/fm";
   std::fprintf(stderr, "input_pipeline_bench: packing %lld images at %lld px\n", static_cast<long long>(images),
                static_cast<long long>(resolution));
-  run_one({"data", "pack", "--from", "fashion-mnist", "--out", shards, "--resolution", std::to_string(resolution),
+  run_memtrain({"data", "pack", "--from", "fashion-mnist", "--out", shards, "--resolution", std::to_string(resolution),
            "--limit", std::to_string(images), "--shard-size", "16MiB"},
           dir + "/pack.log");
 
@@ -136,8 +96,8 @@ int run(const std::vector<std::string>& args) {
   stalls.insert(stalls.end(), {"--min-scale", "16", "--max-scale", "32", "--checks", "0:1,50:2,100:1", "--json",
                                dir + "/stalls.json"});
   std::fprintf(stderr, "input_pipeline_bench: memtrain stalls\n");
-  run_one(stalls, dir + "/stalls.log");
-  const json s = read_json(dir + "/stalls.json");
+  run_memtrain(stalls, dir + "/stalls.log");
+  const json s = read_json_file(dir + "/stalls.json");
 
   std::vector<std::string> train = {"train"};
   train.insert(train.end(), workload.begin(), workload.end());
