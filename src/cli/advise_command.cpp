@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/compute_threads.h"
 #include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/help_text.h"
@@ -265,7 +266,7 @@ int run_advise(const std::vector<std::string>& args) {
   std::vector<Validation> validation;
   if (run_validation) {
     if (!workload) workload.emplace(workload_flags);
-    at::set_num_threads(request->threads);  // as the sweep does, when there was none
+    use_compute_threads(request->threads);  // as the sweep does, when there was none
     validation = validate(advice, *workload, *request);
   }
   if (!json_path.empty()) {

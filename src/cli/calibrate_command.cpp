@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/compute_threads.h"
 #include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/help_text.h"
@@ -62,7 +63,7 @@ int run_calibrate(const std::vector<std::string>& args) {
   flags.check_all_used();
   if (copy_bytes < 1024) throw UsageError("--copy-bytes " + std::to_string(copy_bytes) + " is too small; expected at least 1KiB");
 
-  at::set_num_threads(threads);
+  use_compute_threads(threads);
   const Workload workload(workload_flags);
   runtime::TrainerOptions options;
   options.planner = "none";

@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 
 #include "cli/commands.h"
+#include "cli/compute_threads.h"
 #include "cli/flags.h"
 #include "cli/json_file.h"
 #include "core/error.h"
@@ -47,7 +48,7 @@ int run_graph_train(Flags& flags) {
   const bool quiet = flags.has("quiet");
   flags.check_all_used();
 
-  at::set_num_threads(threads);
+  use_compute_threads(threads);
   auto data = std::make_shared<const data::ImageDataset>(
       data::read_fashion_mnist(data::find_fashion_mnist_directory(data_dir), "train"));
   spec.classes = data->classes;

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/compute_threads.h"
 #include "cli/planner_flags.h"
 #include "core/error.h"
 #include "core/parse_number.h"
@@ -77,7 +78,7 @@ ProfileRequest read_profile_flags(Flags& flags) {
 }
 
 std::vector<runtime::ProfilePoint> run_profile_sweep(const Workload& workload, const ProfileRequest& request) {
-  at::set_num_threads(request.threads);
+  use_compute_threads(request.threads);
   std::vector<runtime::ProfilePoint> points;
   for (const runtime::ProfileMethod& m : request.methods) {
     for (std::int64_t b : request.batches) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/compute_threads.h"
 #include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/help_text.h"
@@ -118,7 +119,7 @@ int run_stalls(const std::vector<std::string>& args) {
   options.source.batches.seed = options.trainer.seed;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.prep_cores = std::max(1, cores - threads);
-  at::set_num_threads(threads);
+  use_compute_threads(threads);
   const Workload workload(workload_flags);
   std::unique_ptr<runtime::DeviceMemory> memory = runtime::make_device_memory("cpu");
   const runtime::StallReport r = runtime::analyse_stalls(

@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 
 #include "cli/commands.h"
+#include "cli/compute_threads.h"
 #include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/help_text.h"
@@ -120,7 +121,7 @@ int run_train(const std::vector<std::string>& args) {
   const Workload workload(workload_flags);
   std::unique_ptr<runtime::BatchSource> batches = workload.batches(batch, options.seed);
 
-  at::set_num_threads(threads);
+  use_compute_threads(threads);
   if (epochs > 0) steps = epochs * batches->batches_per_epoch();
   std::unique_ptr<runtime::DeviceMemory> memory = runtime::make_device_memory(device);
   runtime::Trainer trainer(options, *memory, workload.model_factory(), *batches);

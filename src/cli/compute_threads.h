@@ -1,0 +1,9 @@
+// How many CPU threads LibTorch computes with, set once per command, with a
+// warning when the BLAS library loaded would fight them for the cores.
+#pragma once
+
+namespace memtrain::cli {
+
+void use_compute_threads(int threads);
+
+}  // namespace memtrain::cli
