@@ -11,6 +11,7 @@
 #include <torch/version.h>
 
 #include "core/error.h"
+#include "runtime/blas_library.h"
 #include "runtime/brown_batches.h"
 #include "runtime/models/model_registry.h"
 
@@ -121,8 +122,11 @@ std::string machine() {
       break;
     }
   }
+  const runtime::BlasLibrary blas = runtime::loaded_blas_library();
+  const std::string blas_name =
+      !blas.build.empty() ? blas.build : blas.path.empty() ? std::string("no BLAS") : blas.path;
   return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, LibTorch " +
-         TORCH_VERSION + " (CPU)";
+         TORCH_VERSION + " (CPU), BLAS " + blas_name;
 }
 
 std::string today() {
