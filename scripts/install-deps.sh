@@ -48,7 +48,7 @@ multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-mul
 openmp_dir=/usr/lib/$multiarch/openblas-openmp
 for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
   group=$lib-$multiarch
-  current=$(update-alternatives --query "$group" 2>/dev/null | sed -n 's/^Value: //p')
+  current=$(update-alternatives --query "$group" 2>/dev/null | sed -n 's/^Value: //p' || true)
   if [[ -n $current && $current != "$openmp_dir/$lib" && -e $openmp_dir/$lib ]]; then
     if [[ $(id -u) -ne 0 ]]; then
       echo "install-deps: $lib resolves to $current, not OpenBLAS's OpenMP build; run as root to switch it" >&2
