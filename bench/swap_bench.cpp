@@ -38,7 +38,9 @@ std::string percent(double x) {
 
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "swap_bench");
-  std::stringstream list(flags.text("chains", "docs/examples/tagger-h100-batch256.json,docs/examples/tagger-epyc-cpu-batch32.json"));
+  std::stringstream list(flags.text("chains",
+                                     "docs/examples/tagger-h100-batch256.json,docs/examples/gpt-w1024-l8-h100-batch2.json,"
+                                     "docs/examples/gpt-w2048-l8-h100-batch2.json,docs/examples/tagger-epyc-cpu-batch32.json"));
   const double bandwidth = parse_bandwidth(flags.text("bandwidth", "25GB/s"), "--bandwidth");
   const int points = static_cast<int>(flags.integer("points", 120, 10, 10000));
   const std::string out = flags.text("out", "docs/BENCHMARKS.md");
@@ -48,7 +50,8 @@ int run(const std::vector<std::string>& args) {
   md << "## Activation offload against recompute only (simulated)\n\n"
      << "Command: `build/bench/swap_bench` (or `scripts/bench.sh swap`)  \n"
      << "Machine running it: " << machine() << "; date " << today() << "  \n"
-     << "Chains: calibrated with `memtrain calibrate` (stage times and memory at the largest batch); the host "
+     << "Chains: calibrated with `memtrain calibrate` (stage times and memory at the largest batch; the GPT "
+        "chains with their weights on the device, so only activations move); the host "
         "link is set to " << format_bytes(static_cast<Bytes>(bandwidth)) << "/s each way (PCIe Gen4 x16). "
      << "Overheads are simulated step time over the time with nothing recomputed, minus 1; `swap` offloads "
         "checkpointed activations, and what forwards with grad keep beyond their outputs, where the copies hide "

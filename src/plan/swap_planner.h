@@ -3,9 +3,11 @@
 // schedule at that larger budget and offloads every checkpoint, and what every
 // forward with grad keeps beyond its output, whose copies hide under compute
 // (with_hidden_offloads), which frees the memory the larger
-// budget assumed, then drops the offloads the real budget does not need; the
-// Simulator prices each candidate with the chain's copy engines and the
-// fastest that fits the real budget wins. `optimal` at the
+// budget assumed, then drops the offloads the real budget does not need.
+// Other candidates offload early and recompute late: `optimal` at the budget
+// on the chain with the first j stages' saved tensors counted as free, the
+// offloads then added the same way. The Simulator prices each candidate with
+// the chain's copy engines and the fastest that fits the real budget wins. `optimal` at the
 // budget itself is one candidate, so `swap` is never slower than
 // recompute-only; on a chain without a host link it is `optimal`. The
 // other exact candidate is the dynamic program with offload as a third
@@ -29,7 +31,8 @@ class SwapPlanner : public Planner {
   bool plans_weights_on_host() const override { return true; }
   Plan plan(const PlanRequest& request) override;
 
-  static constexpr int kLargerBudgets = 16;  // candidates above the budget
+  static constexpr int kLargerBudgets = 16;      // candidates above the budget
+  static constexpr int kOffloadedPrefixes = 16;  // candidates offloading the first stages
 
  private:
   OptimalPlanner optimal_;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "plan/offload_insertion.h"
 #include "plan/optimal_planner.h"
 #include "plan/schedule_builders.h"
@@ -130,6 +132,76 @@ TEST(SwapPlanner, FitsTheBudgetAndIsNeverSlowerThanOptimal) {
   }
   EXPECT_GT(faster, 0) << "offloading should beat recompute-only somewhere";
   EXPECT_GT(moved, 0);
+}
+
+// A GPT-like decoder as calibrated on an H100 (docs/examples/gpt-w1024-l8-
+// h100-batch2.json, its blocks made equal): each block keeps for its
+// backward a little more than a 25 GiB/s link moves during the next block's
+// forward, so only the first blocks' tensors can be on the host by the end of
+// the forward, and below the keep-everything peak the fastest schedules
+// offload early blocks and recompute late ones.
+Chain decoder_like() {
+  auto stage = [](const char* name, Bytes saved, Bytes params, double forward, double backward, Bytes backward_temp) {
+    Stage s;
+    s.name = name;
+    s.input_bytes = 1474560;
+    s.saved_bytes = saved;
+    s.forward_temp_bytes = 12994560;
+    s.nograd_forward_temp_bytes = 34093056;
+    s.backward_temp_bytes = backward_temp;
+    s.forward_time = forward;
+    s.backward_time = backward;
+    s.param_bytes = s.grad_bytes = params;
+    s.state_bytes = 3 * params;
+    return s;
+  };
+  Chain c;
+  c.stages.push_back(stage("embed", 1844736, 41697280, 0.31e-3, 0.41e-3, 43780120));
+  for (const char* name : {"b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7"}) {
+    c.stages.push_back(stage(name, 34464256, 50384896, 1.1e-3, 2.1e-3, 22306816));
+  }
+  c.stages.push_back(stage("head", 15878656, 41008192, 0.42e-3, 1.07e-3, 41942528));
+  c.output_bytes = 4;
+  c.update_temp_bytes = 40961024;
+  c.resident_bytes = 74975512;
+  return with_link(c, 25.0 * (1 << 30));
+}
+
+// What `swap` did before it tried offloading early stages: optimal's schedule
+// at the budget or above, with the hidden offloads added.
+double fastest_from_larger_budgets(const Chain& c, Bytes budget, Bytes keep) {
+  OptimalPlanner optimal;
+  double best = optimal.plan({c, budget}).time;
+  for (int k = 0; k <= SwapPlanner::kLargerBudgets; ++k) {
+    const double x = static_cast<double>(k) / SwapPlanner::kLargerBudgets;
+    const Plan p = optimal.plan({c, budget + static_cast<Bytes>(static_cast<double>(keep - budget) * x * x)});
+    if (!p.feasible) continue;
+    const Schedule s = without_needless_offloads(c, with_hidden_offloads(c, p.schedule), budget);
+    const sim::SimResult r = sim::simulate(c, s);
+    if (r.peak_bytes <= budget) best = std::min(best, r.time);
+  }
+  return best;
+}
+
+TEST(SwapPlanner, OffloadsEarlyStagesAndRecomputesLateOnes) {
+  const Chain c = decoder_like();
+  const Bytes keep = sim::simulate(c, schedule_keeping_everything(c.size())).peak_bytes;
+  int better = 0;
+  for (int step = 1; step < 40; ++step) {
+    const Bytes budget = keep - static_cast<Bytes>(step) * (8 << 20);
+    const Plan p = SwapPlanner().plan({c, budget});
+    if (!p.feasible) continue;
+    const double before = fastest_from_larger_budgets(c, budget, keep);
+    EXPECT_LE(p.time, before + 1e-12) << "budget " << budget;
+    if (p.time < before * 0.99) {
+      ++better;
+      EXPECT_GT(count(p.schedule, OpKind::OffloadSaved), 0) << p.schedule.to_string();
+      EXPECT_GT(p.schedule.recomputed_forwards(c.size()), 0) << p.schedule.to_string();
+      EXPECT_LE(sim::simulate(c, p.schedule).peak_bytes, budget);
+    }
+  }
+  EXPECT_GT(better, 0) << "offloading early blocks and recomputing late ones should beat every larger budget's "
+                          "recompute schedule with offloads added somewhere";
 }
 
 TEST(SwapPlanner, IsOptimalWithoutAHostLink) {
