@@ -2,8 +2,9 @@
 # On a GPU machine with PyTorch (CUDA), CMake and Ninja: builds memtrain's CUDA
 # path (scripts/build-cuda.sh), runs the GPU tests, and measures what only a
 # GPU can: GPT chains calibrated there (for build/bench/weight_swap_bench
-# --chains) and training with the weights in host memory, `swap` against
-# `swap-naive`. Everything it writes goes to OUTDIR.
+# --chains), training with the weights in host memory, `swap` against
+# `swap-naive`, and the tagger's activation offload at batch 256 (none,
+# optimal and swap). Everything it writes goes to OUTDIR.
 #
 #   scripts/gpu-figures.sh OUTDIR
 #
@@ -67,5 +68,17 @@ for width in ${MEMTRAIN_GPU_WIDTHS:-1024 2048}; do
       --json "$out/train-w$width-$p.json" >>"$log" 2>&1
     say "train width $width $p: exit $?"
   done
+done
+# Activation offload on this GPU: the tagger at batch 256, calibrated here,
+# trained by none, optimal and swap at 50%, for the Simulator's error per step
+# (summary median_time_prediction_error) after the executor's and planners'
+# changes since the last GPU figures.
+tagger_chain=$out/tagger-gpu-batch256.json
+$memtrain calibrate --device cuda --batch 256 --json "$tagger_chain" >>"$log" 2>&1
+say "calibrate tagger batch 256: exit $?"
+for p in none optimal swap; do
+  $memtrain train --device cuda --batch 256 --planner "$p" --calibration "$tagger_chain" --budget 50% \
+    --steps "${MEMTRAIN_GPU_STEPS:-30}" --json "$out/train-tagger-b256-$p.json" >>"$log" 2>&1
+  say "train tagger batch 256 $p: exit $?"
 done
 say "done in $(($(date +%s) - start)) s"
