@@ -17,6 +17,7 @@
 #include "core/chain_json.h"
 #include "core/error.h"
 #include "plan/registry.h"
+#include "runtime/blas_library.h"
 #include "runtime/device_memory.h"
 #include "runtime/shard_image_batches.h"
 #include "runtime/trainer.h"
@@ -203,8 +204,13 @@ int run_train(const std::vector<std::string>& args) {
     }
   }
   if (!json_path.empty()) {
-    RunInfo info{model, workload_flags.shards.dir.empty() ? workload_flags.data : workload_flags.shards.dir, device,
-                 options.seed, pipeline};
+    RunInfo info{model,
+                 workload_flags.shards.dir.empty() ? workload_flags.data : workload_flags.shards.dir,
+                 device,
+                 options.seed,
+                 pipeline,
+                 threads,
+                 runtime::loaded_blas_library().path};
     write_json_file(train_report(trainer, info), json_path);
   }
   return 0;

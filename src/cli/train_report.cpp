@@ -41,6 +41,8 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
           {"data", info.data},
           {"device", info.device},
           {"seed", info.seed},
+          {"cpu_threads", info.cpu_threads},
+          {"blas_library", info.blas_library.empty() ? nlohmann::json() : nlohmann::json(info.blas_library)},
           {"weights_on_host", trainer.weights_on_host()},
           {"micro_batches", trainer.micro_batches()},
           {"reference_peak_bytes", s.reference_peak_bytes},

@@ -16,6 +16,8 @@ struct RunInfo {
   std::string device;
   std::uint64_t seed = 0;
   nlohmann::json input_pipeline;  // counters of packed-shard input; null for in-memory datasets
+  int cpu_threads = 0;            // LibTorch's intra-op threads
+  std::string blas_library;       // the BLAS library loaded, links resolved; "" when none
 };
 
 nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info);

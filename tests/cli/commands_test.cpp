@@ -260,11 +260,15 @@ TEST(Commands, TrainWritesItsReportAndTheMeasuredChain) {
   testing::TempDir dir;
   const std::string report = dir.path() + "/train.json", chain = dir.path() + "/chain.json";
   const Outcome o = run({"train", "--layers", "2", "--width", "32", "--heads", "2", "--batch", "16", "--vocab", "2000",
-                         "--steps", "7", "--collect-steps", "2", "--budget", "65%", "--json", report, "--save-chain",
-                         chain, "--quiet"});
+                         "--steps", "7", "--collect-steps", "2", "--budget", "65%", "--threads", "1", "--json", report,
+                         "--save-chain", chain, "--quiet"});
   ASSERT_EQ(o.status, 0) << o.err;
   const json j = read_json(report);
   EXPECT_EQ(j["planner"], "mimose");
+  EXPECT_EQ(j["cpu_threads"], 1) << "--threads 1";
+  // LibTorch on Debian loads a BLAS for its matrix products; the report names the file.
+  ASSERT_TRUE(j["blas_library"].is_string()) << j["blas_library"].dump();
+  EXPECT_NE(j["blas_library"].get<std::string>().find("blas"), std::string::npos) << j["blas_library"];
   ASSERT_EQ(j["steps"].size(), 7u);
   const auto& s0 = j["steps"][0];
   for (const char* key : {"step", "input_size", "plan", "predicted_peak_bytes", "peak_bytes", "seconds", "loss"}) {
