@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <thread>
 
-#include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"

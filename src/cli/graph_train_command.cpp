@@ -4,8 +4,6 @@
 #include <cstdio>
 #include <thread>
 
-#include <ATen/Parallel.h>
-
 #include "cli/commands.h"
 #include "cli/compute_threads.h"
 #include "cli/flags.h"

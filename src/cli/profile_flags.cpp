@@ -1,7 +1,5 @@
 #include "cli/profile_flags.h"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <fstream>

@@ -3,8 +3,6 @@
 #include <memory>
 #include <thread>
 
-#include <ATen/Parallel.h>
-
 #include "cli/commands.h"
 #include "cli/compute_threads.h"
 #include "cli/json_file.h"
