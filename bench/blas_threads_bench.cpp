@@ -5,8 +5,6 @@
 // own, which compete with OpenMP's, while its OpenMP build shares OpenMP's.
 // Each configuration is a separate `memtrain` process (a BLAS library is
 // chosen when the process loads), the build picked by LD_LIBRARY_PATH.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -60,17 +58,6 @@ struct Workload {
   std::vector<std::string> flags;
 };
 
-struct Config {
-  std::string workload, build;
-  int threads = 0;
-};
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
-}
-
 }  // namespace
 
 int run(const std::vector<std::string>& args) {
@@ -115,7 +102,7 @@ int run(const std::vector<std::string>& args) {
       }
     }
   }
-  std::system(("rm -rf '" + dir + "'").c_str());
+  fs::remove_all(dir);
 
   std::ostringstream md;
   md << "## CPU threads and the BLAS library: `memtrain train` on each OpenBLAS build\n\n"
@@ -132,11 +119,12 @@ int run(const std::vector<std::string>& args) {
      << "| workload | BLAS build | threads | mean step | / the workload's fastest |\n|---|---|---|---|---|\n";
   std::ostringstream fastest;
   for (const Workload& w : workloads) {
+    std::map<std::pair<std::string, int>, double> step;  // median mean step by build and threads
     double best_time = 0;
     std::string best;
     for (const BlasBuild& b : builds) {
       for (int t : thread_counts) {
-        const double m = median(means[{w.name, b.name, t}]);
+        const double m = step[{b.name, t}] = median(means[{w.name, b.name, t}]);
         if (best.empty() || m < best_time) {
           best_time = m;
           best = "`" + b.name + "` with " + std::to_string(t) + " thread(s)";
@@ -145,13 +133,13 @@ int run(const std::vector<std::string>& args) {
     }
     fastest << "- " << w.name << ": fastest " << best << ".";
     for (const BlasBuild& b : builds) {
-      const double all_cores = median(means[{w.name, b.name, thread_counts.back()}]);
-      fastest << " `" << b.name << "` on all cores: " << fixed(all_cores / best_time, 2) << "x its step.";
+      fastest << " `" << b.name << "` on all cores: " << fixed(step[{b.name, thread_counts.back()}] / best_time, 2)
+              << "x its step.";
     }
     fastest << "\n";
     for (const BlasBuild& b : builds) {
       for (int t : thread_counts) {
-        const double m = median(means[{w.name, b.name, t}]);
+        const double m = step[{b.name, t}];
         md << "| " << w.name << " | " << b.name << (b.name == system ? " (system)" : "") << " | " << t << " | "
            << fixed(m, 3) << " s | " << fixed(m / best_time, 2) << " |\n";
       }

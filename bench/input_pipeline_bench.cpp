@@ -63,12 +63,6 @@ std::vector<JobResult> run_jobs(const std::vector<std::string>& train, int jobs,
   return out;
 }
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
-}
-
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "input_pipeline_bench");
   const std::string out_path = flags.text("out", "docs/BENCHMARKS.md");
@@ -84,8 +78,8 @@ int run(const std::vector<std::string>& args) {
   std::fprintf(stderr, "input_pipeline_bench: packing %lld images at %lld px\n", static_cast<long long>(images),
                static_cast<long long>(resolution));
   run_memtrain({"data", "pack", "--from", "fashion-mnist", "--out", shards, "--resolution", std::to_string(resolution),
-           "--limit", std::to_string(images), "--shard-size", "16MiB"},
-          dir + "/pack.log");
+                "--limit", std::to_string(images), "--shard-size", "16MiB"},
+               dir + "/pack.log");
 
   // A small model at small sides, so that decoding the large JPEGs is what limits the steps.
   const std::vector<std::string> workload = {"--model", "resnet", "--width", "4", "--layers", "1", "--data", shards,

@@ -154,6 +154,12 @@ int bench_main(const char* name, int (*run)(const std::vector<std::string>&), in
   }
 }
 
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
 std::vector<std::string> percent_budgets(const std::string& list) {
   std::vector<std::string> budgets;
   std::stringstream in(list);

@@ -71,6 +71,8 @@ int bench_main(const char* name, int (*run)(const std::vector<std::string>&), in
 
 // "30,50,70" -> {"30%", "50%", "70%"}: the --budgets flag.
 std::vector<std::string> percent_budgets(const std::string& list);
+// `v` with `digits` digits after the point, for report tables.
+std::string fixed(double v, int digits);
 // One line of a report's targets list: "- met: ..." or "- **not met**: ...".
 void target_line(std::ostream& md, bool met, const std::string& what);
 // Prints `report` and puts it between <!-- NAME:begin --> and <!-- NAME:end -->
