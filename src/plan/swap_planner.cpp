@@ -8,6 +8,11 @@
 
 namespace memtrain::plan {
 
+Bytes SwapPlanner::larger_budget(int k, Bytes budget, Bytes keep_peak) {
+  const double x = static_cast<double>(k) / kLargerBudgets;
+  return budget + static_cast<Bytes>(static_cast<double>(keep_peak - budget) * x * x);
+}
+
 Plan SwapPlanner::plan(const PlanRequest& request) {
   const Chain& chain = request.chain;
   if (chain.weights_on_host) return grouped_.plan(request);
@@ -36,10 +41,7 @@ Plan SwapPlanner::plan(const PlanRequest& request) {
     }
   };
   for (int k = 0; k <= kLargerBudgets; ++k) {
-    // Quadratic spacing: offloaded checkpoints free a few activations' worth,
-    // so most candidates sit just above the budget.
-    const double x = static_cast<double>(k) / kLargerBudgets;
-    const Bytes larger = request.budget + static_cast<Bytes>(static_cast<double>(keep_peak - request.budget) * x * x);
+    const Bytes larger = larger_budget(k, request.budget, keep_peak);
     consider(k == 0 ? at_budget : optimal_.plan({chain, larger, request.largest}),
              "optimal's schedule for " + std::to_string(larger) + " bytes");
   }

@@ -7,8 +7,8 @@
 // Other candidates offload early and recompute late: `optimal` at the budget
 // on the chain with the first j stages' saved tensors counted as free, the
 // offloads then added the same way. The Simulator prices each candidate with
-// the chain's copy engines and the fastest that fits the real budget wins. `optimal` at the
-// budget itself is one candidate, so `swap` is never slower than
+// the chain's copy engines and the fastest that fits the real budget wins.
+// `optimal` at the budget itself is one candidate, so `swap` is never slower than
 // recompute-only; on a chain without a host link it is `optimal`. The
 // other exact candidate is the dynamic program with offload as a third
 // option (OptimalPlanner with offloads): the optimum of the persistent class
@@ -33,6 +33,10 @@ class SwapPlanner : public Planner {
 
   static constexpr int kLargerBudgets = 16;      // candidates above the budget
   static constexpr int kOffloadedPrefixes = 16;  // candidates offloading the first stages
+  // The k-th larger budget, 0 <= k <= kLargerBudgets, from `budget` (k = 0)
+  // to `keep_peak`. Quadratic spacing: offloaded checkpoints free a few
+  // activations' worth, so most candidates sit just above the budget.
+  static Bytes larger_budget(int k, Bytes budget, Bytes keep_peak);
 
  private:
   OptimalPlanner optimal_;

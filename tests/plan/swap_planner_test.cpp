@@ -173,8 +173,7 @@ double fastest_from_larger_budgets(const Chain& c, Bytes budget, Bytes keep) {
   OptimalPlanner optimal;
   double best = optimal.plan({c, budget}).time;
   for (int k = 0; k <= SwapPlanner::kLargerBudgets; ++k) {
-    const double x = static_cast<double>(k) / SwapPlanner::kLargerBudgets;
-    const Plan p = optimal.plan({c, budget + static_cast<Bytes>(static_cast<double>(keep - budget) * x * x)});
+    const Plan p = optimal.plan({c, SwapPlanner::larger_budget(k, budget, keep)});
     if (!p.feasible) continue;
     const Schedule s = without_needless_offloads(c, with_hidden_offloads(c, p.schedule), budget);
     const sim::SimResult r = sim::simulate(c, s);
