@@ -3,12 +3,9 @@
 # PyTorch (python3 -c 'import torch'), into build-cuda/. For a GPU machine that
 # has PyTorch, CMake and Ninja but not memtrain's other libraries: set
 # MEMTRAIN_DEPS_ROOT to a folder holding Debian packages unpacked with
-# `dpkg -x` (nlohmann-json3-dev, zlib1g(-dev), libturbojpeg0(-dev), the
-# coinor-lib*cbc/cgl/clp/osi/coinutils packages, liblapack3, libblas3,
-# libgtest-dev, libbz2-dev, libgfortran5, libquadmath0); their headers,
-# libraries and pkg-config files are used from there. Run the binaries with
-# the LD_LIBRARY_PATH this script prints. `apt-get download` of those
-# packages on a Debian 12 machine gives the .deb files;
+# `dpkg -x` (the list is in scripts/gpu-carry.sh, which downloads them on a
+# Debian 12 machine); their headers, libraries and pkg-config files are used
+# from there. Run the binaries with the LD_LIBRARY_PATH this script prints.
 # scripts/gpu-figures.sh unpacks them from MEMTRAIN_DEBS.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prepares .gpu/ (ignored by git) for a GPU machine that has PyTorch, CMake
 # and Ninja but neither memtrain's other libraries nor the Brown corpus, and
-# cannot download them: the Debian packages scripts/build-cuda.sh lists,
-# downloaded here (not installed) into .gpu/debs, and the corpus that
+# cannot download them: the Debian packages scripts/build-cuda.sh needs there
+# (the list below), downloaded here (not installed) into .gpu/debs, and the corpus that
 # scripts/install-deps.sh installed, as .gpu/brown.tgz. Carry .gpu to that
 # machine and run there
 #   MEMTRAIN_DEBS=.gpu/debs MEMTRAIN_BROWN_TGZ=.gpu/brown.tgz scripts/gpu-figures.sh OUTDIR

