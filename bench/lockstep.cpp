@@ -64,6 +64,10 @@ double LaneResult::copy_rate(bool to_host) const {
   return seconds > 0 ? bytes / seconds : 0;
 }
 
+double LaneResult::hidden_transfer_fraction() const {
+  return runtime::hidden_transfer_fraction(records, static_cast<size_t>(collect_steps));
+}
+
 LaneFactory lanes(std::function<std::unique_ptr<runtime::BatchSource>(std::uint64_t seed)> source,
                   runtime::Trainer::ModelFactory model) {
   return [source = std::move(source), model = std::move(model)](const runtime::TrainerOptions& o) {

@@ -37,6 +37,9 @@ struct LaneResult {
   // Over the steps after collection: the bytes copied one way over the
   // copies' own seconds that way, B/s; 0 when nothing moved.
   double copy_rate(bool to_host) const;
+  // Over the steps after collection: the share of copy time hidden under
+  // compute (the summary's figure counts the collection steps too).
+  double hidden_transfer_fraction() const;
 };
 
 // One trainer with what it needs kept alive beside it.

@@ -108,7 +108,7 @@ int run(const std::vector<std::string>& args) {
                   format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_host_bytes))).c_str(),
                   format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_device_bytes))).c_str(),
                   r.mean_step(),
-                  100 * r.summary.hidden_transfer_fraction, r.max_peak_over_budget(), r.summary.violations,
+                  100 * r.hidden_transfer_fraction(), r.max_peak_over_budget(), r.summary.violations,
                   r.summary.retries, 100 * r.median_schedule_time_error());
     md << line;
   }

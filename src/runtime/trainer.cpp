@@ -406,6 +406,15 @@ StepRecord Trainer::step() {
   return rec;
 }
 
+double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t from) {
+  Seconds transfer = 0, stall = 0;
+  for (size_t k = from; k < records.size(); ++k) {
+    transfer += records[k].transfer_seconds;
+    stall += records[k].stall_seconds;
+  }
+  return transfer > 0 ? std::max(0.0, 1.0 - stall / transfer) : 1.0;
+}
+
 TrainSummary Trainer::summary() const {
   TrainSummary s;
   s.budget_bytes = budget_;
@@ -413,15 +422,13 @@ TrainSummary Trainer::summary() const {
   s.resident_bytes = extra_resident_;
   s.steps = static_cast<long>(records_.size());
   s.retries = retries_;
-  Seconds total = 0, new_total = 0, cached_total = 0, transfer = 0, stall = 0;
+  Seconds total = 0, new_total = 0, cached_total = 0;
   long new_plans = 0;
   for (const StepRecord& r : records_) {
     s.swap_bytes_per_step += static_cast<double>(r.swap_bytes);
     s.to_host_bytes_per_step += static_cast<double>(r.to_host_bytes);
     s.to_device_bytes_per_step += static_cast<double>(r.to_device_bytes);
     s.weight_swap_bytes_per_step += static_cast<double>(r.weight_swap_bytes);
-    transfer += r.transfer_seconds;
-    stall += r.stall_seconds;
     s.max_peak_bytes = std::max(s.max_peak_bytes, r.peak_bytes);
     if (r.violation) ++s.violations;
     total += r.seconds;
@@ -446,7 +453,7 @@ TrainSummary Trainer::summary() const {
     s.to_device_bytes_per_step /= static_cast<double>(records_.size());
     s.weight_swap_bytes_per_step /= static_cast<double>(records_.size());
   }
-  s.hidden_transfer_fraction = transfer > 0 ? std::max(0.0, 1.0 - stall / transfer) : 1.0;
+  s.hidden_transfer_fraction = hidden_transfer_fraction(records_);
   s.median_time_prediction_error = time_prediction_error_.median();
   s.to_host_bandwidth = link_.device_to_host();
   s.to_device_bandwidth = link_.host_to_device();

@@ -105,6 +105,11 @@ struct StepRecord {
   Seconds predicted_schedule_seconds = -1;  // simulated on the predicted chain; -1: none
 };
 
+// 1 - stalls / copy time over records[from..]: the share of the copies' own
+// time that compute did not wait for (0 when it waited longer); 1 when
+// nothing moved.
+double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t from = 0);
+
 struct TrainSummary {
   Bytes budget_bytes = 0;
   Bytes reference_peak_bytes = 0;     // unconstrained peak of the largest input; 0: not measured

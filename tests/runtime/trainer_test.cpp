@@ -77,6 +77,21 @@ TEST(Trainer, SwapOffloadsAndTrainsExactlyAsPlainTrainingDoes) {
   EXPECT_GT(saved_offloads, 0) << "what forwards with grad keep moves too";
 }
 
+TEST(Trainer, HiddenTransferIsTheShareOfCopyTimeComputeDidNotWaitFor) {
+  std::vector<StepRecord> records(3);
+  records[0].transfer_seconds = 1.0;  // a collection step that waited longer than its copies took
+  records[0].stall_seconds = 1.5;
+  records[1].transfer_seconds = 0.4;
+  records[1].stall_seconds = 0.1;
+  records[2].transfer_seconds = 0.6;
+  records[2].stall_seconds = 0.1;
+  EXPECT_NEAR(hidden_transfer_fraction(records), 1 - 1.7 / 2.0, 1e-12);
+  EXPECT_NEAR(hidden_transfer_fraction(records, 1), 1 - 0.2 / 1.0, 1e-12) << "from the second step on";
+  EXPECT_EQ(hidden_transfer_fraction(records, 3), 1) << "nothing moved";
+  records[1].stall_seconds = records[2].stall_seconds = 2;
+  EXPECT_EQ(hidden_transfer_fraction(records, 1), 0) << "waits beyond the copies' time hide nothing, not less";
+}
+
 TEST(Trainer, StaysWithinTheBudgetAndPredictsPeaks) {
   for (const char* planner : {"mimose", "static", "all", "optimal"}) {
     const TrainingRun r = train(options(planner, "60%"), 20);
