@@ -64,8 +64,8 @@ double LaneResult::copy_rate(bool to_host) const {
   return seconds > 0 ? bytes / seconds : 0;
 }
 
-double LaneResult::hidden_transfer_fraction() const {
-  return runtime::hidden_transfer_fraction(records, static_cast<size_t>(collect_steps));
+double LaneResult::hidden_transfer_fraction(runtime::CopyDirection direction) const {
+  return runtime::hidden_transfer_fraction(records, static_cast<size_t>(collect_steps), direction);
 }
 
 LaneFactory lanes(std::function<std::unique_ptr<runtime::BatchSource>(std::uint64_t seed)> source,

@@ -39,7 +39,7 @@ struct LaneResult {
   double copy_rate(bool to_host) const;
   // Over the steps after collection: the share of copy time hidden under
   // compute (the summary's figure counts the collection steps too).
-  double hidden_transfer_fraction() const;
+  double hidden_transfer_fraction(runtime::CopyDirection direction = runtime::CopyDirection::Both) const;
 };
 
 // One trainer with what it needs kept alive beside it.

@@ -38,7 +38,8 @@ const char* kSimulateHelp =
     "                      and micro-batch). N% budgets are then of the peak with all of it on the device\n"
     "  --micro-batches N   split the step into N micro-batches of the chain's size (default 1)\n"
     "  --json FILE         write time, peak_bytes, swap_bytes (to_host_bytes + to_device_bytes), host_peak_bytes,\n"
-    "                      transfer_seconds, stall_seconds, hidden_transfer_fraction, weight_swap_bytes\n"
+    "                      transfer_seconds, stall_seconds, hidden_transfer_fraction (and to_host_ and\n"
+    "                      to_device_hidden_fraction, each way's), weight_swap_bytes\n"
     "                      and the schedule\n";
 
 }  // namespace
@@ -85,11 +86,12 @@ int run_simulate(const std::vector<std::string>& args) {
                   format_bytes(r.weight_swap_bytes).c_str());
     }
     std::printf("time %.6g s, peak %s (%lld bytes); swapped %s (%lld bytes: %s to host, %s back), host peak %s; "
-                "copies %.6g s, %.1f%% hidden under compute\n",
+                "copies %.6g s, %.1f%% hidden under compute (%.1f%% to host, %.1f%% back)\n",
                 r.time, format_bytes(r.peak_bytes).c_str(), static_cast<long long>(r.peak_bytes),
                 format_bytes(r.swap_bytes).c_str(), static_cast<long long>(r.swap_bytes),
                 format_bytes(r.to_host_bytes).c_str(), format_bytes(r.to_device_bytes).c_str(),
-                format_bytes(r.host_peak_bytes).c_str(), r.transfer_seconds, 100 * r.hidden_transfer_fraction());
+                format_bytes(r.host_peak_bytes).c_str(), r.transfer_seconds, 100 * r.hidden_transfer_fraction(),
+                100 * r.hidden_fraction(true), 100 * r.hidden_fraction(false));
     if (!p.note.empty()) std::printf("%s\n", p.note.c_str());
     j["time"] = r.time;
     j["peak_bytes"] = r.peak_bytes;
@@ -100,6 +102,8 @@ int run_simulate(const std::vector<std::string>& args) {
     j["transfer_seconds"] = r.transfer_seconds;
     j["stall_seconds"] = r.stall_seconds;
     j["hidden_transfer_fraction"] = r.hidden_transfer_fraction();
+    j["to_host_hidden_fraction"] = r.hidden_fraction(true);
+    j["to_device_hidden_fraction"] = r.hidden_fraction(false);
     j["weight_swap_bytes"] = r.weight_swap_bytes;
     j["update_seconds"] = r.update_seconds;
     j["micro_batches"] = options.micro_batches;

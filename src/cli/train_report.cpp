@@ -31,6 +31,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
                      {"to_host_seconds", r.to_host_seconds},
                      {"to_device_seconds", r.to_device_seconds},
                      {"stall_seconds", r.stall_seconds},
+                     {"to_host_stall_seconds", r.to_host_stall_seconds},
                      {"loss", r.loss},
                      {"accuracy", r.accuracy}});
   }
@@ -68,6 +69,8 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
             {"to_device_bytes_per_step", s.to_device_bytes_per_step},
             {"weight_swap_bytes_per_step", s.weight_swap_bytes_per_step},
             {"hidden_transfer_fraction", s.hidden_transfer_fraction},
+            {"to_host_hidden_fraction", s.to_host_hidden_fraction},
+            {"to_device_hidden_fraction", s.to_device_hidden_fraction},
             {"median_time_prediction_error", s.median_time_prediction_error},
             {"to_host_bandwidth", s.to_host_bandwidth},
             {"to_device_bandwidth", s.to_device_bandwidth},

@@ -131,6 +131,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
     copy.wait();
     const Seconds waited = std::chrono::duration<double>(Clock::now() - t0).count();
     result.stall_seconds += waited;
+    if (copy.to_host()) result.to_host_stall_seconds += waited;
     result.transfer_seconds += copy.seconds();
     (copy.to_host() ? result.to_host_seconds : result.to_device_seconds) += copy.seconds();
     return waited;

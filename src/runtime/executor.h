@@ -55,6 +55,7 @@ struct ExecutionResult {
   Seconds to_host_seconds = 0;    // of transfer_seconds, device -> host
   Seconds to_device_seconds = 0;  // of transfer_seconds, host -> device
   Seconds stall_seconds = 0;      // compute waiting on copies
+  Seconds to_host_stall_seconds = 0;  // of stall_seconds, waiting on copies to host
   std::vector<OpRecord> ops;
 };
 

@@ -369,6 +369,7 @@ StepRecord Trainer::step() {
     link_.observe(result.to_host_bytes, result.to_host_seconds, result.to_device_bytes, result.to_device_seconds);
   }
   rec.stall_seconds = result.stall_seconds;
+  rec.to_host_stall_seconds = result.to_host_stall_seconds;
 
   if (host_weights_) {
     // The schedule ran every stage's update on the host: make them current.
@@ -406,11 +407,24 @@ StepRecord Trainer::step() {
   return rec;
 }
 
-double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t from) {
+double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t from, CopyDirection direction) {
   Seconds transfer = 0, stall = 0;
   for (size_t k = from; k < records.size(); ++k) {
-    transfer += records[k].transfer_seconds;
-    stall += records[k].stall_seconds;
+    const StepRecord& r = records[k];
+    switch (direction) {
+      case CopyDirection::Both:
+        transfer += r.transfer_seconds;
+        stall += r.stall_seconds;
+        break;
+      case CopyDirection::ToHost:
+        transfer += r.to_host_seconds;
+        stall += r.to_host_stall_seconds;
+        break;
+      case CopyDirection::ToDevice:
+        transfer += r.to_device_seconds;
+        stall += r.stall_seconds - r.to_host_stall_seconds;
+        break;
+    }
   }
   return transfer > 0 ? std::max(0.0, 1.0 - stall / transfer) : 1.0;
 }
@@ -454,6 +468,8 @@ TrainSummary Trainer::summary() const {
     s.weight_swap_bytes_per_step /= static_cast<double>(records_.size());
   }
   s.hidden_transfer_fraction = hidden_transfer_fraction(records_);
+  s.to_host_hidden_fraction = hidden_transfer_fraction(records_, 0, CopyDirection::ToHost);
+  s.to_device_hidden_fraction = hidden_transfer_fraction(records_, 0, CopyDirection::ToDevice);
   s.median_time_prediction_error = time_prediction_error_.median();
   s.to_host_bandwidth = link_.device_to_host();
   s.to_device_bandwidth = link_.host_to_device();

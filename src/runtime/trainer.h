@@ -101,14 +101,17 @@ struct StepRecord {
   Seconds to_host_seconds = 0;        // of transfer_seconds, device -> host
   Seconds to_device_seconds = 0;      // of transfer_seconds, host -> device
   Seconds stall_seconds = 0;          // compute waiting on copies
+  Seconds to_host_stall_seconds = 0;  // of stall_seconds, waiting on copies to host
   Seconds schedule_seconds = 0;       // the schedule's wall time (the update excluded)
   Seconds predicted_schedule_seconds = -1;  // simulated on the predicted chain; -1: none
 };
 
-// 1 - stalls / copy time over records[from..]: the share of the copies' own
-// time that compute did not wait for (0 when it waited longer); 1 when
-// nothing moved.
-double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t from = 0);
+enum class CopyDirection { Both, ToHost, ToDevice };
+// 1 - stalls / copy time over records[from..], of the copies one way or
+// both: the share of the copies' own time that compute did not wait for (0
+// when it waited longer); 1 when nothing moved.
+double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t from = 0,
+                                CopyDirection direction = CopyDirection::Both);
 
 struct TrainSummary {
   Bytes budget_bytes = 0;
@@ -131,6 +134,8 @@ struct TrainSummary {
   double to_device_bytes_per_step = 0;   // of which host -> device
   double weight_swap_bytes_per_step = 0;  // of which weights and gradients
   double hidden_transfer_fraction = 1;  // 1 - stalls / copy time over all steps; 1 when nothing moved
+  double to_host_hidden_fraction = 1;    // the same, of the copies to host
+  double to_device_hidden_fraction = 1;  // the same, of the copies to the device
   // Median of |simulated - measured| / measured schedule time, after collection.
   double median_time_prediction_error = 0;
   // The host link the trainer would plan the next step with, bytes/s: the

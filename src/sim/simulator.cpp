@@ -77,16 +77,17 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
   Seconds h2d_free = 0;
   SimResult result;
   auto a = [&](int i) { return chain.activation_bytes(i); };
-  // Compute waits until `when` (a copy's end).
-  auto wait_until = [&](Seconds when) {
+  // Compute waits until `when`, the end of a copy to host or to the device.
+  auto wait_until = [&](Seconds when, bool to_host) {
     if (when > t) {
       result.stall_seconds += when - t;
+      if (to_host) result.to_host_stall_seconds += when - t;
       t = when;
     }
   };
   // Before a compute operation reads x_i: a prefetched x_i must have arrived.
   auto wait_for_input = [&](MicroBatch& mb, int i) {
-    if (mb.x[i] && mb.where[i] == Where::Device) wait_until(mb.ready[i]);
+    if (mb.x[i] && mb.where[i] == Where::Device) wait_until(mb.ready[i], false);
   };
   // Queues a copy of `bytes` on the engine next idle at `engine_free`; returns when it ends.
   auto queue_copy = [&](Bytes bytes, double bandwidth, Seconds& engine_free) {
@@ -95,6 +96,7 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
     result.swap_bytes += bytes;
     (&engine_free == &d2h_free ? result.to_host_bytes : result.to_device_bytes) += bytes;
     result.transfer_seconds += copy;
+    if (&engine_free == &d2h_free) result.to_host_transfer_seconds += copy;
     return engine_free;
   };
   // An operation that frees x_i (F_n, B) may not do so under a copy.
@@ -114,7 +116,7 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
     const StageWeights& w = weights[i];
     if (w.updated) throw bad_op(k, op, "stage " + std::to_string(i) + " was already updated this step");
     if (!w.on_device) throw bad_op(k, op, "the stage's weights are in host memory; fetch them first");
-    wait_until(w.ready);
+    wait_until(w.ready, false);
   };
   auto need_weights_in_host = [&](size_t k, const Op& op) {
     if (!chain.weights_on_host) {
@@ -207,7 +209,7 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
         if (mb.saved_where[i] == Where::Host) throw bad_op(k, op, "what its forward kept is in host memory; prefetch it first");
         need_weights(k, op, i);
         wait_for_input(mb, i);
-        wait_until(mb.saved_ready[i]);
+        wait_until(mb.saved_ready[i], false);
         const StageVariant s = chain.stages[i].variant(mb.xbar[i] - 1);
         Bytes new_grads = 0;  // the weights' gradients, made by the stage's first backward
         if (chain.weights_on_host) {
@@ -216,7 +218,7 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
             throw bad_op(k, op, "the stage's gradient sum is in host memory; fetch it back to accumulate into");
           }
           if (w.grads == Grads::Copying) throw bad_op(k, op, "the stage's gradients are being offloaded");
-          if (w.grads == Grads::Device) wait_until(w.grads_ready);
+          if (w.grads == Grads::Device) wait_until(w.grads_ready, false);
           if (w.grads == Grads::None) new_grads = chain.stages[i].grad_bytes;
           w.grads = Grads::Device;
         }
@@ -248,7 +250,7 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
         if (!mb.x[i] || mb.where[i] != Where::Copying) {
           throw bad_op(k, op, "x_" + std::to_string(i) + " has no offload in progress");
         }
-        wait_until(mb.offload_end[i]);
+        wait_until(mb.offload_end[i], true);
         peak = mem;
         mem -= a(i);
         mb.where[i] = Where::Host;
@@ -271,7 +273,7 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
         if (!mb.xbar[i]) throw bad_op(k, op, "the stage holds no forward with grad");
         if (mb.saved_where[i] != Where::Device) throw bad_op(k, op, "what its forward kept is already offloaded");
         const Bytes bytes = interior(i, mb);
-        wait_until(mb.saved_ready[i]);  // a copy cannot leave before it arrived
+        wait_until(mb.saved_ready[i], false);  // a copy cannot leave before it arrived
         mb.saved_offload_end[i] = queue_copy(bytes, chain.device_to_host_bandwidth, d2h_free);
         mb.saved_where[i] = Where::Copying;
         host += bytes;
@@ -283,7 +285,7 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
         if (!mb.xbar[i] || mb.saved_where[i] != Where::Copying) {
           throw bad_op(k, op, "what its forward kept has no offload in progress");
         }
-        wait_until(mb.saved_offload_end[i]);
+        wait_until(mb.saved_offload_end[i], true);
         peak = mem;
         mem -= interior(i, mb);
         mb.saved_where[i] = Where::Host;
@@ -328,7 +330,7 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
         }
         peak = mem;
         if (w.grads == Grads::Copying) {
-          wait_until(w.grads_copy_end);
+          wait_until(w.grads_copy_end, true);
           mem -= chain.stages[i].grad_bytes;
           w.grads = Grads::Host;
         }
@@ -341,7 +343,7 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
         need_link(k, op, chain.device_to_host_bandwidth, "device-to-host");
         StageWeights& w = weights[i];
         if (w.grads != Grads::Device) throw bad_op(k, op, "the stage has no gradients on the device");
-        wait_until(w.grads_ready);
+        wait_until(w.grads_ready, false);
         const Bytes bytes = chain.stages[i].grad_bytes;
         w.grads_copy_end = queue_copy(bytes, chain.device_to_host_bandwidth, d2h_free);
         w.grads = Grads::Copying;
@@ -372,7 +374,7 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
         }
         if (chain.updates_inline) {
           // On the compute thread: it waits for the gradients, then computes.
-          wait_until(w.grads_copy_end);
+          wait_until(w.grads_copy_end, true);
           t += chain.stages[i].update_time;
         } else {
           // The host starts once the gradients have arrived and its last update is done.

@@ -42,11 +42,19 @@ struct SimResult {
   Bytes host_peak_bytes = 0;      // highest bytes held in host memory
   Seconds transfer_seconds = 0;   // the copies' durations, both engines together
   Seconds stall_seconds = 0;      // compute waiting on copies
+  Seconds to_host_transfer_seconds = 0;  // of transfer_seconds, device -> host
+  Seconds to_host_stall_seconds = 0;     // of stall_seconds, waiting on copies to host
   Bytes weight_swap_bytes = 0;    // of swap_bytes, weights and gradients (weights in host memory)
   Seconds update_seconds = 0;     // optimizer steps on the host
   // 1 - stall / transfer: the share of copy time hidden under compute; 1 when nothing was copied.
   double hidden_transfer_fraction() const {
     return transfer_seconds > 0 ? 1.0 - stall_seconds / transfer_seconds : 1.0;
+  }
+  // The same, of the copies one way: to host, or to the device.
+  double hidden_fraction(bool to_host) const {
+    const Seconds transfer = to_host ? to_host_transfer_seconds : transfer_seconds - to_host_transfer_seconds;
+    const Seconds stall = to_host ? to_host_stall_seconds : stall_seconds - to_host_stall_seconds;
+    return transfer > 0 ? 1.0 - stall / transfer : 1.0;
   }
   int peak_op = -1;      // index of the operation at the peak; -1 for the update
   std::vector<OpCost> ops;  // per operation, when asked for

@@ -41,6 +41,16 @@ json read_json(const std::string& path) {
   return json::parse(in);
 }
 
+// The share of copy time hidden, both ways together, is the two ways'
+// shares weighted by their copy time, so it lies between them.
+void expect_between_the_two_ways(const json& j) {
+  const double both = j["hidden_transfer_fraction"].get<double>();
+  const double to_host = j["to_host_hidden_fraction"].get<double>();
+  const double to_device = j["to_device_hidden_fraction"].get<double>();
+  EXPECT_GE(both, std::min(to_host, to_device) - 1e-12) << j.dump();
+  EXPECT_LE(both, std::max(to_host, to_device) + 1e-12) << j.dump();
+}
+
 // A command refused as bad input: exit status 2 and a message saying why.
 void expect_refused(const std::vector<std::string>& args, const std::string& message) {
   const Outcome o = run(args);
@@ -178,6 +188,7 @@ TEST(Commands, SimulatePricesASwapPlanWithItsTransfers) {
   EXPECT_EQ(o["swap_bytes"].get<Bytes>(), 0);
   EXPECT_GE(s["hidden_transfer_fraction"].get<double>(), 0);
   EXPECT_LE(s["hidden_transfer_fraction"].get<double>(), 1);
+  expect_between_the_two_ways(s);
   expect_refused({"simulate", "--chain", chain, "--budget", "50%", "--bandwidth", "25GB"},
                  "--bandwidth '25GB' is not a bandwidth; expected a size per second such as 25GB/s or 800MiB/s");
   // Where the weights live must suit the planner, said before any planning.
@@ -342,6 +353,7 @@ TEST(Commands, TrainsAGptWithItsWeightsInHostMemory) {
               sum["swap_bytes_per_step"].get<double>(), 1.0);
   EXPECT_GE(sum["hidden_transfer_fraction"].get<double>(), 0);
   EXPECT_LE(sum["hidden_transfer_fraction"].get<double>(), 1);
+  expect_between_the_two_ways(sum);
   expect_refused({"train", "--model", "gpt", "--planner", "swap-naive", "--bandwidth", "25GB/s"},
                  "planner swap-naive swaps weights kept in host memory; give --weights-on host");
   expect_refused({"train", "--model", "gpt", "--planner", "optimal", "--weights-on", "host", "--bandwidth", "25GB/s"},

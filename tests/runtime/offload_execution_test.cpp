@@ -38,6 +38,12 @@ TEST(OffloadExecution, OffloadedStepsComputeExactlyWhatAPlainStepDoes) {
     EXPECT_GT(moved, 0);
     EXPECT_EQ(r.swap_bytes, moved);
     EXPECT_GT(r.transfer_seconds, 0);
+    // Releases wait for copies to host; compute waits for copies back.
+    Seconds release_waits = 0, other_waits = 0;
+    for (const OpRecord& rec : r.ops) (rec.op.kind == OpKind::Release ? release_waits : other_waits) += rec.wait_seconds;
+    EXPECT_GT(release_waits, 0);
+    EXPECT_NEAR(r.to_host_stall_seconds, release_waits, 1e-9);
+    EXPECT_NEAR(r.stall_seconds - r.to_host_stall_seconds, other_waits, 1e-9);
     EXPECT_LE(r.peak, checkpointed.peak) << "offloading never needs more device memory";
     if (late) {
       EXPECT_LT(r.peak, checkpointed.peak) << "with x_j on the host until its recompute";

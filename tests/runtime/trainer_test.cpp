@@ -88,6 +88,18 @@ TEST(Trainer, HiddenTransferIsTheShareOfCopyTimeComputeDidNotWaitFor) {
   EXPECT_NEAR(hidden_transfer_fraction(records), 1 - 1.7 / 2.0, 1e-12);
   EXPECT_NEAR(hidden_transfer_fraction(records, 1), 1 - 0.2 / 1.0, 1e-12) << "from the second step on";
   EXPECT_EQ(hidden_transfer_fraction(records, 3), 1) << "nothing moved";
+  // Of those, the copies to host: 0.1 s of 0.3 s waited for in step 1, none
+  // of step 2's 0.2 s.
+  records[1].to_host_seconds = 0.3;
+  records[1].to_host_stall_seconds = 0.1;
+  records[2].to_host_seconds = 0.2;
+  records[1].to_device_seconds = 0.1;
+  records[2].to_device_seconds = 0.4;
+  EXPECT_NEAR(hidden_transfer_fraction(records, 1, CopyDirection::ToHost), 1 - 0.1 / 0.5, 1e-12);
+  EXPECT_NEAR(hidden_transfer_fraction(records, 1, CopyDirection::ToDevice), 1 - 0.1 / 0.5, 1e-12);
+  records[2].to_host_stall_seconds = 0.1;
+  EXPECT_NEAR(hidden_transfer_fraction(records, 1, CopyDirection::ToHost), 1 - 0.2 / 0.5, 1e-12);
+  EXPECT_NEAR(hidden_transfer_fraction(records, 1, CopyDirection::ToDevice), 1, 1e-12) << "step 2's wait was for a copy to host";
   records[1].stall_seconds = records[2].stall_seconds = 2;
   EXPECT_EQ(hidden_transfer_fraction(records, 1), 0) << "waits beyond the copies' time hide nothing, not less";
 }

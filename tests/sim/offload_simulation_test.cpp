@@ -46,6 +46,10 @@ TEST(OffloadSimulation, ReleaseFreesTheDeviceBytesAndWaitsForTheCopy) {
   EXPECT_DOUBLE_EQ(r.stall_seconds, 2.5);
   EXPECT_DOUBLE_EQ(r.transfer_seconds, 3);
   EXPECT_NEAR(r.hidden_transfer_fraction(), 1 - 2.5 / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(r.to_host_transfer_seconds, 2);  // Off1; Pre1 is the other 1 s
+  EXPECT_DOUBLE_EQ(r.to_host_stall_seconds, 1.5);   // at Rel1
+  EXPECT_NEAR(r.hidden_fraction(true), 1 - 1.5 / 2, 1e-12);
+  EXPECT_DOUBLE_EQ(r.hidden_fraction(false), 0);    // B1 waited all of Pre1
   EXPECT_EQ(r.swap_bytes, 40);
   EXPECT_EQ(r.host_peak_bytes, 20);
   EXPECT_EQ(r.ops[2].after_bytes, 180);  // Off1 frees nothing yet
@@ -58,6 +62,8 @@ TEST(OffloadSimulation, ReleaseFreesTheDeviceBytesAndWaitsForTheCopy) {
 TEST(OffloadSimulation, AnEarlyPrefetchHidesUnderCompute) {
   const SimResult r = simulate(three_stages(), parse("Fck0 Fall1 Off1 Fall2 Rel1 Pre1 L B2 B1 Fall0 B0"));
   EXPECT_DOUBLE_EQ(r.stall_seconds, 1.5);  // only the release waits
+  EXPECT_DOUBLE_EQ(r.to_host_stall_seconds, 1.5);
+  EXPECT_DOUBLE_EQ(r.hidden_fraction(false), 1);
   EXPECT_DOUBLE_EQ(r.time, 16);
 }
 

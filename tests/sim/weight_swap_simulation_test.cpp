@@ -53,6 +53,8 @@ TEST(WeightSwapSimulation, PricesFetchesGradientsAndHostUpdatesWorkedOutByHand) 
   EXPECT_EQ(r.weight_swap_bytes, 400);  // two stages in, two gradients out
   EXPECT_EQ(r.swap_bytes, 400);
   EXPECT_DOUBLE_EQ(r.stall_seconds, 2);  // 1 s for Win0, 1 s for Gout0 at Wout0
+  EXPECT_DOUBLE_EQ(r.to_host_transfer_seconds, 2);  // Gout1 and Gout0
+  EXPECT_DOUBLE_EQ(r.to_host_stall_seconds, 1);     // Gout0 at Wout0
   // Peak at B0: batch 10, weights 200, s0's saved 10, s1's gradients 100,
   // delta_1 10, then s0's new gradients 100 and delta_0 10.
   EXPECT_EQ(r.ops[1].after_bytes, 210);
@@ -74,6 +76,10 @@ TEST(WeightSwapSimulation, InlineUpdatesHoldUpComputeWorkedOutByHand) {
   EXPECT_DOUBLE_EQ(r.ops[8].end_time, 8.5);
   EXPECT_DOUBLE_EQ(r.time, 10);
   EXPECT_DOUBLE_EQ(r.stall_seconds, 1 + 1 + 1);  // Win0, U1 for Gout1, Wout0 for Gout0
+  // Each way 2 s of copies: the gradients' wholly waited for, the weights' half.
+  EXPECT_DOUBLE_EQ(r.hidden_fraction(true), 0);
+  EXPECT_DOUBLE_EQ(r.hidden_fraction(false), 0.5);
+  EXPECT_NEAR(r.hidden_transfer_fraction(), 1 - 3.0 / 4, 1e-12);
   EXPECT_DOUBLE_EQ(r.update_seconds, 1);
   c.updates_inline = false;
   // On the host: U1 runs 6..6.5 beside B0 (5..7); U0 after Gout0 (7..8): 8..8.5.
