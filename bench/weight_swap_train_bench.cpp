@@ -121,6 +121,11 @@ int run(const std::vector<std::string>& args) {
     md << " `" << p << "` " << format_bytes(static_cast<Bytes>(r.copy_rate(true))) << "/s to host and "
        << format_bytes(static_cast<Bytes>(r.copy_rate(false))) << "/s back" << (&p == &planners.back() ? ".\n" : ";");
   }
+  md << "\nCopy time hidden is 1 - compute's waits on copies / the copies' own time, 0 where the waits were "
+        "longer. `swap` offloads a pack's gradients and then, with no compute between, drops the pack's weights, "
+        "which waits for them (the Simulator prices the same wait): the gradients' copies cannot hide, and on this "
+        "CPU compute waits longer than they take (a copy thread's wake-up and a hand-off per tensor), which can "
+        "cancel what the weights' copies back hide.\n";
   const double volume_ratio = naive.mean_bytes(&runtime::StepRecord::weight_swap_bytes) / harmony.mean_bytes(&runtime::StepRecord::weight_swap_bytes);
   std::snprintf(line, sizeof line,
                 "\n- Measured volume ratio swap-naive / swap: %.2fx; step time ratio on this CPU: %.2fx.\n"
