@@ -99,18 +99,21 @@ int run(const std::vector<std::string>& args) {
                 harmony.collect_steps);
   md << line;
   md << "| planner | weights and gradients moved / step | all bytes to host / back per step | mean step | "
-        "copy time hidden: all (to host / back) | max peak / budget | violations | retries | sim vs measured schedule time (median) |\n"
+        "copy time hidden: all (to host / back) | max peak / budget | violations | retries | "
+        "sim vs measured schedule time (median) |\n"
      << "|---|---|---|---|---|---|---|---|---|\n";
   for (const std::string& p : planners) {
     const LaneResult& r = results[p];
-    std::snprintf(line, sizeof line, "| %s | %s | %s / %s | %.3f s | %.1f%% (%.1f%% / %.1f%%) | %.3f | %ld | %ld | %.1f%% |\n",
+    std::snprintf(line, sizeof line,
+                  "| %s | %s | %s / %s | %.3f s | %.1f%% (%.1f%% / %.1f%%) | %.3f | %ld | %ld | %.1f%% |\n",
                   p.c_str(), format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::weight_swap_bytes))).c_str(),
                   format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_host_bytes))).c_str(),
                   format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_device_bytes))).c_str(),
                   r.mean_step(),
-                  100 * r.hidden_transfer_fraction(), 100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToHost),
-                  100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToDevice), r.max_peak_over_budget(), r.summary.violations,
-                  r.summary.retries, 100 * r.median_schedule_time_error());
+                  100 * r.hidden_transfer_fraction(),
+                  100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToHost),
+                  100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToDevice), r.max_peak_over_budget(),
+                  r.summary.violations, r.summary.retries, 100 * r.median_schedule_time_error());
     md << line;
   }
   md << "\n`swap fixed-link` is `swap` planning and predicting with the link measured before training, not "

@@ -160,13 +160,14 @@ int run_train(const std::vector<std::string>& args) {
       100 * sum.median_prediction_error, 100 * sum.max_prediction_error);
   if (sum.swap_bytes_per_step > 0) {
     std::printf("memtrain: swapped %s per step (%s to host, %s back; %s of it weights and gradients); %.1f%% of "
-                "copy time hidden under compute (%.1f%% to host, %.1f%% back); simulated schedule time off by %.1f%% (median)\n",
+                "copy time hidden under compute (%.1f%% to host, %.1f%% back); simulated schedule time off by "
+                "%.1f%% (median)\n",
                 format_bytes(static_cast<Bytes>(sum.swap_bytes_per_step)).c_str(),
                 format_bytes(static_cast<Bytes>(sum.to_host_bytes_per_step)).c_str(),
                 format_bytes(static_cast<Bytes>(sum.to_device_bytes_per_step)).c_str(),
                 format_bytes(static_cast<Bytes>(sum.weight_swap_bytes_per_step)).c_str(),
-                100 * sum.hidden_transfer_fraction, 100 * sum.to_host_hidden_fraction, 100 * sum.to_device_hidden_fraction,
-                100 * sum.median_time_prediction_error);
+                100 * sum.hidden_transfer_fraction, 100 * sum.to_host_hidden_fraction,
+                100 * sum.to_device_hidden_fraction, 100 * sum.median_time_prediction_error);
   }
   nlohmann::json pipeline;
   if (const auto* shards = dynamic_cast<const runtime::ShardImageBatches*>(batches.get())) {

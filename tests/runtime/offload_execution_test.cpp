@@ -40,7 +40,9 @@ TEST(OffloadExecution, OffloadedStepsComputeExactlyWhatAPlainStepDoes) {
     EXPECT_GT(r.transfer_seconds, 0);
     // Releases wait for copies to host; compute waits for copies back.
     Seconds release_waits = 0, other_waits = 0;
-    for (const OpRecord& rec : r.ops) (rec.op.kind == OpKind::Release ? release_waits : other_waits) += rec.wait_seconds;
+    for (const OpRecord& rec : r.ops) {
+      (rec.op.kind == OpKind::Release ? release_waits : other_waits) += rec.wait_seconds;
+    }
     EXPECT_GT(release_waits, 0);
     EXPECT_NEAR(r.to_host_stall_seconds, release_waits, 1e-9);
     EXPECT_NEAR(r.stall_seconds - r.to_host_stall_seconds, other_waits, 1e-9);

@@ -99,7 +99,8 @@ TEST(Trainer, HiddenTransferIsTheShareOfCopyTimeComputeDidNotWaitFor) {
   EXPECT_NEAR(hidden_transfer_fraction(records, 1, CopyDirection::ToDevice), 1 - 0.1 / 0.5, 1e-12);
   records[2].to_host_stall_seconds = 0.1;
   EXPECT_NEAR(hidden_transfer_fraction(records, 1, CopyDirection::ToHost), 1 - 0.2 / 0.5, 1e-12);
-  EXPECT_NEAR(hidden_transfer_fraction(records, 1, CopyDirection::ToDevice), 1, 1e-12) << "step 2's wait was for a copy to host";
+  EXPECT_NEAR(hidden_transfer_fraction(records, 1, CopyDirection::ToDevice), 1, 1e-12)
+      << "step 2's wait was for a copy to host";
   records[1].stall_seconds = records[2].stall_seconds = 2;
   EXPECT_EQ(hidden_transfer_fraction(records, 1), 0) << "waits beyond the copies' time hide nothing, not less";
 }
