@@ -23,7 +23,7 @@ namespace memtrain::data {
 
 namespace {
 
-constexpr std::uint64_t kMagic = 0x6d656d7472616e31ull;  // "memtran1"
+constexpr std::uint64_t kSharedStateMagic = 0x6d656d7472616e31ull;  // "memtran1"
 constexpr int kMaxJobs = 64;
 enum JobState : std::int32_t { kNoJob = 0, kJoined = 1, kGone = 2 };
 enum SlotState : std::int32_t { kEmpty = 0, kClaimed = 1, kReady = 2 };
@@ -139,7 +139,7 @@ CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache*
       s->max_scale = options_.max_scale;
       s->classes = options_.classes;
       s->seed = options_.seed;
-      s->magic.store(kMagic, std::memory_order_release);
+      s->magic.store(kSharedStateMagic, std::memory_order_release);
       segment_ = s;
       break;
     }
@@ -158,8 +158,8 @@ CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache*
     ::close(fd);
     if (p == MAP_FAILED) throw Error("--coordinate " + name + ": cannot map shared memory: " + std::strerror(errno));
     auto* s = static_cast<Segment*>(p);
-    while (s->magic.load(std::memory_order_acquire) != kMagic && waited() < 5) pause_briefly();
-    if (s->magic.load(std::memory_order_acquire) != kMagic) {
+    while (s->magic.load(std::memory_order_acquire) != kSharedStateMagic && waited() < 5) pause_briefly();
+    if (s->magic.load(std::memory_order_acquire) != kSharedStateMagic) {
       ::munmap(p, static_cast<size_t>(st.st_size));
       ::shm_unlink(path_.c_str());
       continue;

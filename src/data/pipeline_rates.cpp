@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/seconds_since.h"
 #include "data/sample_cache.h"
 #include "data/seeded_order.h"
 
@@ -13,7 +14,6 @@ namespace memtrain::data {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-Seconds since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 }  // namespace
 
 RateMeasurement measure_prep_rate(const ShardStorage& storage, const ShardBatchOptions& options) {
@@ -24,7 +24,7 @@ RateMeasurement measure_prep_rate(const ShardStorage& storage, const ShardBatchO
   ShardImageBatcher batcher(storage, &cache, options);  // its threads start here
   RateMeasurement m;
   for (std::int64_t b = 0; b < batcher.batches_per_epoch(); ++b) m.samples += batcher.next().batch;
-  m.seconds = since(t0);
+  m.seconds = seconds_since(t0);
   return m;
 }
 
@@ -52,7 +52,7 @@ RateMeasurement measure_fetch_rate(const ShardStorage& storage, int threads, std
   if (failed) throw DataError(failure);
   RateMeasurement m;
   m.samples = static_cast<std::int64_t>(order.size());
-  m.seconds = since(t0);
+  m.seconds = seconds_since(t0);
   return m;
 }
 

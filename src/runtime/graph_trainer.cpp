@@ -5,12 +5,12 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "core/seconds_since.h"
 
 namespace memtrain::runtime {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-Seconds since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 }  // namespace
 
 GraphTrainer::GraphTrainer(GraphTrainerOptions options, DeviceMemory& memory, std::unique_ptr<GraphModel> model,
@@ -51,13 +51,13 @@ GraphStepRecord GraphTrainer::step() {
   const Clock::time_point t0 = Clock::now();
   rec.new_plan = plans_.find(rec.size) == plans_.end();
   current_ = &plan_for(batch, ctx);
-  rec.planning_seconds = rec.new_plan ? since(t0) : 0;
+  rec.planning_seconds = rec.new_plan ? seconds_since(t0) : 0;
   const Clock::time_point t1 = Clock::now();
   const GraphExecution r = executor_->run(current_->plan.schedule, batch, ctx);
   adam_->step();
   adam_->zero_grad();
   memory_.synchronize();
-  rec.seconds = since(t1);
+  rec.seconds = seconds_since(t1);
   rec.loss = r.loss;
   rec.accuracy = ctx.counted > 0 ? ctx.correct / ctx.counted : 0;
   rec.peak_bytes = r.peak;

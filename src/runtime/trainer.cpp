@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "core/seconds_since.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
 #include "plan/weight_swap_schedules.h"
@@ -21,7 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Seconds since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 void scale_memory(Chain& chain, double factor) {
   auto scaled = [factor](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * factor); };
@@ -274,9 +274,9 @@ Trainer::Choice Trainer::choose(std::int64_t size) {
   if (static_cast<int>(records_.size()) < options_.collect_steps) {
     // Collection steps take the variants in turn, so each is seen at several sizes.
     const int round = static_cast<int>(records_.size()) % variant_rounds();
-    return {collection_schedule(round), "collect", since(t0)};
+    return {collection_schedule(round), "collect", seconds_since(t0)};
   }
-  if (const Plan* hit = cache_->find(size)) return {hit->schedule, "cached", since(t0)};
+  if (const Plan* hit = cache_->find(size)) return {hit->schedule, "cached", seconds_since(t0)};
   Plan p = plan_for(size);
   // A planner that respects the budget but finds nothing that fits the
   // prediction runs the most frugal schedule it knows; the budget decides.
@@ -284,7 +284,7 @@ Trainer::Choice Trainer::choose(std::int64_t size) {
   if (!p.feasible && planner_->respects_budget()) p.schedule = most_frugal(size);
   Schedule s = p.schedule;
   cache_->store(size, std::move(p));
-  return {std::move(s), "new", since(t0)};
+  return {std::move(s), "new", seconds_since(t0)};
 }
 
 StepRecord Trainer::step() {
@@ -292,7 +292,7 @@ StepRecord Trainer::step() {
   const auto scope = memory_.activate();
   const Clock::time_point t0 = Clock::now();
   const Batch batch = source_.next(memory_.device());
-  const Seconds data_wait = since(t0);
+  const Seconds data_wait = seconds_since(t0);
   const std::int64_t size = planning_size(batch.signature);
 
   StepRecord rec;
@@ -341,7 +341,7 @@ StepRecord Trainer::step() {
                     " stricter plans: " + oob.what());
       }
       if (p.feasible && next == p.schedule) cache_->store(size, std::move(p));
-      choice = {std::move(next), "retry", choice.planning_seconds + since(tp)};
+      choice = {std::move(next), "retry", choice.planning_seconds + seconds_since(tp)};
       rec.plan = "retry";
       rec.planning_seconds = choice.planning_seconds;
     } catch (...) {
@@ -401,7 +401,7 @@ StepRecord Trainer::step() {
   }
   rec.loss = result.loss;
   rec.accuracy = ctx.counted > 0 ? ctx.correct / ctx.counted : 0;
-  rec.seconds = since(t0);
+  rec.seconds = seconds_since(t0);
   records_.push_back(rec);
   if (on_step) on_step(rec);
   return rec;

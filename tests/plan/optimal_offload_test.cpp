@@ -20,15 +20,11 @@ using testing::keep_all_peak;
 using testing::price_all;
 using testing::random_chain;
 using testing::same_time;
+using testing::with_link;
 
 // Random chains' activations are 100..1000 bytes and forwards 0.1..10 s:
 // these links make a copy anywhere from far shorter than a stage to longer.
 constexpr double kLinks[] = {30, 300, 3000};
-
-Chain with_link(Chain c, double bytes_per_second) {
-  c.device_to_host_bandwidth = c.host_to_device_bandwidth = bytes_per_second;
-  return c;
-}
 
 int offloads_in(const Schedule& s) {
   int k = 0;

@@ -7,15 +7,13 @@
 #include "plan/static_planner.h"
 #include "sim/simulator.h"
 #include "support/chains.h"
+#include "support/schedule_class.h"
 
 namespace memtrain::plan {
 namespace {
 
+using testing::keep_all_peak;
 using testing::random_chain;
-
-Bytes keep_all_peak(const Chain& c) {
-  return sim::simulate(c, schedule_with_recompute(std::vector<char>(c.size(), 0))).peak_bytes;
-}
 
 TEST(SqrtPlanner, CutsCeilSqrtSegmentsOfNearlyEqualLength) {
   EXPECT_EQ(SqrtPlanner::segment_starts(1), (std::vector<int>{0}));

@@ -13,11 +13,7 @@ namespace memtrain::plan {
 namespace {
 
 using testing::random_chain;
-
-Chain with_link(Chain c, double bytes_per_second) {
-  c.device_to_host_bandwidth = c.host_to_device_bandwidth = bytes_per_second;
-  return c;
-}
+using testing::with_link;
 
 int count(const Schedule& s, OpKind kind) {
   int k = 0;

@@ -13,7 +13,8 @@
 #include "support/tiny_tagging.h"
 #include "support/training_runs.h"
 
-namespace memtrain::runtime {
+// A namespace of its own: the unity build puts several test files in one unit.
+namespace memtrain::runtime::cuda_weights_on_host_test {
 namespace {
 
 constexpr int kMicroBatches = 4;
@@ -96,4 +97,4 @@ TEST(CudaWeightsOnHost, WeightsInHostMemoryTrainOnTheGpuAsOnTheDevice) {
 }
 
 }  // namespace
-}  // namespace memtrain::runtime
+}  // namespace memtrain::runtime::cuda_weights_on_host_test

@@ -11,7 +11,8 @@
 #include "support/tiny_tagging.h"
 #include "support/training_runs.h"
 
-namespace memtrain::runtime {
+// A namespace of its own: the unity build puts several test files in one unit.
+namespace memtrain::runtime::weights_on_host_test {
 namespace {
 
 using testing::expect_same_training;
@@ -149,12 +150,6 @@ TEST(TrainerWeightsOnHost, RefusesWhatDoesNotGoTogether) {
   expect_usage_error(too_many, "expected at most 8");
 }
 
-}  // namespace
-}  // namespace memtrain::runtime
-
-namespace memtrain::runtime {
-namespace {
-
 // A given link far from what the copies reach: the trainer follows the
 // copies' own rates (the median over its recent steps, each direction on
 // its own) unless told to keep the given one; every direction's seconds
@@ -183,4 +178,4 @@ TEST(TrainerWeightsOnHost, RefinesTheHostLinkFromItsOwnCopies) {
 }
 
 }  // namespace
-}  // namespace memtrain::runtime
+}  // namespace memtrain::runtime::weights_on_host_test

@@ -14,7 +14,8 @@
 #include "support/schedule_text.h"
 #include "support/tiny_tagging.h"
 
-namespace memtrain::runtime {
+// A namespace of its own: the unity build puts several test files in one unit.
+namespace memtrain::runtime::weight_swap_execution_test {
 namespace {
 
 constexpr int kMicroBatches = 4;
@@ -181,4 +182,4 @@ TEST(WeightSwapExecution, RefusesWeightOperationsWithoutHostWeightsAndSplitsNoFe
 }
 
 }  // namespace
-}  // namespace memtrain::runtime
+}  // namespace memtrain::runtime::weight_swap_execution_test

@@ -29,19 +29,19 @@ Chain three_stages() {
   return c;
 }
 
-Schedule parse(const std::string& text) { return testing::parse_schedule(text); }
+using testing::parse_schedule;
 
 const char* kPlain = "Fck0 Fall1 Fall2 L B2 B1 Fall0 B0";
 
 TEST(OffloadSimulation, ReleaseFreesTheDeviceBytesAndWaitsForTheCopy) {
   const Chain c = three_stages();
-  const SimResult plain = simulate(c, parse(kPlain));
+  const SimResult plain = simulate(c, parse_schedule(kPlain));
   EXPECT_DOUBLE_EQ(plain.time, 14.5);
   EXPECT_EQ(plain.peak_bytes, 238);  // B2: 208 + delta_2 30
 
   // Off1 at t=4 ends at 6; Fall2 covers 0.5 s, so Rel1 waits 1.5 s.
   // Pre1 at t=7 arrives at 8 while B1 would start at 7: another 1 s.
-  const SimResult r = simulate(c, parse("Fck0 Fall1 Off1 Fall2 Rel1 L B2 Pre1 B1 Fall0 B0"), true);
+  const SimResult r = simulate(c, parse_schedule("Fck0 Fall1 Off1 Fall2 Rel1 L B2 Pre1 B1 Fall0 B0"), true);
   EXPECT_DOUBLE_EQ(r.time, 17);
   EXPECT_DOUBLE_EQ(r.stall_seconds, 2.5);
   EXPECT_DOUBLE_EQ(r.transfer_seconds, 3);
@@ -60,7 +60,7 @@ TEST(OffloadSimulation, ReleaseFreesTheDeviceBytesAndWaitsForTheCopy) {
 }
 
 TEST(OffloadSimulation, AnEarlyPrefetchHidesUnderCompute) {
-  const SimResult r = simulate(three_stages(), parse("Fck0 Fall1 Off1 Fall2 Rel1 Pre1 L B2 B1 Fall0 B0"));
+  const SimResult r = simulate(three_stages(), parse_schedule("Fck0 Fall1 Off1 Fall2 Rel1 Pre1 L B2 B1 Fall0 B0"));
   EXPECT_DOUBLE_EQ(r.stall_seconds, 1.5);  // only the release waits
   EXPECT_DOUBLE_EQ(r.to_host_stall_seconds, 1.5);
   EXPECT_DOUBLE_EQ(r.hidden_fraction(false), 1);
@@ -74,7 +74,7 @@ TEST(OffloadSimulation, CopiesInOneDirectionRunOneAtATime) {
   // B3 ends at 8.5; Pre1 arrives at 9.5 and Pre2, queued behind it, at 10.5,
   // so Fall2 waits 2 s where a free engine would have made it wait 1 s.
   const SimResult r =
-      simulate(c, parse("Fck0 Off1 Fck1 Off2 Fck2 Rel1 Rel2 Fall3 L B3 Pre1 Pre2 Fall2 B2 Fall1 B1 Fall0 B0"));
+      simulate(c, parse_schedule("Fck0 Off1 Fck1 Off2 Fck2 Rel1 Rel2 Fall3 L B3 Pre1 Pre2 Fall2 B2 Fall1 B1 Fall0 B0"));
   EXPECT_DOUBLE_EQ(r.stall_seconds, 2);
   EXPECT_DOUBLE_EQ(r.transfer_seconds, 2 + 2 + 1 + 1);
   EXPECT_DOUBLE_EQ(r.time, 29.5 + 2);  // compute alone: 29.5 s
@@ -91,19 +91,19 @@ TEST(OffloadSimulation, RejectsWhatTheExecutorCouldNotRun) {
   refused("Fck0 Fall1 Off1 Off1 Fall2 L B2 B1 Fall0 B0", "already offloaded");
   Chain no_link = c;
   no_link.device_to_host_bandwidth = 0;
-  EXPECT_THROW(simulate(no_link, parse("Fck0 Fall1 Off1 Fall2 Rel1 L B2 Pre1 B1 Fall0 B0")), Error);
+  EXPECT_THROW(simulate(no_link, parse_schedule("Fck0 Fall1 Off1 Fall2 Rel1 L B2 Pre1 B1 Fall0 B0")), Error);
 }
 
 // What F_all(0) keeps beyond its output: s_0 - a_1 = 40 - 20 = 20 bytes,
 // out in 2 s, back in 1 s.
 TEST(SavedOffloadSimulation, MovesWhatTheForwardKeptBeyondItsOutput) {
   const Chain c = three_stages();
-  const SimResult plain = simulate(c, parse("Fall0 Fall1 Fall2 L B2 B1 B0"));
+  const SimResult plain = simulate(c, parse_schedule("Fall0 Fall1 Fall2 L B2 B1 B0"));
   EXPECT_DOUBLE_EQ(plain.time, 13.5);
   EXPECT_EQ(plain.peak_bytes, 258);  // B2: 228 + delta_2 30
 
   // OffS0 at t=1 ends at 3, before RelS0 at 4.5; PreS0 at 5.5 arrives at 6.5, long before B0 at 11.5.
-  const SimResult r = simulate(c, parse("Fall0 OffS0 Fall1 Fall2 RelS0 L B2 PreS0 B1 B0"), true);
+  const SimResult r = simulate(c, parse_schedule("Fall0 OffS0 Fall1 Fall2 RelS0 L B2 PreS0 B1 B0"), true);
   EXPECT_DOUBLE_EQ(r.time, 13.5);
   EXPECT_DOUBLE_EQ(r.stall_seconds, 0);
   EXPECT_EQ(r.to_host_bytes, 20);
@@ -116,11 +116,11 @@ TEST(SavedOffloadSimulation, MovesWhatTheForwardKeptBeyondItsOutput) {
   EXPECT_EQ(r.peak_bytes, 250);          // B1, with it back
 
   // Prefetched only after B1, the copy back makes B0 wait its 1 s.
-  const SimResult late = simulate(c, parse("Fall0 OffS0 Fall1 Fall2 RelS0 L B2 B1 PreS0 B0"));
+  const SimResult late = simulate(c, parse_schedule("Fall0 OffS0 Fall1 Fall2 RelS0 L B2 B1 PreS0 B0"));
   EXPECT_DOUBLE_EQ(late.stall_seconds, 1);
   EXPECT_DOUBLE_EQ(late.time, 14.5);
   // Released at once, the copy out makes compute wait until t=3.
-  const SimResult early = simulate(c, parse("Fall0 OffS0 RelS0 Fall1 Fall2 L B2 PreS0 B1 B0"));
+  const SimResult early = simulate(c, parse_schedule("Fall0 OffS0 RelS0 Fall1 Fall2 L B2 PreS0 B1 B0"));
   EXPECT_DOUBLE_EQ(early.stall_seconds, 2);
 }
 

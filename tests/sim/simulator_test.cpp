@@ -11,11 +11,11 @@ namespace {
 
 using testing::hand_chain;
 
-Schedule parse(const std::string& text) { return testing::parse_schedule(text); }
+using testing::parse_schedule;
 
 // Worked out by hand from src/plan/MEMORY_MODEL.md: start 100 params + 10 batch.
 TEST(Simulator, KeepEverythingByHand) {
-  const SimResult r = simulate(hand_chain(), parse("Fall0 Fall1 L B1 B0"), true);
+  const SimResult r = simulate(hand_chain(), parse_schedule("Fall0 Fall1 L B1 B0"), true);
   ASSERT_EQ(r.ops.size(), 5u);
   EXPECT_EQ(r.ops[0].peak_bytes, 155);   // 110 + s0 40 + tf0 5
   EXPECT_EQ(r.ops[0].after_bytes, 150);
@@ -31,7 +31,7 @@ TEST(Simulator, KeepEverythingByHand) {
 }
 
 TEST(Simulator, CheckpointingTradesTimeForMemoryByHand) {
-  const SimResult r = simulate(hand_chain(), parse("Fck0 Fall1 L B1 Fall0 B0"), true);
+  const SimResult r = simulate(hand_chain(), parse_schedule("Fck0 Fall1 L B1 Fall0 B0"), true);
   EXPECT_EQ(r.ops[0].peak_bytes, 136);   // 110 + a1 20 + tn0 6
   EXPECT_EQ(r.ops[3].peak_bytes, 179);   // 158 + 20 + 1
   EXPECT_EQ(r.ops[3].after_bytes, 130);  // x1 was held on its own: freed
@@ -44,7 +44,7 @@ TEST(Simulator, CheckpointingTradesTimeForMemoryByHand) {
 TEST(Simulator, UpdateCanBeThePeak) {
   Chain c = hand_chain();
   c.update_temp_bytes = 500;
-  const SimResult r = simulate(c, parse("Fall0 Fall1 L B1 B0"));
+  const SimResult r = simulate(c, parse_schedule("Fall0 Fall1 L B1 B0"));
   EXPECT_EQ(r.peak_bytes, 600);
   EXPECT_EQ(r.peak_op, -1);
 }
@@ -52,15 +52,15 @@ TEST(Simulator, UpdateCanBeThePeak) {
 TEST(Simulator, ForwardNoneDropsItsInput) {
   // Three stages: F_n(1) frees x1 (held on its own since F_ck(0)).
   Chain c = testing::random_chain(3, 7);
-  const SimResult kept = simulate(c, parse("Fck0 Fck1 Fall2 L B2 Fall1 B1 Fall0 B0"), true);
-  const SimResult dropped = simulate(c, parse("Fck0 Fn1 Fall2 L B2 Fck0 Fall1 B1 Fall0 B0"), true);
+  const SimResult kept = simulate(c, parse_schedule("Fck0 Fck1 Fall2 L B2 Fall1 B1 Fall0 B0"), true);
+  const SimResult dropped = simulate(c, parse_schedule("Fck0 Fn1 Fall2 L B2 Fck0 Fall1 B1 Fall0 B0"), true);
   EXPECT_EQ(kept.ops[1].after_bytes - dropped.ops[1].after_bytes, c.stages[1].input_bytes);
   EXPECT_GT(dropped.time, kept.time);
 }
 
 void expect_rejected(const std::string& schedule, const std::string& fragment) {
   try {
-    simulate(hand_chain(), parse(schedule));
+    simulate(hand_chain(), parse_schedule(schedule));
     FAIL() << "accepted " << schedule;
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();

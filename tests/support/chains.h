@@ -65,6 +65,12 @@ inline Chain random_chain(int n, std::uint32_t seed) {
   return c;
 }
 
+// `c` with a host link of `bytes_per_second` each way.
+inline Chain with_link(Chain c, double bytes_per_second) {
+  c.device_to_host_bandwidth = c.host_to_device_bandwidth = bytes_per_second;
+  return c;
+}
+
 // random_chain with operator variants: some stages offer one or two other
 // implementations that keep less for their backward and cost more time.
 inline Chain random_chain_with_variants(int n, std::uint32_t seed) {

@@ -49,14 +49,14 @@ class DecoderBlockStage : public StageModule {
   double dropout_;
 };
 
-void check(bool ok, const std::string& what) {
+void check_gpt(bool ok, const std::string& what) {
   if (!ok) throw UsageError("gpt: " + what);
 }
 
 }  // namespace
 
 StagedModel make_gpt_decoder(const GptDecoderConfig& c) {
-  check(c.vocabulary >= 2, "vocabulary " + std::to_string(c.vocabulary) + " must be >= 2");
+  check_gpt(c.vocabulary >= 2, "vocabulary " + std::to_string(c.vocabulary) + " must be >= 2");
   check_token_model_sizes("gpt", c.max_length, c.width, c.heads, c.layers, c.dropout);
 
   std::vector<std::string> names{"embed"};

@@ -85,15 +85,15 @@ class FeedForwardStage : public StageModule, public Segment {
   double dropout_;
 };
 
-void check(bool ok, const std::string& what) {
+void check_transformer(bool ok, const std::string& what) {
   if (!ok) throw UsageError("transformer: " + what);
 }
 
 }  // namespace
 
 StagedModel make_transformer_tagger(const TransformerTaggerConfig& c) {
-  check(c.vocabulary >= 2, "vocabulary " + std::to_string(c.vocabulary) + " must be >= 2");
-  check(c.tags >= 2, "tag count " + std::to_string(c.tags) + " must be >= 2");
+  check_transformer(c.vocabulary >= 2, "vocabulary " + std::to_string(c.vocabulary) + " must be >= 2");
+  check_transformer(c.tags >= 2, "tag count " + std::to_string(c.tags) + " must be >= 2");
   check_token_model_sizes("transformer", c.max_length, c.width, c.heads, c.layers, c.dropout);
 
   std::vector<std::string> names{"embed"};
