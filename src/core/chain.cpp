@@ -46,6 +46,10 @@ void Chain::validate(const std::string& origin) const {
   };
   const struct { const char* name; double v; } links[] = {{"device_to_host_bandwidth", device_to_host_bandwidth},
                                                          {"host_to_device_bandwidth", host_to_device_bandwidth}};
+  if (!(copy_issue_time >= 0) || !std::isfinite(copy_issue_time)) {
+    throw Error(origin + ": chain field copy_issue_time is " + std::to_string(copy_issue_time) +
+                "; expected seconds, finite and >= 0");
+  }
   if (resident_bytes < 0) {
     throw Error(origin + ": chain field resident_bytes is " + std::to_string(resident_bytes) + "; expected >= 0");
   }

@@ -62,6 +62,7 @@ Chain chain_from_json(const json& j, const std::string& origin) {
   chain.resident_bytes = bytes_field(j, "resident_bytes", false, 0, origin);
   chain.device_to_host_bandwidth = number_field(j, "device_to_host_bandwidth", false, 0, origin);
   chain.host_to_device_bandwidth = number_field(j, "host_to_device_bandwidth", false, 0, origin);
+  chain.copy_issue_time = number_field(j, "copy_issue_time", false, 0, origin);
   chain.weights_on_host = bool_field(j, "weights_on_host", false, origin);
   chain.updates_inline = bool_field(j, "updates_inline", false, origin);
   chain.validate(origin);
@@ -100,6 +101,7 @@ json chain_to_json(const Chain& chain) {
   if (chain.resident_bytes > 0) out["resident_bytes"] = chain.resident_bytes;
   if (chain.device_to_host_bandwidth > 0) out["device_to_host_bandwidth"] = chain.device_to_host_bandwidth;
   if (chain.host_to_device_bandwidth > 0) out["host_to_device_bandwidth"] = chain.host_to_device_bandwidth;
+  if (chain.copy_issue_time > 0) out["copy_issue_time"] = chain.copy_issue_time;
   if (chain.weights_on_host) out["weights_on_host"] = true;
   if (chain.updates_inline) out["updates_inline"] = true;
   return out;

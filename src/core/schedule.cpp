@@ -37,6 +37,19 @@ bool is_micro_batch_op(OpKind kind) {
   }
 }
 
+bool starts_copy(OpKind kind) {
+  switch (kind) {
+    case OpKind::Offload:
+    case OpKind::Prefetch:
+    case OpKind::OffloadSaved:
+    case OpKind::PrefetchSaved:
+    case OpKind::FetchWeights:
+    case OpKind::OffloadGrads:
+    case OpKind::FetchGrads: return true;
+    default: return false;
+  }
+}
+
 int Schedule::micro_batches() const {
   int most = 0;
   for (const Op& op : ops) most = std::max(most, op.micro);

@@ -52,6 +52,9 @@ struct Op {
 // gradient operations act on a stage's weights, shared by all).
 bool is_micro_batch_op(OpKind kind);
 
+// Whether `kind` starts a copy between device and host memory.
+bool starts_copy(OpKind kind);
+
 const char* op_kind_name(OpKind kind);  // "forward_all", ...
 
 struct Schedule {

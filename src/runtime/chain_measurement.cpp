@@ -51,6 +51,14 @@ predict::ChainSample sample_execution(const ExecutionResult& result, int stages,
   return sample;
 }
 
+std::vector<Seconds> copy_issue_seconds(const ExecutionResult& result) {
+  std::vector<Seconds> seconds;
+  for (const OpRecord& r : result.ops) {
+    if (starts_copy(r.op.kind)) seconds.push_back(std::max(0.0, r.seconds - r.wait_seconds));
+  }
+  return seconds;
+}
+
 predict::ChainSample faster_of(const predict::ChainSample& a, const predict::ChainSample& b) {
   predict::ChainSample out = b;
   for (size_t i = 0; i < out.stages.size() && i < a.stages.size(); ++i) {

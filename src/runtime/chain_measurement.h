@@ -16,6 +16,10 @@ namespace memtrain::runtime {
 // measured. A micro-batched schedule is sampled on micro-batch 0, its largest.
 predict::ChainSample sample_execution(const ExecutionResult& result, int stages, Bytes update_temp_bytes);
 
+// The compute seconds each copy the schedule started took to start (its
+// operation's time less its waits on other copies), in schedule order.
+std::vector<Seconds> copy_issue_seconds(const ExecutionResult& result);
+
 // Two measurements of the same schedule on the same input: the memory of
 // `b` and, per stage, the shorter of the two times (interference from the
 // rest of the machine only ever adds time).

@@ -186,6 +186,7 @@ void Trainer::calibrate() {
     auto collect_once = [&] {
       const ExecutionResult r = measure(collect);
       if (host_weights_) observe_update_times(r);
+      copy_issue_.observe(copy_issue_seconds(r));
       // With the weights on the host the update runs there: no device temporary.
       return sample_execution(r, n, host_weights_ ? 0 : optimizer_->update_temp_bytes());
     };
@@ -240,6 +241,7 @@ Chain Trainer::completed(Chain chain) const {
   chain.resident_bytes = extra_resident_;
   chain.device_to_host_bandwidth = link_.device_to_host();
   chain.host_to_device_bandwidth = link_.host_to_device();
+  chain.copy_issue_time = copy_issue_.seconds();
   chain.weights_on_host = host_weights_ != nullptr;
   chain.updates_inline = host_weights_ != nullptr && !host_weights_->updates_on_own_thread();
   if (host_weights_) {
@@ -368,6 +370,7 @@ StepRecord Trainer::step() {
   if (options_.refine_link) {
     link_.observe(result.to_host_bytes, result.to_host_seconds, result.to_device_bytes, result.to_device_seconds);
   }
+  copy_issue_.observe(copy_issue_seconds(result));
   rec.stall_seconds = result.stall_seconds;
   rec.to_host_stall_seconds = result.to_host_stall_seconds;
 

@@ -33,6 +33,7 @@
 #include "core/units.h"
 #include "plan/planner.h"
 #include "predict/chain_predictor.h"
+#include "predict/copy_issue_estimate.h"
 #include "predict/link_estimate.h"
 #include "predict/plan_cache.h"
 #include "predict/prediction_error.h"
@@ -231,6 +232,7 @@ class Trainer {
   Bytes extra_resident_ = 0;  // the most observe_resident() has seen
   std::vector<Seconds> update_times_;  // per stage, the shortest host update seen; weights on host
   predict::LinkEstimate link_;
+  predict::CopyIssueEstimate copy_issue_;
   Signature largest_signature_;
   Chain largest_chain_;
   std::vector<StepRecord> records_;

@@ -91,6 +91,7 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
   };
   // Queues a copy of `bytes` on the engine next idle at `engine_free`; returns when it ends.
   auto queue_copy = [&](Bytes bytes, double bandwidth, Seconds& engine_free) {
+    t += chain.copy_issue_time;  // compute starts the copy, then goes on
     const Seconds copy = static_cast<double>(bytes) / bandwidth;
     engine_free = std::max(t, engine_free) + copy;
     result.swap_bytes += bytes;

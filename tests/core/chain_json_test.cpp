@@ -51,12 +51,14 @@ TEST(ChainJson, RoundTripsEveryField) {
   c.update_temp_bytes = 8;
   c.weights_on_host = true;
   c.updates_inline = true;
+  c.copy_issue_time = 4e-5;
   const Chain back = chain_from_json(chain_to_json(c), "again");
   EXPECT_EQ(chain_to_json(back), chain_to_json(c));
   EXPECT_EQ(back.stages[1].nograd_forward_temp_bytes, 99);
   EXPECT_EQ(back.update_temp_bytes, 8);
   EXPECT_TRUE(back.weights_on_host);
   EXPECT_TRUE(back.updates_inline);
+  EXPECT_DOUBLE_EQ(back.copy_issue_time, 4e-5);
 }
 
 TEST(ChainJson, ErrorsNameTheStageAndField) {
@@ -76,6 +78,10 @@ TEST(ChainJson, ErrorsNameTheStageAndField) {
   j = two_stage_chain();
   j["stages"][0]["forward_time"] = "fast";
   EXPECT_NE(error_of(j).find("expected a number"), std::string::npos) << error_of(j);
+
+  j = two_stage_chain();
+  j["copy_issue_time"] = -1;
+  EXPECT_NE(error_of(j).find("copy_issue_time"), std::string::npos) << error_of(j);
 
   EXPECT_NE(error_of(json::parse(R"({"stages": []})")).find("non-empty 'stages'"), std::string::npos);
   EXPECT_NE(error_of(json::parse("[1,2]")).find("test.json"), std::string::npos);

@@ -59,6 +59,20 @@ TEST(OffloadSimulation, ReleaseFreesTheDeviceBytesAndWaitsForTheCopy) {
   EXPECT_EQ(r.peak_bytes, 230);          // B1, x_1 back
 }
 
+// Starting a copy costs compute copy_issue_time; the copy starts after it.
+TEST(OffloadSimulation, StartingEachCopyCostsComputeItsIssueTime) {
+  Chain c = three_stages();
+  c.copy_issue_time = 0.5;
+  // Off1 starts at 4.5 and ends at 6.5; Fall2 ends at 5, so Rel1 waits 1.5 s.
+  // B2 ends at 7.5, Pre1 starts at 8 and arrives at 9: B1 waits 1 s. Two
+  // copies, 17 s as above plus 2 x 0.5.
+  const SimResult r = simulate(c, parse_schedule("Fck0 Fall1 Off1 Fall2 Rel1 L B2 Pre1 B1 Fall0 B0"));
+  EXPECT_DOUBLE_EQ(r.time, 18);
+  EXPECT_DOUBLE_EQ(r.stall_seconds, 2.5);
+  // A schedule that copies nothing pays nothing.
+  EXPECT_DOUBLE_EQ(simulate(c, parse_schedule(kPlain)).time, 14.5);
+}
+
 TEST(OffloadSimulation, AnEarlyPrefetchHidesUnderCompute) {
   const SimResult r = simulate(three_stages(), parse_schedule("Fck0 Fall1 Off1 Fall2 Rel1 Pre1 L B2 B1 Fall0 B0"));
   EXPECT_DOUBLE_EQ(r.stall_seconds, 1.5);  // only the release waits
