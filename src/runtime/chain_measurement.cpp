@@ -1,51 +1,96 @@
 #include "runtime/chain_measurement.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.h"
 
 namespace memtrain::runtime {
 
+namespace {
+
+bool is_forward(OpKind kind) {
+  return kind == OpKind::ForwardAll || kind == OpKind::ForwardCheckpoint || kind == OpKind::ForwardNone;
+}
+
+// The micro-batches as large as micro-batch 0, by the bytes of stage 0's input.
+std::vector<bool> micro_batches_like_the_first(const ExecutionResult& result) {
+  std::vector<Bytes> input;
+  for (const OpRecord& r : result.ops) {
+    if (!is_forward(r.op.kind) || r.op.stage != 0) continue;
+    if (static_cast<int>(input.size()) <= r.op.micro) input.resize(r.op.micro + 1, -1);
+    input[r.op.micro] = r.input_bytes;
+  }
+  std::vector<bool> like(std::max<size_t>(input.size(), 1), true);
+  for (size_t m = 1; m < input.size(); ++m) like[m] = input[m] == input[0];
+  return like;
+}
+
+struct Mean {
+  Seconds sum = 0;
+  int count = 0;
+  void add(Seconds s) { sum += s, ++count; }
+  std::optional<Seconds> value() const { return count ? std::optional<Seconds>(sum / count) : std::nullopt; }
+};
+
+}  // namespace
+
 predict::ChainSample sample_execution(const ExecutionResult& result, int stages, Bytes update_temp_bytes) {
   predict::ChainSample sample;
   sample.stages.resize(stages);
+  // Memory comes from micro-batch 0, the largest (split_batch gives the
+  // spare rows to the first ones): the chain planned for a micro-batched
+  // step is its. Times are the mean over every micro-batch of its size: a
+  // grouped schedule runs micro-batch 0 of a stage first, on weights just
+  // fetched, and the others faster (on this CPU, some stages' later
+  // micro-batches took half the first one's time).
+  const std::vector<bool> timed = micro_batches_like_the_first(result);
+  // The variant whose forward with grad micro-batch 0 ran last: only its runs are timed.
+  std::vector<int> variant(stages, 0);
   for (const OpRecord& r : result.ops) {
-    if (r.op.kind == OpKind::Loss || r.op.kind == OpKind::Offload || r.op.kind == OpKind::Release ||
-        r.op.kind == OpKind::Prefetch || r.op.kind == OpKind::OffloadSaved || r.op.kind == OpKind::ReleaseSaved ||
-        r.op.kind == OpKind::PrefetchSaved) {
-      continue;
-    }
-    // Micro-batch 0 is the largest (split_batch gives the spare rows to the
-    // first ones): the chain planned for a micro-batched step is its.
-    if (r.op.micro != 0) continue;
+    if (r.op.kind == OpKind::ForwardAll && r.op.micro == 0) variant[r.op.stage] = r.op.variant;
+  }
+  std::vector<Mean> with_grad(stages), without_grad(stages), backward(stages);
+  for (const OpRecord& r : result.ops) {
+    if (!is_forward(r.op.kind) && r.op.kind != OpKind::Backward) continue;  // the loss, copies, weights
     const Seconds compute_seconds = r.seconds - r.wait_seconds;  // without waits on copies
     predict::StageSample& s = sample.stages[r.op.stage];
+    const bool first = r.op.micro == 0;
+    const bool times = r.op.micro < static_cast<int>(timed.size()) && timed[r.op.micro];
     switch (r.op.kind) {
       case OpKind::ForwardAll:
-        s.variant = r.op.variant;
-        s.input_bytes = r.input_bytes;
-        s.saved_bytes = r.live_after - r.live_before;
-        s.forward_temp_bytes = r.peak - r.live_after;
-        s.forward_time = compute_seconds;  // a recomputation is a forward with grad: prefer its time
-        if (r.op.stage == stages - 1) sample.output_bytes = r.output_bytes;
+        if (first) {
+          s.variant = r.op.variant;
+          s.input_bytes = r.input_bytes;
+          s.saved_bytes = r.live_after - r.live_before;
+          s.forward_temp_bytes = r.peak - r.live_after;
+          if (r.op.stage == stages - 1) sample.output_bytes = r.output_bytes;
+        }
+        if (times && r.op.variant == variant[r.op.stage]) with_grad[r.op.stage].add(compute_seconds);
         break;
       case OpKind::ForwardCheckpoint:
       case OpKind::ForwardNone:
-        s.input_bytes = r.input_bytes;
-        s.nograd_forward_temp_bytes = std::max<Bytes>(0, r.peak - r.live_before - r.output_bytes);
-        if (!s.forward_time) s.forward_time = compute_seconds;
+        if (first) {
+          s.input_bytes = r.input_bytes;
+          s.nograd_forward_temp_bytes = std::max<Bytes>(0, r.peak - r.live_before - r.output_bytes);
+        }
+        if (times) without_grad[r.op.stage].add(compute_seconds);
         break;
-      case OpKind::Backward:
+      default:  // Backward
         // The model adds a_i for the input gradient; the rest is temporary.
         // A stage's first backward with its weights in host memory also
         // makes their gradients: counted here as temporary, they stand for
         // what every later backward needs to add its gradients to the sum.
-        s.backward_temp_bytes = std::max<Bytes>(0, r.peak - r.live_before - s.input_bytes.value_or(0));
-        s.backward_time = compute_seconds;
-        break;
-      default:  // Loss and the copies were skipped above
+        if (first) s.backward_temp_bytes = std::max<Bytes>(0, r.peak - r.live_before - s.input_bytes.value_or(0));
+        if (times) backward[r.op.stage].add(compute_seconds);
         break;
     }
+  }
+  for (int i = 0; i < stages; ++i) {
+    predict::StageSample& s = sample.stages[i];
+    // A recomputation is a forward with grad: prefer its time.
+    s.forward_time = with_grad[i].count ? with_grad[i].value() : without_grad[i].value();
+    s.backward_time = backward[i].value();
   }
   if (update_temp_bytes >= 0) sample.update_temp_bytes = update_temp_bytes;
   return sample;
