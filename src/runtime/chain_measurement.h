@@ -13,7 +13,8 @@
 namespace memtrain::runtime {
 
 // Fields a schedule did not exercise stay empty. update_temp_bytes < 0: not
-// measured. A micro-batched schedule is sampled on micro-batch 0, its largest.
+// measured. A micro-batched schedule is sampled on micro-batch 0, its largest:
+// memory from it alone, times as the mean over the micro-batches of its size.
 predict::ChainSample sample_execution(const ExecutionResult& result, int stages, Bytes update_temp_bytes);
 
 // The compute seconds each copy the schedule started took to start (its
