@@ -22,7 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-
 void scale_memory(Chain& chain, double factor) {
   auto scaled = [factor](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * factor); };
   for (Stage& s : chain.stages) {

@@ -32,7 +32,8 @@ TEST(BrownCorpus, ReadsSentencesOfWordTagTokens) {
   EXPECT_EQ(c.sentences[2].tags, (std::vector<std::string>{"rb", "cd", "."}));
 }
 
-std::string error_reading_brown(const std::string& dir) {
+// What reading the corpus in `dir` throws.
+std::string brown_error(const std::string& dir) {
   try {
     read_brown_corpus(dir);
   } catch (const DataError& e) {
@@ -44,18 +45,18 @@ std::string error_reading_brown(const std::string& dir) {
 TEST(BrownCorpus, ErrorsNameTheFileAndLine) {
   testing::TempDir dir;
   const std::string path = dir.write("ca01", "\tgood/nn\n\tbroken token/nn\n");
-  const std::string msg = error_reading_brown(dir.path());
+  const std::string msg = brown_error(dir.path());
   EXPECT_NE(msg.find("file '" + path + "' line 2: token 'broken' is not of the form word/TAG"), std::string::npos)
       << msg;
 }
 
 TEST(BrownCorpus, ErrorsForMissingOrEmptyInput) {
-  EXPECT_NE(error_reading_brown("/nonexistent/brown").find("'/nonexistent/brown' cannot be opened"), std::string::npos);
+  EXPECT_NE(brown_error("/nonexistent/brown").find("'/nonexistent/brown' cannot be opened"), std::string::npos);
   testing::TempDir empty;
-  EXPECT_NE(error_reading_brown(empty.path()).find("holds no corpus files"), std::string::npos);
+  EXPECT_NE(brown_error(empty.path()).find("holds no corpus files"), std::string::npos);
   testing::TempDir blank;
   blank.write("ca01", "\n\n");
-  EXPECT_NE(error_reading_brown(blank.path()).find("holds no sentences"), std::string::npos);
+  EXPECT_NE(brown_error(blank.path()).find("holds no sentences"), std::string::npos);
 }
 
 // The real corpus, as scripts/install-deps.sh installs it.

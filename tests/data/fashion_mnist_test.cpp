@@ -32,7 +32,8 @@ void write_tiny(const testing::TempDir& dir, const std::string& images_tail = ""
   dir.write("train-labels-idx1-ubyte.gz", gzip(be32(0x801) + be32(3) + std::string("\x01\x02\x09", 3)));
 }
 
-std::string error_reading_fashion_mnist(const std::string& dir) {
+// What reading the dataset in `dir` throws.
+std::string mnist_error(const std::string& dir) {
   try {
     read_fashion_mnist(dir, "train");
   } catch (const DataError& e) {
@@ -54,14 +55,14 @@ TEST(FashionMnist, ReadsATinyValidPair) {
 TEST(FashionMnist, ErrorsNameTheFileAndWhatWasExpected) {
   testing::TempDir dir;
   write_tiny(dir, "extra");
-  EXPECT_NE(error_reading_fashion_mnist(dir.path()).find("header promises 12"), std::string::npos) << error_reading_fashion_mnist(dir.path());
+  EXPECT_NE(mnist_error(dir.path()).find("header promises 12"), std::string::npos) << mnist_error(dir.path());
   write_tiny(dir, "", 0x1234);
-  EXPECT_NE(error_reading_fashion_mnist(dir.path()).find("expected magic number 0x00000803"), std::string::npos);
+  EXPECT_NE(mnist_error(dir.path()).find("expected magic number 0x00000803"), std::string::npos);
   const std::string good = gzip(be32(0x803) + be32(3) + be32(2) + be32(2) + std::string(12, '\x07'));
   const std::string path = dir.write("train-images-idx3-ubyte.gz", good.substr(0, good.size() - 6));
-  EXPECT_NE(error_reading_fashion_mnist(dir.path()).find("'" + path + "' is truncated or corrupt"), std::string::npos)
-      << error_reading_fashion_mnist(dir.path());
-  EXPECT_NE(error_reading_fashion_mnist("/nonexistent").find("/nonexistent/train-images-idx3-ubyte.gz' cannot be opened"),
+  EXPECT_NE(mnist_error(dir.path()).find("'" + path + "' is truncated or corrupt"), std::string::npos)
+      << mnist_error(dir.path());
+  EXPECT_NE(mnist_error("/nonexistent").find("/nonexistent/train-images-idx3-ubyte.gz' cannot be opened"),
             std::string::npos);
 }
 
