@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "core/hidden_share.h"
 #include "core/seconds_since.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
@@ -428,7 +429,7 @@ double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t f
         break;
     }
   }
-  return transfer > 0 ? std::max(0.0, 1.0 - stall / transfer) : 1.0;
+  return hidden_share(stall, transfer);
 }
 
 TrainSummary Trainer::summary() const {

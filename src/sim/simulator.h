@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/chain.h"
+#include "core/hidden_share.h"
 #include "core/schedule.h"
 
 namespace memtrain::sim {
@@ -46,15 +47,13 @@ struct SimResult {
   Seconds to_host_stall_seconds = 0;     // of stall_seconds, waiting on copies to host
   Bytes weight_swap_bytes = 0;    // of swap_bytes, weights and gradients (weights in host memory)
   Seconds update_seconds = 0;     // optimizer steps on the host
-  // 1 - stall / transfer: the share of copy time hidden under compute; 1 when nothing was copied.
-  double hidden_transfer_fraction() const {
-    return transfer_seconds > 0 ? 1.0 - stall_seconds / transfer_seconds : 1.0;
-  }
+  // The share of copy time hidden under compute (core/hidden_share.h).
+  double hidden_transfer_fraction() const { return hidden_share(stall_seconds, transfer_seconds); }
   // The same, of the copies one way: to host, or to the device.
   double hidden_fraction(bool to_host) const {
     const Seconds transfer = to_host ? to_host_transfer_seconds : transfer_seconds - to_host_transfer_seconds;
     const Seconds stall = to_host ? to_host_stall_seconds : stall_seconds - to_host_stall_seconds;
-    return transfer > 0 ? 1.0 - stall / transfer : 1.0;
+    return hidden_share(stall, transfer);
   }
   int peak_op = -1;      // index of the operation at the peak; -1 for the update
   std::vector<OpCost> ops;  // per operation, when asked for
