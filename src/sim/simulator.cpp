@@ -94,10 +94,11 @@ SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op) {
     t += chain.copy_issue_time;  // compute starts the copy, then goes on
     const Seconds copy = static_cast<double>(bytes) / bandwidth;
     engine_free = std::max(t, engine_free) + copy;
+    const bool to_host = &engine_free == &d2h_free;
     result.swap_bytes += bytes;
-    (&engine_free == &d2h_free ? result.to_host_bytes : result.to_device_bytes) += bytes;
+    (to_host ? result.to_host_bytes : result.to_device_bytes) += bytes;
     result.transfer_seconds += copy;
-    if (&engine_free == &d2h_free) result.to_host_transfer_seconds += copy;
+    if (to_host) result.to_host_transfer_seconds += copy;
     return engine_free;
   };
   // An operation that frees x_i (F_n, B) may not do so under a copy.
