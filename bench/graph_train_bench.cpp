@@ -17,6 +17,7 @@
 #include "bench/lockstep.h"
 #include "cli/flags.h"
 #include "core/error.h"
+#include "core/seconds_since.h"
 #include "data/fashion_mnist.h"
 #include "runtime/adam.h"
 #include "runtime/fashion_mnist_batches.h"
@@ -59,7 +60,7 @@ struct AutogradLane {
     }
     adam->step();
     adam->zero_grad();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds = seconds_since(t0);
     peak = std::max(peak, memory->peak());
     return seconds;
   }

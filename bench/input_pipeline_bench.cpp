@@ -19,6 +19,7 @@
 #include "bench/memtrain_processes.h"
 #include "cli/flags.h"
 #include "core/error.h"
+#include "core/seconds_since.h"
 
 namespace memtrain::bench {
 
@@ -52,7 +53,7 @@ std::vector<JobResult> run_jobs(const std::vector<std::string>& train, int jobs,
   for (int j = 0; j < jobs; ++j) {
     finish_memtrain(pids[static_cast<size_t>(j)], logs[static_cast<size_t>(j)]);
     JobResult r;
-    r.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.wall = seconds_since(t0);
     const json report = read_json_file(reports[static_cast<size_t>(j)]);
     r.training = report["summary"]["mean_step_seconds"].get<double>() * report["summary"]["steps"].get<double>();
     r.prep_cpu = report["input_pipeline"]["prep_cpu_seconds"].get<double>();

@@ -18,6 +18,7 @@
 #include "bench/lockstep.h"
 #include "cli/flags.h"
 #include "core/error.h"
+#include "core/seconds_since.h"
 #include "data/brown_corpus.h"
 #include "data/tagging_dataset.h"
 #include "plan/registry.h"
@@ -83,7 +84,7 @@ double default_job_seconds(std::shared_ptr<const data::TaggingDataset> data) {
   const runtime::DataShape shape{data->words.size(), data->tags.size(), data->max_length, 1};
   runtime::Trainer trainer({}, memory, [&] { return runtime::make_model("transformer", {}, shape); }, source);
   for (int s = 0; s < 40; ++s) trainer.step();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+  return seconds_since(t0);
 }
 
 int run(const std::vector<std::string>& args) {
@@ -97,7 +98,7 @@ int run(const std::vector<std::string>& args) {
   const Clock::time_point load0 = Clock::now();
   const data::BrownCorpus corpus = data::read_brown_corpus(data::find_brown_directory(""));
   auto data = std::make_shared<data::TaggingDataset>(data::make_tagging_dataset(corpus, 10000));
-  const double load_seconds = std::chrono::duration<double>(Clock::now() - load0).count();
+  const double load_seconds = seconds_since(load0);
 
   std::ostringstream md;
   md << "## Planners on the Brown tagger (CPU)\n\n"

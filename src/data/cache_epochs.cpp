@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "core/seconds_since.h"
 #include "data/prep_pipeline.h"
 #include "data/seeded_order.h"
 
@@ -27,7 +28,7 @@ std::vector<EpochReport> run_cache_epochs(const ShardStorage& storage, SampleCac
     const Bytes device_after = process_storage_read_bytes();
     if (device_before >= 0 && device_after >= 0) r.device_bytes_read = device_after - device_before;
     r.hit_rate = c.hit_rate();
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.seconds = seconds_since(t0);
     reports.push_back(r);
   }
   return reports;

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/seconds_since.h"
 #include "data/prep_pipeline.h"
 
 namespace memtrain::data {
@@ -109,7 +110,7 @@ CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache*
   path_ = "/memtrain-" + name;
 
   const Clock::time_point start = Clock::now();
-  auto waited = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  auto waited = [&] { return seconds_since(start); };
   for (int attempt = 0; !segment_; ++attempt) {
     if (attempt > 20) throw Error("--coordinate " + name + ": cannot create or join the group's shared memory");
     int fd = ::shm_open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -375,7 +376,7 @@ AugmentedBatch CoordinatedBatcher::next() {
     s->job[job_].cursor = wanted + 1;
     reap();
     unlock();
-    counters_.wait_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    counters_.wait_seconds += seconds_since(t0);
     if (!error.empty()) throw DataError(error);
     ++counters_.batches_taken;
     epoch_ = b.epoch;

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/seconds_since.h"
 #include "data/seeded_order.h"
 
 namespace memtrain::data {
@@ -123,7 +124,7 @@ std::optional<PreparedSample> PrepPipeline::next() {
       const auto t0 = std::chrono::steady_clock::now();
       std::unique_lock<std::mutex> lock(mutex_);
       ready_.wait(lock, [&] { return done_.count(consumed_) > 0; });
-      counters_.consumer_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      counters_.consumer_wait_seconds += seconds_since(t0);
       slot = std::move(done_.at(consumed_));
       done_.erase(consumed_);
       ++consumed_;

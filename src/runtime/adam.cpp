@@ -9,6 +9,8 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "core/seconds_since.h"
+
 namespace memtrain::runtime {
 
 namespace {
@@ -124,7 +126,7 @@ double Adam::measure_host_seconds_per_byte(Bytes bytes, int repeats) {
   for (int r = 0; r < std::max(1, repeats); ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     timing.apply(w, m, v, g, r + 2);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = seconds_since(t0);
     // The fastest: interference from the rest of the machine only adds time.
     fastest = r == 0 ? s : std::min(fastest, s);
   }

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "core/seconds_since.h"
 #include "runtime/counting_allocator.h"
 
 namespace memtrain::runtime {
@@ -46,7 +47,7 @@ std::unique_ptr<HostCopy> CpuHostTransfers::copy(const torch::Tensor& source, Me
   auto task = std::make_shared<std::packaged_task<Seconds()>>([src, dst]() mutable {
     const auto t0 = std::chrono::steady_clock::now();
     std::memcpy(dst.data_ptr(), src.data_ptr(), src.nbytes());
-    const Seconds seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const Seconds seconds = seconds_since(t0);
     // Drop this thread's references before the copy counts as done, so
     // the source is freed when the training thread lets go of it, not later.
     src = torch::Tensor();

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "core/seconds_since.h"
 #include "runtime/rng_snapshot.h"
 #include "runtime/saved_tensors.h"
 
@@ -129,7 +130,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
   auto finish = [&](HostCopy& copy) -> Seconds {
     const Clock::time_point t0 = Clock::now();
     copy.wait();
-    const Seconds waited = std::chrono::duration<double>(Clock::now() - t0).count();
+    const Seconds waited = seconds_since(t0);
     result.stall_seconds += waited;
     if (copy.to_host()) result.to_host_stall_seconds += waited;
     result.transfer_seconds += copy.seconds();
@@ -419,7 +420,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
       }
     }
     memory_.synchronize();
-    rec.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    rec.seconds = seconds_since(t0);
     rec.peak = std::max(memory_.peak(), rec.live_before);
     rec.live_after = memory_.live();
     result.peak = std::max(result.peak, rec.peak);
@@ -447,7 +448,7 @@ ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& b
       }
     }
   }
-  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.seconds = seconds_since(start);
   return result;
 }
 

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "core/seconds_since.h"
 
 namespace memtrain::runtime {
 
@@ -107,7 +108,7 @@ GraphExecution GraphExecutor::run(const plan::GraphSchedule& schedule, const Bat
       const Clock::time_point t0 = Clock::now();
       out[k] = k < n ? forward_node(k) : backward_node(2 * n - 1 - k);
       memory_.synchronize();
-      rec.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      rec.seconds = seconds_since(t0);
       rec.peak = std::max(memory_.peak(), rec.live_before);
       for (const torch::Tensor& x : out[k]) {
         if (x.defined() && !(k == 0)) rec.output_bytes += static_cast<Bytes>(x.nbytes());
@@ -126,7 +127,7 @@ GraphExecution GraphExecutor::run(const plan::GraphSchedule& schedule, const Bat
       }
     }
   }
-  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.seconds = seconds_since(start);
   return result;
 }
 

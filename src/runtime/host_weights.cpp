@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "core/seconds_since.h"
 
 namespace memtrain::runtime {
 
@@ -107,7 +108,7 @@ void HostWeights::update(int stage) {
       w.next_v = torch::empty_like(v);
       optimizer_.apply_into(w.next_w, w.next_m, w.next_v, w.master, m, v, w.host_grad, optimizer_.steps() + 1);
     }
-    update_seconds_[stage] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    update_seconds_[stage] = seconds_since(t0);
   });
   updating_.push_back(job->get_future());
   if (own_thread_) {

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/seconds_since.h"
 #include "data/pipeline_rates.h"
 
 namespace memtrain::runtime {
@@ -63,7 +64,7 @@ ShardSourceOptions with_cache(ShardSourceOptions o, double fraction, int threads
 Seconds run_epoch(Trainer& trainer, std::int64_t steps) {
   const Clock::time_point t0 = Clock::now();
   for (std::int64_t s = 0; s < steps; ++s) trainer.step();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+  return seconds_since(t0);
 }
 
 }  // namespace
