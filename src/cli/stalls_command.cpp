@@ -130,8 +130,13 @@ int run_stalls(const std::vector<std::string>& args) {
               r.cold_seconds);
   std::printf("rates (samples/s): ingestion %.0f, prep %.0f (one thread %.0f), fetch %.0f (one thread %.0f)\n",
               r.ingestion_rate, r.prep_rate, r.rates.prep_rate_one_thread, r.fetch_rate, r.rates.fetch_rate_one_thread);
-  std::printf("stalls: fetching %.1f%%, preprocessing %.1f%% of the cold epoch\n", 100 * r.fetch_stall_fraction,
-              100 * r.prep_stall_fraction);
+  std::printf("stalls: fetching %.1f%%, preprocessing %.1f%% of the cold epoch\n", 100 * r.stalls.fetch,
+              100 * r.stalls.prep);
+  if (r.stalls.order_noise > 0) {
+    std::printf("noise: the epochs ran out of order by %.3f s (an epoch doing more work ran faster); "
+                "the shares count that as no stall\n",
+                r.stalls.order_noise);
+  }
   std::printf("predicted epoch seconds (rows: cache %% of the dataset; columns: prep threads)\n  cache");
   for (int t = 1; t <= options.max_threads; ++t) std::printf(" %8d", t);
   for (size_t i = 0; i < r.what_if.size(); ++i) {
@@ -166,8 +171,9 @@ int run_stalls(const std::vector<std::string>& args) {
                               {"fetch_rate", r.fetch_rate},
                               {"prep_rate_one_thread", r.rates.prep_rate_one_thread},
                               {"fetch_rate_one_thread", r.rates.fetch_rate_one_thread},
-                              {"fetch_stall_fraction", r.fetch_stall_fraction},
-                              {"prep_stall_fraction", r.prep_stall_fraction},
+                              {"fetch_stall_fraction", r.stalls.fetch},
+                              {"prep_stall_fraction", r.stalls.prep},
+                              {"stall_order_noise_seconds", r.stalls.order_noise},
                               {"what_if", what_if},
                               {"checks", checks}};
     write_json_file(j, json_path);

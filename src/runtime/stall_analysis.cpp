@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/seconds_since.h"
 #include "data/pipeline_rates.h"
+#include "predict/stall_shares.h"
 
 namespace memtrain::runtime {
 
@@ -117,8 +118,7 @@ StallReport analyse_stalls(const Trainer::ModelFactory& model, DeviceMemory& mem
 
   const auto n = static_cast<double>(r.samples);
   r.ingestion_rate = n / r.synthetic_seconds;
-  r.fetch_stall_fraction = std::max(0.0, r.cold_seconds - r.cached_seconds) / r.cold_seconds;
-  r.prep_stall_fraction = std::max(0.0, r.cached_seconds - r.synthetic_seconds) / r.cold_seconds;
+  r.stalls = predict::stall_shares(r.synthetic_seconds, r.cached_seconds, r.cold_seconds);
   r.rates = {r.ingestion_rate, prep_one, fetch_one, options.prep_cores};
   for (double fraction : options.cache_fractions) {
     for (int t = 1; t <= options.max_threads; ++t) r.what_if.push_back(predict::predict_epoch(r.rates, r.samples, fraction, t));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "predict/stall_model.h"
+#include "predict/stall_shares.h"
 #include "runtime/device_memory.h"
 #include "runtime/shard_image_batches.h"
 #include "runtime/trainer.h"
@@ -45,8 +46,7 @@ struct StallReport {
   double ingestion_rate = 0;     // samples/s, synthetic
   double prep_rate = 0;          // samples/s the pipeline prepares from memory alone, `threads` threads
   double fetch_rate = 0;         // samples/s read cold from storage alone, `threads` threads
-  double fetch_stall_fraction = 0;  // (cold - cached) / cold
-  double prep_stall_fraction = 0;   // (cached - synthetic) / cold
+  predict::StallShares stalls;   // the prep and fetch shares of the cold epoch, and the order noise
   predict::StallRates rates;     // the model's inputs
   std::vector<predict::EpochPrediction> what_if;
   std::vector<StallCheck> checks;

@@ -380,6 +380,7 @@ TEST(Commands, StallsMeasuresTheThreeEpochsPredictsAndChecks) {
   EXPECT_EQ(j["samples"], 96);
   for (const char* key : {"ingestion_rate", "prep_rate", "fetch_rate"}) EXPECT_GT(j[key].get<double>(), 0) << key;
   EXPECT_NEAR(j["ingestion_rate"].get<double>() * j["synthetic_epoch_seconds"].get<double>(), 96, 1e-6);
+  EXPECT_GE(j["stall_order_noise_seconds"].get<double>(), 0);
   for (const char* key : {"fetch_stall_fraction", "prep_stall_fraction"}) {
     EXPECT_GE(j[key].get<double>(), 0) << key;
     EXPECT_LE(j[key].get<double>(), 1) << key;
