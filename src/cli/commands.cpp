@@ -14,14 +14,14 @@ const char* kUsage =
     "usage: memtrain <command> [flags]\n"
     "\n"
     "commands:\n"
-    "  train   train a model under a memory budget (default: Transformer tagger on Brown, mimose, 50%)\n"
-    "  plan    plan a chain given as JSON and print the schedule, its simulated peak and time\n"
-    "  profile measure peak memory and step time of memory methods over batch sizes (CSV)\n"
-    "  advise  fit PAPAYA's model to such measurements and say which method and batch pay off\n"
-    "  data    dataset tools: `data pack` writes Fashion-MNIST or Brown as tar shards, `data bench` caches\n"
-    "  calibrate measure this machine's stage times and host-link bandwidths into a chain file\n"
-    "  simulate price a planner's schedule with host offload: time, peak, bytes swapped, copy time hidden\n"
-    "  stalls  where an epoch from packed shards waits: fetching, preprocessing; what-if cache and threads\n"
+    "  train      train a model under a memory budget (default: Transformer tagger on Brown, mimose, 50%)\n"
+    "  plan       plan a chain given as JSON and print the schedule, its simulated peak and time\n"
+    "  simulate   price a planner's schedule with host offload: time, peak, bytes swapped, copy time hidden\n"
+    "  calibrate  measure this machine's stage times and host-link bandwidths into a chain file\n"
+    "  profile    measure peak memory and step time of memory methods over batch sizes (CSV)\n"
+    "  advise     fit PAPAYA's model to such measurements and say which method and batch pay off\n"
+    "  data       dataset tools: `data pack` writes Fashion-MNIST or Brown as tar shards, `data bench` caches\n"
+    "  stalls     where an epoch from packed shards waits: fetching, preprocessing; what-if cache and threads\n"
     "\n"
     "memtrain <command> --help describes each command's flags.\n";
 
@@ -47,6 +47,10 @@ int run_memtrain(const std::vector<std::string>& args) {
   } catch (const UsageError& e) {
     std::fprintf(stderr, "memtrain: %s\n", e.what());
     return 2;
+  } catch (const InternalError& e) {
+    std::fprintf(stderr, "memtrain: %s\nmemtrain: this is a bug in memtrain, not in your input; please report it\n",
+                 e.what());
+    return 70;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "memtrain: %s\n", e.what());
     return 1;

@@ -1,7 +1,6 @@
 #include "core/chain.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 
 #include "core/error.h"
@@ -9,7 +8,7 @@
 namespace memtrain {
 
 Bytes Chain::activation_bytes(int i) const {
-  assert(i >= 0 && i <= size());
+  MEMTRAIN_ASSERT(i >= 0 && i <= size(), "activation index within the chain");
   return i == size() ? output_bytes : stages[i].input_bytes;
 }
 

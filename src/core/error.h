@@ -1,6 +1,12 @@
-// Typed errors. User-facing problems (bad flags, bad files, budgets that
-// cannot be met) throw a memtrain::Error whose message starts with where it
-// came from and names the value; internal invariants use assert instead.
+// Two kinds of failure, kept apart:
+// - what the input got wrong or could not avoid (bad flags, bad files,
+//   budgets that cannot be met) throws a memtrain::Error whose message starts
+//   with where it came from, names the value and says what would be valid;
+// - a broken internal invariant (a bug in memtrain) fails MEMTRAIN_ASSERT,
+//   which throws an InternalError naming the file, line and condition. It is
+//   always on: unlike assert, Release builds keep it. It is not a
+//   memtrain::Error, so nothing that handles bad input swallows it; the CLI
+//   exits 70 for it and says it is a bug.
 #pragma once
 
 #include <stdexcept>
@@ -42,4 +48,19 @@ class OutOfBudget : public Error {
   Bytes budget_;   // the pool's budget
 };
 
+// A broken invariant: a bug in memtrain, never the user's input.
+class InternalError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+// Throws InternalError "internal error at FILE:LINE: CONDITION (WHAT)".
+[[noreturn]] void fail_internal(const char* file, int line, const char* condition, const std::string& what);
+
 }  // namespace memtrain
+
+// Checks an internal invariant; `what` (a string) says what it means.
+#define MEMTRAIN_ASSERT(condition, what)                                      \
+  do {                                                                        \
+    if (!(condition)) ::memtrain::fail_internal(__FILE__, __LINE__, #condition, what); \
+  } while (false)

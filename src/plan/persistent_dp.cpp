@@ -254,8 +254,9 @@ void PersistentDp::emit(int i, int l, std::int64_t m, bool own, Schedule& out) c
       return;
     }
   }
-  throw Error("optimal planner: internal error, no branch reproduces the table at stages " + std::to_string(i) +
-              ".." + std::to_string(l) + ", " + std::to_string(m) + " slots");
+  fail_internal(__FILE__, __LINE__, "a branch reproduces the table",
+                "optimal planner: none does at stages " + std::to_string(i) + ".." + std::to_string(l) + ", " +
+                    std::to_string(m) + " slots");
 }
 
 }  // namespace memtrain::plan

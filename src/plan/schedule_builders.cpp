@@ -1,7 +1,7 @@
 #include "plan/schedule_builders.h"
 
-#include <cassert>
 
+#include "core/error.h"
 #include "core/units.h"
 #include "sim/simulator.h"
 
@@ -55,7 +55,7 @@ Schedule schedule_for_collection(int stages, const std::vector<int>& variants) {
 }
 
 Schedule schedule_with_segments(int stages, const std::vector<int>& starts) {
-  assert(!starts.empty() && starts[0] == 0);
+  MEMTRAIN_ASSERT(!starts.empty() && starts[0] == 0, "segments start at stage 0");
   const int segments = static_cast<int>(starts.size());
   auto end_of = [&](int k) { return k + 1 < segments ? starts[k + 1] : stages; };
   Schedule s;

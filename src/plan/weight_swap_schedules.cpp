@@ -1,6 +1,6 @@
 #include "plan/weight_swap_schedules.h"
 
-#include <stdexcept>
+#include "core/error.h"
 
 namespace memtrain::plan {
 
@@ -41,7 +41,7 @@ Schedule per_layer_swap_schedule(int n, int micro_batches, bool lookahead, bool 
 
 Schedule grouped_swap_schedule(int n, int micro_batches, const std::vector<int>& starts, bool lookahead,
                                bool offload_pack_inputs) {
-  if (starts.empty() || starts[0] != 0) throw std::invalid_argument("grouped_swap_schedule: packs must start at 0");
+  MEMTRAIN_ASSERT(!starts.empty() && starts[0] == 0, "grouped_swap_schedule: packs start at stage 0");
   const int packs = static_cast<int>(starts.size());
   auto first = [&](int p) { return starts[p]; };
   auto end = [&](int p) { return p + 1 < packs ? starts[p + 1] : n; };
@@ -123,7 +123,7 @@ Schedule weight_swap_collection_schedule(int n, int micro_batches) {
 
 std::vector<int> balanced_pack_starts(const Chain& chain, int packs) {
   const int n = chain.size();
-  if (packs < 1 || packs > n) throw std::invalid_argument("balanced_pack_starts: packs out of range");
+  MEMTRAIN_ASSERT(packs >= 1 && packs <= n, "balanced_pack_starts: 1 to n packs");
   Bytes total = 0;
   for (const Stage& st : chain.stages) total += st.param_bytes;
   std::vector<int> starts{0};
