@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/schedule.h"
+#include "core/schedule_interpreter.h"
 #include "runtime/batch.h"
 #include "runtime/device_memory.h"
 #include "runtime/host_weights.h"
@@ -64,10 +65,11 @@ class Executor {
   // Installs the saved-tensor hooks (SavedTensors) before any step runs.
   Executor(StagedModel& model, DeviceMemory& memory) : model_(model), memory_(memory) { SavedTensors::install(); }
 
-  // Runs `schedule` on `batch`. Gradients accumulate into the parameters'
+  // Runs `schedule` on `batch` through the interpreter
+  // (core/schedule_interpreter.h). Gradients accumulate into the parameters'
   // .grad. Throws OutOfBudget when an allocation exceeds an enforced budget,
-  // and memtrain::Error for a schedule that cannot run (the simulator rejects
-  // the same schedules first). The device pool's peak is reset per op.
+  // and memtrain::Error for a schedule that cannot run: the Simulator's
+  // error, word for word. The device pool's peak is reset per op.
   // A schedule naming micro-batches splits the batch by rows; each
   // micro-batch's loss gradient is weighted by its share of the counted
   // targets, so gradients add up to the whole batch's.
@@ -76,6 +78,10 @@ class Executor {
   // Weights in host memory: the weight operations move them through
   // `weights` (not owned; nullptr: the weights stay on the device).
   void set_host_weights(HostWeights* weights) { host_weights_ = weights; }
+
+  // What schedules are checked against: the model's stages and their
+  // variants, and whether the weights live in host memory.
+  ScheduleLimits limits() const;
 
  private:
   ExecutionResult run_unchecked(const Schedule& schedule, const Batch& batch, StepContext& ctx);

@@ -1,6 +1,7 @@
 // Prices a Schedule on a Chain without running anything: its peak memory and
 // its time, under the model of src/plan/MEMORY_MODEL.md. Rejects schedules
-// that the Executor could not run, naming the operation.
+// that cannot run (core/schedule_interpreter.h, which the Executor runs
+// schedules through too), naming the operation.
 //
 // Time runs on three timelines: compute (the forwards and backwards, one
 // after the other) and one copy engine per direction (the chain's
