@@ -54,8 +54,9 @@ int run_calibrate(const std::vector<std::string>& args) {
   const WorkloadFlags workload_flags = read_workload_flags(flags);
   const std::string json_path = flags.text("json", "");
   const std::int64_t batch = flags.integer("batch", 32, 1, 65536);
-  const Bytes copy_bytes = parse_bytes(flags.text("copy-bytes", "64MiB"), "--copy-bytes");
-  const int repeats = static_cast<int>(flags.integer("repeats", 5, 1, 1000));
+  const Bytes copy_bytes = flags.has("copy-bytes") ? parse_bytes(flags.text("copy-bytes", ""), "--copy-bytes")
+                                                   : runtime::kDefaultLinkCopyBytes;
+  const int repeats = static_cast<int>(flags.integer("repeats", runtime::kDefaultLinkRepeats, 1, 1000));
   const int threads = static_cast<int>(flags.integer(
       "threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
   const std::string device = flags.text("device", "cpu");

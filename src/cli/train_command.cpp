@@ -17,6 +17,7 @@
 #include "plan/registry.h"
 #include "runtime/blas_library.h"
 #include "runtime/device_memory.h"
+#include "runtime/link_calibration.h"
 #include "runtime/shard_image_batches.h"
 #include "runtime/trainer.h"
 
@@ -37,7 +38,8 @@ const char* kTrainHelp =
     "  --planner P                  PLANNERS (default mimose)\n"
     "  --slots N | --slot-bytes N   optimal: how finely memory is cut (default 500 slots; see memtrain plan --help)\n"
     "  --bandwidth BW               swap: the host link both ways, e.g. 25GB/s (or --d2h-bandwidth and\n"
-    "                               --h2d-bandwidth); --calibration FILE takes them from `memtrain calibrate`\n"
+    "                               --h2d-bandwidth); --calibration FILE takes them from `memtrain calibrate`;\n"
+    "                               with neither, train measures the link at start as calibrate does\n"
     "  --fixed-link                 plan with that link all run; by default each step's own copies refine it\n"
     "  --weights-on host            weights, gradients and Adam state live in host memory and the\n"
     "                               schedule swaps them in (planners swap and swap-naive); N% budgets\n"
@@ -100,12 +102,10 @@ int run_train(const std::vector<std::string>& args) {
   parse_link_flags(flags).apply(calibrated);
   options.device_to_host_bandwidth = calibrated.device_to_host_bandwidth;
   options.host_to_device_bandwidth = calibrated.host_to_device_bandwidth;
-  if ((options.planner == "swap" || options.weights_on_host) &&
-      !(options.device_to_host_bandwidth > 0 && options.host_to_device_bandwidth > 0)) {
-    throw UsageError(std::string("train: ") + (options.weights_on_host ? "--weights-on host" : "--planner swap") +
-                     " needs the host link's bandwidth: give --bandwidth BW (e.g. 25GB/s) or "
-                     "--calibration FILE from memtrain calibrate");
-  }
+  // Swapping plans with the host link's bandwidth: measured here, as
+  // `calibrate` does, when neither --bandwidth nor --calibration gives it.
+  const bool measure_link = (options.planner == "swap" || options.weights_on_host) &&
+                            !(options.device_to_host_bandwidth > 0 && options.host_to_device_bandwidth > 0);
   const std::int64_t batch = flags.integer("batch", 32, 1, 65536);
   if (flags.has("steps") && flags.has("epochs")) throw UsageError("train: give --steps or --epochs, not both");
   std::int64_t steps = flags.integer("steps", 40, 1, INT64_MAX / 2);
@@ -123,6 +123,14 @@ int run_train(const std::vector<std::string>& args) {
   use_compute_threads(threads);
   if (epochs > 0) steps = epochs * batches->batches_per_epoch();
   std::unique_ptr<runtime::DeviceMemory> memory = runtime::make_device_memory(device);
+  if (measure_link) {
+    const runtime::LinkRates link = runtime::measure_link(*memory, runtime::kDefaultLinkCopyBytes, runtime::kDefaultLinkRepeats);
+    if (!(options.device_to_host_bandwidth > 0)) options.device_to_host_bandwidth = link.device_to_host;
+    if (!(options.host_to_device_bandwidth > 0)) options.host_to_device_bandwidth = link.host_to_device;
+    std::fprintf(stderr, "memtrain: host link measured (no --bandwidth or --calibration): %s/s to host, %s/s back\n",
+                 format_bytes(static_cast<Bytes>(options.device_to_host_bandwidth)).c_str(),
+                 format_bytes(static_cast<Bytes>(options.host_to_device_bandwidth)).c_str());
+  }
   runtime::Trainer trainer(options, *memory, workload.model_factory(), *batches);
   std::fprintf(stderr, "memtrain: %s; model %s (%lld parameters, %d stages); planner %s; device %s\n",
                batches->describe().c_str(), model.c_str(),
@@ -159,13 +167,13 @@ int run_train(const std::vector<std::string>& args) {
       format_bytes(sum.budget_bytes).c_str(), sum.violations, sum.retries, sum.cache_hits, sum.cache_misses,
       100 * sum.median_prediction_error, 100 * sum.max_prediction_error);
   if (sum.swap_bytes_per_step > 0) {
-    std::printf("memtrain: swapped %s per step (%s to host, %s back; %s of it weights and gradients); %.1f%% of "
-                "copy time hidden under compute (%.1f%% to host, %.1f%% back); simulated schedule time off by "
-                "%.1f%% (median)\n",
+    std::printf("memtrain: swapped %s per planned step (%s to host, %s back; %s of it weights and gradients; "
+                "%ld collection steps left out); %.1f%% of copy time hidden under compute (%.1f%% to host, %.1f%% "
+                "back); simulated schedule time off by %.1f%% (median)\n",
                 format_bytes(static_cast<Bytes>(sum.swap_bytes_per_step)).c_str(),
                 format_bytes(static_cast<Bytes>(sum.to_host_bytes_per_step)).c_str(),
                 format_bytes(static_cast<Bytes>(sum.to_device_bytes_per_step)).c_str(),
-                format_bytes(static_cast<Bytes>(sum.weight_swap_bytes_per_step)).c_str(),
+                format_bytes(static_cast<Bytes>(sum.weight_swap_bytes_per_step)).c_str(), sum.collection_steps,
                 100 * sum.hidden_transfer_fraction, 100 * sum.to_host_hidden_fraction,
                 100 * sum.to_device_hidden_fraction, 100 * sum.median_time_prediction_error);
   }

@@ -64,6 +64,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
             {"data_wait_seconds", s.data_wait_seconds},
             {"data_wait_fraction", s.data_wait_fraction},
             {"resident_bytes", s.resident_bytes},
+            {"collection_steps", s.collection_steps},
             {"swap_bytes_per_step", s.swap_bytes_per_step},
             {"to_host_bytes_per_step", s.to_host_bytes_per_step},
             {"to_device_bytes_per_step", s.to_device_bytes_per_step},

@@ -15,6 +15,10 @@ struct LinkRates {
   int repeats = 0;
 };
 
+// What `calibrate` and `train` measure by default.
+constexpr Bytes kDefaultLinkCopyBytes = Bytes(64) << 20;
+constexpr int kDefaultLinkRepeats = 5;
+
 // Copies a `bytes`-byte tensor each way `repeats` times (after one warm-up).
 LinkRates measure_link(DeviceMemory& memory, Bytes bytes, int repeats);
 

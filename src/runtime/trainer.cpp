@@ -414,6 +414,7 @@ double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t f
   Seconds transfer = 0, stall = 0;
   for (size_t k = from; k < records.size(); ++k) {
     const StepRecord& r = records[k];
+    if (r.plan == "collect") continue;
     switch (direction) {
       case CopyDirection::Both:
         transfer += r.transfer_seconds;
@@ -442,10 +443,15 @@ TrainSummary Trainer::summary() const {
   Seconds total = 0, new_total = 0, cached_total = 0;
   long new_plans = 0;
   for (const StepRecord& r : records_) {
-    s.swap_bytes_per_step += static_cast<double>(r.swap_bytes);
-    s.to_host_bytes_per_step += static_cast<double>(r.to_host_bytes);
-    s.to_device_bytes_per_step += static_cast<double>(r.to_device_bytes);
-    s.weight_swap_bytes_per_step += static_cast<double>(r.weight_swap_bytes);
+    // Collection steps copy whatever the planner would; the copy figures are the planned steps'.
+    if (r.plan == "collect") {
+      ++s.collection_steps;
+    } else {
+      s.swap_bytes_per_step += static_cast<double>(r.swap_bytes);
+      s.to_host_bytes_per_step += static_cast<double>(r.to_host_bytes);
+      s.to_device_bytes_per_step += static_cast<double>(r.to_device_bytes);
+      s.weight_swap_bytes_per_step += static_cast<double>(r.weight_swap_bytes);
+    }
     s.max_peak_bytes = std::max(s.max_peak_bytes, r.peak_bytes);
     if (r.violation) ++s.violations;
     total += r.seconds;
@@ -464,11 +470,12 @@ TrainSummary Trainer::summary() const {
   s.max_prediction_error = prediction_error_.max();
   s.predictor_fit_error = predictor_->memory_fit_error();
   s.mean_step_seconds = records_.empty() ? 0 : total / static_cast<double>(records_.size());
-  if (!records_.empty()) {
-    s.swap_bytes_per_step /= static_cast<double>(records_.size());
-    s.to_host_bytes_per_step /= static_cast<double>(records_.size());
-    s.to_device_bytes_per_step /= static_cast<double>(records_.size());
-    s.weight_swap_bytes_per_step /= static_cast<double>(records_.size());
+  const long planned = s.steps - s.collection_steps;
+  if (planned > 0) {
+    s.swap_bytes_per_step /= static_cast<double>(planned);
+    s.to_host_bytes_per_step /= static_cast<double>(planned);
+    s.to_device_bytes_per_step /= static_cast<double>(planned);
+    s.weight_swap_bytes_per_step /= static_cast<double>(planned);
   }
   s.hidden_transfer_fraction = hidden_transfer_fraction(records_);
   s.to_host_hidden_fraction = hidden_transfer_fraction(records_, 0, CopyDirection::ToHost);

@@ -108,8 +108,8 @@ struct StepRecord {
 };
 
 enum class CopyDirection { Both, ToHost, ToDevice };
-// 1 - stalls / copy time over records[from..], of the copies one way or
-// both: the share of the copies' own time that compute did not wait for (0
+// 1 - stalls / copy time over records[from..], collection steps left out, of
+// the copies one way or both: the share of the copies' own time that compute did not wait for (0
 // when it waited longer); 1 when nothing moved.
 double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t from = 0,
                                 CopyDirection direction = CopyDirection::Both);
@@ -130,11 +130,12 @@ struct TrainSummary {
   Seconds data_wait_seconds = 0;      // all steps' waits for their batches
   double data_wait_fraction = 0;      // of all steps' time
   Bytes resident_bytes = 0;           // device bytes beyond weights, state and batch at a step's start (Chain::resident_bytes)
-  double swap_bytes_per_step = 0;     // mean over steps, both directions together
+  long collection_steps = 0;          // steps that ran the collection schedule, left out of the copy figures below
+  double swap_bytes_per_step = 0;     // mean over planned steps, both directions together
   double to_host_bytes_per_step = 0;     // of which device -> host
   double to_device_bytes_per_step = 0;   // of which host -> device
   double weight_swap_bytes_per_step = 0;  // of which weights and gradients
-  double hidden_transfer_fraction = 1;  // 1 - stalls / copy time over all steps; 1 when nothing moved
+  double hidden_transfer_fraction = 1;  // 1 - stalls / copy time over planned steps; 1 when nothing moved
   double to_host_hidden_fraction = 1;    // the same, of the copies to host
   double to_device_hidden_fraction = 1;  // the same, of the copies to the device
   // Median of |simulated - measured| / measured schedule time, after collection.

@@ -108,6 +108,24 @@ TEST(TrainerWeightsOnHost, HarmonyMovesFewerWeightBytesThanPerStageSwappingWhenM
   }
   EXPECT_GT(grouped_bytes, 0);
   EXPECT_LT(2 * grouped_bytes, naive_bytes);
+  // The summary's copy figures are the planned steps': collection, which
+  // swaps every stage's weights for every micro-batch, is counted apart.
+  long collection_steps = 0;
+  Bytes planned_bytes = 0, collection_bytes = 0;
+  for (const StepRecord& rec : grouped.records) {
+    if (rec.plan == "collect") {
+      ++collection_steps;
+      collection_bytes += rec.weight_swap_bytes;
+    } else {
+      planned_bytes += rec.weight_swap_bytes;
+    }
+  }
+  ASSERT_GT(collection_steps, 0);
+  ASSERT_LT(collection_steps, grouped.summary.steps);
+  EXPECT_EQ(grouped.summary.collection_steps, collection_steps);
+  EXPECT_DOUBLE_EQ(grouped.summary.weight_swap_bytes_per_step,
+                   static_cast<double>(planned_bytes) / static_cast<double>(grouped.summary.steps - collection_steps));
+  EXPECT_LT(grouped.summary.weight_swap_bytes_per_step, static_cast<double>(collection_bytes) / collection_steps);
 }
 
 TEST(TrainerWeightsOnHost, AMispredictedStepIsRetriedWithNoUpdateAppliedTwice) {
