@@ -10,7 +10,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
                      {"epoch", r.epoch},
                      {"input_size", r.signature.size},
                      {"input_shape", r.signature.shape},
-                     {"plan", r.plan},
+                     {"plan", runtime::plan_kind_name(r.plan)},
                      {"schedule", r.schedule},
                      {"recomputed_forwards", r.recomputed_forwards},
                      {"predicted_peak_bytes", r.predicted_peak_bytes >= 0 ? json(r.predicted_peak_bytes) : json()},

@@ -276,9 +276,9 @@ Trainer::Choice Trainer::choose(std::int64_t size) {
   if (static_cast<int>(records_.size()) < options_.collect_steps) {
     // Collection steps take the variants in turn, so each is seen at several sizes.
     const int round = static_cast<int>(records_.size()) % variant_rounds();
-    return {collection_schedule(round), "collect", seconds_since(t0)};
+    return {collection_schedule(round), PlanKind::Collect, seconds_since(t0)};
   }
-  if (const Plan* hit = cache_->find(size)) return {hit->schedule, "cached", seconds_since(t0)};
+  if (const Plan* hit = cache_->find(size)) return {hit->schedule, PlanKind::Cached, seconds_since(t0)};
   Plan p = plan_for(size);
   // A planner that respects the budget but finds nothing that fits the
   // prediction runs the most frugal schedule it knows; the budget decides.
@@ -286,7 +286,7 @@ Trainer::Choice Trainer::choose(std::int64_t size) {
   if (!p.feasible && planner_->respects_budget()) p.schedule = most_frugal(size);
   Schedule s = p.schedule;
   cache_->store(size, std::move(p));
-  return {std::move(s), "new", seconds_since(t0)};
+  return {std::move(s), PlanKind::New, seconds_since(t0)};
 }
 
 StepRecord Trainer::step() {
@@ -294,30 +294,45 @@ StepRecord Trainer::step() {
   const auto scope = memory_.activate();
   const Clock::time_point t0 = Clock::now();
   const Batch batch = source_.next(memory_.device());
-  const Seconds data_wait = seconds_since(t0);
-  const std::int64_t size = planning_size(batch.signature);
-
   StepRecord rec;
-  rec.data_wait_seconds = data_wait;
+  rec.data_wait_seconds = seconds_since(t0);
   rec.step = static_cast<std::int64_t>(records_.size()) + 1;
   rec.epoch = source_.epoch();
   rec.signature = batch.signature;
   rec.budget_bytes = budget_;
+  const std::int64_t size = planning_size(batch.signature);
   observe_resident(batch);
+
   Choice choice = choose(size);
   rec.plan = choice.kind;
   rec.planning_seconds = choice.planning_seconds;
+  StepContext ctx = context_for(batch);
+  const ExecutionResult result = run_with_retries(batch, size, choice, ctx, rec);
+  record_run(choice.schedule, size, result, rec);
+  update(size, result, rec);
 
+  rec.violation = rec.peak_bytes > budget_;
+  if (rec.plan != PlanKind::Collect) {
+    prediction_error_.record(rec.predicted_peak_bytes, rec.peak_bytes);
+    time_prediction_error_.record(rec.predicted_schedule_seconds, rec.schedule_seconds);
+  }
+  rec.loss = result.loss;
+  rec.accuracy = ctx.counted > 0 ? ctx.correct / ctx.counted : 0;
+  rec.seconds = seconds_since(t0);
+  records_.push_back(rec);
+  if (on_step) on_step(rec);
+  return rec;
+}
+
+ExecutionResult Trainer::run_with_retries(const Batch& batch, std::int64_t size, Choice& choice, StepContext& ctx,
+                                          StepRecord& rec) {
   const RngSnapshot start = RngSnapshot::capture(generator_);
   const BufferSnapshot buffers = BufferSnapshot::capture(*model_, memory_);
-  StepContext ctx = context_for(batch);
-  ExecutionResult result;
   std::vector<Schedule> failed;  // schedules this step already ran out of budget with
   auto tried = [&](const Schedule& s) { return std::find(failed.begin(), failed.end(), s) != failed.end(); };
   while (true) {
     try {
-      result = executor_->run(choice.schedule, batch, ctx);
-      break;
+      return executor_->run(choice.schedule, batch, ctx);
     } catch (const OutOfBudget& oob) {
       // Roll back: no gradient (or staged update, or batch-norm statistic)
       // of the failed attempt survives, and the retry draws the same random numbers.
@@ -329,7 +344,7 @@ StepRecord Trainer::step() {
       ++retries_;
       const Clock::time_point tp = Clock::now();
       failed.push_back(choice.schedule);
-      if (choice.kind != "collect") cache_->mark_bad(size);
+      if (choice.kind != PlanKind::Collect) cache_->mark_bad(size);
       Plan p = plan_for(size);
       Schedule next = p.feasible ? p.schedule : most_frugal(size);
       if (tried(next)) next = fallback_schedule();
@@ -343,8 +358,8 @@ StepRecord Trainer::step() {
                     " stricter plans: " + oob.what());
       }
       if (p.feasible && next == p.schedule) cache_->store(size, std::move(p));
-      choice = {std::move(next), "retry", choice.planning_seconds + seconds_since(tp)};
-      rec.plan = "retry";
+      choice = {std::move(next), PlanKind::Retry, choice.planning_seconds + seconds_since(tp)};
+      rec.plan = PlanKind::Retry;
       rec.planning_seconds = choice.planning_seconds;
     } catch (...) {
       // A schedule that cannot run at all: nothing of it survives either.
@@ -354,9 +369,13 @@ StepRecord Trainer::step() {
       throw;
     }
   }
-  rec.schedule = choice.schedule.to_string();
-  rec.recomputed_forwards = choice.schedule.recomputed_forwards(model_->size());
-  const sim::SimResult predicted = sim::simulate(predicted_chain(size), choice.schedule);
+}
+
+void Trainer::record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result,
+                         StepRecord& rec) {
+  rec.schedule = schedule.to_string();
+  rec.recomputed_forwards = schedule.recomputed_forwards(model_->size());
+  const sim::SimResult predicted = sim::simulate(predicted_chain(size), schedule);
   rec.predicted_peak_bytes = predicted.peak_bytes;
   rec.predicted_schedule_seconds = predicted.time;
   rec.schedule_seconds = result.seconds;
@@ -367,54 +386,55 @@ StepRecord Trainer::step() {
   rec.transfer_seconds = result.transfer_seconds;
   rec.to_host_seconds = result.to_host_seconds;
   rec.to_device_seconds = result.to_device_seconds;
+  rec.stall_seconds = result.stall_seconds;
+  rec.to_host_stall_seconds = result.to_host_stall_seconds;
   if (options_.refine_link) {
     link_.observe(result.to_host_bytes, result.to_host_seconds, result.to_device_bytes, result.to_device_seconds);
   }
   copy_issue_.observe(copy_issue_seconds(result));
-  rec.stall_seconds = result.stall_seconds;
-  rec.to_host_stall_seconds = result.to_host_stall_seconds;
+}
 
+void Trainer::update(std::int64_t size, const ExecutionResult& result, StepRecord& rec) {
   if (host_weights_) {
     // The schedule ran every stage's update on the host: make them current.
     host_weights_->commit();
     observe_update_times(result);
     predictor_->observe(size, sample_execution(result, model_->size(), 0));
     rec.peak_bytes = result.peak;
-  } else {
-    // The update: only with room for its temporary, so it never stops half way.
-    memory_.synchronize();
-    const Bytes before_update = memory_.live();
-    if (memory_.enforced() && before_update + optimizer_->update_temp_bytes() > budget_) {
-      throw Error("step " + std::to_string(rec.step) + ": budget " + format_bytes(budget_) +
-                  " leaves no room for the optimizer update (" + format_bytes(optimizer_->update_temp_bytes()) +
-                  " on top of " + format_bytes(before_update) + ")");
-    }
-    memory_.reset_peak();
-    optimizer_->step();
-    memory_.synchronize();
-    const Bytes update_peak = memory_.peak();
-    optimizer_->zero_grad();
-    predictor_->observe(size, sample_execution(result, model_->size(), update_peak - before_update));
-    rec.peak_bytes = std::max(result.peak, update_peak);
+    return;
   }
-  rec.violation = rec.peak_bytes > budget_;
-  if (rec.plan != "collect") {
-    prediction_error_.record(rec.predicted_peak_bytes, rec.peak_bytes);
-    time_prediction_error_.record(rec.predicted_schedule_seconds, rec.schedule_seconds);
+  // Only with room for the update's temporary, so it never stops half way.
+  memory_.synchronize();
+  const Bytes before_update = memory_.live();
+  if (memory_.enforced() && before_update + optimizer_->update_temp_bytes() > budget_) {
+    throw Error("step " + std::to_string(rec.step) + ": budget " + format_bytes(budget_) +
+                " leaves no room for the optimizer update (" + format_bytes(optimizer_->update_temp_bytes()) +
+                " on top of " + format_bytes(before_update) + ")");
   }
-  rec.loss = result.loss;
-  rec.accuracy = ctx.counted > 0 ? ctx.correct / ctx.counted : 0;
-  rec.seconds = seconds_since(t0);
-  records_.push_back(rec);
-  if (on_step) on_step(rec);
-  return rec;
+  memory_.reset_peak();
+  optimizer_->step();
+  memory_.synchronize();
+  const Bytes update_peak = memory_.peak();
+  optimizer_->zero_grad();
+  predictor_->observe(size, sample_execution(result, model_->size(), update_peak - before_update));
+  rec.peak_bytes = std::max(result.peak, update_peak);
+}
+
+const char* plan_kind_name(PlanKind kind) {
+  switch (kind) {
+    case PlanKind::Collect: return "collect";
+    case PlanKind::New: return "new";
+    case PlanKind::Cached: return "cached";
+    case PlanKind::Retry: return "retry";
+  }
+  MEMTRAIN_ASSERT(false, "every PlanKind has a name");
 }
 
 double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t from, CopyDirection direction) {
   Seconds transfer = 0, stall = 0;
   for (size_t k = from; k < records.size(); ++k) {
     const StepRecord& r = records[k];
-    if (r.plan == "collect") continue;
+    if (r.plan == PlanKind::Collect) continue;
     switch (direction) {
       case CopyDirection::Both:
         transfer += r.transfer_seconds;
@@ -444,7 +464,7 @@ TrainSummary Trainer::summary() const {
   long new_plans = 0;
   for (const StepRecord& r : records_) {
     // Collection steps copy whatever the planner would; the copy figures are the planned steps'.
-    if (r.plan == "collect") {
+    if (r.plan == PlanKind::Collect) {
       ++s.collection_steps;
     } else {
       s.swap_bytes_per_step += static_cast<double>(r.swap_bytes);
@@ -456,11 +476,11 @@ TrainSummary Trainer::summary() const {
     if (r.violation) ++s.violations;
     total += r.seconds;
     s.data_wait_seconds += r.data_wait_seconds;
-    if (r.plan == "new") {
+    if (r.plan == PlanKind::New) {
       new_total += r.planning_seconds;
       ++new_plans;
     }
-    if (r.plan == "cached") cached_total += r.planning_seconds;
+    if (r.plan == PlanKind::Cached) cached_total += r.planning_seconds;
   }
   if (cache_) {
     s.cache_hits = cache_->hits();

@@ -77,11 +77,20 @@ struct TrainerOptions {
   int micro_batches = 1;
 };
 
+// Where a step's schedule came from.
+enum class PlanKind {
+  Collect,  // a collection step: measures every stage, whatever the planner
+  New,      // planned for this step's size
+  Cached,   // the plan cache's schedule for this size
+  Retry,    // a stricter schedule after the step ran out of budget
+};
+const char* plan_kind_name(PlanKind kind);  // "collect", "new", "cached", "retry"
+
 struct StepRecord {
   std::int64_t step = 0;              // 1-based
   std::int64_t epoch = 0;             // 0-based epoch of the batch
   Signature signature;                // the batch's input shape and size
-  std::string plan;                   // collect, new, cached or retry
+  PlanKind plan = PlanKind::New;
   std::string schedule;               // compact text of the schedule run
   int recomputed_forwards = 0;        // forwards beyond one per stage
   Bytes predicted_peak_bytes = -1;    // simulated on the predicted chain; -1: none
@@ -186,10 +195,20 @@ class Trainer {
   void observe_resident(const Batch& batch);
   struct Choice {
     Schedule schedule;
-    std::string kind;
+    PlanKind kind = PlanKind::New;
     Seconds planning_seconds = 0;
   };
   Choice choose(std::int64_t size);  // size: planning_size() of the batch
+  // The steps of step(), in order. Runs `choice` on `batch`; a run out of
+  // budget is rolled back (gradients, staged updates, buffers, generator)
+  // and retried with a stricter schedule, which `choice` and `rec` then name.
+  ExecutionResult run_with_retries(const Batch& batch, std::int64_t size, Choice& choice, StepContext& ctx,
+                                   StepRecord& rec);
+  // What the run copied and waited for, and what the Simulator predicted for it.
+  void record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result, StepRecord& rec);
+  // The optimizer step (on the device with room for its temporary, or the
+  // host's staged updates made current), then the predictor's observation.
+  void update(std::int64_t size, const ExecutionResult& result, StepRecord& rec);
   Plan plan_for(std::int64_t size);
   // The schedule with the lowest predicted peak for this size: the planner's
   // own at the least budget it can work with, or every stage checkpointed.

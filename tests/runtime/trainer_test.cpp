@@ -135,7 +135,7 @@ TEST(Trainer, AMispredictionIsRetriedWithoutLosingOrRepeatingABatch) {
     EXPECT_GT(faulty.summary.retries, 0) << planner;
     EXPECT_EQ(faulty.summary.violations, 0) << planner;
     long retried_steps = 0;
-    for (const StepRecord& r : faulty.records) retried_steps += r.plan == "retry";
+    for (const StepRecord& r : faulty.records) retried_steps += r.plan == PlanKind::Retry;
     EXPECT_GT(retried_steps, 0) << planner;
     // Every batch trained once, in order, exactly as a run that never failed.
     expect_same_training(plain, faulty, std::string("retried run, ") + planner);
@@ -166,7 +166,7 @@ TEST(Trainer, JointChoosesVariantsAndFitsBelowOptimalsMinimum) {
   Trainer trainer(o, memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
   expect_same_training(plain, testing::run_trainer(trainer, 12), "joint");
   long with_variant = 0;
-  for (const StepRecord& r : trainer.records()) with_variant += r.plan != "collect" && r.schedule.find(".v1") != std::string::npos;
+  for (const StepRecord& r : trainer.records()) with_variant += r.plan != PlanKind::Collect && r.schedule.find(".v1") != std::string::npos;
   EXPECT_GT(with_variant, 3);
   EXPECT_EQ(trainer.summary().violations, 0);
 }
@@ -224,7 +224,7 @@ TEST(Trainer, CachesPlansPerBucket) {
   const TrainingRun r = train(o, 30);
   EXPECT_GT(r.summary.cache_hits, 0);
   long cached = 0;
-  for (const StepRecord& rec : r.records) cached += rec.plan == "cached";
+  for (const StepRecord& rec : r.records) cached += rec.plan == PlanKind::Cached;
   EXPECT_EQ(cached, r.summary.cache_hits);
   EXPECT_EQ(r.summary.cache_hits + r.summary.cache_misses, 30 - 3);
 }

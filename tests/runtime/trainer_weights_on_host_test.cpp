@@ -79,7 +79,7 @@ TEST(TrainerWeightsOnHost, AModelFourTimesTheBudgetTrainsExactlyAsOnTheDevice) {
     for (const torch::Tensor& w : r.weights) weight_bytes += static_cast<Bytes>(w.nbytes());
     for (const StepRecord& rec : r.records) {
       EXPECT_EQ(rec.to_host_bytes + rec.to_device_bytes, rec.swap_bytes) << planner << " step " << rec.step;
-      if (std::string(planner) == "swap" && rec.plan != "collect") {
+      if (std::string(planner) == "swap" && rec.plan != PlanKind::Collect) {
         // Each gradient goes to the host once a step; offloaded activations come back as they left.
         const Bytes activations = (rec.swap_bytes - rec.weight_swap_bytes) / 2;
         EXPECT_EQ(rec.to_host_bytes - activations, weight_bytes) << "step " << rec.step;
@@ -87,7 +87,7 @@ TEST(TrainerWeightsOnHost, AModelFourTimesTheBudgetTrainsExactlyAsOnTheDevice) {
       // A stage's first backward makes its gradients, which the Simulator
       // counts on top of a temporary measured with them in it: predictions
       // err high by up to a stage's gradients, never low.
-      if (rec.plan != "collect") {
+      if (rec.plan != PlanKind::Collect) {
         EXPECT_GE(rec.predicted_peak_bytes, rec.peak_bytes) << planner << " step " << rec.step;
       }
       EXPECT_NE(rec.schedule.find("Win"), std::string::npos) << planner << " step " << rec.step;
@@ -113,7 +113,7 @@ TEST(TrainerWeightsOnHost, HarmonyMovesFewerWeightBytesThanPerStageSwappingWhenM
   long collection_steps = 0;
   Bytes planned_bytes = 0, collection_bytes = 0;
   for (const StepRecord& rec : grouped.records) {
-    if (rec.plan == "collect") {
+    if (rec.plan == PlanKind::Collect) {
       ++collection_steps;
       collection_bytes += rec.weight_swap_bytes;
     } else {
