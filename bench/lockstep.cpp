@@ -11,8 +11,8 @@
 #include <torch/version.h>
 
 #include "core/error.h"
-#include "runtime/blas_library.h"
-#include "runtime/brown_batches.h"
+#include "cli/blas_library.h"
+#include "runtime/input/brown_batches.h"
 #include "runtime/models/model_registry.h"
 
 namespace memtrain::bench {
@@ -126,7 +126,7 @@ std::string machine() {
       break;
     }
   }
-  const runtime::BlasLibrary blas = runtime::loaded_blas_library();
+  const cli::BlasLibrary blas = cli::loaded_blas_library();
   const std::string blas_name =
       !blas.build.empty() ? blas.build : blas.path.empty() ? std::string("no BLAS") : blas.path;
   return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, LibTorch " +

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "data/tagging_dataset.h"
-#include "runtime/batch_source.h"
-#include "runtime/device_memory.h"
-#include "runtime/trainer.h"
+#include "runtime/input/batch_source.h"
+#include "runtime/memory/device_memory.h"
+#include "runtime/training/trainer.h"
 
 namespace memtrain::bench {
 

@@ -25,8 +25,8 @@
 #include "plan/optimal_planner.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
-#include "runtime/brown_batches.h"
-#include "runtime/fashion_mnist_batches.h"
+#include "runtime/input/brown_batches.h"
+#include "runtime/input/fashion_mnist_batches.h"
 #include "runtime/models/model_registry.h"
 #include "sim/simulator.h"
 

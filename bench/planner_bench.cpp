@@ -23,9 +23,9 @@
 #include "data/tagging_dataset.h"
 #include "plan/registry.h"
 #include "predict/plan_cache.h"
-#include "runtime/brown_batches.h"
+#include "runtime/input/brown_batches.h"
 #include "runtime/models/model_registry.h"
-#include "runtime/trainer.h"
+#include "runtime/training/trainer.h"
 #include "sim/simulator.h"
 
 namespace memtrain::bench {

@@ -18,8 +18,8 @@
 #include "core/error.h"
 #include "data/brown_corpus.h"
 #include "data/tagging_dataset.h"
-#include "runtime/brown_batches.h"
-#include "runtime/link_calibration.h"
+#include "runtime/input/brown_batches.h"
+#include "runtime/memory/link_calibration.h"
 #include "runtime/models/model_registry.h"
 
 namespace memtrain::bench {

@@ -31,7 +31,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 python3 -c 'import torch; print("torch", torch.__version__)' | tee -a "$log"
 
 start=$(date +%s)
-if ! MEMTRAIN_TARGETS="${MEMTRAIN_TARGETS:-memtrain runtime_tests}" scripts/build-cuda.sh >/tmp/memtrain-build.log 2>&1; then
+if ! MEMTRAIN_TARGETS="${MEMTRAIN_TARGETS:-memtrain runtime_memory_tests runtime_execution_tests runtime_training_tests}" scripts/build-cuda.sh >/tmp/memtrain-build.log 2>&1; then
   say "build failed after $(($(date +%s) - start)) s; errors in build.log"
   cp /tmp/memtrain-build.log "$out/build.log"
   grep -E "error|Error" "$out/build.log" | head -40 | tee -a "$log"
@@ -45,10 +45,13 @@ memtrain=build-cuda/src/cli/memtrain
 
 # The GPU tests, and the CPU tests of what the GPU tests exercise (saved-tensor
 # hooks, host weights) against this LibTorch.
-build-cuda/tests/runtime/runtime_tests \
-  --gtest_filter='Cuda*:SavedOffload*:WeightSwapExecution*:TrainerWeightsOnHost*:OffloadExecution*' \
-  >"$out/tests.log" 2>&1
-say "GPU tests: exit $? ($(grep -c '^\[       OK \]' "$out/tests.log") passed, $(grep -c '^\[  FAILED  \]' "$out/tests.log") failed lines)"
+tests_exit=0
+for layer in memory execution training; do
+  build-cuda/tests/runtime/$layer/runtime_${layer}_tests \
+    --gtest_filter='Cuda*:SavedOffload*:WeightSwapExecution*:TrainerWeightsOnHost*:OffloadExecution*' \
+    >>"$out/tests.log" 2>&1 || tests_exit=$?
+done
+say "GPU tests: exit $tests_exit ($(grep -c '^\[       OK \]' "$out/tests.log") passed, $(grep -c '^\[  FAILED  \]' "$out/tests.log") failed lines)"
 
 # GPT chains for weight_swap_bench --chains, calibrated on this GPU at one
 # micro-batch of 2 sentences, and training measured on each: batch 16 in 8

@@ -16,10 +16,10 @@
 #include "cli/workload_flags.h"
 #include "core/chain_json.h"
 #include "core/error.h"
-#include "runtime/device_memory.h"
-#include "runtime/host_weights.h"
-#include "runtime/link_calibration.h"
-#include "runtime/trainer.h"
+#include "runtime/memory/device_memory.h"
+#include "runtime/execution/host_weights.h"
+#include "runtime/memory/link_calibration.h"
+#include "runtime/training/trainer.h"
 
 namespace memtrain::cli {
 

@@ -5,7 +5,7 @@
 
 #include <ATen/Parallel.h>
 
-#include "runtime/blas_library.h"
+#include "cli/blas_library.h"
 
 namespace memtrain::cli {
 
@@ -13,7 +13,7 @@ void use_compute_threads(int threads) {
   at::set_num_threads(threads);
   static bool warned = false;  // a command may set them more than once
   if (warned) return;
-  const std::string warning = runtime::blas_threading_warning(runtime::loaded_blas_library(), threads);
+  const std::string warning = blas_threading_warning(loaded_blas_library(), threads);
   if (!warning.empty()) {
     std::fprintf(stderr, "memtrain: warning: %s\n", warning.c_str());
     warned = true;

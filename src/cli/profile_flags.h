@@ -9,7 +9,7 @@
 
 #include "cli/flags.h"
 #include "cli/workload_flags.h"
-#include "runtime/profiler.h"
+#include "runtime/training/profiler.h"
 
 namespace memtrain::cli {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "runtime/trainer.h"
+#include "runtime/training/trainer.h"
 
 namespace memtrain::cli {
 

@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "core/parse_number.h"
 #include "plan/registry.h"
-#include "runtime/stall_analysis.h"
+#include "runtime/training/stall_analysis.h"
 
 namespace memtrain::cli {
 

@@ -15,11 +15,11 @@
 #include "core/chain_json.h"
 #include "core/error.h"
 #include "plan/registry.h"
-#include "runtime/blas_library.h"
-#include "runtime/device_memory.h"
-#include "runtime/link_calibration.h"
-#include "runtime/shard_image_batches.h"
-#include "runtime/trainer.h"
+#include "cli/blas_library.h"
+#include "runtime/memory/device_memory.h"
+#include "runtime/memory/link_calibration.h"
+#include "runtime/input/shard_image_batches.h"
+#include "runtime/training/trainer.h"
 
 namespace memtrain::cli {
 
@@ -218,7 +218,7 @@ int run_train(const std::vector<std::string>& args) {
                  options.seed,
                  pipeline,
                  threads,
-                 runtime::loaded_blas_library().path};
+                 loaded_blas_library().path};
     write_json_file(train_report(trainer, info), json_path);
   }
   return 0;

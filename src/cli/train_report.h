@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/trainer.h"
+#include "runtime/training/trainer.h"
 
 namespace memtrain::cli {
 

@@ -4,8 +4,8 @@
 
 #include "core/error.h"
 #include "data/brown_corpus.h"
-#include "runtime/brown_batches.h"
-#include "runtime/fashion_mnist_batches.h"
+#include "runtime/input/brown_batches.h"
+#include "runtime/input/fashion_mnist_batches.h"
 
 namespace memtrain::cli {
 

@@ -12,10 +12,10 @@
 #include "cli/flags.h"
 #include "data/fashion_mnist.h"
 #include "data/tagging_dataset.h"
-#include "runtime/batch_source.h"
+#include "runtime/input/batch_source.h"
 #include "runtime/models/model_registry.h"
-#include "runtime/shard_image_batches.h"
-#include "runtime/trainer.h"
+#include "runtime/input/shard_image_batches.h"
+#include "runtime/training/trainer.h"
 
 namespace memtrain::cli {
 

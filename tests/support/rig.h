@@ -9,11 +9,11 @@
 
 #include <torch/torch.h>
 
-#include "runtime/adam.h"
-#include "runtime/brown_batches.h"
-#include "runtime/device_memory.h"
-#include "runtime/executor.h"
-#include "runtime/rng_snapshot.h"
+#include "runtime/model/adam.h"
+#include "runtime/input/brown_batches.h"
+#include "runtime/memory/device_memory.h"
+#include "runtime/execution/executor.h"
+#include "runtime/model/rng_snapshot.h"
 #include "support/tiny_tagging.h"
 
 namespace memtrain::testing {

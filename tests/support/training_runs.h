@@ -12,11 +12,11 @@
 #include <torch/torch.h>
 
 #include "plan/schedule_builders.h"
-#include "runtime/adam.h"
-#include "runtime/batch_source.h"
-#include "runtime/device_memory.h"
-#include "runtime/executor.h"
-#include "runtime/trainer.h"
+#include "runtime/model/adam.h"
+#include "runtime/input/batch_source.h"
+#include "runtime/memory/device_memory.h"
+#include "runtime/execution/executor.h"
+#include "runtime/training/trainer.h"
 
 namespace memtrain::testing {
 

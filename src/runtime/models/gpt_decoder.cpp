@@ -6,7 +6,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
-#include "runtime/models/classification_loss.h"
+#include "runtime/model/classification_loss.h"
 #include "runtime/models/token_stages.h"
 
 namespace memtrain::runtime {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "runtime/staged_model.h"
+#include "runtime/model/staged_model.h"
 
 namespace memtrain::runtime {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/staged_model.h"
+#include "runtime/model/staged_model.h"
 
 namespace memtrain::runtime {
 

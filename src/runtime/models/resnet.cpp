@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
-#include "runtime/models/classification_loss.h"
+#include "runtime/model/classification_loss.h"
 #include "runtime/ops/convolution_backward.h"
 #include "runtime/ops/recomputed_segment.h"
 

@@ -10,7 +10,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
-#include "runtime/stage_module.h"
+#include "runtime/model/stage_module.h"
 
 namespace memtrain::runtime {
 

@@ -5,7 +5,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
-#include "runtime/models/classification_loss.h"
+#include "runtime/model/classification_loss.h"
 #include "runtime/models/token_stages.h"
 #include "runtime/ops/attention_recomputing_softmax.h"
 #include "runtime/ops/recomputed_segment.h"

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "runtime/graph_model.h"
+#include "runtime/model/graph_model.h"
 
 namespace memtrain::runtime {
 

@@ -1,0 +1,438 @@
+#include "runtime/execution/executor.h"
+
+#include <chrono>
+#include <optional>
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "core/schedule_interpreter.h"
+#include "core/seconds_since.h"
+#include "runtime/model/rng_snapshot.h"
+#include "runtime/execution/saved_tensors.h"
+
+namespace memtrain::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+ExecutionResult Executor::run(const Schedule& schedule, const Batch& batch, StepContext& ctx) {
+  // Recomputation replays the step's random draws from it (dropout).
+  if (!ctx.generator.defined()) throw Error("executor: StepContext::generator is not set; give the step a generator");
+  try {
+    return run_unchecked(schedule, batch, ctx);
+  } catch (const OutOfBudget&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (!memory_.is_out_of_budget(e)) throw;
+    throw OutOfBudget(memory_.describe(), 0, memory_.live(), memory_.budget());
+  }
+}
+
+namespace {
+
+// One micro-batch's share of a step: its rows of the batch, its context
+// (targets, padding, its own generator) and the share of the loss it carries.
+struct MicroBatchInput {
+  torch::Tensor input;
+  StepContext ctx;
+  double loss_weight = 1;
+};
+
+std::vector<MicroBatchInput> split_batch(const Batch& batch, const StepContext& ctx, int count, DeviceMemory& memory) {
+  const std::int64_t rows = batch.input.size(0);
+  if (rows < count) {
+    throw Error("executor: a batch of " + std::to_string(rows) + " examples cannot be split into " +
+                std::to_string(count) + " micro-batches; expected at most " + std::to_string(rows));
+  }
+  // Each micro-batch draws its dropout from its own generator, seeded from
+  // the step's: its masks are the same whatever order the schedule runs
+  // the micro-batches in.
+  const torch::Tensor seeds =
+      torch::empty({count}, torch::TensorOptions().dtype(torch::kLong).device(ctx.generator.device()))
+          .random_(0, std::int64_t{1} << 62, ctx.generator)
+          .cpu();
+  const double all_counted = std::max<double>(1, batch.targets.ne(-100).sum().item<double>());
+  std::vector<MicroBatchInput> parts(count);
+  std::int64_t offset = 0;
+  for (int m = 0; m < count; ++m) {
+    const std::int64_t length = rows / count + (m < rows % count ? 1 : 0);
+    MicroBatchInput& part = parts[m];
+    part.input = batch.input.narrow(0, offset, length);
+    part.ctx = ctx;
+    part.ctx.targets = batch.targets.narrow(0, offset, length);
+    if (batch.key_padding.defined()) part.ctx.key_padding = batch.key_padding.narrow(0, offset, length);
+    part.ctx.generator = memory.make_generator(static_cast<std::uint64_t>(seeds[m].item<std::int64_t>()));
+    // The loss is a mean over counted targets: each micro-batch's mean
+    // weighs by its share of them, so the step's gradient is the whole batch's.
+    part.loss_weight = part.ctx.targets.ne(-100).sum().item<double>() / all_counted;
+    offset += length;
+  }
+  return parts;
+}
+
+using Copies = std::vector<std::unique_ptr<HostCopy>>;
+
+
+// One micro-batch's tensors. x[i]: a_i held on its own; graph[i]: the output
+// of stage i's forward with grad (its x̄_i); leaf[i]: that forward's input;
+// offloading[i]: x_i's copy to host, until Release; arriving[i]: its copy
+// back, until the first op that reads it; on_host[i]: x_i in host memory.
+// saved[i]: what the forward with grad saved, when the schedule moves it;
+// saved_leaving[i] / saved_arriving[i]: its copies in flight.
+struct MicroTensors {
+  std::vector<torch::Tensor> x, graph, leaf, on_host;
+  std::vector<std::optional<RngSnapshot>> first_forward;
+  std::vector<std::unique_ptr<HostCopy>> offloading, arriving;
+  std::vector<std::unique_ptr<SavedTensors>> saved;
+  std::vector<Copies> saved_leaving, saved_arriving;
+  std::vector<char> moves_saved;  // the schedule offloads stage i's saved tensors
+  torch::Tensor grad;             // the gradient flowing backward
+  explicit MicroTensors(int n)
+      : x(n + 1), graph(n), leaf(n), on_host(n + 1), first_forward(n), offloading(n + 1), arriving(n + 1), saved(n),
+        saved_leaving(n), saved_arriving(n), moves_saved(n, 0) {}
+};
+
+// Runs each operation the interpreter hands it on LibTorch and measures it.
+// The interpreter has checked the operation against the schedule's state;
+// what is checked here is only what LibTorch itself must agree with.
+class LibTorchBackend : public ScheduleBackend {
+ public:
+  LibTorchBackend(StagedModel& model, DeviceMemory& memory, std::unique_ptr<HostTransfers>& transfers,
+                  HostWeights* host_weights, const Schedule& schedule, const Batch& batch, StepContext& ctx)
+      : model_(model), memory_(memory), transfers_(transfers), host_weights_(host_weights), batch_(batch), ctx_(ctx),
+        n_(model.size()), micro_batches_(schedule.micro_batches()), weights_arriving_(n_), grads_arriving_(n_),
+        grads_leaving_(n_) {
+    for (int m = 0; m < micro_batches_; ++m) micro_.emplace_back(n_);
+    for (const Op& op : schedule.ops) {
+      if (op.kind == OpKind::OffloadSaved && op.stage >= 0 && op.stage < n_ && op.micro >= 0 &&
+          op.micro < micro_batches_) {
+        micro_[op.micro].moves_saved[op.stage] = 1;
+      }
+    }
+    if (micro_batches_ > 1) {
+      parts_ = split_batch(batch, ctx, micro_batches_, memory_);
+      for (int m = 0; m < micro_batches_; ++m) micro_[m].x[0] = parts_[m].input;
+    } else {
+      micro_[0].x[0] = batch.input;
+    }
+    result_.ops.reserve(schedule.ops.size());
+    memory_.reset_peak();
+    start_ = Clock::now();
+  }
+
+  ExecutionResult finish() {
+    if (micro_batches_ > 1) {
+      for (const MicroBatchInput& part : parts_) {
+        ctx_.correct += part.ctx.correct;
+        ctx_.counted += part.ctx.counted;
+      }
+    }
+    // The step ends when the host's updates have (the Simulator's host timeline).
+    if (host_weights_) host_weights_->wait_for_updates();
+    result_.seconds = seconds_since(start_);
+    return std::move(result_);
+  }
+
+  void before_op(size_t, const Op& op) override {
+    rec_ = OpRecord{op};
+    memory_.synchronize();
+    rec_.live_before = memory_.live();
+    memory_.reset_peak();
+    t0_ = Clock::now();
+  }
+  void after_op(size_t, const Op&) override {
+    memory_.synchronize();
+    rec_.seconds = seconds_since(t0_);
+    rec_.peak = std::max(memory_.peak(), rec_.live_before);
+    rec_.live_after = memory_.live();
+    result_.peak = std::max(result_.peak, rec_.peak);
+    result_.ops.push_back(rec_);
+  }
+
+  void forward_all(const Op& op, const ScheduleState&) override {
+    const int i = op.stage;
+    MicroTensors& ms = micro_[op.micro];
+    StepContext& c = context(op.micro);
+    rec_.wait_seconds = compute_ready(ms, i);
+    const torch::Tensor in = input_of(ms, i);
+    MEMTRAIN_ASSERT(in.defined(), "an available input has a tensor");
+    rec_.input_bytes = input_bytes(i, in);
+    torch::AutoGradMode grad_on(true);
+    ms.leaf[i] = (i == 0 || !in.is_floating_point()) ? in : in.detach().requires_grad_(true);
+    c.variant = op.variant;
+    if (ms.moves_saved[i]) {
+      ms.saved[i] = std::make_unique<SavedTensors>();
+      SavedTensors::Capture capture(*ms.saved[i]);
+      ms.graph[i] = forward(ms, c, i, ms.leaf[i]);
+    } else {
+      ms.graph[i] = forward(ms, c, i, ms.leaf[i]);
+    }
+    c.variant = 0;
+    rec_.output_bytes = static_cast<Bytes>(ms.graph[i].nbytes());
+  }
+
+  void forward_no_grad(const Op& op, const ScheduleState&, bool frees_input) override {
+    const int i = op.stage;
+    MicroTensors& ms = micro_[op.micro];
+    rec_.wait_seconds = compute_ready(ms, i);
+    const torch::Tensor in = input_of(ms, i);
+    MEMTRAIN_ASSERT(in.defined(), "an available input has a tensor");
+    rec_.input_bytes = input_bytes(i, in);
+    torch::NoGradGuard no_grad;
+    ms.x[i + 1] = forward(ms, context(op.micro), i, in);
+    rec_.output_bytes = static_cast<Bytes>(ms.x[i + 1].nbytes());
+    // The batch itself stays: its caller holds it for the whole step anyway.
+    if (frees_input && i > 0) ms.x[i] = torch::Tensor();
+  }
+
+  void loss(const Op& op, const ScheduleState&) override {
+    MicroTensors& ms = micro_[op.micro];
+    const double loss = ms.graph[n_ - 1].item<double>();
+    ms.grad = torch::ones_like(ms.graph[n_ - 1]);
+    if (micro_batches_ > 1) {
+      result_.loss += parts_[op.micro].loss_weight * loss;
+      ms.grad.mul_(parts_[op.micro].loss_weight);
+    } else {
+      result_.loss = loss;
+    }
+  }
+
+  void backward(const Op& op, const ScheduleState&, bool frees_input, bool) override {
+    const int i = op.stage;
+    MicroTensors& ms = micro_[op.micro];
+    rec_.wait_seconds = compute_ready(ms, i) + finish_all(grads_arriving_[i]) + finish_all(ms.saved_arriving[i]);
+    if (!ms.saved_arriving[i].empty()) ms.saved[i]->arrived();
+    ms.saved_arriving[i].clear();
+    if (ms.graph[i].requires_grad()) {
+      // Start from the output's gradient edge and let the output go first:
+      // unless a kernel saved it for the backward (ReLU does), its bytes
+      // are free during the backward. The measured backward temporaries
+      // then come out lower by them, so the memory model stays exact.
+      const torch::autograd::Edge root = torch::autograd::impl::gradient_edge(ms.graph[i]);
+      ms.graph[i] = torch::Tensor();
+      torch::autograd::Engine::get_default_engine().execute({root}, {ms.grad}, /*keep_graph=*/false,
+                                                            /*create_graph=*/false, /*accumulate_grad=*/true);
+    }
+    torch::Tensor next;
+    if (ms.leaf[i].defined() && ms.leaf[i].requires_grad()) next = ms.leaf[i].grad();
+    ms.graph[i] = torch::Tensor();
+    ms.leaf[i] = torch::Tensor();
+    ms.saved[i].reset();
+    if (frees_input && i > 0) ms.x[i] = torch::Tensor();
+    ms.grad = next;
+  }
+
+  void offload(const Op& op, const ScheduleState&) override {
+    const int i = op.stage;
+    MicroTensors& ms = micro_[op.micro];
+    rec_.wait_seconds = arrive(ms, i);  // a copy cannot leave before it arrived
+    ms.offloading[i] = transfers().to_host(ms.x[i]);
+    rec_.input_bytes = static_cast<Bytes>(ms.x[i].nbytes());
+    count_copy(rec_.input_bytes, /*to_host=*/true, /*weights=*/false);
+  }
+
+  void release(const Op& op, const ScheduleState&) override {
+    const int i = op.stage;
+    MicroTensors& ms = micro_[op.micro];
+    rec_.wait_seconds = finish(*ms.offloading[i]);
+    ms.on_host[i] = ms.offloading[i]->destination();
+    ms.offloading[i].reset();
+    ms.x[i] = torch::Tensor();
+  }
+
+  void prefetch(const Op& op, const ScheduleState&) override {
+    const int i = op.stage;
+    MicroTensors& ms = micro_[op.micro];
+    ms.arriving[i] = transfers().to_device(ms.on_host[i]);
+    ms.x[i] = ms.arriving[i]->destination();
+    ms.on_host[i] = torch::Tensor();
+    rec_.output_bytes = static_cast<Bytes>(ms.x[i].nbytes());
+    count_copy(rec_.output_bytes, /*to_host=*/false, /*weights=*/false);
+  }
+
+  void offload_saved(const Op& op, const ScheduleState&) override {
+    const int i = op.stage;
+    MicroTensors& ms = micro_[op.micro];
+    MEMTRAIN_ASSERT(ms.saved[i], "a forward with grad the schedule offloads captured what it saved");
+    rec_.wait_seconds = finish_all(ms.saved_arriving[i]);  // a copy cannot leave before it arrived
+    if (!ms.saved_arriving[i].empty()) ms.saved[i]->arrived();
+    ms.saved_arriving[i].clear();
+    ms.saved_leaving[i] = ms.saved[i]->offload(transfers());
+    rec_.input_bytes = bytes_of(ms.saved_leaving[i]);
+    count_copy(rec_.input_bytes, /*to_host=*/true, /*weights=*/false);
+  }
+
+  void release_saved(const Op& op, const ScheduleState&) override {
+    MicroTensors& ms = micro_[op.micro];
+    rec_.wait_seconds = finish_all(ms.saved_leaving[op.stage]);
+    ms.saved[op.stage]->release(ms.saved_leaving[op.stage]);
+    ms.saved_leaving[op.stage].clear();
+  }
+
+  void prefetch_saved(const Op& op, const ScheduleState&) override {
+    MicroTensors& ms = micro_[op.micro];
+    ms.saved_arriving[op.stage] = ms.saved[op.stage]->prefetch(transfers());
+    rec_.output_bytes = bytes_of(ms.saved_arriving[op.stage]);
+    count_copy(rec_.output_bytes, /*to_host=*/false, /*weights=*/false);
+  }
+
+  void fetch_weights(const Op& op, const ScheduleState&) override {
+    weights_arriving_[op.stage] = host_weights().fetch(op.stage, transfers());
+    rec_.output_bytes = bytes_of(weights_arriving_[op.stage]);
+    count_copy(rec_.output_bytes, /*to_host=*/false, /*weights=*/true);
+  }
+
+  void drop_weights(const Op& op, const ScheduleState&, bool grads_leaving) override {
+    const int i = op.stage;
+    rec_.wait_seconds = finish_all(weights_arriving_[i]) + finish_all(grads_leaving_[i]);
+    weights_arriving_[i].clear();
+    if (grads_leaving) host_weights().grads_arrived(i, grads_leaving_[i]);
+    grads_leaving_[i].clear();
+    host_weights().drop(i);
+  }
+
+  void offload_grads(const Op& op, const ScheduleState&) override {
+    const int i = op.stage;
+    rec_.wait_seconds = finish_all(grads_arriving_[i]);
+    grads_arriving_[i].clear();
+    grads_leaving_[i] = host_weights().offload_grads(i, transfers());
+    rec_.input_bytes = bytes_of(grads_leaving_[i]);
+    count_copy(rec_.input_bytes, /*to_host=*/true, /*weights=*/true);
+  }
+
+  void fetch_grads(const Op& op, const ScheduleState&) override {
+    grads_arriving_[op.stage] = host_weights().fetch_grads(op.stage, transfers());
+    rec_.output_bytes = bytes_of(grads_arriving_[op.stage]);
+    count_copy(rec_.output_bytes, /*to_host=*/false, /*weights=*/true);
+  }
+
+  void update(const Op& op, const ScheduleState&) override {
+    const int i = op.stage;
+    rec_.wait_seconds = finish_all(grads_leaving_[i]);
+    if (!grads_leaving_[i].empty()) host_weights().grads_arrived(i, grads_leaving_[i]);
+    grads_leaving_[i].clear();
+    host_weights().update(i);
+  }
+
+ private:
+  StepContext& context(int m) { return micro_batches_ > 1 ? parts_[m].ctx : ctx_; }
+  HostTransfers& transfers() {
+    if (!transfers_) transfers_ = memory_.make_transfers();
+    return *transfers_;
+  }
+  HostWeights& host_weights() {
+    MEMTRAIN_ASSERT(host_weights_, "weight operations reach the executor only with weights in host memory");
+    return *host_weights_;
+  }
+
+  // Compute waits for `copy` to end; returns the wait.
+  Seconds finish(HostCopy& copy) {
+    const Clock::time_point t0 = Clock::now();
+    copy.wait();
+    const Seconds waited = seconds_since(t0);
+    result_.stall_seconds += waited;
+    if (copy.to_host()) result_.to_host_stall_seconds += waited;
+    result_.transfer_seconds += copy.seconds();
+    (copy.to_host() ? result_.to_host_seconds : result_.to_device_seconds) += copy.seconds();
+    return waited;
+  }
+  Seconds finish_all(Copies& copies) {
+    Seconds waited = 0;
+    for (auto& c : copies) waited += finish(*c);
+    return waited;
+  }
+  // Compute waits until x_i's copy back, if any, has arrived.
+  Seconds arrive(MicroTensors& ms, int i) {
+    if (!ms.arriving[i]) return 0;
+    const Seconds waited = finish(*ms.arriving[i]);
+    ms.arriving[i].reset();
+    return waited;
+  }
+  // Before compute on stage i reads x_i: its copy back, and the stage's
+  // weights when they live in host memory, must have arrived.
+  Seconds compute_ready(MicroTensors& ms, int i) {
+    Seconds waited = arrive(ms, i);
+    if (host_weights_) {
+      waited += finish_all(weights_arriving_[i]);
+      weights_arriving_[i].clear();
+    }
+    return waited;
+  }
+  // Bytes copied, by direction and by what moved (weights and gradients, or activations).
+  void count_copy(Bytes bytes, bool to_host, bool weights) {
+    result_.swap_bytes += bytes;
+    (to_host ? result_.to_host_bytes : result_.to_device_bytes) += bytes;
+    if (weights) result_.weight_swap_bytes += bytes;
+  }
+  static Bytes bytes_of(const Copies& copies) {
+    Bytes b = 0;
+    for (const auto& c : copies) b += static_cast<Bytes>(c->destination().nbytes());
+    return b;
+  }
+  static torch::Tensor input_of(MicroTensors& ms, int i) {
+    if (ms.x[i].defined()) return ms.x[i];
+    if (i > 0 && ms.graph[i - 1].defined()) return ms.graph[i - 1].detach();
+    return {};
+  }
+  Bytes input_bytes(int i, const torch::Tensor& in) const {
+    if (i > 0) return static_cast<Bytes>(in.nbytes());
+    return micro_batches_ > 1 ? batch_.bytes() * in.size(0) / batch_.input.size(0) : batch_.bytes();
+  }
+  // Runs stage i forward; replays the generators when it ran before this step.
+  torch::Tensor forward(MicroTensors& ms, StepContext& c, int i, const torch::Tensor& in) {
+    std::optional<RngSnapshot> resume;
+    if (ms.first_forward[i]) {
+      resume = RngSnapshot::capture(c.generator);
+      ms.first_forward[i]->restore(c.generator);
+    } else {
+      ms.first_forward[i] = RngSnapshot::capture(c.generator);
+    }
+    const bool update_buffers = c.update_buffers;
+    c.update_buffers = update_buffers && !resume;
+    torch::Tensor out = model_.stage(i).forward(in, c);
+    c.update_buffers = update_buffers;
+    if (resume) resume->restore(c.generator);
+    return out;
+  }
+
+  StagedModel& model_;
+  DeviceMemory& memory_;
+  std::unique_ptr<HostTransfers>& transfers_;  // the executor's, made at the first copy
+  HostWeights* host_weights_;
+  const Batch& batch_;
+  StepContext& ctx_;
+  const int n_;
+  const int micro_batches_;
+  std::vector<MicroTensors> micro_;
+  std::vector<MicroBatchInput> parts_;  // with micro-batches: each one's rows and context
+  // Weights in host memory: copies of a stage's weights or gradients in
+  // flight to the device, and of its gradients to the host.
+  std::vector<Copies> weights_arriving_, grads_arriving_, grads_leaving_;
+  ExecutionResult result_;
+  OpRecord rec_{Op{OpKind::Loss, -1}};  // the operation being run
+  Clock::time_point start_, t0_;
+};
+
+}  // namespace
+
+ScheduleLimits Executor::limits() const {
+  ScheduleLimits limits;
+  for (int i = 0; i < model_.size(); ++i) {
+    limits.variants.push_back(1 + static_cast<int>(model_.stage(i).variant_names().size()));
+  }
+  limits.weights_on_host = host_weights_ != nullptr;
+  return limits;
+}
+
+ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& batch, StepContext& ctx) {
+  LibTorchBackend backend(model_, memory_, transfers_, host_weights_, schedule, batch, ctx);
+  interpret(schedule, limits(), backend);
+  return backend.finish();
+}
+
+}  // namespace memtrain::runtime

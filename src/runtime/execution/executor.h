@@ -1,0 +1,95 @@
+// Runs a Schedule on LibTorch, stage by stage, holding exactly the tensors
+// the memory model (src/plan/MEMORY_MODEL.md) says it holds:
+// - each stage's input is a detached leaf; F_all builds the stage's local
+//   graph and keeps it; B calls backward on it with the incoming gradient
+//   and hands the input's gradient to the previous stage;
+// - F_ck/F_n run without grad and keep only the output (F_n drops the input);
+// - a stage that runs forward again in the same step replays the random
+//   generators from its first forward, so dropout masks are identical and a
+//   checkpointed step computes exactly what a plain one does;
+// - Offload/Release/Prefetch move a stored x_i to host memory and back on
+//   the device's copy engines (HostTransfers); the bytes that come back are
+//   the bytes that left, so an offloaded step computes exactly what a plain
+//   one does too.
+// - a schedule naming micro-batches splits the batch by rows and runs each
+//   micro-batch with its own activations, gradient and generator;
+// - with HostWeights attached, the weight operations fetch and drop a
+//   stage's weights, send its gradients to the host and update it there.
+// It measures every operation: bytes live before and after, peak during,
+// and seconds.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/schedule.h"
+#include "core/schedule_interpreter.h"
+#include "runtime/input/batch.h"
+#include "runtime/memory/device_memory.h"
+#include "runtime/execution/host_weights.h"
+#include "runtime/execution/saved_tensors.h"
+#include "runtime/model/staged_model.h"
+#include "runtime/model/step_context.h"
+
+namespace memtrain::runtime {
+
+struct OpRecord {
+  Op op;
+  Bytes live_before = 0;   // device bytes live when the op started
+  Bytes peak = 0;          // device peak during the op
+  Bytes live_after = 0;    // device bytes live when it ended
+  Bytes input_bytes = 0;   // forwards: bytes of the stage's input (a_i; the whole batch for stage 0)
+  Bytes output_bytes = 0;  // forwards: bytes of the stage's output (a_{i+1})
+  Seconds seconds = 0;       // wall time of the op, waits on copies included
+  Seconds wait_seconds = 0;  // of which compute waited on a copy
+};
+
+struct ExecutionResult {
+  double loss = 0;       // the loss stage's output
+  Bytes peak = 0;        // highest device bytes over the schedule
+  Seconds seconds = 0;   // wall time of the schedule
+  Bytes swap_bytes = 0;           // copied to host and back, both directions together
+  Bytes to_host_bytes = 0;        // of swap_bytes, device -> host
+  Bytes to_device_bytes = 0;      // of swap_bytes, host -> device
+  Bytes weight_swap_bytes = 0;    // of swap_bytes, weights and gradients (weights in host memory)
+  Seconds transfer_seconds = 0;   // the copies' own durations
+  Seconds to_host_seconds = 0;    // of transfer_seconds, device -> host
+  Seconds to_device_seconds = 0;  // of transfer_seconds, host -> device
+  Seconds stall_seconds = 0;      // compute waiting on copies
+  Seconds to_host_stall_seconds = 0;  // of stall_seconds, waiting on copies to host
+  std::vector<OpRecord> ops;
+};
+
+class Executor {
+ public:
+  // Installs the saved-tensor hooks (SavedTensors) before any step runs.
+  Executor(StagedModel& model, DeviceMemory& memory) : model_(model), memory_(memory) { SavedTensors::install(); }
+
+  // Runs `schedule` on `batch` through the interpreter
+  // (core/schedule_interpreter.h). Gradients accumulate into the parameters'
+  // .grad. Throws OutOfBudget when an allocation exceeds an enforced budget,
+  // and memtrain::Error for a schedule that cannot run: the Simulator's
+  // error, word for word. The device pool's peak is reset per op.
+  // A schedule naming micro-batches splits the batch by rows; each
+  // micro-batch's loss gradient is weighted by its share of the counted
+  // targets, so gradients add up to the whole batch's.
+  ExecutionResult run(const Schedule& schedule, const Batch& batch, StepContext& ctx);
+
+  // Weights in host memory: the weight operations move them through
+  // `weights` (not owned; nullptr: the weights stay on the device).
+  void set_host_weights(HostWeights* weights) { host_weights_ = weights; }
+
+  // What schedules are checked against: the model's stages and their
+  // variants, and whether the weights live in host memory.
+  ScheduleLimits limits() const;
+
+ private:
+  ExecutionResult run_unchecked(const Schedule& schedule, const Batch& batch, StepContext& ctx);
+
+  StagedModel& model_;
+  DeviceMemory& memory_;
+  std::unique_ptr<HostTransfers> transfers_;  // made at the first offload
+  HostWeights* host_weights_ = nullptr;
+};
+
+}  // namespace memtrain::runtime

@@ -1,0 +1,155 @@
+#include "runtime/execution/saved_tensors.h"
+
+#include <mutex>
+#include <unordered_map>
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/saved_variable_hooks.h>
+#include <torch/torch.h>
+
+#include "core/error.h"
+
+namespace memtrain::runtime {
+
+struct SavedTensors::Slot {
+  torch::Tensor device;  // the saved tensor, while it is on the device
+  // Its layout while in host memory, to rebuild it on the storage brought back.
+  std::vector<std::int64_t> sizes, strides;
+  std::int64_t offset = 0;
+  caffe2::TypeMeta dtype;
+};
+
+struct SavedTensors::Group {
+  torch::Tensor source;  // the whole device storage as bytes, until released
+  torch::Tensor host;    // its copy in host memory, until the copy back has arrived
+  std::vector<Slot*> slots;
+};
+
+namespace {
+
+thread_local SavedTensors* capturing = nullptr;
+
+// One saved tensor's hooks: pack keeps it (detached: a saved output must not
+// hold its own grad_fn), unpack hands back whatever the slot holds by then.
+class SlotHooks : public torch::autograd::SavedVariableHooks {
+ public:
+  explicit SlotHooks(std::shared_ptr<SavedTensors::Slot> slot) : slot_(std::move(slot)) {}
+  void call_pack_hook(const at::Tensor& tensor) override { slot_->device = tensor.detach(); }
+  at::Tensor call_unpack_hook() override {
+    TORCH_CHECK(slot_->device.defined(),
+                "memtrain: a tensor saved for this backward is in host memory; the schedule must prefetch it "
+                "(prefetch_saved) before the stage's backward");
+    return slot_->device;
+  }
+
+ private:
+  std::shared_ptr<SavedTensors::Slot> slot_;
+};
+
+// LibTorch's engine, except that it hands out SlotHooks while a Capture is
+// alive on the saving thread.
+class HookingEngine : public torch::autograd::Engine {
+ public:
+  std::unique_ptr<torch::autograd::SavedVariableHooks> get_default_saved_variable_hooks() override {
+    if (!capturing) return nullptr;
+    return std::make_unique<SlotHooks>(capturing->add_slot());
+  }
+};
+
+torch::autograd::Engine& hooking_engine() {
+  static auto* engine = new HookingEngine();  // never destroyed: autograd may run until exit
+  return *engine;
+}
+
+}  // namespace
+
+void SavedTensors::install() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    hooking_engine();
+    torch::autograd::set_default_engine_stub(&hooking_engine);
+  });
+}
+
+SavedTensors::Capture::Capture(SavedTensors& saved) : previous_(capturing) {
+  install();
+  capturing = &saved;
+}
+
+SavedTensors::Capture::~Capture() { capturing = previous_; }
+
+SavedTensors::SavedTensors() = default;
+SavedTensors::~SavedTensors() = default;
+
+std::shared_ptr<SavedTensors::Slot> SavedTensors::add_slot() {
+  slots_.push_back(std::make_shared<Slot>());
+  return slots_.back();
+}
+
+SavedTensors::Copies SavedTensors::offload(HostTransfers& transfers) {
+  if (state_ != State::Device) throw Error("saved tensors: already offloaded");
+  std::vector<Group> groups;
+  std::unordered_map<const c10::StorageImpl*, size_t> index;
+  for (const auto& slot : slots_) {
+    if (!slot->device.defined() || slot->device.nbytes() == 0) continue;
+    const c10::StorageImpl* storage = slot->device.storage().unsafeGetStorageImpl();
+    auto [it, added] = index.emplace(storage, groups.size());
+    if (added) groups.emplace_back();
+    groups[it->second].slots.push_back(slot.get());
+  }
+  Copies copies;
+  groups_.clear();
+  for (Group& g : groups) {
+    const torch::Tensor& any = g.slots.front()->device;
+    const c10::Storage& storage = any.storage();
+    // Every slot holds a tensor of its own; one more holder means someone
+    // else keeps the storage alive, and moving it would free nothing.
+    if (storage.use_count() != g.slots.size()) continue;
+    const auto bytes = static_cast<std::int64_t>(storage.nbytes());
+    g.source = torch::empty({0}, any.options().dtype(torch::kUInt8)).set_(storage, 0, {bytes}, {1});
+    copies.push_back(transfers.to_host(g.source));
+    groups_.push_back(std::move(g));
+  }
+  state_ = State::Offloading;
+  return copies;
+}
+
+void SavedTensors::release(const Copies& copies) {
+  if (state_ != State::Offloading || copies.size() != groups_.size()) {
+    throw Error("saved tensors: release without the copies of an offload");
+  }
+  for (size_t k = 0; k < groups_.size(); ++k) {
+    Group& g = groups_[k];
+    g.host = copies[k]->destination();
+    g.source = torch::Tensor();
+    for (Slot* slot : g.slots) {
+      slot->sizes = slot->device.sizes().vec();
+      slot->strides = slot->device.strides().vec();
+      slot->offset = slot->device.storage_offset();
+      slot->dtype = slot->device.dtype();
+      slot->device = torch::Tensor();
+    }
+  }
+  state_ = State::OnHost;
+}
+
+SavedTensors::Copies SavedTensors::prefetch(HostTransfers& transfers) {
+  if (state_ != State::OnHost) throw Error("saved tensors: not in host memory");
+  Copies copies;
+  for (Group& g : groups_) {
+    copies.push_back(transfers.to_device(g.host));
+    const torch::Tensor& bytes = copies.back()->destination();
+    for (Slot* slot : g.slots) {
+      slot->device = torch::empty({0}, bytes.options().dtype(slot->dtype))
+                         .set_(bytes.storage(), slot->offset, slot->sizes, slot->strides);
+    }
+  }
+  state_ = State::Device;
+  return copies;
+}
+
+void SavedTensors::arrived() {
+  for (Group& g : groups_) g.host = torch::Tensor();
+}
+
+}  // namespace memtrain::runtime

@@ -1,0 +1,115 @@
+// Each block carries a 64-byte header in front of the tensor's data with the
+// pool it was charged to and its size. The DataPtr's context is the data
+// pointer itself, which keeps LibTorch's raw_allocate/raw_deallocate API
+// working, and needs no side table or per-allocation heap object.
+#include "runtime/memory/counting_allocator.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
+
+#include <mutex>
+
+#include "runtime/memory/block_cache.h"
+
+namespace memtrain::runtime {
+
+namespace {
+
+constexpr size_t kHeader = 64;  // keeps LibTorch's 64-byte data alignment
+
+struct Header {
+  PoolCounters* pool;  // nullptr: unpooled
+  Bytes bytes;         // the tensor's request, header excluded
+  // A block from a pool's own source (pinned memory) is held by that
+  // allocator's DataPtr, whose context need not be its data; nullptr: the
+  // block came from LibTorch's default CPU allocator.
+  c10::DataPtr* held;
+};
+static_assert(sizeof(Header) <= kHeader, "header must fit its slot");
+
+thread_local PoolCounters* t_current = nullptr;
+std::atomic<Bytes> g_unpooled{0};
+c10::Allocator* g_base = nullptr;
+// Pooled blocks from g_base; 1 GiB at most, then frees go back to the system.
+// Never destroyed: tensors may be freed during the process's exit.
+BlockCache& block_cache() {
+  static auto* cache = new BlockCache(size_t{1} << 30);
+  return *cache;
+}
+
+void free_block(void* data) {
+  if (!data) return;
+  char* block = static_cast<char*>(data) - kHeader;
+  const Header h = *reinterpret_cast<Header*>(block);
+  if (h.pool) h.pool->refund(h.bytes);
+  else g_unpooled.fetch_sub(h.bytes);
+  if (h.held) delete h.held;
+  else if (!(h.pool && block_cache().keep(block, static_cast<size_t>(h.bytes) + kHeader))) g_base->raw_deallocate(block);
+}
+
+// LibTorch 2.3 made allocate() non-const and added copy_data().
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define MEMTRAIN_ALLOCATE_CONST
+#define MEMTRAIN_HAS_COPY_DATA 1
+#else
+#define MEMTRAIN_ALLOCATE_CONST const
+#define MEMTRAIN_HAS_COPY_DATA 0
+#endif
+
+class CountingAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) MEMTRAIN_ALLOCATE_CONST override {
+    PoolCounters* pool = t_current;
+    const Bytes bytes = static_cast<Bytes>(n);
+    if (pool) pool->charge(bytes);  // throws OutOfBudget before anything is allocated
+    else g_unpooled.fetch_add(bytes);
+    c10::Allocator* source = pool ? pool->source.load() : nullptr;
+    char* block = nullptr;
+    c10::DataPtr* held = nullptr;
+    try {
+      if (source) {
+        held = new c10::DataPtr(source->allocate(n + kHeader));
+        block = static_cast<char*>(held->get());
+      } else {
+        if (pool) block = static_cast<char*>(block_cache().take(n + kHeader));
+        if (!block) block = static_cast<char*>(g_base->raw_allocate(n + kHeader));
+      }
+    } catch (...) {
+      delete held;
+      if (pool) pool->refund(bytes);
+      else g_unpooled.fetch_sub(bytes);
+      throw;
+    }
+    *reinterpret_cast<Header*>(block) = Header{pool, bytes, held};
+    void* data = block + kHeader;
+    return c10::DataPtr(data, data, &free_block, c10::Device(c10::DeviceType::CPU));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
+#if MEMTRAIN_HAS_COPY_DATA
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+#endif
+};
+
+}  // namespace
+
+void install_counting_allocator() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_base = c10::GetDefaultCPUAllocator();
+    static CountingAllocator allocator;
+    // Priority above the default (0) so later default registrations keep ours.
+    c10::SetCPUAllocator(&allocator, /*priority=*/100);
+  });
+}
+
+PoolScope::PoolScope(MemoryPool* pool) : previous_(t_current) {
+  install_counting_allocator();
+  t_current = pool ? pool->counters() : nullptr;
+}
+
+PoolScope::~PoolScope() { t_current = previous_; }
+
+Bytes unpooled_live_bytes() { return g_unpooled.load(); }
+
+}  // namespace memtrain::runtime

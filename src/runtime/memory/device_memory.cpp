@@ -1,0 +1,51 @@
+#include "runtime/memory/device_memory.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "core/error.h"
+#include "runtime/memory/cpu_host_transfers.h"
+
+namespace memtrain::runtime {
+
+#ifdef MEMTRAIN_WITH_CUDA
+std::unique_ptr<DeviceMemory> make_cuda_device_memory(int index);  // cuda_device_memory.cpp
+#endif
+
+namespace {
+
+class PooledScope : public DeviceScope {
+ public:
+  explicit PooledScope(MemoryPool* pool) : scope_(pool) {}
+
+ private:
+  PoolScope scope_;
+};
+
+}  // namespace
+
+at::Generator DeviceMemory::make_generator(uint64_t seed) const {
+  return at::make_generator<at::CPUGeneratorImpl>(seed);
+}
+
+CpuDeviceMemory::CpuDeviceMemory() { install_counting_allocator(); }
+
+std::unique_ptr<DeviceScope> CpuDeviceMemory::activate() { return std::make_unique<PooledScope>(&pool_); }
+
+std::unique_ptr<HostTransfers> CpuDeviceMemory::make_transfers() {
+  return std::make_unique<CpuHostTransfers>(pool_, host());
+}
+
+std::unique_ptr<DeviceMemory> make_device_memory(const std::string& device) {
+  if (device == "cpu") return std::make_unique<CpuDeviceMemory>();
+  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+#ifdef MEMTRAIN_WITH_CUDA
+    const int index = device == "cuda" ? 0 : std::stoi(device.substr(5));
+    return make_cuda_device_memory(index);
+#else
+    throw UsageError("--device " + device + ": this memtrain was built without CUDA; expected cpu");
+#endif
+  }
+  throw UsageError("--device '" + device + "' is not known; expected cpu or cuda[:N]");
+}
+
+}  // namespace memtrain::runtime

@@ -1,0 +1,90 @@
+// The device memory a training step runs in, behind one interface:
+// - on CPU, the "device" is a MemoryPool counted exactly by memtrain's
+//   allocator, and "host" a second pool (for offload, later);
+// - on a CUDA build, the CUDA caching allocator's statistics, capped by a
+//   per-process memory fraction (cuda_device_memory.cpp).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <ATen/core/Generator.h>
+#include <torch/types.h>
+
+#include "runtime/memory/counting_allocator.h"
+#include "runtime/memory/host_transfers.h"
+#include "runtime/memory/memory_pool.h"
+
+namespace memtrain::runtime {
+
+// Keeps a device's allocation routing active on this thread while it lives.
+class DeviceScope {
+ public:
+  virtual ~DeviceScope() = default;
+};
+
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+
+  virtual torch::Device device() const = 0;
+  virtual std::string describe() const = 0;  // "cpu (counted)", "cuda:0 NVIDIA H100 ..."
+  virtual Bytes live() const = 0;            // bytes of tensors alive now
+  virtual Bytes peak() const = 0;            // highest live since the last reset
+  virtual void reset_peak() = 0;
+  // budget < 0: none. While enforced, exceeding it throws OutOfBudget.
+  virtual void set_budget(Bytes budget) = 0;
+  virtual Bytes budget() const = 0;
+  virtual void set_enforced(bool on) = 0;
+  virtual bool enforced() const = 0;
+  // Waits for queued compute (not for copies to or from host), so
+  // wall-clock timings mean something.
+  virtual void synchronize() {}
+  // True for an error that means this device's budget was hit though it was
+  // not thrown as OutOfBudget (CUDA's own out-of-memory error).
+  virtual bool is_out_of_budget(const std::exception&) const { return false; }
+
+  // While the returned guard lives, this thread's tensor allocations are
+  // charged to this device.
+  virtual std::unique_ptr<DeviceScope> activate() = 0;
+  // A random generator on this device, seeded with `seed`: dropout masks
+  // are drawn where the activations live.
+  virtual at::Generator make_generator(uint64_t seed) const;
+  // Copy engines between this device and host memory (Offload, Prefetch).
+  virtual std::unique_ptr<HostTransfers> make_transfers() = 0;
+  // True when the device's compute runs on the host's CPU cores (the CPU
+  // build): work on the host then competes with it rather than overlapping.
+  virtual bool computes_on_host_cores() const { return false; }
+  // The separately counted host pool; PoolScope(&host()) selects it.
+  MemoryPool& host() { return host_; }
+
+ private:
+  MemoryPool host_{"host"};
+};
+
+class CpuDeviceMemory : public DeviceMemory {
+ public:
+  CpuDeviceMemory();
+  torch::Device device() const override { return torch::kCPU; }
+  std::string describe() const override { return "cpu (tensor memory counted by memtrain's allocator)"; }
+  Bytes live() const override { return pool_.live(); }
+  Bytes peak() const override { return pool_.peak(); }
+  void reset_peak() override { pool_.reset_peak(); }
+  void set_budget(Bytes budget) override { pool_.set_budget(budget); }
+  Bytes budget() const override { return pool_.budget(); }
+  void set_enforced(bool on) override { pool_.set_enforced(on); }
+  bool enforced() const override { return pool_.enforced(); }
+  std::unique_ptr<DeviceScope> activate() override;
+  std::unique_ptr<HostTransfers> make_transfers() override;
+  bool computes_on_host_cores() const override { return true; }
+
+  MemoryPool& pool() { return pool_; }
+
+ private:
+  MemoryPool pool_{"device"};
+};
+
+// "cpu", or "cuda" / "cuda:N" on a CUDA build; UsageError otherwise.
+std::unique_ptr<DeviceMemory> make_device_memory(const std::string& device);
+
+}  // namespace memtrain::runtime

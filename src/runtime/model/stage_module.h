@@ -1,0 +1,26 @@
+// A stage: one link of the chain a model is cut into. It maps the previous
+// stage's output to its own; the last stage returns the scalar loss.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include "runtime/model/step_context.h"
+
+namespace memtrain::runtime {
+
+class StageModule : public torch::nn::Module {
+ public:
+  using torch::nn::Module::Module;
+  virtual torch::Tensor forward(const torch::Tensor& input, StepContext& ctx) = 0;
+  // Other implementations of the stage (operator variants) beyond the plain
+  // one, which is variant 0; ctx.variant selects one. Each computes the same
+  // function and gradients but keeps less for its backward, by recomputing:
+  // never faster than the plain stage (the predictor relies on it).
+  virtual std::vector<std::string> variant_names() const { return {}; }
+};
+
+}  // namespace memtrain::runtime

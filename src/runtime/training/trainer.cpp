@@ -1,0 +1,512 @@
+#include "runtime/training/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "core/hidden_share.h"
+#include "core/seconds_since.h"
+#include "plan/registry.h"
+#include "plan/schedule_builders.h"
+#include "plan/weight_swap_schedules.h"
+#include "runtime/model/buffer_snapshot.h"
+#include "runtime/execution/chain_measurement.h"
+#include "runtime/model/rng_snapshot.h"
+#include "sim/simulator.h"
+
+namespace memtrain::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void scale_memory(Chain& chain, double factor) {
+  auto scaled = [factor](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * factor); };
+  for (Stage& s : chain.stages) {
+    s.input_bytes = scaled(s.input_bytes);
+    s.saved_bytes = scaled(s.saved_bytes);
+    s.forward_temp_bytes = scaled(s.forward_temp_bytes);
+    s.nograd_forward_temp_bytes = scaled(s.nograd_forward_temp_bytes);
+    s.backward_temp_bytes = scaled(s.backward_temp_bytes);
+  }
+}
+
+void check_options(const TrainerOptions& o) {
+  if (o.collect_steps < 0 || o.collect_steps > 10) {
+    throw UsageError("--collect-steps " + std::to_string(o.collect_steps) + " is out of range; expected 0..10");
+  }
+  if (o.bucket < 0) throw UsageError("--bucket " + std::to_string(o.bucket) + " is out of range; expected >= 0");
+  if (!(o.margin >= 0 && o.margin <= 10)) {
+    throw UsageError("--margin " + std::to_string(o.margin) + " is out of range; expected 0..10");
+  }
+  if (o.max_retries < 0) throw UsageError("max retries must be >= 0");
+  if (!(o.prediction_scale > 0)) throw UsageError("prediction scale must be > 0");
+  if (!(o.adam.lr > 0)) throw UsageError("--lr " + std::to_string(o.adam.lr) + " is out of range; expected > 0");
+  if (o.micro_batches < 1) {
+    throw UsageError("--micro-batches " + std::to_string(o.micro_batches) + " is out of range; expected >= 1");
+  }
+  if (o.micro_batches > 1 && !o.weights_on_host) {
+    throw UsageError("--micro-batches " + std::to_string(o.micro_batches) +
+                     " splits a step for weight swapping; it needs --weights-on host");
+  }
+  if (o.weights_on_host && !(o.device_to_host_bandwidth > 0 && o.host_to_device_bandwidth > 0)) {
+    throw UsageError("--weights-on host needs the host link's bandwidth to plan the weights' copies: give "
+                     "--bandwidth BW (e.g. 25GB/s) or --calibration FILE from memtrain calibrate");
+  }
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory factory, BatchSource& source)
+    : options_(std::move(options)),
+      memory_(memory),
+      source_(source),
+      link_(options_.device_to_host_bandwidth, options_.host_to_device_bandwidth) {
+  check_options(options_);
+  options_.planner_options.micro_batches = options_.micro_batches;
+  planner_ = plan::make_planner(options_.planner, options_.planner_options);
+  plan::check_weights_placement(*planner_, options_.weights_on_host);
+  const auto scope = memory_.activate();
+  std::optional<PoolScope> in_host_pool;
+  if (options_.weights_on_host) in_host_pool.emplace(&memory_.host());
+  torch::manual_seed(options_.seed);  // the model's initial weights
+  model_ = std::make_unique<StagedModel>(factory());
+  if (!options_.weights_on_host) model_->to(memory_.device());
+  model_->train(true);
+  optimizer_ = std::make_unique<Adam>(model_->parameters(), options_.adam);
+  executor_ = std::make_unique<Executor>(*model_, memory_);
+  if (options_.weights_on_host) {
+    host_weights_ = std::make_unique<HostWeights>(*model_, *optimizer_, memory_);
+    executor_->set_host_weights(host_weights_.get());
+    update_times_.assign(model_->size(), 0);
+  }
+  predictor_ = std::make_unique<predict::ChainPredictor>(stage_constants(*model_, Adam::kSlots), options_.margin);
+  generator_ = memory_.make_generator(options_.seed);
+}
+
+Trainer::~Trainer() = default;
+
+StepContext Trainer::context_for(const Batch& batch) {
+  StepContext ctx;
+  ctx.targets = batch.targets;
+  ctx.key_padding = batch.key_padding;
+  ctx.generator = generator_;
+  ctx.training = true;
+  return ctx;
+}
+
+std::int64_t Trainer::planning_size(const Signature& sig) const {
+  const int m = options_.micro_batches;
+  if (m == 1 || sig.shape.empty()) return sig.size;
+  const std::int64_t rows = sig.shape[0];
+  return sig.size / rows * ((rows + m - 1) / m);  // split_batch gives micro-batch 0 the spare rows
+}
+
+Schedule Trainer::collection_schedule(int round) const {
+  if (host_weights_) return plan::weight_swap_collection_schedule(model_->size(), options_.micro_batches);
+  return plan::schedule_for_collection(model_->size(), collection_variants(round));
+}
+
+Schedule Trainer::fallback_schedule() const {
+  if (host_weights_) return plan::per_layer_swap_schedule(model_->size(), options_.micro_batches, false);
+  return plan::schedule_checkpointing_everything(model_->size());
+}
+
+void Trainer::discard_gradients() {
+  if (host_weights_) {
+    host_weights_->abandon();
+  } else {
+    optimizer_->zero_grad();
+  }
+}
+
+void Trainer::observe_update_times(const ExecutionResult& result) {
+  for (const OpRecord& r : result.ops) {
+    if (r.op.kind != OpKind::Update) continue;
+    // The shortest seen: interference from the rest of the machine only adds time.
+    Seconds& t = update_times_.at(r.op.stage);
+    const Seconds measured = host_weights_->update_seconds(r.op.stage);
+    t = t > 0 ? std::min(t, measured) : measured;
+  }
+}
+
+int Trainer::variant_rounds() const { return planner_->uses_variants() ? model_->max_variant_count() : 1; }
+
+std::vector<int> Trainer::collection_variants(int round) const {
+  std::vector<int> variants(model_->size(), 0);
+  for (int i = 0; i < model_->size(); ++i) {
+    variants[i] = std::min(round, static_cast<int>(model_->stage_variant_names(i).size()));
+  }
+  return variants;
+}
+
+Error Trainer::below_minimum(const Signature& sig, Bytes minimum) const {
+  return Error("budget " + format_bytes(budget_) + " (" + std::to_string(budget_) + " bytes) is below the minimum " +
+               format_bytes(minimum) + " (" + std::to_string(minimum) + " bytes) that planner " + planner_->name() +
+               " needs for input " + sig.describe());
+}
+
+void Trainer::calibrate() {
+  if (calibrated_) return;
+  const auto scope = memory_.activate();
+  const int n = model_->size();
+  const Batch largest = source_.largest(memory_.device());
+  largest_signature_ = largest.signature;
+  const std::int64_t rows = largest.signature.shape.empty() ? 1 : largest.signature.shape[0];
+  if (options_.micro_batches > rows) {
+    throw UsageError("--micro-batches " + std::to_string(options_.micro_batches) + " is more than the " +
+                     std::to_string(rows) + " examples of the largest batch (" + largest.signature.describe() +
+                     "); expected at most " + std::to_string(rows));
+  }
+
+  // Calibration runs are measurements, not training: unenforced, no buffer
+  // updates, gradients discarded, random generators rewound.
+  memory_.set_enforced(false);
+  const RngSnapshot rng = RngSnapshot::capture(generator_);
+  auto measure = [&](const Schedule& schedule) {
+    StepContext ctx = context_for(largest);
+    ctx.update_buffers = false;
+    ExecutionResult r = executor_->run(schedule, largest, ctx);
+    discard_gradients();
+    rng.restore(generator_);
+    return r;
+  };
+  // With the weights in host memory, the step with everything on the device
+  // is never run (it is what does not fit): its peak is simulated below.
+  if (options_.budget.is_percent && !options_.least_budget && !host_weights_) {
+    reference_peak_ = measure(plan::schedule_keeping_everything(n)).peak;
+  }
+  // One collection run per variant when the planner chooses variants.
+  std::vector<predict::ChainSample> samples;
+  for (int v = 0; v < variant_rounds(); ++v) {
+    const Schedule collect = collection_schedule(v);
+    auto collect_once = [&] {
+      const ExecutionResult r = measure(collect);
+      if (host_weights_) observe_update_times(r);
+      copy_issue_.observe(copy_issue_seconds(r));
+      // With the weights on the host the update runs there: no device temporary.
+      return sample_execution(r, n, host_weights_ ? 0 : optimizer_->update_temp_bytes());
+    };
+    predict::ChainSample sample = collect_once();
+    // Variants are chosen by their times, so each is timed twice and the
+    // shorter kept: one-off costs and a busy machine would bias the choice.
+    if (planner_->uses_variants()) sample = faster_of(sample, collect_once());
+    samples.push_back(sample);
+    predictor_->observe(planning_size(largest.signature), samples.back());
+  }
+  observe_resident(largest);
+  largest_chain_ = completed(chain_from_samples(samples, stage_constants(*model_, Adam::kSlots)));
+  if (host_weights_ && options_.budget.is_percent && !options_.least_budget) {
+    // As `memtrain simulate` does: N% of one micro-batch's step with the
+    // weights, gradients and optimizer state all on the device.
+    Chain on_device = largest_chain_;
+    on_device.weights_on_host = false;
+    reference_peak_ = sim::simulate(on_device, plan::schedule_keeping_everything(n)).peak_bytes;
+  }
+
+  if (options_.least_budget) {
+    const Plan least = planner_->plan({largest_chain_, 0, &largest_chain_});
+    budget_ = least.feasible ? least.peak_bytes : least.min_budget_bytes;
+    if (budget_ <= 0) {
+      throw Error("planner " + planner_->name() + " reports no least budget for input " + largest_signature_.describe() +
+                  "; give a budget");
+    }
+  } else {
+    budget_ = options_.budget.resolve(reference_peak_);
+  }
+  memory_.set_budget(budget_);
+  memory_.set_enforced(options_.enforce && planner_->respects_budget());
+  if (planner_->respects_budget()) {
+    const Plan p = planner_->plan({largest_chain_, budget_, &largest_chain_});
+    if (!p.feasible) throw below_minimum(largest_signature_, p.min_budget_bytes);
+  }
+  const std::int64_t width =
+      options_.bucket > 0 ? options_.bucket : std::max<std::int64_t>(1, planning_size(largest.signature) / 64);
+  cache_ = std::make_unique<predict::PlanCache>(width);
+  calibrated_ = true;
+}
+
+void Trainer::observe_resident(const Batch& batch) {
+  memory_.synchronize();
+  Chain chain = predictor_->predict(planning_size(batch.signature));
+  chain.weights_on_host = host_weights_ != nullptr;
+  const Bytes expected = chain.persistent_bytes() + batch.bytes();
+  extra_resident_ = std::max(extra_resident_, memory_.live() - expected);
+}
+
+Chain Trainer::completed(Chain chain) const {
+  chain.resident_bytes = extra_resident_;
+  chain.device_to_host_bandwidth = link_.device_to_host();
+  chain.host_to_device_bandwidth = link_.host_to_device();
+  chain.copy_issue_time = copy_issue_.seconds();
+  chain.weights_on_host = host_weights_ != nullptr;
+  chain.updates_inline = host_weights_ != nullptr && !host_weights_->updates_on_own_thread();
+  if (host_weights_) {
+    for (int i = 0; i < chain.size(); ++i) chain.stages[i].update_time = update_times_.at(i);
+  }
+  return chain;
+}
+
+Plan Trainer::plan_for(std::int64_t size) {
+  Chain chain = predicted_chain(cache_->planning_size(size));
+  if (options_.prediction_scale != 1.0) scale_memory(chain, options_.prediction_scale);
+  // Each failed plan for this bucket lowers the budget planned against by an
+  // eighth of what the activations may use.
+  const Bytes step_down = std::max<Bytes>(1, (budget_ - chain.persistent_bytes()) / 8);
+  const Bytes planning_budget = budget_ - cache_->strictness(size) * step_down;
+  return planner_->plan({chain, planning_budget, &largest_chain_});
+}
+
+Schedule Trainer::most_frugal(std::int64_t size) {
+  const Chain chain = predicted_chain(cache_->planning_size(size));
+  Schedule best = fallback_schedule();
+  if (!planner_->respects_budget()) return best;
+  const Plan least = planner_->plan({chain, 0, &largest_chain_});
+  if (least.min_budget_bytes <= 0) return best;
+  const Plan p = planner_->plan({chain, least.min_budget_bytes, &largest_chain_});
+  if (p.feasible && p.peak_bytes < sim::simulate(chain, best).peak_bytes) best = p.schedule;
+  return best;
+}
+
+Trainer::Choice Trainer::choose(std::int64_t size) {
+  const Clock::time_point t0 = Clock::now();
+  if (static_cast<int>(records_.size()) < options_.collect_steps) {
+    // Collection steps take the variants in turn, so each is seen at several sizes.
+    const int round = static_cast<int>(records_.size()) % variant_rounds();
+    return {collection_schedule(round), PlanKind::Collect, seconds_since(t0)};
+  }
+  if (const Plan* hit = cache_->find(size)) return {hit->schedule, PlanKind::Cached, seconds_since(t0)};
+  Plan p = plan_for(size);
+  // A planner that respects the budget but finds nothing that fits the
+  // prediction runs the most frugal schedule it knows; the budget decides.
+  // The cache keeps that schedule, so a hit runs it too, not the refused one.
+  if (!p.feasible && planner_->respects_budget()) p.schedule = most_frugal(size);
+  Schedule s = p.schedule;
+  cache_->store(size, std::move(p));
+  return {std::move(s), PlanKind::New, seconds_since(t0)};
+}
+
+StepRecord Trainer::step() {
+  calibrate();
+  const auto scope = memory_.activate();
+  const Clock::time_point t0 = Clock::now();
+  const Batch batch = source_.next(memory_.device());
+  StepRecord rec;
+  rec.data_wait_seconds = seconds_since(t0);
+  rec.step = static_cast<std::int64_t>(records_.size()) + 1;
+  rec.epoch = source_.epoch();
+  rec.signature = batch.signature;
+  rec.budget_bytes = budget_;
+  const std::int64_t size = planning_size(batch.signature);
+  observe_resident(batch);
+
+  Choice choice = choose(size);
+  rec.plan = choice.kind;
+  rec.planning_seconds = choice.planning_seconds;
+  StepContext ctx = context_for(batch);
+  const ExecutionResult result = run_with_retries(batch, size, choice, ctx, rec);
+  record_run(choice.schedule, size, result, rec);
+  update(size, result, rec);
+
+  rec.violation = rec.peak_bytes > budget_;
+  if (rec.plan != PlanKind::Collect) {
+    prediction_error_.record(rec.predicted_peak_bytes, rec.peak_bytes);
+    time_prediction_error_.record(rec.predicted_schedule_seconds, rec.schedule_seconds);
+  }
+  rec.loss = result.loss;
+  rec.accuracy = ctx.counted > 0 ? ctx.correct / ctx.counted : 0;
+  rec.seconds = seconds_since(t0);
+  records_.push_back(rec);
+  if (on_step) on_step(rec);
+  return rec;
+}
+
+ExecutionResult Trainer::run_with_retries(const Batch& batch, std::int64_t size, Choice& choice, StepContext& ctx,
+                                          StepRecord& rec) {
+  const RngSnapshot start = RngSnapshot::capture(generator_);
+  const BufferSnapshot buffers = BufferSnapshot::capture(*model_, memory_);
+  std::vector<Schedule> failed;  // schedules this step already ran out of budget with
+  auto tried = [&](const Schedule& s) { return std::find(failed.begin(), failed.end(), s) != failed.end(); };
+  while (true) {
+    try {
+      return executor_->run(choice.schedule, batch, ctx);
+    } catch (const OutOfBudget& oob) {
+      // Roll back: no gradient (or staged update, or batch-norm statistic)
+      // of the failed attempt survives, and the retry draws the same random numbers.
+      discard_gradients();
+      buffers.restore();
+      start.restore(generator_);
+      ctx = context_for(batch);
+      ++rec.retries;
+      ++retries_;
+      const Clock::time_point tp = Clock::now();
+      failed.push_back(choice.schedule);
+      if (choice.kind != PlanKind::Collect) cache_->mark_bad(size);
+      Plan p = plan_for(size);
+      Schedule next = p.feasible ? p.schedule : most_frugal(size);
+      if (tried(next)) next = fallback_schedule();
+      const std::string where = "step " + std::to_string(rec.step) + ": input " + batch.signature.describe();
+      if (tried(next)) {
+        throw Error(where + " does not fit the budget even with the most frugal schedule (planner " +
+                    planner_->name() + "'s least, or every stage checkpointed): " + oob.what());
+      }
+      if (rec.retries > options_.max_retries) {
+        throw Error(where + " still ran out of budget after " + std::to_string(options_.max_retries) +
+                    " stricter plans: " + oob.what());
+      }
+      if (p.feasible && next == p.schedule) cache_->store(size, std::move(p));
+      choice = {std::move(next), PlanKind::Retry, choice.planning_seconds + seconds_since(tp)};
+      rec.plan = PlanKind::Retry;
+      rec.planning_seconds = choice.planning_seconds;
+    } catch (...) {
+      // A schedule that cannot run at all: nothing of it survives either.
+      discard_gradients();
+      buffers.restore();
+      start.restore(generator_);
+      throw;
+    }
+  }
+}
+
+void Trainer::record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result,
+                         StepRecord& rec) {
+  rec.schedule = schedule.to_string();
+  rec.recomputed_forwards = schedule.recomputed_forwards(model_->size());
+  const sim::SimResult predicted = sim::simulate(predicted_chain(size), schedule);
+  rec.predicted_peak_bytes = predicted.peak_bytes;
+  rec.predicted_schedule_seconds = predicted.time;
+  rec.schedule_seconds = result.seconds;
+  rec.swap_bytes = result.swap_bytes;
+  rec.to_host_bytes = result.to_host_bytes;
+  rec.to_device_bytes = result.to_device_bytes;
+  rec.weight_swap_bytes = result.weight_swap_bytes;
+  rec.transfer_seconds = result.transfer_seconds;
+  rec.to_host_seconds = result.to_host_seconds;
+  rec.to_device_seconds = result.to_device_seconds;
+  rec.stall_seconds = result.stall_seconds;
+  rec.to_host_stall_seconds = result.to_host_stall_seconds;
+  if (options_.refine_link) {
+    link_.observe(result.to_host_bytes, result.to_host_seconds, result.to_device_bytes, result.to_device_seconds);
+  }
+  copy_issue_.observe(copy_issue_seconds(result));
+}
+
+void Trainer::update(std::int64_t size, const ExecutionResult& result, StepRecord& rec) {
+  if (host_weights_) {
+    // The schedule ran every stage's update on the host: make them current.
+    host_weights_->commit();
+    observe_update_times(result);
+    predictor_->observe(size, sample_execution(result, model_->size(), 0));
+    rec.peak_bytes = result.peak;
+    return;
+  }
+  // Only with room for the update's temporary, so it never stops half way.
+  memory_.synchronize();
+  const Bytes before_update = memory_.live();
+  if (memory_.enforced() && before_update + optimizer_->update_temp_bytes() > budget_) {
+    throw Error("step " + std::to_string(rec.step) + ": budget " + format_bytes(budget_) +
+                " leaves no room for the optimizer update (" + format_bytes(optimizer_->update_temp_bytes()) +
+                " on top of " + format_bytes(before_update) + ")");
+  }
+  memory_.reset_peak();
+  optimizer_->step();
+  memory_.synchronize();
+  const Bytes update_peak = memory_.peak();
+  optimizer_->zero_grad();
+  predictor_->observe(size, sample_execution(result, model_->size(), update_peak - before_update));
+  rec.peak_bytes = std::max(result.peak, update_peak);
+}
+
+const char* plan_kind_name(PlanKind kind) {
+  switch (kind) {
+    case PlanKind::Collect: return "collect";
+    case PlanKind::New: return "new";
+    case PlanKind::Cached: return "cached";
+    case PlanKind::Retry: return "retry";
+  }
+  MEMTRAIN_ASSERT(false, "every PlanKind has a name");
+}
+
+double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t from, CopyDirection direction) {
+  Seconds transfer = 0, stall = 0;
+  for (size_t k = from; k < records.size(); ++k) {
+    const StepRecord& r = records[k];
+    if (r.plan == PlanKind::Collect) continue;
+    switch (direction) {
+      case CopyDirection::Both:
+        transfer += r.transfer_seconds;
+        stall += r.stall_seconds;
+        break;
+      case CopyDirection::ToHost:
+        transfer += r.to_host_seconds;
+        stall += r.to_host_stall_seconds;
+        break;
+      case CopyDirection::ToDevice:
+        transfer += r.to_device_seconds;
+        stall += r.stall_seconds - r.to_host_stall_seconds;
+        break;
+    }
+  }
+  return hidden_share(stall, transfer);
+}
+
+TrainSummary Trainer::summary() const {
+  TrainSummary s;
+  s.budget_bytes = budget_;
+  s.reference_peak_bytes = reference_peak_;
+  s.resident_bytes = extra_resident_;
+  s.steps = static_cast<long>(records_.size());
+  s.retries = retries_;
+  Seconds total = 0, new_total = 0, cached_total = 0;
+  long new_plans = 0;
+  for (const StepRecord& r : records_) {
+    // Collection steps copy whatever the planner would; the copy figures are the planned steps'.
+    if (r.plan == PlanKind::Collect) {
+      ++s.collection_steps;
+    } else {
+      s.swap_bytes_per_step += static_cast<double>(r.swap_bytes);
+      s.to_host_bytes_per_step += static_cast<double>(r.to_host_bytes);
+      s.to_device_bytes_per_step += static_cast<double>(r.to_device_bytes);
+      s.weight_swap_bytes_per_step += static_cast<double>(r.weight_swap_bytes);
+    }
+    s.max_peak_bytes = std::max(s.max_peak_bytes, r.peak_bytes);
+    if (r.violation) ++s.violations;
+    total += r.seconds;
+    s.data_wait_seconds += r.data_wait_seconds;
+    if (r.plan == PlanKind::New) {
+      new_total += r.planning_seconds;
+      ++new_plans;
+    }
+    if (r.plan == PlanKind::Cached) cached_total += r.planning_seconds;
+  }
+  if (cache_) {
+    s.cache_hits = cache_->hits();
+    s.cache_misses = cache_->misses();
+  }
+  s.median_prediction_error = prediction_error_.median();
+  s.max_prediction_error = prediction_error_.max();
+  s.predictor_fit_error = predictor_->memory_fit_error();
+  s.mean_step_seconds = records_.empty() ? 0 : total / static_cast<double>(records_.size());
+  const long planned = s.steps - s.collection_steps;
+  if (planned > 0) {
+    s.swap_bytes_per_step /= static_cast<double>(planned);
+    s.to_host_bytes_per_step /= static_cast<double>(planned);
+    s.to_device_bytes_per_step /= static_cast<double>(planned);
+    s.weight_swap_bytes_per_step /= static_cast<double>(planned);
+  }
+  s.hidden_transfer_fraction = hidden_transfer_fraction(records_);
+  s.to_host_hidden_fraction = hidden_transfer_fraction(records_, 0, CopyDirection::ToHost);
+  s.to_device_hidden_fraction = hidden_transfer_fraction(records_, 0, CopyDirection::ToDevice);
+  s.median_time_prediction_error = time_prediction_error_.median();
+  s.to_host_bandwidth = link_.device_to_host();
+  s.to_device_bandwidth = link_.host_to_device();
+  s.data_wait_fraction = total > 0 ? s.data_wait_seconds / total : 0;
+  s.mean_new_plan_seconds = new_plans ? new_total / static_cast<double>(new_plans) : 0;
+  s.mean_cached_plan_seconds = s.cache_hits ? cached_total / static_cast<double>(s.cache_hits) : 0;
+  return s;
+}
+
+}  // namespace memtrain::runtime

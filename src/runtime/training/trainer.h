@@ -1,0 +1,262 @@
+// The Mimose loop, per step: the batch's signature -> a cached plan, or the
+// predictor's chain for this size and a new plan -> execute -> measure ->
+// teach the predictor. Before the first step it calibrates on the dataset's
+// largest input: the unconstrained peak (for budgets given as N%) and one
+// fully measured chain. The first `collect_steps` steps checkpoint every
+// stage so any size fits while the predictor learns.
+//
+// A step that still runs out of budget (a misprediction) loses nothing: its
+// partial gradients are discarded, the random generators rewound, the
+// batch-norm statistics restored (BufferSnapshot), the plan marked bad, and
+// the same batch runs again under a stricter plan. The
+// optimizer update runs only after a step's backward has finished, and only
+// with room for its one temporary, so no update is ever half applied.
+//
+// With the weights in host memory (Harmony) the model and Adam live in the
+// host pool, HostWeights moves them, and each step is split into
+// micro-batches: the planners plan the chain of the step's largest
+// micro-batch, whose size stands for the step's everywhere (predictor, plan
+// cache). The updates are part of the schedule, staged per stage on the host
+// and made current only when the whole step has run; a failed attempt
+// abandons them.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/chain.h"
+#include "core/error.h"
+#include "core/plan.h"
+#include "core/signature.h"
+#include "core/units.h"
+#include "plan/planner.h"
+#include "predict/chain_predictor.h"
+#include "predict/copy_issue_estimate.h"
+#include "predict/link_estimate.h"
+#include "predict/plan_cache.h"
+#include "predict/prediction_error.h"
+#include "runtime/model/adam.h"
+#include "runtime/input/batch_source.h"
+#include "runtime/memory/device_memory.h"
+#include "runtime/execution/executor.h"
+#include "runtime/execution/host_weights.h"
+#include "runtime/model/staged_model.h"
+
+namespace memtrain::runtime {
+
+struct TrainerOptions {
+  std::string planner = "mimose";
+  plan::PlannerOptions planner_options;  // slots of the planners that discretise memory
+  BudgetSpec budget = {true, 50.0, 0};  // default: 50% of the largest input's unconstrained peak
+  // Instead of `budget`: the least budget the planner needs for the largest
+  // input (for planners that ignore budgets, their schedule's simulated peak).
+  bool least_budget = false;
+  int collect_steps = 4;                // K: steps with every stage checkpointed, 0..10
+  std::int64_t bucket = 0;              // plan-cache bucket width in signature size; 0: largest / 64
+  double margin = 0.10;                 // safety margin on memory for sizes outside the observed range
+  std::uint64_t seed = 1;
+  AdamOptions adam;
+  bool enforce = true;                  // enforce the budget (planners that respect it)
+  int max_retries = 8;                  // stricter re-plans of one step before giving up
+  // Fault injection for tests: the chain planners see has its memory fields
+  // multiplied by this, so < 1 makes plans that run out of budget.
+  double prediction_scale = 1.0;
+  // The host link the planners may offload over (bytes/s; 0: none): from
+  // `memtrain calibrate` or --bandwidth.
+  double device_to_host_bandwidth = 0;
+  double host_to_device_bandwidth = 0;
+  // Refine that link from each step's own copies (predict::LinkEstimate)
+  // for the plans and predictions that follow; false keeps the given one.
+  bool refine_link = true;
+  // Weights, gradients and Adam state in host memory, swapped in by the
+  // schedule (planners swap and swap-naive); a step then runs in
+  // `micro_batches` micro-batches, split by rows.
+  bool weights_on_host = false;
+  int micro_batches = 1;
+};
+
+// Where a step's schedule came from.
+enum class PlanKind {
+  Collect,  // a collection step: measures every stage, whatever the planner
+  New,      // planned for this step's size
+  Cached,   // the plan cache's schedule for this size
+  Retry,    // a stricter schedule after the step ran out of budget
+};
+const char* plan_kind_name(PlanKind kind);  // "collect", "new", "cached", "retry"
+
+struct StepRecord {
+  std::int64_t step = 0;              // 1-based
+  std::int64_t epoch = 0;             // 0-based epoch of the batch
+  Signature signature;                // the batch's input shape and size
+  PlanKind plan = PlanKind::New;
+  std::string schedule;               // compact text of the schedule run
+  int recomputed_forwards = 0;        // forwards beyond one per stage
+  Bytes predicted_peak_bytes = -1;    // simulated on the predicted chain; -1: none
+  Bytes peak_bytes = 0;               // measured, update included
+  Bytes budget_bytes = 0;
+  bool violation = false;             // peak_bytes > budget_bytes
+  int retries = 0;                    // out-of-budget attempts before this one ran
+  Seconds seconds = 0;                // wall time of the whole step, data wait included
+  Seconds data_wait_seconds = 0;      // waiting for the batch: the input pipeline's stall
+  Seconds planning_seconds = 0;       // time spent choosing the plan (cache lookup or planning)
+  double loss = 0;
+  double accuracy = 0;                // fraction of counted tokens or images right
+  Bytes swap_bytes = 0;               // copied to host and back, both directions
+  Bytes to_host_bytes = 0;            // of swap_bytes, device -> host
+  Bytes to_device_bytes = 0;          // of swap_bytes, host -> device
+  Bytes weight_swap_bytes = 0;        // of swap_bytes, weights and gradients (weights in host memory)
+  Seconds transfer_seconds = 0;       // the copies' own durations
+  Seconds to_host_seconds = 0;        // of transfer_seconds, device -> host
+  Seconds to_device_seconds = 0;      // of transfer_seconds, host -> device
+  Seconds stall_seconds = 0;          // compute waiting on copies
+  Seconds to_host_stall_seconds = 0;  // of stall_seconds, waiting on copies to host
+  Seconds schedule_seconds = 0;       // the schedule's wall time (the update excluded)
+  Seconds predicted_schedule_seconds = -1;  // simulated on the predicted chain; -1: none
+};
+
+enum class CopyDirection { Both, ToHost, ToDevice };
+// 1 - stalls / copy time over records[from..], collection steps left out, of
+// the copies one way or both: the share of the copies' own time that compute did not wait for (0
+// when it waited longer); 1 when nothing moved.
+double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t from = 0,
+                                CopyDirection direction = CopyDirection::Both);
+
+struct TrainSummary {
+  Bytes budget_bytes = 0;
+  Bytes reference_peak_bytes = 0;     // unconstrained peak of the largest input; 0: not measured
+  Bytes max_peak_bytes = 0;
+  long steps = 0;
+  long violations = 0;                // steps whose measured peak exceeded the budget
+  long retries = 0;                   // mispredictions caught and retried
+  long cache_hits = 0;
+  long cache_misses = 0;              // new plans made
+  double median_prediction_error = 0; // relative, after the collection phase
+  double max_prediction_error = 0;
+  double predictor_fit_error = 0;     // worst relative rms residual of a memory fit (ChainPredictor)
+  Seconds mean_step_seconds = 0;
+  Seconds data_wait_seconds = 0;      // all steps' waits for their batches
+  double data_wait_fraction = 0;      // of all steps' time
+  Bytes resident_bytes = 0;           // device bytes beyond weights, state and batch at a step's start (Chain::resident_bytes)
+  long collection_steps = 0;          // steps that ran the collection schedule, left out of the copy figures below
+  double swap_bytes_per_step = 0;     // mean over planned steps, both directions together
+  double to_host_bytes_per_step = 0;     // of which device -> host
+  double to_device_bytes_per_step = 0;   // of which host -> device
+  double weight_swap_bytes_per_step = 0;  // of which weights and gradients
+  double hidden_transfer_fraction = 1;  // 1 - stalls / copy time over planned steps; 1 when nothing moved
+  double to_host_hidden_fraction = 1;    // the same, of the copies to host
+  double to_device_hidden_fraction = 1;  // the same, of the copies to the device
+  // Median of |simulated - measured| / measured schedule time, after collection.
+  double median_time_prediction_error = 0;
+  // The host link the trainer would plan the next step with, bytes/s: the
+  // given one, refined by the steps' copies unless refine_link is false.
+  double to_host_bandwidth = 0;
+  double to_device_bandwidth = 0;
+  Seconds mean_new_plan_seconds = 0;  // planning time per new size
+  Seconds mean_cached_plan_seconds = 0;
+};
+
+class Trainer {
+ public:
+  using ModelFactory = std::function<StagedModel()>;
+
+  // Builds the model (seeding LibTorch's default generator with options.seed
+  // for its initial weights) and the optimizer inside `memory` (its host
+  // pool with options.weights_on_host). Throws UsageError for options that
+  // do not go together (a planner that cannot plan where the weights are).
+  Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory factory, BatchSource& source);
+  ~Trainer();
+
+  // Measures the largest input and fixes the budget. Throws memtrain::Error
+  // when the budget is below what the planner needs for that input.
+  void calibrate();
+  StepRecord step();  // calibrates first if needed
+
+  const std::vector<StepRecord>& records() const { return records_; }
+  TrainSummary summary() const;
+  Bytes budget_bytes() const { return budget_; }
+  bool weights_on_host() const { return host_weights_ != nullptr; }
+  int micro_batches() const { return options_.micro_batches; }
+  const Chain& largest_chain() const { return largest_chain_; }
+  const Signature& largest_signature() const { return largest_signature_; }
+  const predict::ChainPredictor& predictor() const { return *predictor_; }
+  StagedModel& model() { return *model_; }
+  const plan::Planner& planner() const { return *planner_; }
+
+  std::function<void(const StepRecord&)> on_step;  // called after every step
+
+ private:
+  // `chain` with what the trainer knows beyond the predictor: the host link and resident bytes.
+  Chain completed(Chain chain) const;
+  Chain predicted_chain(std::int64_t size) const { return completed(predictor_->predict(size)); }
+  // Device bytes live beyond the weights, their state and the batch when a
+  // step starts (a GPU library's workspaces): kept as the chain's resident_bytes.
+  void observe_resident(const Batch& batch);
+  struct Choice {
+    Schedule schedule;
+    PlanKind kind = PlanKind::New;
+    Seconds planning_seconds = 0;
+  };
+  Choice choose(std::int64_t size);  // size: planning_size() of the batch
+  // The steps of step(), in order. Runs `choice` on `batch`; a run out of
+  // budget is rolled back (gradients, staged updates, buffers, generator)
+  // and retried with a stricter schedule, which `choice` and `rec` then name.
+  ExecutionResult run_with_retries(const Batch& batch, std::int64_t size, Choice& choice, StepContext& ctx,
+                                   StepRecord& rec);
+  // What the run copied and waited for, and what the Simulator predicted for it.
+  void record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result, StepRecord& rec);
+  // The optimizer step (on the device with room for its temporary, or the
+  // host's staged updates made current), then the predictor's observation.
+  void update(std::int64_t size, const ExecutionResult& result, StepRecord& rec);
+  Plan plan_for(std::int64_t size);
+  // The schedule with the lowest predicted peak for this size: the planner's
+  // own at the least budget it can work with, or every stage checkpointed.
+  Schedule most_frugal(std::int64_t size);
+  // The size the predictor and the plan cache know a batch by: its own, or
+  // that of its largest micro-batch when a step is split.
+  std::int64_t planning_size(const Signature& sig) const;
+  // What a collection step runs: every stage checkpointed (in `round`'s
+  // variants), its weights swapped one stage at a time when they live on the host.
+  Schedule collection_schedule(int round) const;
+  // The least memory any schedule needs, whatever the predictor says.
+  Schedule fallback_schedule() const;
+  // Forgets a run's gradients (and, weights on host, its staged updates).
+  void discard_gradients();
+  // The host's optimizer step per stage, from a run's Update operations.
+  void observe_update_times(const ExecutionResult& result);
+  // Collection runs: one per variant when the planner chooses variants.
+  int variant_rounds() const;
+  // Per stage, the variant collection round `round` runs (its last one when it has fewer).
+  std::vector<int> collection_variants(int round) const;
+  StepContext context_for(const Batch& batch);
+  Error below_minimum(const Signature& sig, Bytes minimum) const;
+
+  TrainerOptions options_;
+  DeviceMemory& memory_;
+  BatchSource& source_;
+  std::unique_ptr<StagedModel> model_;
+  std::unique_ptr<Adam> optimizer_;
+  std::unique_ptr<plan::Planner> planner_;
+  std::unique_ptr<HostWeights> host_weights_;  // weights in host memory; null: on the device
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<predict::ChainPredictor> predictor_;
+  std::unique_ptr<predict::PlanCache> cache_;
+  predict::PredictionError prediction_error_;       // of peaks
+  predict::PredictionError time_prediction_error_;  // of schedule times
+  at::Generator generator_;
+
+  bool calibrated_ = false;
+  Bytes budget_ = 0;
+  Bytes reference_peak_ = 0;
+  Bytes extra_resident_ = 0;  // the most observe_resident() has seen
+  std::vector<Seconds> update_times_;  // per stage, the shortest host update seen; weights on host
+  predict::LinkEstimate link_;
+  predict::CopyIssueEstimate copy_issue_;
+  Signature largest_signature_;
+  Chain largest_chain_;
+  std::vector<StepRecord> records_;
+  long retries_ = 0;
+};
+
+}  // namespace memtrain::runtime

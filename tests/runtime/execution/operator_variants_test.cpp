@@ -1,0 +1,229 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "plan/schedule_builders.h"
+#include "runtime/model/buffer_snapshot.h"
+#include "runtime/execution/chain_measurement.h"
+#include "runtime/memory/device_memory.h"
+#include "runtime/execution/executor.h"
+#include "runtime/models/model_registry.h"
+#include "runtime/models/resnet.h"
+#include "runtime/model/rng_snapshot.h"
+#include "support/rig.h"
+
+namespace memtrain::runtime {
+namespace {
+
+// One stage forward and backward as `variant`: output, input gradient and
+// weight gradients, from the same input, upstream gradient and generator.
+struct Pass {
+  torch::Tensor output, input_grad;
+  std::vector<torch::Tensor> weight_grads;
+};
+
+Pass run_stage(StageModule& stage, const torch::Tensor& input, const torch::Tensor& key_padding, int variant,
+               std::uint64_t seed) {
+  for (auto& p : stage.parameters()) p.mutable_grad() = torch::Tensor();
+  StepContext ctx;
+  ctx.generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  ctx.key_padding = key_padding;
+  ctx.update_buffers = false;
+  ctx.variant = variant;
+  const torch::Tensor x = input.detach().requires_grad_(true);
+  const torch::Tensor y = stage.forward(x, ctx);
+  torch::manual_seed(seed + 1);
+  const torch::Tensor upstream = torch::randn_like(y);
+  torch::autograd::backward({y}, {upstream});
+  Pass p{y.detach(), x.grad(), {}};
+  for (auto& w : stage.parameters()) p.weight_grads.push_back(w.grad().defined() ? w.grad().clone() : torch::Tensor());
+  return p;
+}
+
+void expect_identical(const Pass& plain, const Pass& variant, const std::string& what) {
+  EXPECT_TRUE(torch::equal(plain.output, variant.output)) << what << ": output";
+  EXPECT_TRUE(torch::equal(plain.input_grad, variant.input_grad))
+      << what << ": input gradient, max difference "
+      << (plain.input_grad - variant.input_grad).abs().max().item<double>();
+  ASSERT_EQ(plain.weight_grads.size(), variant.weight_grads.size());
+  for (size_t k = 0; k < plain.weight_grads.size(); ++k) {
+    EXPECT_TRUE(torch::equal(plain.weight_grads[k], variant.weight_grads[k])) << what << ": weight gradient " << k;
+  }
+}
+
+StagedModel tagger(double dropout) {
+  torch::manual_seed(4);
+  ModelSpec spec;
+  spec.layers = 1;
+  spec.width = 16;
+  spec.heads = 2;
+  spec.dropout = dropout;
+  return make_model("transformer", spec, {30, 5, 12, 1});
+}
+
+TEST(OperatorVariants, AttentionRecomputingItsSoftmaxGivesTheSameGradients) {
+  for (double dropout : {0.0, 0.2}) {
+    StagedModel m = tagger(dropout);
+    ASSERT_EQ(m.stage_variant_names(1), (std::vector<std::string>{"recompute-softmax"}));
+    torch::manual_seed(5);
+    const torch::Tensor x = torch::randn({3, 12, 16});
+    torch::Tensor padding = torch::zeros({3, 12}, torch::kBool);
+    padding.index_put_({1, torch::indexing::Slice(7)}, true);  // a shorter sentence
+    const Pass plain = run_stage(m.stage(1), x, padding, 0, 9);
+    const Pass variant = run_stage(m.stage(1), x, padding, 1, 9);
+    expect_identical(plain, variant, "attention, dropout " + std::to_string(dropout));
+  }
+}
+
+TEST(OperatorVariants, FeedForwardRecomputingItsGeluGivesTheSameGradients) {
+  StagedModel m = tagger(0.1);
+  ASSERT_EQ(m.stage_variant_names(2), (std::vector<std::string>{"recompute-gelu"}));
+  torch::manual_seed(6);
+  const torch::Tensor x = torch::randn({2, 12, 16});
+  expect_identical(run_stage(m.stage(2), x, {}, 0, 3), run_stage(m.stage(2), x, {}, 1, 3), "feed-forward");
+}
+
+StagedModel small_resnet() {
+  torch::manual_seed(7);
+  ResNetConfig c;
+  c.width = 4;
+  c.blocks_per_group = 1;
+  return make_resnet(c);
+}
+
+TEST(OperatorVariants, ResNetBlockVariantsGiveTheSameGradients) {
+  StagedModel m = small_resnet();
+  ASSERT_EQ(m.stage_variant_names(2), (std::vector<std::string>{"recompute-conv2", "recompute-block"}));
+  const torch::Tensor x = torch::randn({3, 4, 10, 10});
+  for (int stage : {1, 2}) {  // without and with a strided shortcut
+    const torch::Tensor in = stage == 1 ? x : torch::randn({3, 4, 10, 10});
+    const Pass plain = run_stage(m.stage(stage), in, {}, 0, 1);
+    for (int variant : {1, 2}) {
+      expect_identical(plain, run_stage(m.stage(stage), in, {}, variant, 1),
+                       "block " + std::to_string(stage) + " variant " + std::to_string(variant));
+    }
+  }
+}
+
+// The written-out backward leaves the batch-norm running statistics as a
+// plain forward does: updated once, by the forward.
+TEST(OperatorVariants, ResNetBlockRecomputedInBackwardUpdatesRunningStatisticsOnce) {
+  StagedModel m = small_resnet();
+  StageModule& block = m.stage(2);  // strided: three batch norms
+  std::vector<torch::Tensor> before;
+  for (const auto& b : block.buffers()) before.push_back(b.clone());
+  const torch::Tensor x = torch::randn({3, 4, 10, 10});
+  auto step = [&](int variant) {
+    for (size_t k = 0; k < before.size(); ++k) block.buffers()[k].copy_(before[k]);
+    StepContext ctx;
+    ctx.variant = variant;
+    const torch::Tensor in = x.detach().requires_grad_(true);
+    const torch::Tensor y = block.forward(in, ctx);
+    torch::autograd::backward({y}, {torch::ones_like(y)});
+    std::vector<torch::Tensor> after;
+    for (const auto& b : block.buffers()) after.push_back(b.clone());
+    return after;
+  };
+  const auto plain = step(0), recomputed = step(2);
+  ASSERT_EQ(plain.size(), 6u);
+  for (size_t k = 0; k < plain.size(); ++k) {
+    EXPECT_FALSE(torch::equal(plain[k], before[k])) << "buffer " << k << " was not updated";
+    EXPECT_TRUE(torch::equal(plain[k], recomputed[k])) << "buffer " << k;
+  }
+}
+
+// Through the executor, a ResNet step whose blocks all run as one variant
+// computes what a plain step does, bit for bit; measured, blocks that keep
+// only their input
+// keep nothing but their output and reach a lower peak in their backward.
+TEST(OperatorVariants, ResNetBlocksKeepingOnlyTheirInputStepExactlyAndPeakLower) {
+  CpuDeviceMemory memory;
+  auto scope = memory.activate();
+  StagedModel m = small_resnet();
+  const int n = m.size();
+  torch::manual_seed(8);
+  Batch batch;
+  batch.input = torch::randn({4, 1, 24, 24});
+  batch.targets = torch::randint(0, 10, {4});
+  batch.signature = Signature::of_shape({4, 1, 24, 24});
+  batch.examples = 4;
+  // Every block as variant v (the measured chain needs each variant).
+  auto blocks_as = [n](int v) {
+    std::vector<int> variants(n, 0);
+    for (int i = 1; i + 1 < n; ++i) variants[i] = v;
+    return variants;
+  };
+
+  std::vector<predict::ChainSample> samples;
+  std::vector<double> losses;
+  std::vector<std::vector<torch::Tensor>> grads, buffers;
+  auto model_buffers = [&] {
+    std::vector<torch::Tensor> b;
+    for (int i = 0; i < n; ++i) {
+      for (const auto& t : m.stage(i).buffers()) b.push_back(t);
+    }
+    return b;
+  };
+  const BufferSnapshot start = BufferSnapshot::capture(m, memory);
+  for (const std::vector<int>& variants : {blocks_as(0), blocks_as(1), blocks_as(2)}) {
+    for (auto& p : m.parameters()) p.mutable_grad() = torch::Tensor();
+    start.restore();
+    StepContext ctx;
+    ctx.targets = batch.targets;
+    ctx.generator = at::make_generator<at::CPUGeneratorImpl>(1);
+    const ExecutionResult r = Executor(m, memory).run(plan::schedule_for_collection(n, variants), batch, ctx);
+    samples.push_back(sample_execution(r, n, 0));
+    losses.push_back(r.loss);
+    grads.emplace_back();
+    for (const auto& p : m.parameters()) grads.back().push_back(p.grad().clone());
+    buffers.emplace_back();
+    for (const auto& t : model_buffers()) buffers.back().push_back(t.clone());
+  }
+  for (int v : {1, 2}) {
+    EXPECT_EQ(losses[0], losses[v]) << "variant " << v;
+    for (size_t k = 0; k < grads[0].size(); ++k) {
+      EXPECT_TRUE(torch::equal(grads[0][k], grads[v][k])) << "variant " << v << " gradient " << k;
+    }
+    for (size_t k = 0; k < buffers[0].size(); ++k) {
+      EXPECT_TRUE(torch::equal(buffers[0][k], buffers[v][k])) << "variant " << v << " buffer " << k;
+    }
+  }
+
+  const Chain chain = chain_from_samples(samples, stage_constants(m, Adam::kSlots));
+  for (int i = 1; i + 1 < n; ++i) {
+    const Stage& plain = chain.stages[i];
+    ASSERT_EQ(plain.variant_count(), 3) << plain.name;
+    const StageVariant& lean = plain.variant(2);
+    EXPECT_EQ(lean.name, "recompute-block");
+    EXPECT_EQ(lean.saved_bytes, chain.activation_bytes(i + 1)) << plain.name << ": only the output is kept";
+    EXPECT_LT(lean.saved_bytes + lean.backward_temp_bytes, plain.saved_bytes + plain.backward_temp_bytes)
+        << plain.name << ": the backward's peak";
+  }
+}
+
+// What the variants are for: measured by the executor, each keeps less.
+TEST(OperatorVariants, EachVariantKeepsLessForItsBackward) {
+  testing::Rig rig(0.1);
+  const int n = rig.model->size();
+  const Batch batch = rig.batch(2);
+  std::vector<predict::ChainSample> samples;
+  for (int round : {0, 1}) {
+    std::vector<int> variants(n, 0);
+    for (int i = 0; i < n; ++i) variants[i] = round ? static_cast<int>(rig.model->stage_variant_names(i).size()) : 0;
+    samples.push_back(sample_execution(rig.run(plan::schedule_for_collection(n, variants), batch), n, 0));
+    rig.adam->zero_grad();
+  }
+  const Chain chain = chain_from_samples(samples, stage_constants(*rig.model, Adam::kSlots));
+  int with_variants = 0;
+  for (int i = 0; i < n; ++i) {
+    const Stage& s = chain.stages[i];
+    ASSERT_EQ(s.variant_count(), 1 + static_cast<int>(rig.model->stage_variant_names(i).size())) << s.name;
+    for (int v = 1; v < s.variant_count(); ++v, ++with_variants) {
+      EXPECT_LT(s.variant(v).saved_bytes, s.saved_bytes) << s.name << " " << s.variant(v).name;
+      EXPECT_GE(s.variant(v).saved_bytes, chain.activation_bytes(i + 1)) << "the output is still kept";
+    }
+  }
+  EXPECT_EQ(with_variants, 4);  // two layers: attention and feed-forward each
+}
+
+}  // namespace
+}  // namespace memtrain::runtime

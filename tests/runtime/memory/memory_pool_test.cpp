@@ -1,0 +1,147 @@
+#include <thread>
+
+#include <c10/core/CPUAllocator.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "runtime/memory/counting_allocator.h"
+#include "runtime/memory/device_memory.h"
+
+namespace memtrain::runtime {
+namespace {
+
+TEST(MemoryPool, CountsLiveAndPeakBytesExactly) {
+  MemoryPool pool("device");
+  {
+    PoolScope scope(&pool);
+    torch::Tensor a = torch::empty({1000}, torch::kFloat32);
+    EXPECT_EQ(pool.live(), 4000);
+    {
+      torch::Tensor b = torch::empty({250}, torch::kFloat64);
+      EXPECT_EQ(pool.live(), 6000);
+    }
+    EXPECT_EQ(pool.live(), 4000);
+    EXPECT_EQ(pool.peak(), 6000);
+    pool.reset_peak();
+    EXPECT_EQ(pool.peak(), 4000);
+  }
+  EXPECT_EQ(pool.live(), 0);
+  EXPECT_EQ(pool.allocations(), 2);
+}
+
+TEST(MemoryPool, EnforcedBudgetThrowsOutOfBudgetAndChargesNothing) {
+  MemoryPool pool("device");
+  PoolScope scope(&pool);
+  torch::Tensor a = torch::empty({100}, torch::kFloat32);
+  pool.set_budget(1000);
+  pool.set_enforced(true);
+  try {
+    torch::Tensor b = torch::empty({200}, torch::kFloat32);
+    FAIL() << "allocated over budget";
+  } catch (const OutOfBudget& e) {
+    EXPECT_EQ(e.request(), 800);
+    EXPECT_EQ(e.live(), 400);
+    EXPECT_EQ(e.budget(), 1000);
+    EXPECT_NE(std::string(e.what()).find("device memory: allocating 800 bytes with 400 bytes live"),
+              std::string::npos);
+  }
+  EXPECT_EQ(pool.live(), 400);
+  EXPECT_EQ(pool.peak(), 400);
+  pool.set_enforced(false);
+  torch::Tensor c = torch::empty({200}, torch::kFloat32);
+  EXPECT_EQ(pool.peak(), 1200) << "unenforced: counted, not refused";
+}
+
+TEST(MemoryPool, OutOfBudgetSurfacesThroughAutogradBackward) {
+  MemoryPool pool("device");
+  PoolScope scope(&pool);
+  torch::Tensor w = torch::randn({64, 64}, torch::requires_grad());
+  torch::Tensor loss = torch::matmul(torch::randn({512, 64}), w).relu().sum();
+  pool.set_budget(pool.live() + 100);
+  pool.set_enforced(true);
+  EXPECT_THROW(loss.backward(), OutOfBudget);
+}
+
+TEST(MemoryPool, HostPoolIsCountedSeparately) {
+  CpuDeviceMemory memory;
+  auto scope = memory.activate();
+  torch::Tensor d = torch::empty({10}, torch::kFloat32);
+  {
+    PoolScope host(&memory.host());
+    torch::Tensor h = torch::empty({100}, torch::kFloat32);
+    EXPECT_EQ(memory.host().live(), 400);
+    EXPECT_EQ(memory.live(), 40);
+  }
+  EXPECT_EQ(memory.host().live(), 0);
+}
+
+TEST(MemoryPool, FreeOnAnotherThreadIsChargedBackToTheRightPool) {
+  MemoryPool pool("device");
+  torch::Tensor t;
+  {
+    PoolScope scope(&pool);
+    t = torch::empty({1024}, torch::kUInt8);
+  }
+  std::thread([moved = std::move(t)]() mutable { moved = torch::Tensor(); }).join();
+  EXPECT_EQ(pool.live(), 0);
+}
+
+TEST(MemoryPool, ConcurrentThreadsKeepExactCounts) {
+  MemoryPool pool("device");
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&pool, k] {
+      PoolScope scope(&pool);
+      for (int i = 0; i < 500; ++i) {
+        torch::Tensor a = torch::empty({1 + (i * 7 + k) % 300}, torch::kFloat32);
+        torch::Tensor b = torch::empty({3}, torch::kInt64);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(pool.live(), 0);
+  EXPECT_EQ(pool.allocations(), 4 * 500 * 2);
+  EXPECT_GT(pool.peak(), 0);
+}
+
+TEST(MemoryPool, ATensorMayOutliveItsPool) {
+  torch::Tensor t;
+  {
+    MemoryPool pool("short-lived");
+    PoolScope scope(&pool);
+    t = torch::ones({16});
+  }
+  EXPECT_EQ(t.sum().item<float>(), 16.0f);
+  t = torch::Tensor();  // frees into the released counters without touching freed memory
+}
+
+TEST(MemoryPool, RawAllocationsAreCountedToo) {
+  MemoryPool pool("device");
+  PoolScope scope(&pool);
+  c10::Allocator* allocator = c10::GetCPUAllocator();
+  void* p = allocator->raw_allocate(333);
+  EXPECT_EQ(pool.live(), 333);
+  allocator->raw_deallocate(p);
+  EXPECT_EQ(pool.live(), 0);
+}
+
+TEST(MemoryPool, AllocationsOutsideAScopeAreNotChargedToAPool) {
+  MemoryPool pool("device");
+  install_counting_allocator();
+  const Bytes before = unpooled_live_bytes();
+  torch::Tensor t = torch::empty({100}, torch::kFloat32);
+  EXPECT_EQ(unpooled_live_bytes() - before, 400);
+  EXPECT_EQ(pool.live(), 0);
+}
+
+TEST(DeviceMemory, CpuIsKnownAndCudaNeedsACudaBuild) {
+  EXPECT_EQ(make_device_memory("cpu")->device(), torch::Device(torch::kCPU));
+  EXPECT_THROW(make_device_memory("tpu"), UsageError);
+#ifndef MEMTRAIN_WITH_CUDA
+  EXPECT_THROW(make_device_memory("cuda"), UsageError);
+#endif
+}
+
+}  // namespace
+}  // namespace memtrain::runtime

@@ -1,0 +1,320 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <thread>
+
+#include "core/error.h"
+#include "plan/registry.h"
+#include "runtime/input/brown_batches.h"
+#include "runtime/input/largest_input_batches.h"
+#include "runtime/training/trainer.h"
+#include "support/tiny_tagging.h"
+#include "support/training_runs.h"
+
+namespace memtrain::runtime {
+namespace {
+
+using testing::tiny_shape;
+using testing::tiny_tagger;
+using testing::tiny_tagging;
+using testing::expect_same_training;
+using testing::TrainingRun;
+
+
+TrainingRun train(TrainerOptions options, int steps, double dropout = 0.1) {
+  const auto data = tiny_tagging();
+  CpuDeviceMemory memory;
+  BrownBatches source(data, 16, options.seed);
+  Trainer trainer(options, memory, [&] { return tiny_tagger(tiny_shape(*data), dropout); }, source);
+  return testing::run_trainer(trainer, steps);
+}
+
+TrainerOptions options(const std::string& planner, const std::string& budget = "50%") {
+  TrainerOptions o;
+  o.planner = planner;
+  o.budget = parse_budget(budget, "--budget");
+  o.collect_steps = 3;
+  o.seed = 5;
+  return o;
+}
+
+
+TEST(Trainer, CheckpointedTrainingEqualsPlainTrainingWithDropout) {
+  const TrainingRun plain = train(options("none"), 12);
+  // sqrt ignores the budget when it plans, so it gets one its schedule fits.
+  for (const auto& [planner, budget] : std::vector<std::pair<std::string, std::string>>{
+           {"all", "60%"}, {"sqrt", "80%"}, {"mimose", "60%"}, {"static", "60%"}, {"optimal", "55%"}, {"joint", "45%"}}) {
+    const TrainingRun r = train(options(planner, budget), 12);
+    expect_same_training(plain, r, planner);
+    long recomputing_steps = 0;
+    for (const StepRecord& rec : r.records) recomputing_steps += rec.recomputed_forwards > 0;
+    EXPECT_GT(recomputing_steps, 3) << planner << " actually checkpointed";
+  }
+}
+
+TEST(Trainer, SwapOffloadsAndTrainsExactlyAsPlainTrainingDoes) {
+  const TrainingRun plain = train(options("none"), 12);
+  TrainerOptions o = options("swap", "55%");
+  o.device_to_host_bandwidth = o.host_to_device_bandwidth = 4e9;  // copies hide under the tiny stages
+  const TrainingRun r = train(o, 12);
+  expect_same_training(plain, r, "swap");
+  EXPECT_GT(r.summary.swap_bytes_per_step, 0);
+  EXPECT_EQ(r.summary.violations, 0);
+  EXPECT_LE(r.summary.max_peak_bytes, r.summary.budget_bytes);
+  EXPECT_GE(r.summary.hidden_transfer_fraction, 0);
+  EXPECT_LE(r.summary.hidden_transfer_fraction, 1);
+  long offloading_steps = 0, saved_offloads = 0;
+  for (const StepRecord& rec : r.records) {
+    offloading_steps += rec.swap_bytes > 0;
+    saved_offloads += rec.schedule.find("OffS") != std::string::npos;
+    if (rec.swap_bytes > 0) {
+      EXPECT_NE(rec.schedule.find("Off"), std::string::npos);
+      EXPECT_GT(rec.transfer_seconds, 0);
+    }
+  }
+  EXPECT_GT(offloading_steps, 0);
+  EXPECT_GT(saved_offloads, 0) << "what forwards with grad keep moves too";
+}
+
+TEST(Trainer, HiddenTransferIsTheShareOfCopyTimeComputeDidNotWaitFor) {
+  std::vector<StepRecord> records(3);
+  records[0].transfer_seconds = 1.0;  // a collection step that waited longer than its copies took
+  records[0].stall_seconds = 1.5;
+  records[1].transfer_seconds = 0.4;
+  records[1].stall_seconds = 0.1;
+  records[2].transfer_seconds = 0.6;
+  records[2].stall_seconds = 0.1;
+  EXPECT_NEAR(hidden_transfer_fraction(records), 1 - 1.7 / 2.0, 1e-12);
+  EXPECT_NEAR(hidden_transfer_fraction(records, 1), 1 - 0.2 / 1.0, 1e-12) << "from the second step on";
+  EXPECT_EQ(hidden_transfer_fraction(records, 3), 1) << "nothing moved";
+  // Of those, the copies to host: 0.1 s of 0.3 s waited for in step 1, none
+  // of step 2's 0.2 s.
+  records[1].to_host_seconds = 0.3;
+  records[1].to_host_stall_seconds = 0.1;
+  records[2].to_host_seconds = 0.2;
+  records[1].to_device_seconds = 0.1;
+  records[2].to_device_seconds = 0.4;
+  EXPECT_NEAR(hidden_transfer_fraction(records, 1, CopyDirection::ToHost), 1 - 0.1 / 0.5, 1e-12);
+  EXPECT_NEAR(hidden_transfer_fraction(records, 1, CopyDirection::ToDevice), 1 - 0.1 / 0.5, 1e-12);
+  records[2].to_host_stall_seconds = 0.1;
+  EXPECT_NEAR(hidden_transfer_fraction(records, 1, CopyDirection::ToHost), 1 - 0.2 / 0.5, 1e-12);
+  EXPECT_NEAR(hidden_transfer_fraction(records, 1, CopyDirection::ToDevice), 1, 1e-12)
+      << "step 2's wait was for a copy to host";
+  records[1].stall_seconds = records[2].stall_seconds = 2;
+  EXPECT_EQ(hidden_transfer_fraction(records, 1), 0) << "waits beyond the copies' time hide nothing, not less";
+}
+
+TEST(Trainer, StaysWithinTheBudgetAndPredictsPeaks) {
+  for (const char* planner : {"mimose", "static", "all", "optimal"}) {
+    const TrainingRun r = train(options(planner, "60%"), 20);
+    EXPECT_EQ(r.summary.violations, 0) << planner;
+    EXPECT_LE(r.summary.max_peak_bytes, r.summary.budget_bytes) << planner;
+    EXPECT_EQ(r.summary.steps, 20);
+    EXPECT_LT(r.summary.median_prediction_error, 0.03) << planner;
+  }
+}
+
+TEST(Trainer, MimoseRecomputesLessThanStaticOnSmallInputs) {
+  const TrainingRun m = train(options("mimose", "60%"), 20), s = train(options("static", "60%"), 20);
+  long mimose = 0, stat = 0;
+  for (size_t k = 3; k < m.records.size(); ++k) {
+    mimose += m.records[k].recomputed_forwards;
+    stat += s.records[k].recomputed_forwards;
+  }
+  EXPECT_LT(mimose, stat);
+}
+
+TEST(Trainer, AMispredictionIsRetriedWithoutLosingOrRepeatingABatch) {
+  const TrainingRun plain = train(options("none"), 14);
+  for (const char* planner : {"mimose", "optimal", "swap"}) {
+    TrainerOptions o = options(planner, "60%");
+    o.device_to_host_bandwidth = o.host_to_device_bandwidth = 4e9;  // swap: copies hide
+    o.prediction_scale = 0.3;  // the planner believes activations are a third of their size
+    const TrainingRun faulty = train(o, 14);
+    EXPECT_GT(faulty.summary.retries, 0) << planner;
+    EXPECT_EQ(faulty.summary.violations, 0) << planner;
+    long retried_steps = 0;
+    for (const StepRecord& r : faulty.records) retried_steps += r.plan == PlanKind::Retry;
+    EXPECT_GT(retried_steps, 0) << planner;
+    // Every batch trained once, in order, exactly as a run that never failed.
+    expect_same_training(plain, faulty, std::string("retried run, ") + planner);
+  }
+}
+
+// Operator variants in training: `joint` measures them while collecting,
+// chooses them, and trains exactly as a plain run at a budget `optimal`
+// cannot meet.
+TEST(Trainer, JointChoosesVariantsAndFitsBelowOptimalsMinimum) {
+  const auto data = tiny_tagging();
+  auto minimum = [&](const std::string& planner) {
+    CpuDeviceMemory memory;
+    BrownBatches source(data, 16, 5);
+    TrainerOptions o = options(planner, "100%");
+    Trainer trainer(o, memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
+    trainer.calibrate();
+    return plan::make_planner(planner)->plan({trainer.largest_chain(), 0, &trainer.largest_chain()}).min_budget_bytes;
+  };
+  const Bytes optimal = minimum("optimal"), joint = minimum("joint");
+  EXPECT_LT(joint, optimal);
+
+  const TrainingRun plain = train(options("none"), 12);
+  CpuDeviceMemory memory;
+  BrownBatches source(data, 16, 5);
+  TrainerOptions o = options("joint");
+  o.budget = {false, 0, (joint + optimal) / 2};  // below what optimal needs
+  Trainer trainer(o, memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
+  expect_same_training(plain, testing::run_trainer(trainer, 12), "joint");
+  long with_variant = 0;
+  for (const StepRecord& r : trainer.records()) with_variant += r.plan != PlanKind::Collect && r.schedule.find(".v1") != std::string::npos;
+  EXPECT_GT(with_variant, 3);
+  EXPECT_EQ(trainer.summary().violations, 0);
+}
+
+TEST(Trainer, TheLeastBudgetIsWhatThePlannerNeedsAndItTrainsWithinIt) {
+  // On the largest input every step (the input the least budget is for),
+  // optimal's least is below all's and both train within it, enforced.
+  const auto data = tiny_tagging();
+  auto least_run = [&](const std::string& planner) {
+    CpuDeviceMemory memory;
+    LargestInputBatches source(std::make_unique<BrownBatches>(data, 16, 5));
+    TrainerOptions o = options(planner);
+    o.least_budget = true;
+    o.collect_steps = 0;  // collection's keep-each-stage runs are not what the least is for
+    Trainer trainer(o, memory, [&] { return tiny_tagger(tiny_shape(*data), 0.1); }, source);
+    for (int s = 0; s < 6; ++s) trainer.step();
+    return trainer.summary();
+  };
+  const TrainSummary all = least_run("all"), optimal = least_run("optimal");
+  for (const TrainSummary& s : {all, optimal}) {
+    EXPECT_EQ(s.violations, 0);
+    EXPECT_EQ(s.retries, 0);
+    EXPECT_LE(s.max_peak_bytes, s.budget_bytes);
+    EXPECT_EQ(s.reference_peak_bytes, 0) << "no unconstrained run was needed";
+  }
+  EXPECT_LT(optimal.budget_bytes, all.budget_bytes);
+  // Below it, the planner has nothing: the least really is the least.
+  CpuDeviceMemory memory;
+  LargestInputBatches source(std::make_unique<BrownBatches>(data, 16, 5));
+  Trainer below(options("all", std::to_string(all.budget_bytes - 1)), memory,
+                [&] { return tiny_tagger(tiny_shape(*data), 0.1); }, source);
+  EXPECT_THROW(below.calibrate(), Error);
+}
+
+TEST(Trainer, NoneIgnoresTheBudgetAndCountsViolations) {
+  const TrainingRun r = train(options("none", "30%"), 8);
+  EXPECT_GT(r.summary.violations, 0);
+  EXPECT_EQ(r.summary.retries, 0);
+}
+
+TEST(Trainer, ABudgetBelowTheMinimumIsAClearError) {
+  try {
+    train(options("mimose", "200KiB"), 1);
+    FAIL() << "trained in 200 KiB";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("is below the minimum"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("planner mimose needs for input 16x"), std::string::npos) << msg;
+  }
+}
+
+TEST(Trainer, CachesPlansPerBucket) {
+  TrainerOptions o = options("mimose", "60%");
+  o.bucket = 256;
+  const TrainingRun r = train(o, 30);
+  EXPECT_GT(r.summary.cache_hits, 0);
+  long cached = 0;
+  for (const StepRecord& rec : r.records) cached += rec.plan == PlanKind::Cached;
+  EXPECT_EQ(cached, r.summary.cache_hits);
+  EXPECT_EQ(r.summary.cache_hits + r.summary.cache_misses, 30 - 3);
+}
+
+TEST(Trainer, LearnsTheTask) {
+  TrainerOptions o = options("mimose", "60%");
+  o.adam.lr = 0.01;
+  const TrainingRun r = train(o, 60, 0.0);
+  double early = 0, late = 0;
+  for (int s = 0; s < 5; ++s) {
+    early += r.losses[s];
+    late += r.losses[55 + s];
+  }
+  EXPECT_LT(late, 0.7 * early);
+}
+
+TEST(Trainer, TwoTrainersInOneProcessDoNotInterfere) {
+  const TrainingRun solo = train(options("mimose", "60%"), 6);
+  const auto data = tiny_tagging();
+  CpuDeviceMemory m1, m2;
+  BrownBatches s1(data, 16, 5), s2(data, 16, 5);
+  Trainer a(options("mimose", "60%"), m1, [&] { return tiny_tagger(tiny_shape(*data)); }, s1);
+  std::vector<double> losses;
+  for (int s = 0; s < 3; ++s) losses.push_back(a.step().loss);
+  const Bytes a_between_steps = m1.live();
+  {
+    Trainer b(options("all", "60%"), m2, [&] { return tiny_tagger(tiny_shape(*data), 0.2); }, s2);
+    for (int s = 0; s < 4; ++s) b.step();
+    EXPECT_GT(m2.live(), 0);
+    EXPECT_EQ(m1.live(), a_between_steps) << "b charged nothing to a's memory";
+  }
+  for (int s = 0; s < 3; ++s) losses.push_back(a.step().loss);
+  EXPECT_EQ(losses, solo.losses);
+  EXPECT_EQ(m2.live(), 0) << "b freed everything it allocated";
+}
+
+// Bytes that belong to no stage but stay allocated on the device, as a GPU
+// math library's workspace does: the trainer finds them at the start of a
+// step and plans with them, so its peaks are still predicted exactly.
+TEST(Trainer, CountsDeviceBytesThatBelongToNoStage) {
+  const auto data = tiny_tagging();
+  CpuDeviceMemory memory;
+  BrownBatches source(data, 16, 5);
+  Trainer trainer(options("optimal", "60%"), memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
+  torch::Tensor workspace;
+  {
+    const auto scope = memory.activate();
+    workspace = torch::zeros({64 * 1024});  // 256 KiB, alive for the whole run
+  }
+  for (int s = 0; s < 12; ++s) trainer.step();
+  const TrainSummary summary = trainer.summary();
+  EXPECT_EQ(summary.resident_bytes, 256 * 1024);
+  EXPECT_LT(summary.median_prediction_error, 0.01);
+  EXPECT_EQ(summary.violations, 0);
+}
+
+// A source whose batches take a while to arrive, as from a slow pipeline.
+class SlowSource : public BatchSource {
+ public:
+  SlowSource(BatchSource& inner, double seconds) : inner_(inner), seconds_(seconds) {}
+  Batch next(const torch::Device& device) override {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds_));
+    return inner_.next(device);
+  }
+  Batch largest(const torch::Device& device) override { return inner_.largest(device); }
+  std::string describe() const override { return "slow " + inner_.describe(); }
+  std::int64_t epoch() const override { return inner_.epoch(); }
+  std::int64_t batches_per_epoch() const override { return inner_.batches_per_epoch(); }
+
+ private:
+  BatchSource& inner_;
+  double seconds_;
+};
+
+TEST(Trainer, RecordsHowLongEachStepWaitedForItsBatch) {
+  const auto data = tiny_tagging();
+  CpuDeviceMemory memory;
+  BrownBatches fast(data, 16, 5);
+  SlowSource slow(fast, 0.05);
+  Trainer trainer(options("mimose", "60%"), memory, [&] { return tiny_tagger(tiny_shape(*data)); }, slow);
+  for (int s = 0; s < 3; ++s) {
+    const StepRecord r = trainer.step();
+    EXPECT_GE(r.data_wait_seconds, 0.05);
+    EXPECT_GT(r.seconds, r.data_wait_seconds) << "the step itself took time too";
+  }
+  const TrainSummary sum = trainer.summary();
+  EXPECT_GE(sum.data_wait_seconds, 0.15);
+  EXPECT_GT(sum.data_wait_fraction, 0);
+  EXPECT_LT(sum.data_wait_fraction, 1);
+}
+
+}  // namespace
+}  // namespace memtrain::runtime
