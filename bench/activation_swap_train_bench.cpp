@@ -95,8 +95,7 @@ int run(const std::vector<std::string>& args) {
                   p.c_str(), r.mean_step(), 100 * (r.mean_step() / recompute.mean_step()),
                   format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_host_bytes))).c_str(),
                   format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_device_bytes))).c_str(),
-                  100 * r.hidden_transfer_fraction(),
-                  100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToHost),
+                  100 * r.hidden_transfer_fraction(), 100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToHost),
                   100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToDevice), r.max_peak_over_budget(),
                   r.summary.violations, r.summary.retries, 100 * r.median_schedule_time_error());
     md << line;
@@ -110,7 +109,8 @@ int run(const std::vector<std::string>& args) {
                 swap.records.back().recomputed_forwards);
   md << line;
   md << "\n### Measured in this run (the issue's targets are simulated: see the section above)\n\n";
-  std::snprintf(line, sizeof line, "`swap` no slower than recompute only (`optimal`), measured (%.3f of its step time)", ratio);
+  std::snprintf(line, sizeof line, "`swap` no slower than recompute only (`optimal`), measured (%.3f of its step time)",
+                ratio);
   target_line(md, ratio <= 1, line);
   std::snprintf(line, sizeof line, "`swap`'s simulated schedule time within 10%% of the measured one (median %.1f%%)",
                 100 * swap.median_schedule_time_error());

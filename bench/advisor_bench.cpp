@@ -98,7 +98,8 @@ class Measurer {
 
  private:
   runtime::ProfilePoint run(const runtime::ProfileMethod& m, std::int64_t batch, const runtime::ProfileOptions& o) {
-    return runtime::profile_batch(m, batch, w_.model_factory(), [&](std::int64_t b) { return w_.batches(b, o.seed); }, o);
+    return runtime::profile_batch(
+        m, batch, w_.model_factory(), [&](std::int64_t b) { return w_.batches(b, o.seed); }, o);
   }
   const cli::Workload& w_;
   runtime::ProfileOptions o_;
@@ -145,8 +146,9 @@ ConfigResult run_config(const Config& config, const runtime::ProfileOptions& opt
     ao.headroom = headroom;
     // Half way between none's peaks at its batch and the next, so that one
     // batch more does not fit and the boundary is not a knife edge.
-    const double between =
-        (static_cast<double>(measurer.peak(methods[0], none_batch)) + static_cast<double>(measurer.peak(methods[0], none_batch + 1))) / 2;
+    const double between = (static_cast<double>(measurer.peak(methods[0], none_batch)) +
+                            static_cast<double>(measurer.peak(methods[0], none_batch + 1))) /
+                           2;
     ao.device_memory = static_cast<Bytes>(between / (1 - headroom)) + 1;
     DeviceResult d{none_batch, predict::advise_from_measurements(rows, ao), {}, ""};
     for (size_t k = 0; k < methods.size(); ++k) {
@@ -162,16 +164,18 @@ ConfigResult run_config(const Config& config, const runtime::ProfileOptions& opt
           check.measured_best_batch = b;
         }
       }
-      std::fprintf(stderr,
-                   "advisor_bench: %s device %s %s: predicted max batch %lld, measured %lld; best %.1f samples/s at %lld\n",
-                   config.name.c_str(), format_bytes(d.advice.device_memory).c_str(), check.method.c_str(),
-                   static_cast<long long>(advice.max_batch), static_cast<long long>(check.measured_max_batch),
-                   check.measured_best_throughput, static_cast<long long>(check.measured_best_batch));
+      std::fprintf(
+          stderr,
+          "advisor_bench: %s device %s %s: predicted max batch %lld, measured %lld; best %.1f samples/s at %lld\n",
+          config.name.c_str(), format_bytes(d.advice.device_memory).c_str(), check.method.c_str(),
+          static_cast<long long>(advice.max_batch), static_cast<long long>(check.measured_max_batch),
+          check.measured_best_throughput, static_cast<long long>(check.measured_best_batch));
       d.checks.push_back(check);
     }
-    d.measured_best = std::max_element(d.checks.begin(), d.checks.end(), [](const MethodCheck& a, const MethodCheck& b) {
-                        return a.measured_best_throughput < b.measured_best_throughput;
-                      })->method;
+    d.measured_best =
+        std::max_element(d.checks.begin(), d.checks.end(), [](const MethodCheck& a, const MethodCheck& b) {
+          return a.measured_best_throughput < b.measured_best_throughput;
+        })->method;
     result.devices.push_back(std::move(d));
   }
   return result;
@@ -213,15 +217,14 @@ int run(const std::vector<std::string>& args) {
   // from one step to the next, and one thread is faster.
   at::set_num_threads(1);
 
-  const std::vector<Config> configs = {
-      tagger("tagger-small", 2, 64, 2, 64, {4, 8, 16, 32, 64, 128}, {32, 4}),
-      tagger("tagger", 6, 128, 4, 64, {4, 8, 16, 32, 64, 128}, {32, 4}),
-      tagger("tagger-long", 2, 64, 2, 180, {2, 4, 8, 16, 32, 64}, {16, 2}),
-      // Up to 64 only: past that the CPU's ResNet step grows faster than linearly
-      // (none: 104 samples/s at 16, 63 at 128), which the model cannot follow, and
-      // no device below needs more than 52.
-      resnet("resnet-small", 8, 56, {4, 8, 16, 32, 64}, {32, 4}),
-      resnet("resnet", 16, 56, {4, 8, 16, 32, 64}, {32, 4})};
+  const std::vector<Config> configs = {tagger("tagger-small", 2, 64, 2, 64, {4, 8, 16, 32, 64, 128}, {32, 4}),
+                                       tagger("tagger", 6, 128, 4, 64, {4, 8, 16, 32, 64, 128}, {32, 4}),
+                                       tagger("tagger-long", 2, 64, 2, 180, {2, 4, 8, 16, 32, 64}, {16, 2}),
+                                       // Up to 64 only: past that the CPU's ResNet step grows faster than linearly
+                                       // (none: 104 samples/s at 16, 63 at 128), which the model cannot follow, and
+                                       // no device below needs more than 52.
+                                       resnet("resnet-small", 8, 56, {4, 8, 16, 32, 64}, {32, 4}),
+                                       resnet("resnet", 16, 56, {4, 8, 16, 32, 64}, {32, 4})};
   std::vector<ConfigResult> results;
   for (const Config& c : configs) results.push_back(run_config(c, options, headroom));
 
@@ -236,10 +239,13 @@ int run(const std::vector<std::string>& args) {
      << "and `checkpoint:sqrt`, and PAPAYA's model is fitted per method. The advisor is then asked about two devices "
      << "per configuration: a roomy one that holds `none` at a middle batch and a tight one that holds it only at a "
      << "small batch (device memory: half way between the measured peaks of `none` at that batch and the next, plus "
-     << format_number("%.0f", 100 * headroom) << "% headroom). Measured max batch: bisection on the measured peak against the usable memory. Measured best: each "
+     << format_number("%.0f", 100 * headroom)
+     << "% headroom). Measured max batch: bisection on the measured peak against the usable memory. Measured best: "
+        "each "
      << "method run at its measured max batch and at the advisor's best batch, the faster kept; the measured-best "
      << "method is the one with the highest of those.\n\n";
-  md << "| configuration | device (none fits) | method | R² memory | R² time | predicted max batch | measured max batch "
+  md << "| configuration | device (none fits) | method | R² memory | R² time | predicted max batch | measured max "
+        "batch "
         "| predicted best (samples/s) | measured best (samples/s) |\n|---|---|---|---|---|---|---|---|---|\n";
   int r2_ok = 0, r2_total = 0, batch_within = 0, batch_total = 0;
   std::vector<int> hits(2, 0);
@@ -251,10 +257,10 @@ int run(const std::vector<std::string>& args) {
         const MethodCheck& c = dev.checks[k];
         md << "| " << (d == 0 && k == 0 ? r.config.name + " (" + batches_text(r.config.batches) + ")" : "") << " | "
            << (k == 0 ? format_bytes(dev.advice.device_memory) + " (" + std::to_string(dev.none_batch) + ")" : "")
-           << " | " << c.method << " | " << format_number("%.4f", a.model.r2_memory) << " | " << format_number("%.4f", a.model.r2_time)
-           << " | " << a.max_batch << " | " << c.measured_max_batch << " | " << format_number("%.1f", a.predicted_throughput)
-           << " at " << a.best_batch << " | " << format_number("%.1f", c.measured_best_throughput) << " at "
-           << c.measured_best_batch << " |\n";
+           << " | " << c.method << " | " << format_number("%.4f", a.model.r2_memory) << " | "
+           << format_number("%.4f", a.model.r2_time) << " | " << a.max_batch << " | " << c.measured_max_batch << " | "
+           << format_number("%.1f", a.predicted_throughput) << " at " << a.best_batch << " | "
+           << format_number("%.1f", c.measured_best_throughput) << " at " << c.measured_best_batch << " |\n";
         if (d == 0) {
           ++r2_total;
           r2_ok += a.model.r2_memory >= 0.97 && a.model.r2_time >= 0.95;
@@ -271,20 +277,21 @@ int run(const std::vector<std::string>& args) {
   md << "\nMargin: the recommended method's predicted throughput over the runner-up's; measured: the measured-best "
         "method's over the runner-up's. On this 2-core machine the same step measured twice can differ by 10% or more "
         "at small batches, so margins of a few percent are within noise.\n\n"
-     << "| configuration | model | device | recommended | predicted margin | measured best | measured margin | reason |\n"
+     << "| configuration | model | device | recommended | predicted margin | measured best | measured margin | reason "
+        "|\n"
         "|---|---|---|---|---|---|---|---|\n";
   for (const ConfigResult& r : results) {
     for (const DeviceResult& dev : r.devices) {
       md << "| " << r.config.name << " | " << r.config.description << " | " << format_bytes(dev.advice.device_memory)
-         << " | " << dev.advice.recommended << " | " << format_number("%+.1f%%", 100 * predicted_margin(dev.advice)) << " | "
-         << dev.measured_best << " | " << format_number("%+.1f%%", 100 * measured_margin(dev)) << " | " << dev.advice.reason
-         << " |\n";
+         << " | " << dev.advice.recommended << " | " << format_number("%+.1f%%", 100 * predicted_margin(dev.advice))
+         << " | " << dev.measured_best << " | " << format_number("%+.1f%%", 100 * measured_margin(dev)) << " | "
+         << dev.advice.reason << " |\n";
     }
   }
   md << "\n### Targets (issue 5), measured in this run\n\n";
   target_line(md, r2_ok == r2_total,
-              "R² >= 0.97 for memory and >= 0.95 for time: " + std::to_string(r2_ok) + " of " + std::to_string(r2_total) +
-                  " configuration-methods");
+              "R² >= 0.97 for memory and >= 0.95 for time: " + std::to_string(r2_ok) + " of " +
+                  std::to_string(r2_total) + " configuration-methods");
   target_line(md, hits[0] >= 4,
               "roomy devices: the recommendation is the measured-best method in " + std::to_string(hits[0]) +
                   " of 5 configurations (target 4)");
@@ -303,4 +310,6 @@ int run(const std::vector<std::string>& args) {
 
 }  // namespace memtrain::bench
 
-int main(int argc, char** argv) { return memtrain::bench::bench_main("advisor_bench", memtrain::bench::run, argc, argv); }
+int main(int argc, char** argv) {
+  return memtrain::bench::bench_main("advisor_bench", memtrain::bench::run, argc, argv);
+}

@@ -69,8 +69,9 @@ int run(const std::vector<std::string>& args) {
 
   const std::vector<BlasBuild> builds = installed_builds();
   if (builds.empty()) {
-    throw Error("blas_threads_bench: no OpenBLAS build found (expected a folder such as "
-                "/usr/lib/x86_64-linux-gnu/openblas-openmp); scripts/install-deps.sh installs one");
+    throw Error(
+        "blas_threads_bench: no OpenBLAS build found (expected a folder such as "
+        "/usr/lib/x86_64-linux-gnu/openblas-openmp); scripts/install-deps.sh installs one");
   }
   const std::string system = system_build(builds);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -90,10 +91,10 @@ int run(const std::vector<std::string>& args) {
     for (const Workload& w : workloads) {
       for (const BlasBuild& b : builds) {
         for (int t : thread_counts) {
-          std::fprintf(stderr, "blas_threads_bench: round %d/%d, %s, %s, %d thread(s)\n", r + 1, rounds,
-                       w.name.c_str(), b.name.c_str(), t);
-          std::vector<std::string> train = {"train", "--steps", std::to_string(steps), "--threads", std::to_string(t),
-                                            "--json", dir + "/report.json"};
+          std::fprintf(stderr, "blas_threads_bench: round %d/%d, %s, %s, %d thread(s)\n", r + 1, rounds, w.name.c_str(),
+                       b.name.c_str(), t);
+          std::vector<std::string> train = {"train",           "--steps", std::to_string(steps), "--threads",
+                                            std::to_string(t), "--json",  dir + "/report.json"};
           train.insert(train.end(), w.flags.begin(), w.flags.end());
           run_memtrain(train, dir + "/train.log", {"LD_LIBRARY_PATH=" + b.dir});
           const nlohmann::json report = read_json_file(dir + "/report.json");
@@ -152,4 +153,6 @@ int run(const std::vector<std::string>& args) {
 
 }  // namespace memtrain::bench
 
-int main(int argc, char** argv) { return memtrain::bench::bench_main("blas_threads_bench", memtrain::bench::run, argc, argv); }
+int main(int argc, char** argv) {
+  return memtrain::bench::bench_main("blas_threads_bench", memtrain::bench::run, argc, argv);
+}

@@ -19,10 +19,10 @@
 #include "core/error.h"
 #include "core/seconds_since.h"
 #include "data/fashion_mnist.h"
-#include "runtime/model/adam.h"
 #include "runtime/input/fashion_mnist_batches.h"
-#include "runtime/training/graph_trainer.h"
+#include "runtime/model/adam.h"
 #include "runtime/models/unet.h"
+#include "runtime/training/graph_trainer.h"
 
 namespace memtrain::bench {
 
@@ -141,15 +141,16 @@ int run(const std::vector<std::string>& args) {
   md << "## The graph planner measured: training the U-Net under a budget\n\n"
      << "Command: `build/bench/graph_train_bench --steps " << steps << "` (or `scripts/bench.sh graph-train`)  \n"
      << "Machine: " << machine() << "; date " << today() << "; 1 compute thread  \n";
-  std::snprintf(line, sizeof line,
-                "Model: `memtrain train --model unet` at its defaults (2 levels, width 16, %d nodes, %d in the training "
-                "graph), batch %lld Fashion-MNIST images at %lld px, every pixel labelled. One trainer per budget, "
-                "taking turns in rounds of 5 steps on the same batches from the same weights; budgets are of the "
-                "priced peak of keeping everything on the measured graph (%s). Step 1 measures the graph and plans "
-                "(CBC, 60 s limit); step times are medians over each round's steps after its first, of %d steps "
-                "in all.\n\n",
-                keep.trainer->model().size(), 2 * keep.trainer->model().size(), static_cast<long long>(batch),
-                static_cast<long long>(image), format_bytes(keep.trainer->keep_everything().peak_bytes).c_str(), steps);
+  std::snprintf(
+      line, sizeof line,
+      "Model: `memtrain train --model unet` at its defaults (2 levels, width 16, %d nodes, %d in the training "
+      "graph), batch %lld Fashion-MNIST images at %lld px, every pixel labelled. One trainer per budget, "
+      "taking turns in rounds of 5 steps on the same batches from the same weights; budgets are of the "
+      "priced peak of keeping everything on the measured graph (%s). Step 1 measures the graph and plans "
+      "(CBC, 60 s limit); step times are medians over each round's steps after its first, of %d steps "
+      "in all.\n\n",
+      keep.trainer->model().size(), 2 * keep.trainer->model().size(), static_cast<long long>(batch),
+      static_cast<long long>(image), format_bytes(keep.trainer->keep_everything().peak_bytes).c_str(), steps);
   md << line;
   md << "| budget | bytes | planned peak | measured peak | planned time over keeping everything | median step / "
         "first lane's | nodes recomputed per step | CBC |\n"
@@ -161,7 +162,8 @@ int run(const std::vector<std::string>& args) {
     const plan::GraphCost& keep_cost = lane.trainer->keep_everything();
     Bytes peak = 0;
     for (const auto& r : lane.records) peak = std::max(peak, r.peak_bytes);
-    for (size_t k = 0; k < lane.records.size(); ++k) same_losses = same_losses && lane.records[k].loss == keep.records[k].loss;
+    for (size_t k = 0; k < lane.records.size(); ++k)
+      same_losses = same_losses && lane.records[k].loss == keep.records[k].loss;
     within = within && peak <= lane.trainer->budget_bytes();
     std::snprintf(line, sizeof line, "| %s | %s | %s | %s | %+.1f%% | %.3f | %d | %s |\n", lane.budget.c_str(),
                   format_bytes(lane.trainer->budget_bytes()).c_str(), format_bytes(p.cost.peak_bytes).c_str(),
@@ -170,11 +172,13 @@ int run(const std::vector<std::string>& args) {
                   p.proven_optimal ? "proven optimal" : "time limit");
     md << line;
   }
-  std::snprintf(line, sizeof line, "\n- Losses equal, bit for bit, in every lane at every step: %s (first %.4f, last %.4f).\n",
+  std::snprintf(line, sizeof line,
+                "\n- Losses equal, bit for bit, in every lane at every step: %s (first %.4f, last %.4f).\n",
                 same_losses ? "yes" : "no", keep.records.front().loss, keep.records.back().loss);
   md << line;
   bool autograd_losses = true;
-  for (size_t k = 0; k < autograd.losses.size(); ++k) autograd_losses = autograd_losses && autograd.losses[k] == keep.records[k].loss;
+  for (size_t k = 0; k < autograd.losses.size(); ++k)
+    autograd_losses = autograd_losses && autograd.losses[k] == keep.records[k].loss;
   std::snprintf(line, sizeof line,
                 "- One autograd pass through the whole network, no schedule, in the same rounds: median step %.3f of "
                 "the first lane's, peak %s; losses bit-equal to the first lane's at every step: %s. Each node's "
@@ -196,4 +200,6 @@ int run(const std::vector<std::string>& args) {
 
 }  // namespace memtrain::bench
 
-int main(int argc, char** argv) { return memtrain::bench::bench_main("graph_train_bench", memtrain::bench::run, argc, argv); }
+int main(int argc, char** argv) {
+  return memtrain::bench::bench_main("graph_train_bench", memtrain::bench::run, argc, argv);
+}

@@ -28,10 +28,10 @@ namespace {
 using nlohmann::json;
 
 struct JobResult {
-  double wall = 0;        // process start to exit, s
-  double training = 0;    // sum of its steps, s
-  double prep_cpu = 0;    // s
-  double data_wait = 0;   // fraction of its steps' time
+  double wall = 0;       // process start to exit, s
+  double training = 0;   // sum of its steps, s
+  double prep_cpu = 0;   // s
+  double data_wait = 0;  // fraction of its steps' time
   double last_loss = 0;
 };
 
@@ -83,9 +83,9 @@ int run(const std::vector<std::string>& args) {
                dir + "/pack.log");
 
   // A small model at small sides, so that decoding the large JPEGs is what limits the steps.
-  const std::vector<std::string> workload = {"--model", "resnet", "--width", "4", "--layers", "1", "--data", shards,
-                                             "--batch", "64", "--planner", "none", "--threads", "1",
-                                             "--prep-threads", "1"};
+  const std::vector<std::string> workload = {"--model",   "resnet", "--width",        "4",  "--layers",  "1",
+                                             "--data",    shards,   "--batch",        "64", "--planner", "none",
+                                             "--threads", "1",      "--prep-threads", "1"};
   std::vector<std::string> stalls = {"stalls"};
   stalls.insert(stalls.end(), workload.begin(), workload.end());
   stalls.insert(stalls.end(), {"--min-scale", "16", "--max-scale", "32", "--checks", "0:1,50:2,100:1", "--json",
@@ -131,7 +131,8 @@ int run(const std::vector<std::string>& args) {
        << "% |\n";
   }
   md << "\n### " << jobs << " jobs on the same shards, " << epochs << " epochs, sides 8..16 px\n\n"
-     << "| job | independent: training s / wall s / prep CPU s / data wait | coordinated: training s / wall s / prep CPU s / data wait |\n|---|---|---|\n";
+     << "| job | independent: training s / wall s / prep CPU s / data wait | coordinated: training s / wall s / prep "
+        "CPU s / data wait |\n|---|---|---|\n";
   double alone_cpu = 0, group_cpu = 0, slowest_speedup = 1e9;
   bool same_losses = true;
   for (int j = 0; j < jobs; ++j) {
@@ -147,12 +148,14 @@ int run(const std::vector<std::string>& args) {
   }
   md << "\nTraining time is the sum of a job's steps (its data waits included); wall time runs from the start of all "
         "jobs to that job's exit (start-up, data loading and calibration included).\n\n";
-  target_line(md, worst <= 0.15, "stall predictions within 15% of the measured epoch times: worst " + fixed(100 * worst, 1) + "%");
+  target_line(md, worst <= 0.15,
+              "stall predictions within 15% of the measured epoch times: worst " + fixed(100 * worst, 1) + "%");
   target_line(md, group_cpu <= 0.4 * alone_cpu,
               "coordinated prep CPU at most 40% of independent: " + fixed(group_cpu, 2) + " s against " +
                   fixed(alone_cpu, 2) + " s = " + fixed(100 * group_cpu / alone_cpu, 0) + "%");
   target_line(md, slowest_speedup >= 1.5,
-              "each coordinated job at least 1.5x faster (training time): the slowest gain is " + fixed(slowest_speedup, 2) + "x");
+              "each coordinated job at least 1.5x faster (training time): the slowest gain is " +
+                  fixed(slowest_speedup, 2) + "x");
   md << "- The jobs' last losses are " << (same_losses ? "identical" : "**not** identical")
      << " with and without coordination: a coordinated job trains on exactly the batches it would prepare itself.\n";
   publish("input_pipeline_bench", md.str(), out_path);

@@ -10,8 +10,8 @@
 
 #include <torch/version.h>
 
-#include "core/error.h"
 #include "cli/blas_library.h"
+#include "core/error.h"
 #include "runtime/input/brown_batches.h"
 #include "runtime/models/model_registry.h"
 
@@ -52,7 +52,9 @@ double median(std::vector<double> values) {
 double LaneResult::mean_bytes(Bytes runtime::StepRecord::*field) const {
   double total = 0;
   for (size_t k = collect_steps; k < records.size(); ++k) total += static_cast<double>(records[k].*field);
-  return records.size() > static_cast<size_t>(collect_steps) ? total / static_cast<double>(records.size() - collect_steps) : 0;
+  return records.size() > static_cast<size_t>(collect_steps)
+             ? total / static_cast<double>(records.size() - collect_steps)
+             : 0;
 }
 
 double LaneResult::copy_rate(bool to_host) const {
@@ -127,10 +129,11 @@ std::string machine() {
     }
   }
   const cli::BlasLibrary blas = cli::loaded_blas_library();
-  const std::string blas_name =
-      !blas.build.empty() ? blas.build : blas.path.empty() ? std::string("no BLAS") : blas.path;
-  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, LibTorch " +
-         TORCH_VERSION + " (CPU), BLAS " + blas_name;
+  const std::string blas_name = !blas.build.empty() ? blas.build
+                                : blas.path.empty() ? std::string("no BLAS")
+                                                    : blas.path;
+  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, LibTorch " + TORCH_VERSION +
+         " (CPU), BLAS " + blas_name;
 }
 
 std::string today() {
@@ -144,8 +147,10 @@ int bench_main(const char* name, int (*run)(const std::vector<std::string>&), in
   auto report = [&](const std::exception& e) {
     const std::string message = e.what(), prefix = std::string(name) + ":";
     // Flag errors already name the benchmark.
-    if (message.rfind(prefix, 0) == 0) std::fprintf(stderr, "%s\n", message.c_str());
-    else std::fprintf(stderr, "%s %s\n", prefix.c_str(), message.c_str());
+    if (message.rfind(prefix, 0) == 0)
+      std::fprintf(stderr, "%s\n", message.c_str());
+    else
+      std::fprintf(stderr, "%s %s\n", prefix.c_str(), message.c_str());
   };
   try {
     return run(std::vector<std::string>(argv + 1, argv + argc));
@@ -185,8 +190,10 @@ void publish(const std::string& name, const std::string& report, const std::stri
   }
   const size_t b = doc.find(begin), e = doc.find(end);
   const std::string section = begin + "\n" + report + end;
-  if (b != std::string::npos && e != std::string::npos && e > b) doc.replace(b, e + end.size() - b, section);
-  else doc += (doc.empty() ? "# Benchmarks\n\n" : "\n") + section + "\n";
+  if (b != std::string::npos && e != std::string::npos && e > b)
+    doc.replace(b, e + end.size() - b, section);
+  else
+    doc += (doc.empty() ? "# Benchmarks\n\n" : "\n") + section + "\n";
   std::ofstream out(path);
   if (!out) throw Error("--out: cannot write '" + path + "'");
   out << doc;

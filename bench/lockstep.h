@@ -66,8 +66,8 @@ std::map<std::string, LaneResult> run_lockstep(const std::vector<std::string>& p
                                                int steps, const LaneFactory& make, const std::string& label);
 
 double median(std::vector<double> values);  // 0 for none
-std::string machine();  // CPU model, cores, LibTorch version
-std::string today();    // YYYY-MM-DD, UTC
+std::string machine();                      // CPU model, cores, LibTorch version
+std::string today();                        // YYYY-MM-DD, UTC
 // A benchmark's main: runs `run` on the arguments; a UsageError exits 2 and
 // any other error 1, each printed after the benchmark's name.
 int bench_main(const char* name, int (*run)(const std::vector<std::string>&), int argc, char** argv);

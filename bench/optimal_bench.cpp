@@ -64,7 +64,8 @@ std::vector<PlanningTime> time_planning(std::shared_ptr<const data::TaggingDatas
   runtime::BrownBatches source(data, 32, 1);
   const runtime::DataShape shape{data->words.size(), data->tags.size(), data->max_length, 1};
   runtime::TrainerOptions o;
-  runtime::Trainer trainer(o, memory, [&] { return runtime::make_model("transformer", {}, shape); }, source);
+  runtime::Trainer trainer(
+      o, memory, [&] { return runtime::make_model("transformer", {}, shape); }, source);
   for (int s = 0; s < o.collect_steps; ++s) trainer.step();  // a predictor that has learned
   const std::int64_t largest = trainer.largest_signature().size;
   std::vector<PlanningTime> out;
@@ -116,7 +117,8 @@ void report_model(std::ostringstream& md, const ModelRuns& runs, const std::vect
       }
       double recomputed = 0;
       int counted = 0;
-      for (size_t k = r.collect_steps; k < r.records.size(); ++k, ++counted) recomputed += r.records[k].recomputed_forwards;
+      for (size_t k = r.collect_steps; k < r.records.size(); ++k, ++counted)
+        recomputed += r.records[k].recomputed_forwards;
       md << format_number("%.3f", r.mean_step() / none) << " (" << format_number("%.3f", r.mean_step()) << " s) | "
          << format_number("%.3f", r.max_peak_over_budget()) << " | " << r.summary.retries << " | "
          << format_number("%.1f", counted ? recomputed / counted : 0) << " |\n";
@@ -216,24 +218,26 @@ int run(const std::vector<std::string>& args) {
     }
     return 0;
   }
-  auto images = std::make_shared<data::ImageDataset>(
-      data::read_fashion_mnist(data::find_fashion_mnist_directory(""), "train"));
+  auto images =
+      std::make_shared<data::ImageDataset>(data::read_fashion_mnist(data::find_fashion_mnist_directory(""), "train"));
   runtime::DataShape image_shape;
   image_shape.classes = images->classes;
 
   const LaneFactory tagger_lane = tagger_lanes(tagging);
   const LaneFactory resnet_lane = lanes(
-      [images](std::uint64_t seed) { return std::make_unique<runtime::FashionMnistBatches>(images, 32, 28, 112, seed); },
+      [images](std::uint64_t seed) {
+        return std::make_unique<runtime::FashionMnistBatches>(images, 32, 28, 112, seed);
+      },
       [image_shape] { return runtime::make_model("resnet", {}, image_shape); });
   if (gains_only) {
-    for (const VariantGains& g : {variant_gains("tagger", measured_chain(tagger_lane)),
-                                  variant_gains("resnet", measured_chain(resnet_lane))}) {
-      std::printf("%s: least budget mimose %s, optimal %s, joint %s (%.3fx); activation memory none %s, joint %s "
-                  "within 10%% (+%.1f%%)\n",
-                  g.model.c_str(), format_bytes(g.mimose_least).c_str(), format_bytes(g.optimal_least).c_str(),
-                  format_bytes(g.joint_least).c_str(), static_cast<double>(g.optimal_least) / g.joint_least,
-                  format_bytes(g.activation_none).c_str(), format_bytes(g.activation_joint).c_str(),
-                  100 * g.joint_overhead);
+    for (const VariantGains& g :
+         {variant_gains("tagger", measured_chain(tagger_lane)), variant_gains("resnet", measured_chain(resnet_lane))}) {
+      std::printf(
+          "%s: least budget mimose %s, optimal %s, joint %s (%.3fx); activation memory none %s, joint %s "
+          "within 10%% (+%.1f%%)\n",
+          g.model.c_str(), format_bytes(g.mimose_least).c_str(), format_bytes(g.optimal_least).c_str(),
+          format_bytes(g.joint_least).c_str(), static_cast<double>(g.optimal_least) / g.joint_least,
+          format_bytes(g.activation_none).c_str(), format_bytes(g.activation_joint).c_str(), 100 * g.joint_overhead);
       for (const std::string& b : budgets) {
         std::printf("  %s at %s, simulated: mimose / optimal %.3f, optimal / joint %.3f (0: infeasible)\n",
                     g.model.c_str(), b.c_str(), simulated_ratio(g.chain, b, "mimose", "optimal"),
@@ -256,7 +260,8 @@ int run(const std::vector<std::string>& args) {
      << "Command: `build/bench/optimal_bench --steps " << steps << "` (or `scripts/bench.sh optimal`)  \n"
      << "Machine: " << machine() << "  \n"
      << "Date: " << today() << "  \n"
-     << "Planners `none`, `mimose`, `optimal` and `joint` (500 slots) train side by side in lockstep on the same batches, "
+     << "Planners `none`, `mimose`, `optimal` and `joint` (500 slots) train side by side in lockstep on the same "
+        "batches, "
      << steps << " steps each; step times are means after the 4 collection steps. Budgets are a percentage of the "
      << "unconstrained peak of the dataset's largest batch. On this 2-core CPU, 40-step means move by about "
      << "6% between runs even for identical schedules (a planner that recomputes nothing against `none`), so "
@@ -277,18 +282,19 @@ int run(const std::vector<std::string>& args) {
        << format_bytes(g.joint_least) << " | "
        << format_number("%.3f", static_cast<double>(g.optimal_least) / static_cast<double>(g.joint_least)) << " | "
        << format_bytes(g.activation_none) << " | " << format_bytes(g.activation_joint) << " ("
-       << format_number("%.2fx", static_cast<double>(g.activation_none) / static_cast<double>(g.activation_joint)) << " less, "
-       << format_number("%+.1f%%", 100 * g.joint_overhead) << " time) |\n";
+       << format_number("%.2fx", static_cast<double>(g.activation_none) / static_cast<double>(g.activation_joint))
+       << " less, " << format_number("%+.1f%%", 100 * g.joint_overhead) << " time) |\n";
   }
   md << "\n### Planning a new input size with `optimal` (500 slots)\n\n"
      << "The tagger's predicted chain for each size, tiled to 11 and 49 encoder layers (24 and 100 stages; every "
      << "stage a measured one). Times are for `OptimalPlanner::plan` alone: table, schedule, simulation.\n\n"
-     << "| stages | budget | sizes | feasible | mean | max | table entries computed (mean) |\n|---|---|---|---|---|---|---|\n";
+     << "| stages | budget | sizes | feasible | mean | max | table entries computed (mean) "
+        "|\n|---|---|---|---|---|---|---|\n";
   double max24 = 0, max100 = 0;
   for (const PlanningTime& t : planning) {
     md << "| " << t.stages << " | " << t.budget << " | " << t.sizes << " | " << t.feasible << " | "
-       << format_number("%.2f ms", t.mean_ms) << " | " << format_number("%.2f ms", t.max_ms) << " | " << format_number("%.0f", t.mean_entries)
-       << " |\n";
+       << format_number("%.2f ms", t.mean_ms) << " | " << format_number("%.2f ms", t.max_ms) << " | "
+       << format_number("%.0f", t.mean_entries) << " |\n";
     (t.stages < 50 ? max24 : max100) = std::max(t.stages < 50 ? max24 : max100, t.max_ms);
   }
   md << "\n### Targets (issue 3), measured in this run\n\n";
@@ -313,13 +319,15 @@ int run(const std::vector<std::string>& args) {
   }
   for (const VariantGains& g : gains) {
     const double less = static_cast<double>(g.optimal_least) / static_cast<double>(g.joint_least);
-    line(less >= 1.2, g.model + ": joint's least budget " + format_number("%.3f", less) + "x lower than optimal's (target 1.2x)");
+    line(less >= 1.2,
+         g.model + ": joint's least budget " + format_number("%.3f", less) + "x lower than optimal's (target 1.2x)");
   }
   const VariantGains& cnn = gains[1];
   const double reduced = static_cast<double>(cnn.activation_none) / static_cast<double>(cnn.activation_joint);
   line(reduced >= 3.0, "resnet: joint reduces activation memory " + format_number("%.2f", reduced) +
                            "x against none within 10% step-time overhead, simulated (target 3x)");
-  line(max24 < 20, "planning a new size, 24 stages at 500 slots: at most " + format_number("%.2f ms", max24) + " (target < 20 ms)");
+  line(max24 < 20,
+       "planning a new size, 24 stages at 500 slots: at most " + format_number("%.2f ms", max24) + " (target < 20 ms)");
   line(max100 < 200, "planning a new size, 100 stages at 500 slots: at most " + format_number("%.2f ms", max100) +
                          " (target < 200 ms)");
   md << "\n";
@@ -331,4 +339,6 @@ int run(const std::vector<std::string>& args) {
 }  // namespace
 }  // namespace memtrain::bench
 
-int main(int argc, char** argv) { return memtrain::bench::bench_main("optimal_bench", memtrain::bench::run, argc, argv); }
+int main(int argc, char** argv) {
+  return memtrain::bench::bench_main("optimal_bench", memtrain::bench::run, argc, argv);
+}

@@ -49,7 +49,8 @@ PlanningTimes time_planning(std::shared_ptr<const data::TaggingDataset> data, in
   const runtime::DataShape shape{data->words.size(), data->tags.size(), data->max_length, 1};
   runtime::TrainerOptions o;
   o.collect_steps = 4;
-  runtime::Trainer trainer(o, memory, [&] { return runtime::make_model("transformer", spec, shape); }, source);
+  runtime::Trainer trainer(
+      o, memory, [&] { return runtime::make_model("transformer", spec, shape); }, source);
   for (int s = 0; s < o.collect_steps; ++s) trainer.step();  // a predictor that has learned
   const auto planner = plan::make_planner("mimose");
   const std::int64_t largest = trainer.largest_signature().size;
@@ -82,7 +83,8 @@ double default_job_seconds(std::shared_ptr<const data::TaggingDataset> data) {
   runtime::CpuDeviceMemory memory;
   runtime::BrownBatches source(data, 32, 1);
   const runtime::DataShape shape{data->words.size(), data->tags.size(), data->max_length, 1};
-  runtime::Trainer trainer({}, memory, [&] { return runtime::make_model("transformer", {}, shape); }, source);
+  runtime::Trainer trainer(
+      {}, memory, [&] { return runtime::make_model("transformer", {}, shape); }, source);
   for (int s = 0; s < 40; ++s) trainer.step();
   return seconds_since(t0);
 }
@@ -105,8 +107,8 @@ int run(const std::vector<std::string>& args) {
      << "Command: `build/bench/planner_bench --steps " << steps << "` (or `scripts/bench.sh planner`)  \n"
      << "Machine: " << machine() << "  \n"
      << "Date: " << today() << "  \n"
-     << "Model: the default Transformer tagger (6 layers, width 128, 4 heads, 14 stages), batch 32, seed 1; "
-     << steps << " steps per planner, the five planners of a budget stepping in lockstep on the same batches. "
+     << "Model: the default Transformer tagger (6 layers, width 128, 4 heads, 14 stages), batch 32, seed 1; " << steps
+     << " steps per planner, the five planners of a budget stepping in lockstep on the same batches. "
      << "Step times are means over the steps after the 4 collection steps. Budgets are a percentage of the "
      << "unconstrained peak of the largest batch (32x180).\n\n"
      << "| budget | planner | step time / none | max peak / budget | violations | retries | median pred. err. | "
@@ -126,9 +128,11 @@ int run(const std::vector<std::string>& args) {
       const auto& s = r.summary;
       md << format_number("%.3f", r.mean_step() / none) << " (" << format_number("%.3f", r.mean_step()) << " s) | "
          << format_number("%.3f", r.max_peak_over_budget()) << " | " << s.violations << " | " << s.retries << " ("
-         << format_number("%.1f", 100.0 * s.retries / s.steps) << "%) | " << format_number("%.2f%%", 100 * s.median_prediction_error)
-         << " | " << format_number("%.2f%%", 100 * s.max_prediction_error) << " | " << format_number("%.0f%%", 100 * r.cache_hit_rate())
-         << " | " << format_number("%.1f us", 1e6 * s.mean_new_plan_seconds) << " |\n";
+         << format_number("%.1f", 100.0 * s.retries / s.steps) << "%) | "
+         << format_number("%.2f%%", 100 * s.median_prediction_error) << " | "
+         << format_number("%.2f%%", 100 * s.max_prediction_error) << " | "
+         << format_number("%.0f%%", 100 * r.cache_hit_rate()) << " | "
+         << format_number("%.1f us", 1e6 * s.mean_new_plan_seconds) << " |\n";
     }
   }
   md << "\n`none` ignores the budget (it is run unenforced, so its violations count the steps it would not have "
@@ -153,30 +157,32 @@ int run(const std::vector<std::string>& args) {
     }
   }
   line(violations == 0, "zero budget violations where a plan exists: " + std::to_string(violations));
-  line(median_err <= 0.03 && max_err <= 0.10,
-       "prediction error (mimose, static; worst run) median " + format_number("%.2f%%", 100 * median_err) + " <= 3%, max " +
-           format_number("%.2f%%", 100 * max_err) + " <= 10%");
-  line(retries <= 0.02 * steps_total, "retries " + std::to_string(retries) + " of " + std::to_string(steps_total) +
-                                          " steps <= 2%");
+  line(median_err <= 0.03 && max_err <= 0.10, "prediction error (mimose, static; worst run) median " +
+                                                  format_number("%.2f%%", 100 * median_err) + " <= 3%, max " +
+                                                  format_number("%.2f%%", 100 * max_err) + " <= 10%");
+  line(retries <= 0.02 * steps_total,
+       "retries " + std::to_string(retries) + " of " + std::to_string(steps_total) + " steps <= 2%");
   if (all.count("50%")) {
     auto& r = all["50%"];
     const double m = r["mimose"].mean_step();
     if (r["static"].feasible && r["all"].feasible && r["mimose"].feasible) {
       line(r["static"].mean_step() / m >= 1.15, "at 50%, mimose " + format_number("%.2f", r["static"].mean_step() / m) +
                                                     "x faster per step than static (target 1.15x)");
-      line(r["all"].mean_step() / m >= 1.25,
-           "at 50%, mimose " + format_number("%.2f", r["all"].mean_step() / m) + "x faster per step than all (target 1.25x)");
+      line(r["all"].mean_step() / m >= 1.25, "at 50%, mimose " + format_number("%.2f", r["all"].mean_step() / m) +
+                                                 "x faster per step than all (target 1.25x)");
       line(m / r["none"].mean_step() <= 1.15,
            "at 50%, mimose within " + format_number("%.2f", m / r["none"].mean_step()) + "x of none (target 1.15x)");
     }
   }
   const PlanningTimes t = time_planning(data, 11);
-  line(t.new_size_us < 1000, "planning a new size for a " + std::to_string(t.stages) + "-stage chain (predict + mimose): " +
-                                 format_number("%.1f us", t.new_size_us) + " < 1 ms");
+  line(t.new_size_us < 1000, "planning a new size for a " + std::to_string(t.stages) +
+                                 "-stage chain (predict + mimose): " + format_number("%.1f us", t.new_size_us) +
+                                 " < 1 ms");
   line(t.cache_hit_us < 10, "a plan-cache hit: " + format_number("%.3f us", t.cache_hit_us) + " < 10 us");
   const double job = default_job_seconds(data);
-  line(job + load_seconds < 60, "40 steps of the default `memtrain train`: " + format_number("%.1f s", job + load_seconds) +
-                                    " (corpus loading " + format_number("%.1f s", load_seconds) + ") < 60 s");
+  line(job + load_seconds < 60,
+       "40 steps of the default `memtrain train`: " + format_number("%.1f s", job + load_seconds) +
+           " (corpus loading " + format_number("%.1f s", load_seconds) + ") < 60 s");
   md << "\n";
 
   publish("planner_bench", md.str(), out_path);
@@ -186,4 +192,6 @@ int run(const std::vector<std::string>& args) {
 }  // namespace
 }  // namespace memtrain::bench
 
-int main(int argc, char** argv) { return memtrain::bench::bench_main("planner_bench", memtrain::bench::run, argc, argv); }
+int main(int argc, char** argv) {
+  return memtrain::bench::bench_main("planner_bench", memtrain::bench::run, argc, argv);
+}

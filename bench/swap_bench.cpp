@@ -38,9 +38,10 @@ std::string percent(double x) {
 
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "swap_bench");
-  std::stringstream list(flags.text("chains",
-                                     "docs/examples/tagger-h100-batch256.json,docs/examples/gpt-w1024-l8-h100-batch2.json,"
-                                     "docs/examples/gpt-w2048-l8-h100-batch2.json,docs/examples/tagger-epyc-cpu-batch32.json"));
+  std::stringstream list(
+      flags.text("chains",
+                 "docs/examples/tagger-h100-batch256.json,docs/examples/gpt-w1024-l8-h100-batch2.json,"
+                 "docs/examples/gpt-w2048-l8-h100-batch2.json,docs/examples/tagger-epyc-cpu-batch32.json"));
   const double bandwidth = parse_bandwidth(flags.text("bandwidth", "25GB/s"), "--bandwidth");
   const int points = static_cast<int>(flags.integer("points", 120, 10, 10000));
   const std::string out = flags.text("out", "docs/BENCHMARKS.md");
@@ -52,7 +53,8 @@ int run(const std::vector<std::string>& args) {
      << "Machine running it: " << machine() << "; date " << today() << "  \n"
      << "Chains: calibrated with `memtrain calibrate` (stage times and memory at the largest batch; the GPT "
         "chains with their weights on the device, so only activations move); the host "
-        "link is set to " << format_bytes(static_cast<Bytes>(bandwidth)) << "/s each way (PCIe Gen4 x16). "
+        "link is set to "
+     << format_bytes(static_cast<Bytes>(bandwidth)) << "/s each way (PCIe Gen4 x16). "
      << "Overheads are simulated step time over the time with nothing recomputed, minus 1; `swap` offloads "
         "checkpointed activations, and what forwards with grad keep beyond their outputs, where the copies hide "
         "under compute.\n\n";
@@ -96,22 +98,22 @@ int run(const std::vector<std::string>& args) {
       best_gain = std::max(best_gain, 1 - ratio);
     }
     md << "### " << chain_path << "\n\n"
-       << chain.size() << " stages; keep-everything peak " << format_bytes(keep.peak_bytes) << ", time "
-       << keep.time << " s; least budget of `optimal` " << format_bytes(least) << ".\n\n"
+       << chain.size() << " stages; keep-everything peak " << format_bytes(keep.peak_bytes) << ", time " << keep.time
+       << " s; least budget of `optimal` " << format_bytes(least) << ".\n\n"
        << "| budget | of peak | optimal overhead | dynamic program with offloads | swap overhead | swapped per step | "
           "copy time hidden |\n"
        << "|---|---|---|---|---|---|---|\n";
     for (int k = 0; k <= points; k += std::max(1, points / 10)) {
       const Point& p = curve[k];
-      md << "| " << format_bytes(p.budget) << " | " << percent(static_cast<double>(p.budget) / keep.peak_bytes)
-         << " | " << (p.optimal_fits ? percent(p.optimal_overhead) : "-") << " | "
-         << (p.exact_fits ? percent(p.exact_overhead) : "-") << " | " << (p.swap_fits ? percent(p.swap_overhead) : "-") << " | " << format_bytes(p.swap_bytes) << " | "
-         << percent(p.hidden) << " |\n";
+      md << "| " << format_bytes(p.budget) << " | " << percent(static_cast<double>(p.budget) / keep.peak_bytes) << " | "
+         << (p.optimal_fits ? percent(p.optimal_overhead) : "-") << " | "
+         << (p.exact_fits ? percent(p.exact_overhead) : "-") << " | " << (p.swap_fits ? percent(p.swap_overhead) : "-")
+         << " | " << format_bytes(p.swap_bytes) << " | " << percent(p.hidden) << " |\n";
     }
     const bool never_worse = worst_ratio <= 1 + 1e-12;
     all_never_worse = all_never_worse && never_worse;
-    md << "\nOver all " << points + 1 << " budgets: swap / optimal step time at most " << worst_ratio
-       << ", best gain " << percent(best_gain) << ".\n";
+    md << "\nOver all " << points + 1 << " budgets: swap / optimal step time at most " << worst_ratio << ", best gain "
+       << percent(best_gain) << ".\n";
     if (at30) {
       const bool half = at30->swap_overhead <= at30->optimal_overhead / 2;
       all_half = all_half && half;
@@ -120,8 +122,10 @@ int run(const std::vector<std::string>& args) {
          << (half ? "at most half" : "more than half") << "). "
          << "There a step holds " << format_bytes(keep.peak_bytes - at30->budget)
          << " less than keeping everything at its peak; during the " << chain.forward_time()
-         << " s forward pass the link can move " << format_bytes(static_cast<Bytes>(chain.device_to_host_bandwidth * chain.forward_time()))
-         << " to the host, so at least the rest must be dropped and recomputed or wait for copies, whatever the planner.\n\n";
+         << " s forward pass the link can move "
+         << format_bytes(static_cast<Bytes>(chain.device_to_host_bandwidth * chain.forward_time()))
+         << " to the host, so at least the rest must be dropped and recomputed or wait for copies, whatever the "
+            "planner.\n\n";
     }
   }
   md << "### Targets (issue 4, activations only), measured in this run\n\n";

@@ -56,17 +56,18 @@ void compare(const std::string& chain_path, double bandwidth, int micro_batches,
   for (const Stage& s : chain.stages) updates += s.update_time;
 
   char line[600];
-  std::snprintf(line, sizeof line,
-                "### `%s`, calibrated on %s\n\n%d stages; weights, gradients and Adam state %s, in host memory; "
-                "device budget %s (1/%g of them; the chain's resident %s included); forward and backward of one "
-                "micro-batch %.4g s, host Adam updates of all stages %.4g s, as calibrated, %s.\n\n",
-                chain_path.c_str(), device.c_str(), chain.size(), format_bytes(chain.model_state_bytes()).c_str(),
-                format_bytes(budget).c_str(), state_over_budget, format_bytes(chain.resident_bytes).c_str(),
-                chain.forward_time() + chain.backward_time(), updates,
-                chain.updates_inline ? "run on the compute thread (`updates_inline`: the CPU build)"
-                                     : "run beside compute");
+  std::snprintf(
+      line, sizeof line,
+      "### `%s`, calibrated on %s\n\n%d stages; weights, gradients and Adam state %s, in host memory; "
+      "device budget %s (1/%g of them; the chain's resident %s included); forward and backward of one "
+      "micro-batch %.4g s, host Adam updates of all stages %.4g s, as calibrated, %s.\n\n",
+      chain_path.c_str(), device.c_str(), chain.size(), format_bytes(chain.model_state_bytes()).c_str(),
+      format_bytes(budget).c_str(), state_over_budget, format_bytes(chain.resident_bytes).c_str(),
+      chain.forward_time() + chain.backward_time(), updates,
+      chain.updates_inline ? "run on the compute thread (`updates_inline`: the CPU build)" : "run beside compute");
   md << line
-     << "| compute speed | swap-naive moved | swap moved | volume ratio | swap-naive step | swap step | time ratio | swap's packs |\n"
+     << "| compute speed | swap-naive moved | swap moved | volume ratio | swap-naive step | swap step | time ratio | "
+        "swap's packs |\n"
      << "|---|---|---|---|---|---|---|---|\n";
   // The chain with its compute and its host updates each made faster.
   auto faster = [&](double compute, double updates_factor) {
@@ -96,8 +97,9 @@ void compare(const std::string& chain_path, double bandwidth, int micro_batches,
     }
     std::snprintf(line, sizeof line, "| %s | %s | %s | %.2f | %.4g s | %.4g s | %.2f | %s |\n",
                   speedup == 1.0 ? "as calibrated" : ("x" + std::to_string(static_cast<int>(speedup))).c_str(),
-                  format_bytes(naive.sim.weight_swap_bytes).c_str(), format_bytes(harmony.sim.weight_swap_bytes).c_str(),
-                  volume_ratio, naive.sim.time, harmony.sim.time, time_ratio, harmony.plan.note.c_str());
+                  format_bytes(naive.sim.weight_swap_bytes).c_str(),
+                  format_bytes(harmony.sim.weight_swap_bytes).c_str(), volume_ratio, naive.sim.time, harmony.sim.time,
+                  time_ratio, harmony.plan.note.c_str());
     md << line;
   }
   // What faster host updates (more cores on the optimizer) would buy, compute as calibrated.

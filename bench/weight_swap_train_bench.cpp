@@ -65,7 +65,8 @@ int run(const std::vector<std::string>& args) {
     // A lane named "P fixed-link" is planner P keeping the measured link
     // instead of refining it from its copies: the same planner side by side.
     const std::string fixed = " " + std::string(kFixedLink);
-    if (h.planner.size() > fixed.size() && h.planner.compare(h.planner.size() - fixed.size(), fixed.size(), fixed) == 0) {
+    if (h.planner.size() > fixed.size() &&
+        h.planner.compare(h.planner.size() - fixed.size(), fixed.size(), fixed) == 0) {
       h.planner.resize(h.planner.size() - fixed.size());
       h.refine_link = false;
     }
@@ -104,16 +105,14 @@ int run(const std::vector<std::string>& args) {
      << "|---|---|---|---|---|---|---|---|---|\n";
   for (const std::string& p : planners) {
     const LaneResult& r = results[p];
-    std::snprintf(line, sizeof line,
-                  "| %s | %s | %s / %s | %.3f s | %.1f%% (%.1f%% / %.1f%%) | %.3f | %ld | %ld | %.1f%% |\n",
-                  p.c_str(), format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::weight_swap_bytes))).c_str(),
-                  format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_host_bytes))).c_str(),
-                  format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_device_bytes))).c_str(),
-                  r.mean_step(),
-                  100 * r.hidden_transfer_fraction(),
-                  100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToHost),
-                  100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToDevice), r.max_peak_over_budget(),
-                  r.summary.violations, r.summary.retries, 100 * r.median_schedule_time_error());
+    std::snprintf(
+        line, sizeof line, "| %s | %s | %s / %s | %.3f s | %.1f%% (%.1f%% / %.1f%%) | %.3f | %ld | %ld | %.1f%% |\n",
+        p.c_str(), format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::weight_swap_bytes))).c_str(),
+        format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_host_bytes))).c_str(),
+        format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_device_bytes))).c_str(), r.mean_step(),
+        100 * r.hidden_transfer_fraction(), 100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToHost),
+        100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToDevice), r.max_peak_over_budget(),
+        r.summary.violations, r.summary.retries, 100 * r.median_schedule_time_error());
     md << line;
   }
   md << "\n`swap fixed-link` is `swap` planning and predicting with the link measured before training, not "
@@ -133,7 +132,8 @@ int run(const std::vector<std::string>& args) {
           "tensor), which can cancel what the weights' copies back hide";
   }
   md << ".\n";
-  const double volume_ratio = naive.mean_bytes(&runtime::StepRecord::weight_swap_bytes) / harmony.mean_bytes(&runtime::StepRecord::weight_swap_bytes);
+  const double volume_ratio = naive.mean_bytes(&runtime::StepRecord::weight_swap_bytes) /
+                              harmony.mean_bytes(&runtime::StepRecord::weight_swap_bytes);
   std::snprintf(line, sizeof line,
                 "\n- Measured volume ratio swap-naive / swap: %.2fx; step time ratio on this CPU: %.2fx.\n"
                 "- Losses equal, bit for bit, between the two: %d of %d steps (first %.4f, last %.4f).\n",

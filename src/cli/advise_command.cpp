@@ -10,10 +10,10 @@
 
 #include "cli/commands.h"
 #include "cli/compute_threads.h"
-#include "cli/json_file.h"
 #include "cli/flags.h"
-#include "cli/help_text.h"
 #include "cli/gnuplot.h"
+#include "cli/help_text.h"
+#include "cli/json_file.h"
 #include "cli/planner_flags.h"
 #include "cli/profile_flags.h"
 #include "cli/workload_flags.h"
@@ -68,7 +68,8 @@ struct Validation {
 };
 
 // Fits each method with enough measurements; the others are reported and left out.
-std::vector<std::pair<std::string, predict::ThroughputModel>> fit_methods(const std::vector<predict::Measurement>& rows) {
+std::vector<std::pair<std::string, predict::ThroughputModel>> fit_methods(
+    const std::vector<predict::Measurement>& rows) {
   std::vector<std::pair<std::string, predict::ThroughputModel>> models;
   for (const std::string& name : predict::method_names(rows)) {
     try {
@@ -82,8 +83,8 @@ std::vector<std::pair<std::string, predict::ThroughputModel>> fit_methods(const 
 }
 
 void print_advice(const predict::Advice& a) {
-  std::printf("device memory %s, headroom %.0f%%: %s usable\n", format_bytes(a.device_memory).c_str(),
-              100 * a.headroom, format_bytes(a.usable_bytes).c_str());
+  std::printf("device memory %s, headroom %.0f%%: %s usable\n", format_bytes(a.device_memory).c_str(), 100 * a.headroom,
+              format_bytes(a.usable_bytes).c_str());
   std::printf("%-20s %7s %7s %12s %12s %10s %12s %10s %9s %9s %12s %11s\n", "method", "R2 mem", "R2 time",
               "bytes/sample", "beta", "a (s)", "k (s/sample)", "c (s)", "max batch", "best", "pred peak", "samples/s");
   for (const predict::MethodAdvice& m : a.methods) {
@@ -91,11 +92,13 @@ void print_advice(const predict::Advice& a) {
                 m.model.r2_memory, m.model.r2_time, format_bytes(static_cast<Bytes>(m.model.alpha)).c_str(),
                 format_bytes(static_cast<Bytes>(m.model.beta)).c_str(), m.model.a, m.model.k, m.model.c,
                 static_cast<long long>(m.max_batch), static_cast<long long>(m.best_batch),
-                format_bytes(static_cast<Bytes>(m.predicted_peak_bytes)).c_str(),
-                m.predicted_throughput, m.note.empty() ? "" : "  ", m.note.c_str());
+                format_bytes(static_cast<Bytes>(m.predicted_peak_bytes)).c_str(), m.predicted_throughput,
+                m.note.empty() ? "" : "  ", m.note.c_str());
   }
-  if (a.recommended.empty()) std::printf("recommended: nothing: %s\n", a.reason.c_str());
-  else std::printf("recommended: %s: %s\n", a.recommended.c_str(), a.reason.c_str());
+  if (a.recommended.empty())
+    std::printf("recommended: nothing: %s\n", a.reason.c_str());
+  else
+    std::printf("recommended: %s: %s\n", a.recommended.c_str(), a.reason.c_str());
 }
 
 nlohmann::json advice_json(const predict::Advice& a, const std::vector<Validation>& validation) {
@@ -155,21 +158,23 @@ void plot_advice(const predict::Advice& a, const std::vector<predict::Measuremen
     const double top = static_cast<double>(std::max<std::int64_t>(m.max_batch, m.model.max_batch));
     for (int s = 0; s <= 60; ++s) {
       const double b = 1 + (top - 1) * s / 60.0;
-      data += format_number("%.6g", m.model.peak_bytes(b) / MiB) + " " + format_number("%.6g", m.model.throughput(b)) + "\n";
+      data += format_number("%.6g", m.model.peak_bytes(b) / MiB) + " " + format_number("%.6g", m.model.throughput(b)) +
+              "\n";
     }
     data += "EOD\n";
-    plot += (plot.empty() ? "plot " : ", ") + measured + " with points pt 7 lc " + std::to_string(block) +
-            " title " + gnuplot_quote(m.method + " measured") + ", " + predicted + " with lines lc " +
-            std::to_string(block) + " title " + gnuplot_quote(m.method + " predicted");
+    plot += (plot.empty() ? "plot " : ", ") + measured + " with points pt 7 lc " + std::to_string(block) + " title " +
+            gnuplot_quote(m.method + " measured") + ", " + predicted + " with lines lc " + std::to_string(block) +
+            " title " + gnuplot_quote(m.method + " predicted");
   }
   const double usable = static_cast<double>(a.usable_bytes) / MiB;
   const std::string script =
       terminal + data +
       "set key bottom right\nset grid\n"
       "set xlabel 'peak memory (MiB)'\nset ylabel 'throughput (samples/s)'\n"
-      "set title " + gnuplot_quote("throughput against memory; usable device memory " + format_bytes(a.usable_bytes) +
-                                   (a.recommended.empty() ? "" : "; recommended: " + a.recommended)) + "\n" +
-      "set arrow from " + format_number("%.6g", usable) + ", graph 0 to " + format_number("%.6g", usable) +
+      "set title " +
+      gnuplot_quote("throughput against memory; usable device memory " + format_bytes(a.usable_bytes) +
+                    (a.recommended.empty() ? "" : "; recommended: " + a.recommended)) +
+      "\n" + "set arrow from " + format_number("%.6g", usable) + ", graph 0 to " + format_number("%.6g", usable) +
       ", graph 1 nohead dashtype 2 lc rgb 'gray30'\n" + plot + "\n";
   run_gnuplot(script);
   std::printf("wrote %s\n", path.c_str());
@@ -245,7 +250,8 @@ int run_advise(const std::vector<std::string>& args) {
   const std::string terminal = gnuplot_terminal(plot_path);  // reject a bad name before the work
   const bool run_validation = flags.has("validate");
   const bool measure_here = from_csv.empty();
-  if (!measure_here && !csv_path.empty()) throw UsageError("advise: --csv writes measurements taken here; not with --from-csv");
+  if (!measure_here && !csv_path.empty())
+    throw UsageError("advise: --csv writes measurements taken here; not with --from-csv");
   const WorkloadFlags workload_flags = read_workload_flags(flags);
   std::optional<ProfileRequest> request;
   if (measure_here || run_validation) request = read_profile_flags(flags);

@@ -10,14 +10,14 @@
 
 #include "cli/commands.h"
 #include "cli/compute_threads.h"
-#include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/help_text.h"
+#include "cli/json_file.h"
 #include "cli/workload_flags.h"
 #include "core/chain_json.h"
 #include "core/error.h"
-#include "runtime/memory/device_memory.h"
 #include "runtime/execution/host_weights.h"
+#include "runtime/memory/device_memory.h"
 #include "runtime/memory/link_calibration.h"
 #include "runtime/training/trainer.h"
 
@@ -57,11 +57,12 @@ int run_calibrate(const std::vector<std::string>& args) {
   const Bytes copy_bytes = flags.has("copy-bytes") ? parse_bytes(flags.text("copy-bytes", ""), "--copy-bytes")
                                                    : runtime::kDefaultLinkCopyBytes;
   const int repeats = static_cast<int>(flags.integer("repeats", runtime::kDefaultLinkRepeats, 1, 1000));
-  const int threads = static_cast<int>(flags.integer(
-      "threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
+  const int threads =
+      static_cast<int>(flags.integer("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
   const std::string device = flags.text("device", "cpu");
   flags.check_all_used();
-  if (copy_bytes < 1024) throw UsageError("--copy-bytes " + std::to_string(copy_bytes) + " is too small; expected at least 1KiB");
+  if (copy_bytes < 1024)
+    throw UsageError("--copy-bytes " + std::to_string(copy_bytes) + " is too small; expected at least 1KiB");
 
   use_compute_threads(threads);
   const Workload workload(workload_flags);
@@ -88,12 +89,13 @@ int run_calibrate(const std::vector<std::string>& args) {
   j["copy_bytes"] = link.bytes;
   j["copy_repeats"] = link.repeats;
   write_json_file(j, json_path);
-  std::printf("memtrain: %s; %d stages at input %s: forward %.4g s, backward %.4g s; copies of %s: %s/s to host, "
-              "%s/s back; wrote %s\n",
-              memory->describe().c_str(), chain.size(), trainer.largest_signature().describe().c_str(),
-              chain.forward_time(), chain.backward_time(), format_bytes(link.bytes).c_str(),
-              format_bytes(static_cast<Bytes>(link.device_to_host)).c_str(),
-              format_bytes(static_cast<Bytes>(link.host_to_device)).c_str(), json_path.c_str());
+  std::printf(
+      "memtrain: %s; %d stages at input %s: forward %.4g s, backward %.4g s; copies of %s: %s/s to host, "
+      "%s/s back; wrote %s\n",
+      memory->describe().c_str(), chain.size(), trainer.largest_signature().describe().c_str(), chain.forward_time(),
+      chain.backward_time(), format_bytes(link.bytes).c_str(),
+      format_bytes(static_cast<Bytes>(link.device_to_host)).c_str(),
+      format_bytes(static_cast<Bytes>(link.host_to_device)).c_str(), json_path.c_str());
   return 0;
 }
 

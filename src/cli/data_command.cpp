@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/json_file.h"
 #include "cli/flags.h"
+#include "cli/json_file.h"
 #include "core/error.h"
 #include "data/brown_corpus.h"
 #include "data/cache_epochs.h"
@@ -73,8 +73,8 @@ int run_data_bench(Flags& flags) {
   for (const data::EpochReport& r : data::run_cache_epochs(storage, cache, options)) {
     std::printf("epoch %lld: %s read from storage (device: %s), hit rate %.1f%%, %.2f s\n",
                 static_cast<long long>(r.epoch), format_bytes(r.storage_bytes_read).c_str(),
-                r.device_bytes_read < 0 ? "not reported" : format_bytes(r.device_bytes_read).c_str(),
-                100 * r.hit_rate, r.seconds);
+                r.device_bytes_read < 0 ? "not reported" : format_bytes(r.device_bytes_read).c_str(), 100 * r.hit_rate,
+                r.seconds);
     epochs.push_back({{"epoch", r.epoch},
                       {"samples", r.samples},
                       {"storage_bytes_read", r.storage_bytes_read},

@@ -1,8 +1,8 @@
 #include "cli/gnuplot.h"
 
+#include <sys/wait.h>
 #include <cstdio>
 #include <cstdlib>
-#include <sys/wait.h>
 
 #include "core/error.h"
 
@@ -25,9 +25,12 @@ std::string gnuplot_quote(const std::string& s) {
 
 std::string gnuplot_terminal(const std::string& path) {
   std::string terminal;
-  if (ends_with(path, ".svg")) terminal = "svg size 900,560 dynamic background rgb 'white'";
-  else if (ends_with(path, ".png")) terminal = "pngcairo size 900,560";
-  else throw UsageError("plot file '" + path + "': expected a name ending in .svg or .png");
+  if (ends_with(path, ".svg"))
+    terminal = "svg size 900,560 dynamic background rgb 'white'";
+  else if (ends_with(path, ".png"))
+    terminal = "pngcairo size 900,560";
+  else
+    throw UsageError("plot file '" + path + "': expected a name ending in .svg or .png");
   return "set terminal " + terminal + "\nset output " + gnuplot_quote(path) + "\n";
 }
 

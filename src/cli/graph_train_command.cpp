@@ -10,18 +10,20 @@
 #include "cli/json_file.h"
 #include "core/error.h"
 #include "data/fashion_mnist.h"
-#include "runtime/memory/device_memory.h"
 #include "runtime/input/fashion_mnist_batches.h"
-#include "runtime/training/graph_trainer.h"
+#include "runtime/memory/device_memory.h"
 #include "runtime/models/unet.h"
+#include "runtime/training/graph_trainer.h"
 
 namespace memtrain::cli {
 
 int run_graph_train(Flags& flags) {
   const std::string planner = flags.text("planner", "checkmate");
   if (planner != "checkmate") {
-    throw UsageError("train: --model unet is a graph, not a chain; it is planned by the graph planner: "
-                     "expected --planner checkmate, not '" + planner + "'");
+    throw UsageError(
+        "train: --model unet is a graph, not a chain; it is planned by the graph planner: "
+        "expected --planner checkmate, not '" +
+        planner + "'");
   }
   runtime::GraphTrainerOptions options;
   options.budget = parse_budget(flags.text("budget", "90%"), "--budget");
@@ -38,8 +40,8 @@ int run_graph_train(Flags& flags) {
   const std::int64_t batch = flags.integer("batch", 32, 1, 65536);
   const std::int64_t steps = flags.integer("steps", 40, 1, INT64_MAX / 2);
   const auto seed = static_cast<std::uint64_t>(flags.integer("seed", 1, 0, INT64_MAX));
-  const int threads = static_cast<int>(
-      flags.integer("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
+  const int threads =
+      static_cast<int>(flags.integer("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
   const std::string device = flags.text("device", "cpu");
   const std::string data_dir = flags.text("data-dir", "");
   const std::string json_path = flags.text("json", "");
@@ -59,7 +61,8 @@ int run_graph_train(Flags& flags) {
     model = std::make_unique<runtime::GraphModel>(runtime::make_unet(spec));
   }
   runtime::GraphTrainer trainer(options, *memory, std::move(model), batches);
-  std::fprintf(stderr, "memtrain: %s; model unet (%lld parameters, %d nodes, %d in the training graph); planner "
+  std::fprintf(stderr,
+               "memtrain: %s; model unet (%lld parameters, %d nodes, %d in the training graph); planner "
                "checkmate (CBC); device %s\n",
                batches.describe().c_str(), static_cast<long long>(trainer.model().parameter_count()),
                trainer.model().size(), 2 * trainer.model().size(), memory->describe().c_str());
@@ -78,13 +81,13 @@ int run_graph_train(Flags& flags) {
                    "memtrain: input %s: budget %s (%s of keeping everything, %s); plan peak %s, time %.4f s "
                    "against %.4f s keeping everything (%+.1f%%), %s; measured and planned in %.2f s\n",
                    last.size.c_str(), format_bytes(trainer.budget_bytes()).c_str(), options.budget.describe().c_str(),
-                   format_bytes(keep.peak_bytes).c_str(), format_bytes(p.cost.peak_bytes).c_str(),
-                   p.cost.time, keep.time, 100 * (p.cost.time / keep.time - 1),
-                   p.proven_optimal ? "proven optimal" : "the best CBC found in the time limit",
-                   last.planning_seconds);
+                   format_bytes(keep.peak_bytes).c_str(), format_bytes(p.cost.peak_bytes).c_str(), p.cost.time,
+                   keep.time, 100 * (p.cost.time / keep.time - 1),
+                   p.proven_optimal ? "proven optimal" : "the best CBC found in the time limit", last.planning_seconds);
     }
     if (!quiet) {
-      std::fprintf(stderr, "step %lld/%lld loss %.4f acc %5.1f%% peak %s (planned %s) / budget %s, %d recomputed, %.3fs\n",
+      std::fprintf(stderr,
+                   "step %lld/%lld loss %.4f acc %5.1f%% peak %s (planned %s) / budget %s, %d recomputed, %.3fs\n",
                    static_cast<long long>(last.step), static_cast<long long>(steps), last.loss, 100 * last.accuracy,
                    format_bytes(last.peak_bytes).c_str(), format_bytes(last.planned_peak_bytes).c_str(),
                    format_bytes(last.budget_bytes).c_str(), last.recomputed, last.seconds);
@@ -92,32 +95,39 @@ int run_graph_train(Flags& flags) {
     violations += last.violation;
     seconds += last.seconds;
     max_peak = std::max(max_peak, last.peak_bytes);
-    records.push_back({{"step", last.step}, {"size", last.size}, {"new_plan", last.new_plan}, {"loss", last.loss},
-                       {"accuracy", last.accuracy}, {"peak_bytes", last.peak_bytes},
-                       {"planned_peak_bytes", last.planned_peak_bytes}, {"budget_bytes", last.budget_bytes},
-                       {"violation", last.violation}, {"recomputed", last.recomputed}, {"seconds", last.seconds},
+    records.push_back({{"step", last.step},
+                       {"size", last.size},
+                       {"new_plan", last.new_plan},
+                       {"loss", last.loss},
+                       {"accuracy", last.accuracy},
+                       {"peak_bytes", last.peak_bytes},
+                       {"planned_peak_bytes", last.planned_peak_bytes},
+                       {"budget_bytes", last.budget_bytes},
+                       {"violation", last.violation},
+                       {"recomputed", last.recomputed},
+                       {"seconds", last.seconds},
                        {"planning_seconds", last.planning_seconds}});
   }
-  std::printf("memtrain: %lld steps, mean %.3f s/step; max peak %s of budget %s; %ld violations (not enforced); "
-              "last loss %.4f, pixel accuracy %.1f%%\n",
-              static_cast<long long>(steps), seconds / static_cast<double>(steps), format_bytes(max_peak).c_str(),
-              format_bytes(trainer.budget_bytes()).c_str(), violations, last.loss, 100 * last.accuracy);
+  std::printf(
+      "memtrain: %lld steps, mean %.3f s/step; max peak %s of budget %s; %ld violations (not enforced); "
+      "last loss %.4f, pixel accuracy %.1f%%\n",
+      static_cast<long long>(steps), seconds / static_cast<double>(steps), format_bytes(max_peak).c_str(),
+      format_bytes(trainer.budget_bytes()).c_str(), violations, last.loss, 100 * last.accuracy);
   if (!json_path.empty()) {
-    const nlohmann::json report = {
-        {"model", "unet"},
-        {"planner", "checkmate"},
-        {"device", device},
-        {"seed", seed},
-        {"steps", records},
-        {"summary",
-         {{"steps", steps},
-          {"mean_step_seconds", seconds / static_cast<double>(steps)},
-          {"max_peak_bytes", max_peak},
-          {"budget_bytes", trainer.budget_bytes()},
-          {"keep_everything_peak_bytes", trainer.keep_everything().peak_bytes},
-          {"planned_peak_bytes", trainer.plan().cost.peak_bytes},
-          {"proven_optimal", trainer.plan().proven_optimal},
-          {"violations", violations}}}};
+    const nlohmann::json report = {{"model", "unet"},
+                                   {"planner", "checkmate"},
+                                   {"device", device},
+                                   {"seed", seed},
+                                   {"steps", records},
+                                   {"summary",
+                                    {{"steps", steps},
+                                     {"mean_step_seconds", seconds / static_cast<double>(steps)},
+                                     {"max_peak_bytes", max_peak},
+                                     {"budget_bytes", trainer.budget_bytes()},
+                                     {"keep_everything_peak_bytes", trainer.keep_everything().peak_bytes},
+                                     {"planned_peak_bytes", trainer.plan().cost.peak_bytes},
+                                     {"proven_optimal", trainer.plan().proven_optimal},
+                                     {"violations", violations}}}};
     write_json_file(report, json_path);
   }
   return 0;

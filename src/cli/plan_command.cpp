@@ -7,13 +7,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/gnuplot.h"
+#include "cli/json_file.h"
 #include "cli/planner_flags.h"
 #include "core/chain_json.h"
-#include "core/graph_json.h"
 #include "core/error.h"
+#include "core/graph_json.h"
 #include "plan/checkmate_planner.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
@@ -41,7 +41,8 @@ const char* kPlanHelp =
     "  --largest FILE    static: the chain of the largest input to plan once for (default: --chain)\n"
     "  --json FILE       write feasible, peak_bytes, time and schedule as JSON\n"
     "\n"
-    "  --sweep           every planner (but swap-naive, which needs weights in host memory) at --points budgets from the least any planner needs to the\n"
+    "  --sweep           every planner (but swap-naive, which needs weights in host memory) at --points budgets from "
+    "the least any planner needs to the\n"
     "                    peak with nothing recomputed: prints simulated time over budget, writes\n"
     "                    --csv (default plan-sweep.csv) and --plot (default plan-sweep.svg; gnuplot)\n"
     "\n"
@@ -62,9 +63,10 @@ int run_graph(Flags& flags) {
   const plan::GraphCost all = plan::price_graph_schedule(graph, plan::keeping_everything(graph));
   const Bytes budget = spec.resolve(all.peak_bytes);
   const plan::GraphPlan p = plan::plan_graph(graph, budget, limit);
-  std::printf("graph of %d nodes (backward included), budget %s (%lld bytes); nothing recomputed: peak %s, time %.6g s\n",
-              graph.size(), format_bytes(budget).c_str(), static_cast<long long>(budget),
-              format_bytes(all.peak_bytes).c_str(), all.time);
+  std::printf(
+      "graph of %d nodes (backward included), budget %s (%lld bytes); nothing recomputed: peak %s, time %.6g s\n",
+      graph.size(), format_bytes(budget).c_str(), static_cast<long long>(budget), format_bytes(all.peak_bytes).c_str(),
+      all.time);
   if (p.feasible) {
     std::printf("schedule (per stage: outputs kept into it; nodes it computes): %s\n", p.schedule.to_string().c_str());
     std::printf("peak %s (%lld bytes), time %.6g s; %s\n", format_bytes(p.cost.peak_bytes).c_str(),
@@ -111,7 +113,8 @@ int run_sweep(Flags& flags, const std::string& chain_path, const plan::PlannerOp
 
   std::ofstream csv(csv_path);
   if (!csv) throw Error("--csv: cannot write '" + csv_path + "'");
-  csv << "planner,budget_bytes,budget_fraction,feasible,time_seconds,time_over_keep_all,peak_bytes,recomputed_forwards\n";
+  csv << "planner,budget_bytes,budget_fraction,feasible,time_seconds,time_over_keep_all,peak_bytes,recomputed_"
+         "forwards\n";
   std::printf("simulated time / time with nothing recomputed (%.6g s); '-' where the planner finds nothing\n",
               keep_all_time);
   std::printf("%14s %8s", "budget", "of peak");
@@ -122,8 +125,10 @@ int run_sweep(Flags& flags, const std::string& chain_path, const plan::PlannerOp
     for (size_t q = 0; q < planners.size(); ++q) {
       const plan::TradeoffPoint& t = curve[k + q];
       const double ratio = t.time / keep_all_time;
-      if (t.feasible) std::printf(" %8.3f", ratio);
-      else std::printf(" %8s", "-");
+      if (t.feasible)
+        std::printf(" %8.3f", ratio);
+      else
+        std::printf(" %8s", "-");
       csv << t.planner << ',' << t.budget_bytes << ',' << t.budget_fraction << ',' << (t.feasible ? 1 : 0) << ','
           << (t.feasible ? std::to_string(t.time) : "") << ',' << (t.feasible ? std::to_string(ratio) : "") << ','
           << (t.feasible ? std::to_string(t.peak_bytes) : "") << ',' << t.recomputed_forwards << '\n';
@@ -137,7 +142,9 @@ int run_sweep(Flags& flags, const std::string& chain_path, const plan::PlannerOp
                        "set grid\n"
                        "set xlabel 'budget (% of the peak with nothing recomputed)'\n"
                        "set ylabel 'simulated step time / time with nothing recomputed'\n"
-                       "set title 'memory/time trade-off, " + std::to_string(chain.size()) + " stages'\n"
+                       "set title 'memory/time trade-off, " +
+                       std::to_string(chain.size()) +
+                       " stages'\n"
                        "plot ";
   for (size_t q = 0; q < planners.size(); ++q) {
     script += (q ? ", " : "") + gnuplot_quote(csv_path) + " using (100*$3):(strcol(1) eq " +
@@ -167,7 +174,8 @@ int run_plan(const std::vector<std::string>& args) {
   const plan::PlannerOptions options = parse_planner_options(flags);
   if (flags.has("sweep")) {
     for (const char* other : {"budget", "planner", "json", "largest"}) {
-      if (flags.has(other)) throw UsageError(std::string("plan: --sweep plans every planner at many budgets; drop --") + other);
+      if (flags.has(other))
+        throw UsageError(std::string("plan: --sweep plans every planner at many budgets; drop --") + other);
     }
     return run_sweep(flags, chain_path, options);
   }
@@ -181,8 +189,7 @@ int run_plan(const std::vector<std::string>& args) {
   const Chain chain = read_chain_file(chain_path);
   const Chain largest = largest_path.empty() ? chain : read_chain_file(largest_path);
   plan::check_weights_placement(*planner, chain.weights_on_host, "a chain with \"weights_on_host\": true");
-  const Bytes keep_all_peak =
-      sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).peak_bytes;
+  const Bytes keep_all_peak = sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).peak_bytes;
   const Bytes budget = spec.resolve(keep_all_peak);
   const Plan p = planner->plan({chain, budget, &largest});
 

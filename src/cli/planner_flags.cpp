@@ -38,8 +38,10 @@ LinkFlags parse_link_flags(Flags& flags) {
     }
     l.device_to_host = l.host_to_device = parse_bandwidth(flags.text("bandwidth", ""), "--bandwidth");
   }
-  if (flags.has("d2h-bandwidth")) l.device_to_host = parse_bandwidth(flags.text("d2h-bandwidth", ""), "--d2h-bandwidth");
-  if (flags.has("h2d-bandwidth")) l.host_to_device = parse_bandwidth(flags.text("h2d-bandwidth", ""), "--h2d-bandwidth");
+  if (flags.has("d2h-bandwidth"))
+    l.device_to_host = parse_bandwidth(flags.text("d2h-bandwidth", ""), "--d2h-bandwidth");
+  if (flags.has("h2d-bandwidth"))
+    l.host_to_device = parse_bandwidth(flags.text("h2d-bandwidth", ""), "--h2d-bandwidth");
   return l;
 }
 

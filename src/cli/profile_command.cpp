@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/help_text.h"
+#include "cli/json_file.h"
 #include "cli/planner_flags.h"
 #include "cli/profile_flags.h"
 #include "cli/workload_flags.h"

@@ -36,7 +36,8 @@ std::vector<std::int64_t> parse_batch_list(const std::string& text, const std::s
   while (std::getline(in, item, ',')) {
     const std::int64_t v = parse_whole_integer(item).value_or(0);
     if (v < 1 || v > 1000000) {
-      throw UsageError(what + " '" + text + "': '" + item + "' is not a batch size; expected whole numbers 1..1000000, " +
+      throw UsageError(what + " '" + text + "': '" + item +
+                       "' is not a batch size; expected whole numbers 1..1000000, " +
                        "comma-separated (e.g. 4,8,16,32)");
     }
     if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
@@ -56,8 +57,7 @@ ProfileRequest read_profile_flags(Flags& flags) {
   r.options.timed_steps = static_cast<int>(flags.integer("timed-steps", 3, 1, 1000));
   r.options.seed = static_cast<std::uint64_t>(flags.integer("seed", 1, 0, INT64_MAX));
   r.options.device = flags.text("device", "cpu");
-  r.threads = static_cast<int>(
-      flags.integer("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
+  r.threads = static_cast<int>(flags.integer("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
   r.batches = parse_batch_list(flags.text("batches", "4,8,16,32"), "--batches");
   std::stringstream in(flags.text("method", "none,checkpoint"));
   std::string name;
@@ -71,7 +71,8 @@ ProfileRequest read_profile_flags(Flags& flags) {
                                   [&](const runtime::ProfileMethod& o) { return o.name == m.name; });
     if (!seen) r.methods.push_back(std::move(m));
   }
-  if (r.methods.empty()) throw UsageError("--method: no method left to measure; expected none, checkpoint or checkpoint:PLANNER");
+  if (r.methods.empty())
+    throw UsageError("--method: no method left to measure; expected none, checkpoint or checkpoint:PLANNER");
   return r;
 }
 

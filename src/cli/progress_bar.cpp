@@ -1,7 +1,7 @@
 #include "cli/progress_bar.h"
 
-#include <string>
 #include <unistd.h>
+#include <string>
 
 namespace memtrain::cli {
 
@@ -16,11 +16,12 @@ void ProgressBar::update(const runtime::StepRecord& r) {
   const int filled = total_ > 0 ? static_cast<int>(kWidth * r.step / total_) : kWidth;
   const std::string bar = std::string(filled, '#') + std::string(kWidth - filled, '-');
   const std::string predicted = r.predicted_peak_bytes >= 0 ? format_bytes(r.predicted_peak_bytes) : "-";
-  std::fprintf(out_, "%sstep %lld/%lld [%s] loss %.3f acc %5.1f%% size %-8s plan %-7s peak %s (pred %s) / budget %s%s %.2fs%s",
-               terminal_ ? "\r\033[K" : "", static_cast<long long>(r.step), static_cast<long long>(total_),
-               bar.c_str(), r.loss, 100.0 * r.accuracy, r.signature.describe().c_str(), runtime::plan_kind_name(r.plan),
-               format_bytes(r.peak_bytes).c_str(), predicted.c_str(), format_bytes(r.budget_bytes).c_str(),
-               r.violation ? " OVER" : "", r.seconds, terminal_ ? "" : "\n");
+  std::fprintf(
+      out_, "%sstep %lld/%lld [%s] loss %.3f acc %5.1f%% size %-8s plan %-7s peak %s (pred %s) / budget %s%s %.2fs%s",
+      terminal_ ? "\r\033[K" : "", static_cast<long long>(r.step), static_cast<long long>(total_), bar.c_str(), r.loss,
+      100.0 * r.accuracy, r.signature.describe().c_str(), runtime::plan_kind_name(r.plan),
+      format_bytes(r.peak_bytes).c_str(), predicted.c_str(), format_bytes(r.budget_bytes).c_str(),
+      r.violation ? " OVER" : "", r.seconds, terminal_ ? "" : "\n");
   std::fflush(out_);
   drawn_ = true;
 }

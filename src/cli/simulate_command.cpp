@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/json_file.h"
 #include "cli/flags.h"
+#include "cli/json_file.h"
 #include "cli/planner_flags.h"
 #include "core/chain_json.h"
 #include "core/error.h"
@@ -69,7 +69,8 @@ int run_simulate(const std::vector<std::string>& args) {
   // N% of the step with nothing recomputed and nothing swapped.
   Chain on_device = chain;
   on_device.weights_on_host = false;
-  const Bytes budget = spec.resolve(sim::simulate(on_device, plan::schedule_keeping_everything(chain.size())).peak_bytes);
+  const Bytes budget =
+      spec.resolve(sim::simulate(on_device, plan::schedule_keeping_everything(chain.size())).peak_bytes);
   const Plan p = planner->plan({chain, budget, &chain});
   std::printf("planner %s, %d stages, budget %s (%lld bytes); host link %s/s to host, %s/s back\n",
               planner->name().c_str(), chain.size(), format_bytes(budget).c_str(), static_cast<long long>(budget),
@@ -80,18 +81,19 @@ int run_simulate(const std::vector<std::string>& args) {
     const sim::SimResult r = sim::simulate(chain, p.schedule);
     std::printf("schedule: %s\n", p.schedule.to_string().c_str());
     if (chain.weights_on_host) {
-      std::printf("weights in host memory (%s with gradients and optimizer state), %d micro-batches: "
-                  "%s of weights and gradients moved\n",
-                  format_bytes(chain.model_state_bytes()).c_str(), options.micro_batches,
-                  format_bytes(r.weight_swap_bytes).c_str());
+      std::printf(
+          "weights in host memory (%s with gradients and optimizer state), %d micro-batches: "
+          "%s of weights and gradients moved\n",
+          format_bytes(chain.model_state_bytes()).c_str(), options.micro_batches,
+          format_bytes(r.weight_swap_bytes).c_str());
     }
-    std::printf("time %.6g s, peak %s (%lld bytes); swapped %s (%lld bytes: %s to host, %s back), host peak %s; "
-                "copies %.6g s, %.1f%% hidden under compute (%.1f%% to host, %.1f%% back)\n",
-                r.time, format_bytes(r.peak_bytes).c_str(), static_cast<long long>(r.peak_bytes),
-                format_bytes(r.swap_bytes).c_str(), static_cast<long long>(r.swap_bytes),
-                format_bytes(r.to_host_bytes).c_str(), format_bytes(r.to_device_bytes).c_str(),
-                format_bytes(r.host_peak_bytes).c_str(), r.transfer_seconds, 100 * r.hidden_transfer_fraction(),
-                100 * r.hidden_fraction(true), 100 * r.hidden_fraction(false));
+    std::printf(
+        "time %.6g s, peak %s (%lld bytes); swapped %s (%lld bytes: %s to host, %s back), host peak %s; "
+        "copies %.6g s, %.1f%% hidden under compute (%.1f%% to host, %.1f%% back)\n",
+        r.time, format_bytes(r.peak_bytes).c_str(), static_cast<long long>(r.peak_bytes),
+        format_bytes(r.swap_bytes).c_str(), static_cast<long long>(r.swap_bytes), format_bytes(r.to_host_bytes).c_str(),
+        format_bytes(r.to_device_bytes).c_str(), format_bytes(r.host_peak_bytes).c_str(), r.transfer_seconds,
+        100 * r.hidden_transfer_fraction(), 100 * r.hidden_fraction(true), 100 * r.hidden_fraction(false));
     if (!p.note.empty()) std::printf("%s\n", p.note.c_str());
     j["time"] = r.time;
     j["peak_bytes"] = r.peak_bytes;

@@ -10,9 +10,9 @@
 
 #include "cli/commands.h"
 #include "cli/compute_threads.h"
-#include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/help_text.h"
+#include "cli/json_file.h"
 #include "cli/planner_flags.h"
 #include "cli/workload_flags.h"
 #include "core/error.h"
@@ -69,7 +69,8 @@ std::vector<std::pair<double, int>> parse_checks(const std::string& text) {
   std::string item;
   while (std::getline(in, item, ',')) {
     const size_t colon = item.find(':');
-    const std::int64_t threads = colon == std::string::npos ? 0 : parse_whole_integer(item.substr(colon + 1)).value_or(0);
+    const std::int64_t threads =
+        colon == std::string::npos ? 0 : parse_whole_integer(item.substr(colon + 1)).value_or(0);
     if (colon == std::string::npos || threads < 1 || threads > 256) {
       throw UsageError("--checks item '" + item + "' is not CACHE%:THREADS, e.g. 50:2 (cache 0..100, threads 1..256)");
     }
@@ -121,8 +122,9 @@ int run_stalls(const std::vector<std::string>& args) {
   use_compute_threads(threads);
   const Workload workload(workload_flags);
   std::unique_ptr<runtime::DeviceMemory> memory = runtime::make_device_memory("cpu");
-  const runtime::StallReport r = runtime::analyse_stalls(
-      workload.model_factory(), *memory, options, [](const std::string& what) { std::fprintf(stderr, "memtrain: %s\n", what.c_str()); });
+  const runtime::StallReport r =
+      runtime::analyse_stalls(workload.model_factory(), *memory, options,
+                              [](const std::string& what) { std::fprintf(stderr, "memtrain: %s\n", what.c_str()); });
 
   std::printf("%lld samples per epoch, %d prep threads, %d training thread(s), %d cores\n",
               static_cast<long long>(r.samples), r.threads, threads, cores);
@@ -133,9 +135,10 @@ int run_stalls(const std::vector<std::string>& args) {
   std::printf("stalls: fetching %.1f%%, preprocessing %.1f%% of the cold epoch\n", 100 * r.stalls.fetch,
               100 * r.stalls.prep);
   if (r.stalls.order_noise > 0) {
-    std::printf("noise: the epochs ran out of order by %.3f s (an epoch doing more work ran faster); "
-                "the shares count that as no stall\n",
-                r.stalls.order_noise);
+    std::printf(
+        "noise: the epochs ran out of order by %.3f s (an epoch doing more work ran faster); "
+        "the shares count that as no stall\n",
+        r.stalls.order_noise);
   }
   std::printf("predicted epoch seconds (rows: cache %% of the dataset; columns: prep threads)\n  cache");
   for (int t = 1; t <= options.max_threads; ++t) std::printf(" %8d", t);

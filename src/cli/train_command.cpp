@@ -3,11 +3,12 @@
 #include <memory>
 #include <thread>
 
+#include "cli/blas_library.h"
 #include "cli/commands.h"
 #include "cli/compute_threads.h"
-#include "cli/json_file.h"
 #include "cli/flags.h"
 #include "cli/help_text.h"
+#include "cli/json_file.h"
 #include "cli/planner_flags.h"
 #include "cli/progress_bar.h"
 #include "cli/train_report.h"
@@ -15,10 +16,9 @@
 #include "core/chain_json.h"
 #include "core/error.h"
 #include "plan/registry.h"
-#include "cli/blas_library.h"
+#include "runtime/input/shard_image_batches.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/memory/link_calibration.h"
-#include "runtime/input/shard_image_batches.h"
 #include "runtime/training/trainer.h"
 
 namespace memtrain::cli {
@@ -110,8 +110,8 @@ int run_train(const std::vector<std::string>& args) {
   if (flags.has("steps") && flags.has("epochs")) throw UsageError("train: give --steps or --epochs, not both");
   std::int64_t steps = flags.integer("steps", 40, 1, INT64_MAX / 2);
   const std::int64_t epochs = flags.integer("epochs", 0, 0, 100000);
-  const int threads = static_cast<int>(flags.integer(
-      "threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
+  const int threads =
+      static_cast<int>(flags.integer("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
   const std::string device = flags.text("device", "cpu");
   const std::string json_path = flags.text("json", "");
   const std::string chain_path = flags.text("save-chain", "");
@@ -124,7 +124,8 @@ int run_train(const std::vector<std::string>& args) {
   if (epochs > 0) steps = epochs * batches->batches_per_epoch();
   std::unique_ptr<runtime::DeviceMemory> memory = runtime::make_device_memory(device);
   if (measure_link) {
-    const runtime::LinkRates link = runtime::measure_link(*memory, runtime::kDefaultLinkCopyBytes, runtime::kDefaultLinkRepeats);
+    const runtime::LinkRates link =
+        runtime::measure_link(*memory, runtime::kDefaultLinkCopyBytes, runtime::kDefaultLinkRepeats);
     if (!(options.device_to_host_bandwidth > 0)) options.device_to_host_bandwidth = link.device_to_host;
     if (!(options.host_to_device_bandwidth > 0)) options.host_to_device_bandwidth = link.host_to_device;
     std::fprintf(stderr, "memtrain: host link measured (no --bandwidth or --calibration): %s/s to host, %s/s back\n",
@@ -133,9 +134,8 @@ int run_train(const std::vector<std::string>& args) {
   }
   runtime::Trainer trainer(options, *memory, workload.model_factory(), *batches);
   std::fprintf(stderr, "memtrain: %s; model %s (%lld parameters, %d stages); planner %s; device %s\n",
-               batches->describe().c_str(), model.c_str(),
-               static_cast<long long>(trainer.model().parameter_count()), trainer.model().size(),
-               options.planner.c_str(), memory->describe().c_str());
+               batches->describe().c_str(), model.c_str(), static_cast<long long>(trainer.model().parameter_count()),
+               trainer.model().size(), options.planner.c_str(), memory->describe().c_str());
   trainer.calibrate();
   std::string budget = format_bytes(trainer.budget_bytes());
   if (options.budget.is_percent) {
@@ -145,12 +145,13 @@ int run_train(const std::vector<std::string>& args) {
   std::fprintf(stderr, "memtrain: largest input %s; budget %s (%s)\n", trainer.largest_signature().describe().c_str(),
                budget.c_str(), trainer.planner().respects_budget() && options.enforce ? "enforced" : "not enforced");
   if (options.weights_on_host) {
-    std::fprintf(stderr, "memtrain: weights, gradients and Adam state in host memory (%s, %.2fx the budget); "
-                 "%d micro-batches per step\n",
-                 format_bytes(trainer.largest_chain().model_state_bytes()).c_str(),
-                 static_cast<double>(trainer.largest_chain().model_state_bytes()) /
-                     static_cast<double>(trainer.budget_bytes()),
-                 options.micro_batches);
+    std::fprintf(
+        stderr,
+        "memtrain: weights, gradients and Adam state in host memory (%s, %.2fx the budget); "
+        "%d micro-batches per step\n",
+        format_bytes(trainer.largest_chain().model_state_bytes()).c_str(),
+        static_cast<double>(trainer.largest_chain().model_state_bytes()) / static_cast<double>(trainer.budget_bytes()),
+        options.micro_batches);
   }
   if (!chain_path.empty()) write_chain_file(trainer.largest_chain(), chain_path);
 
@@ -167,26 +168,28 @@ int run_train(const std::vector<std::string>& args) {
       format_bytes(sum.budget_bytes).c_str(), sum.violations, sum.retries, sum.cache_hits, sum.cache_misses,
       100 * sum.median_prediction_error, 100 * sum.max_prediction_error);
   if (sum.swap_bytes_per_step > 0) {
-    std::printf("memtrain: swapped %s per planned step (%s to host, %s back; %s of it weights and gradients; "
-                "%ld collection steps left out); %.1f%% of copy time hidden under compute (%.1f%% to host, %.1f%% "
-                "back); simulated schedule time off by %.1f%% (median)\n",
-                format_bytes(static_cast<Bytes>(sum.swap_bytes_per_step)).c_str(),
-                format_bytes(static_cast<Bytes>(sum.to_host_bytes_per_step)).c_str(),
-                format_bytes(static_cast<Bytes>(sum.to_device_bytes_per_step)).c_str(),
-                format_bytes(static_cast<Bytes>(sum.weight_swap_bytes_per_step)).c_str(), sum.collection_steps,
-                100 * sum.hidden_transfer_fraction, 100 * sum.to_host_hidden_fraction,
-                100 * sum.to_device_hidden_fraction, 100 * sum.median_time_prediction_error);
+    std::printf(
+        "memtrain: swapped %s per planned step (%s to host, %s back; %s of it weights and gradients; "
+        "%ld collection steps left out); %.1f%% of copy time hidden under compute (%.1f%% to host, %.1f%% "
+        "back); simulated schedule time off by %.1f%% (median)\n",
+        format_bytes(static_cast<Bytes>(sum.swap_bytes_per_step)).c_str(),
+        format_bytes(static_cast<Bytes>(sum.to_host_bytes_per_step)).c_str(),
+        format_bytes(static_cast<Bytes>(sum.to_device_bytes_per_step)).c_str(),
+        format_bytes(static_cast<Bytes>(sum.weight_swap_bytes_per_step)).c_str(), sum.collection_steps,
+        100 * sum.hidden_transfer_fraction, 100 * sum.to_host_hidden_fraction, 100 * sum.to_device_hidden_fraction,
+        100 * sum.median_time_prediction_error);
   }
   nlohmann::json pipeline;
   if (const auto* shards = dynamic_cast<const runtime::ShardImageBatches*>(batches.get())) {
     if (const auto group = shards->coordination_counters()) {
       const data::CoordinationCounters* c = &*group;
-      std::printf("memtrain: input pipeline waited %.2f s of %.2f s (%.1f%%); group %s: %lld batches taken, %lld prepared "
-                  "here (%lld reclaimed from dead jobs) in %.2f s of CPU; %lld samples skipped as corrupt\n",
-                  sum.data_wait_seconds, sum.mean_step_seconds * static_cast<double>(sum.steps),
-                  100 * sum.data_wait_fraction, workload_flags.shards.coordinate->name.c_str(),
-                  static_cast<long long>(c->batches_taken), static_cast<long long>(c->batches_prepared),
-                  static_cast<long long>(c->reclaimed), c->prep_cpu_seconds, static_cast<long long>(c->skipped_corrupt));
+      std::printf(
+          "memtrain: input pipeline waited %.2f s of %.2f s (%.1f%%); group %s: %lld batches taken, %lld prepared "
+          "here (%lld reclaimed from dead jobs) in %.2f s of CPU; %lld samples skipped as corrupt\n",
+          sum.data_wait_seconds, sum.mean_step_seconds * static_cast<double>(sum.steps), 100 * sum.data_wait_fraction,
+          workload_flags.shards.coordinate->name.c_str(), static_cast<long long>(c->batches_taken),
+          static_cast<long long>(c->batches_prepared), static_cast<long long>(c->reclaimed), c->prep_cpu_seconds,
+          static_cast<long long>(c->skipped_corrupt));
       pipeline = {{"coordinate", workload_flags.shards.coordinate->name},
                   {"jobs", workload_flags.shards.coordinate->jobs},
                   {"batches_taken", c->batches_taken},
@@ -198,11 +201,11 @@ int run_train(const std::vector<std::string>& args) {
     } else {
       const data::PrepCounters own = shards->prep_counters();
       const data::PrepCounters* c = &own;
-      std::printf("memtrain: input pipeline waited %.2f s of %.2f s (%.1f%%); %lld samples delivered, %lld skipped as "
-                  "corrupt; %.2f s of prep CPU\n",
-                  sum.data_wait_seconds, sum.mean_step_seconds * static_cast<double>(sum.steps),
-                  100 * sum.data_wait_fraction, static_cast<long long>(c->delivered),
-                  static_cast<long long>(c->skipped_corrupt), c->prep_cpu_seconds);
+      std::printf(
+          "memtrain: input pipeline waited %.2f s of %.2f s (%.1f%%); %lld samples delivered, %lld skipped as "
+          "corrupt; %.2f s of prep CPU\n",
+          sum.data_wait_seconds, sum.mean_step_seconds * static_cast<double>(sum.steps), 100 * sum.data_wait_fraction,
+          static_cast<long long>(c->delivered), static_cast<long long>(c->skipped_corrupt), c->prep_cpu_seconds);
       for (const std::string& why : c->skipped) std::printf("memtrain: skipped %s\n", why.c_str());
       pipeline = {{"samples_delivered", c->delivered},
                   {"skipped_corrupt", c->skipped_corrupt},

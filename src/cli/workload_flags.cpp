@@ -76,7 +76,8 @@ WorkloadFlags read_workload_flags(Flags& flags) {
     if (flags.has("cache-size")) w.shards.cache_size = parse_budget(flags.text("cache-size", ""), "--cache-size");
     w.shards.cache_policy = data::parse_cache_policy(flags.text("cache-policy", "minio"), "--cache-policy");
     if (flags.has("coordinate") || flags.has("jobs")) {
-      if (!flags.has("coordinate") || !flags.has("jobs")) throw UsageError("--coordinate NAME and --jobs N go together");
+      if (!flags.has("coordinate") || !flags.has("jobs"))
+        throw UsageError("--coordinate NAME and --jobs N go together");
       data::CoordinationOptions c;
       c.name = flags.text("coordinate", "");
       c.jobs = static_cast<int>(flags.integer("jobs", 2, 1, 64));

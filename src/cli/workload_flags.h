@@ -13,8 +13,8 @@
 #include "data/fashion_mnist.h"
 #include "data/tagging_dataset.h"
 #include "runtime/input/batch_source.h"
-#include "runtime/models/model_registry.h"
 #include "runtime/input/shard_image_batches.h"
+#include "runtime/models/model_registry.h"
 #include "runtime/training/trainer.h"
 
 namespace memtrain::cli {
@@ -26,12 +26,12 @@ std::set<std::string> with_workload_switches(std::set<std::string> switches);
 
 struct WorkloadFlags {
   std::string model = "transformer";
-  std::string data = "brown";     // brown, fashion-mnist or shards (then shards.dir is --data's directory)
-  std::string data_dir;            // empty: where scripts/install-deps.sh puts it
+  std::string data = "brown";  // brown, fashion-mnist or shards (then shards.dir is --data's directory)
+  std::string data_dir;        // empty: where scripts/install-deps.sh puts it
   runtime::ModelSpec spec;
-  std::int64_t vocab = 10000;      // Brown
-  std::int64_t max_length = 0;     // Brown: longest sentence kept; 0 keeps all
-  std::int64_t min_scale = 28;     // Fashion-MNIST
+  std::int64_t vocab = 10000;   // Brown
+  std::int64_t max_length = 0;  // Brown: longest sentence kept; 0 keeps all
+  std::int64_t min_scale = 28;  // Fashion-MNIST
   std::int64_t max_scale = 112;
   runtime::ShardSourceOptions shards;  // --data DIR: packed image shards through the input pipeline
 };

@@ -40,11 +40,13 @@ Seconds Chain::backward_time() const {
 void Chain::validate(const std::string& origin) const {
   if (stages.empty()) throw Error(origin + ": chain has no stages; expected at least one (the loss)");
   auto bad = [&](size_t i, const char* field, const std::string& why) {
-    return Error(origin + ": stage " + std::to_string(i) + " ('" + stages[i].name + "') field " +
-                 field + " " + why);
+    return Error(origin + ": stage " + std::to_string(i) + " ('" + stages[i].name + "') field " + field + " " + why);
   };
-  const struct { const char* name; double v; } links[] = {{"device_to_host_bandwidth", device_to_host_bandwidth},
-                                                         {"host_to_device_bandwidth", host_to_device_bandwidth}};
+  const struct {
+    const char* name;
+    double v;
+  } links[] = {{"device_to_host_bandwidth", device_to_host_bandwidth},
+               {"host_to_device_bandwidth", host_to_device_bandwidth}};
   if (!(copy_issue_time >= 0) || !std::isfinite(copy_issue_time)) {
     throw Error(origin + ": chain field copy_issue_time is " + std::to_string(copy_issue_time) +
                 "; expected seconds, finite and >= 0");
@@ -60,21 +62,24 @@ void Chain::validate(const std::string& origin) const {
   }
   for (size_t i = 0; i < stages.size(); ++i) {
     const Stage& s = stages[i];
-    const struct { const char* name; Bytes v; } sizes[] = {
-        {"input_bytes", s.input_bytes},
-        {"saved_bytes", s.saved_bytes},
-        {"forward_temp_bytes", s.forward_temp_bytes},
-        {"nograd_forward_temp_bytes", s.nograd_forward_temp_bytes},
-        {"backward_temp_bytes", s.backward_temp_bytes},
-        {"param_bytes", s.param_bytes},
-        {"state_bytes", s.state_bytes},
-        {"grad_bytes", s.grad_bytes}};
+    const struct {
+      const char* name;
+      Bytes v;
+    } sizes[] = {{"input_bytes", s.input_bytes},
+                 {"saved_bytes", s.saved_bytes},
+                 {"forward_temp_bytes", s.forward_temp_bytes},
+                 {"nograd_forward_temp_bytes", s.nograd_forward_temp_bytes},
+                 {"backward_temp_bytes", s.backward_temp_bytes},
+                 {"param_bytes", s.param_bytes},
+                 {"state_bytes", s.state_bytes},
+                 {"grad_bytes", s.grad_bytes}};
     for (const auto& f : sizes) {
       if (f.v < 0) throw bad(i, f.name, "is " + std::to_string(f.v) + "; expected >= 0");
     }
     if (s.grad_bytes > s.state_bytes) {
-      throw bad(i, "grad_bytes", "is " + std::to_string(s.grad_bytes) + "; expected at most state_bytes (" +
-                                     std::to_string(s.state_bytes) + "), of which gradients are a part");
+      throw bad(i, "grad_bytes",
+                "is " + std::to_string(s.grad_bytes) + "; expected at most state_bytes (" +
+                    std::to_string(s.state_bytes) + "), of which gradients are a part");
     }
     if (!(s.update_time >= 0) || !std::isfinite(s.update_time))
       throw bad(i, "update_time", "is " + std::to_string(s.update_time) + "; expected a finite value >= 0");
@@ -82,7 +87,8 @@ void Chain::validate(const std::string& origin) const {
       throw bad(i, "forward_time", "is " + std::to_string(s.forward_time) + "; expected a finite value >= 0");
     if (!(s.backward_time >= 0) || !std::isfinite(s.backward_time))
       throw bad(i, "backward_time", "is " + std::to_string(s.backward_time) + "; expected a finite value >= 0");
-    if (s.variants.size() > 100) throw bad(i, "variants", "has " + std::to_string(s.variants.size()) + "; expected at most 100");
+    if (s.variants.size() > 100)
+      throw bad(i, "variants", "has " + std::to_string(s.variants.size()) + "; expected at most 100");
     for (size_t v = 0; v < s.variants.size(); ++v) {
       const StageVariant& x = s.variants[v];
       const std::string field = "variants[" + std::to_string(v) + "]";
@@ -93,8 +99,7 @@ void Chain::validate(const std::string& origin) const {
         throw bad(i, field.c_str(), "has a negative or infinite time; expected finite times >= 0");
     }
   }
-  if (output_bytes < 0)
-    throw Error(origin + ": output_bytes is " + std::to_string(output_bytes) + "; expected >= 0");
+  if (output_bytes < 0) throw Error(origin + ": output_bytes is " + std::to_string(output_bytes) + "; expected >= 0");
   if (update_temp_bytes < 0)
     throw Error(origin + ": update_temp_bytes is " + std::to_string(update_temp_bytes) + "; expected >= 0");
 }

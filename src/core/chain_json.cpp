@@ -95,9 +95,7 @@ json chain_to_json(const Chain& chain) {
                       {"update_time", s.update_time}});
     if (!variants.empty()) stages.back()["variants"] = variants;
   }
-  json out = {{"stages", stages},
-              {"output_bytes", chain.output_bytes},
-              {"update_temp_bytes", chain.update_temp_bytes}};
+  json out = {{"stages", stages}, {"output_bytes", chain.output_bytes}, {"update_temp_bytes", chain.update_temp_bytes}};
   if (chain.resident_bytes > 0) out["resident_bytes"] = chain.resident_bytes;
   if (chain.device_to_host_bandwidth > 0) out["device_to_host_bandwidth"] = chain.device_to_host_bandwidth;
   if (chain.host_to_device_bandwidth > 0) out["host_to_device_bandwidth"] = chain.host_to_device_bandwidth;

@@ -60,7 +60,7 @@ class InternalError : public std::logic_error {
 }  // namespace memtrain
 
 // Checks an internal invariant; `what` (a string) says what it means.
-#define MEMTRAIN_ASSERT(condition, what)                                      \
-  do {                                                                        \
+#define MEMTRAIN_ASSERT(condition, what)                                               \
+  do {                                                                                 \
     if (!(condition)) ::memtrain::fail_internal(__FILE__, __LINE__, #condition, what); \
   } while (false)

@@ -22,10 +22,10 @@ struct GraphNodeVariant {
 
 struct GraphNode {
   std::string name;
-  Seconds time = 0;        // one computation of the node, s
-  Bytes output_bytes = 0;  // what it produces and may keep
-  Bytes temp_bytes = 0;    // peak above its output while it runs
-  std::vector<int> inputs; // nodes whose outputs it reads; each earlier in the order
+  Seconds time = 0;                        // one computation of the node, s
+  Bytes output_bytes = 0;                  // what it produces and may keep
+  Bytes temp_bytes = 0;                    // peak above its output while it runs
+  std::vector<int> inputs;                 // nodes whose outputs it reads; each earlier in the order
   std::vector<GraphNodeVariant> variants;  // variants 1..; variant 0 is the node as above
 
   int variant_count() const { return 1 + static_cast<int>(variants.size()); }

@@ -15,8 +15,7 @@ namespace memtrain {
 double number_field(const nlohmann::json& obj, const char* key, bool required, double fallback,
                     const std::string& where);
 // The same, a whole number of bytes.
-Bytes bytes_field(const nlohmann::json& obj, const char* key, bool required, Bytes fallback,
-                  const std::string& where);
+Bytes bytes_field(const nlohmann::json& obj, const char* key, bool required, Bytes fallback, const std::string& where);
 // true or false at obj[key]; `fallback` when absent.
 bool bool_field(const nlohmann::json& obj, const char* key, bool fallback, const std::string& where);
 

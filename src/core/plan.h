@@ -12,13 +12,13 @@ namespace memtrain {
 
 struct Plan {
   bool feasible = false;
-  Schedule schedule;          // the schedule considered; run it only when feasible
-                              // (or when the planner ignores the budget)
-  Bytes peak_bytes = 0;       // simulated peak of `schedule`
-  Seconds time = 0;           // simulated time of `schedule`, s
-  Bytes min_budget_bytes = 0; // when infeasible: the least budget this planner needs
-  std::string planner;        // the planner's name
-  std::string note;           // why infeasible, or a short summary of the choice
+  Schedule schedule;           // the schedule considered; run it only when feasible
+                               // (or when the planner ignores the budget)
+  Bytes peak_bytes = 0;        // simulated peak of `schedule`
+  Seconds time = 0;            // simulated time of `schedule`, s
+  Bytes min_budget_bytes = 0;  // when infeasible: the least budget this planner needs
+  std::string planner;         // the planner's name
+  std::string note;            // why infeasible, or a short summary of the choice
 };
 
 }  // namespace memtrain

@@ -59,8 +59,7 @@ int Schedule::micro_batches() const {
 int Schedule::recomputed_forwards(int stages) const {
   int forwards = 0;
   for (const Op& op : ops) {
-    if (op.kind == OpKind::ForwardAll || op.kind == OpKind::ForwardCheckpoint ||
-        op.kind == OpKind::ForwardNone) {
+    if (op.kind == OpKind::ForwardAll || op.kind == OpKind::ForwardCheckpoint || op.kind == OpKind::ForwardNone) {
       ++forwards;
     }
   }

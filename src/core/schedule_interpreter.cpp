@@ -101,13 +101,15 @@ class Interpreter {
   }
   void need_weights_in_host(const Op& op) const {
     if (!limits_.weights_on_host) {
-      refuse(op, "the weights are on the device (the chain's weights_on_host is false); "
-                 "weight operations need the weights in host memory");
+      refuse(op,
+             "the weights are on the device (the chain's weights_on_host is false); "
+             "weight operations need the weights in host memory");
     }
   }
   // An operation that frees x_i (F_n, B) may not do so under a copy.
   void need_not_leaving(const Op& op, const MicroBatchState& mb, int i) const {
-    if (mb.stored[i] && mb.where[i] == Residence::ToHost) refuse(op, x_name(i) + " is being offloaded; release it first");
+    if (mb.stored[i] && mb.where[i] == Residence::ToHost)
+      refuse(op, x_name(i) + " is being offloaded; release it first");
   }
   void need_not_finished(const Op& op, const MicroBatchState& mb) const {
     if (mb.grad >= 0 && mb.grad <= op.stage) refuse(op, "its backward has already run");
@@ -174,7 +176,8 @@ class Interpreter {
     bool first_of_stage = false;
     if (limits_.weights_on_host) {
       const GradPlace grads = state_.weights[i].grads;
-      if (grads == GradPlace::Host) refuse(op, "the stage's gradient sum is in host memory; fetch it back to accumulate into");
+      if (grads == GradPlace::Host)
+        refuse(op, "the stage's gradient sum is in host memory; fetch it back to accumulate into");
       if (grads == GradPlace::ToHost) refuse(op, "the stage's gradients are being offloaded");
       first_of_stage = grads == GradPlace::None;
     }
@@ -224,7 +227,8 @@ class Interpreter {
   void release_saved(const Op& op) {
     MicroBatchState& mb = micro(op);
     const int i = op.stage;
-    if (!mb.kept[i] || mb.kept_where[i] != Residence::ToHost) refuse(op, "what its forward kept has no offload in progress");
+    if (!mb.kept[i] || mb.kept_where[i] != Residence::ToHost)
+      refuse(op, "what its forward kept has no offload in progress");
     hand(op, [&](ScheduleBackend& b) { b.release_saved(op, state_); });
     mb.kept_where[i] = Residence::Host;
   }

@@ -46,7 +46,7 @@ struct StageWeightsState {
 };
 
 struct ScheduleState {
-  std::vector<MicroBatchState> micro;  // one per micro-batch the schedule names
+  std::vector<MicroBatchState> micro;      // one per micro-batch the schedule names
   std::vector<StageWeightsState> weights;  // one per stage; used with weights in host memory
 };
 

@@ -17,26 +17,26 @@ namespace memtrain {
 // forward with grad and a backward cost differs.
 struct StageVariant {
   std::string name;
-  Seconds forward_time = 0;       // forward with grad
+  Seconds forward_time = 0;  // forward with grad
   Seconds backward_time = 0;
-  Bytes saved_bytes = 0;          // s_i of this variant, output included
+  Bytes saved_bytes = 0;  // s_i of this variant, output included
   Bytes forward_temp_bytes = 0;
   Bytes backward_temp_bytes = 0;
 };
 
 struct Stage {
   std::string name;
-  Seconds forward_time = 0;        // one forward of this stage, s
-  Seconds backward_time = 0;       // one backward of this stage, s
-  Bytes input_bytes = 0;           // a_i: the stage's input activation
-  Bytes saved_bytes = 0;           // s_i: kept by a forward with grad, output included
-  Bytes forward_temp_bytes = 0;    // peak of a forward with grad above what it keeps
+  Seconds forward_time = 0;             // one forward of this stage, s
+  Seconds backward_time = 0;            // one backward of this stage, s
+  Bytes input_bytes = 0;                // a_i: the stage's input activation
+  Bytes saved_bytes = 0;                // s_i: kept by a forward with grad, output included
+  Bytes forward_temp_bytes = 0;         // peak of a forward with grad above what it keeps
   Bytes nograd_forward_temp_bytes = 0;  // peak of a forward without grad above its output
-  Bytes backward_temp_bytes = 0;   // peak of a backward above the input gradient it makes
-  Bytes param_bytes = 0;           // weights, resident for the whole step
-  Bytes state_bytes = 0;           // gradients and optimizer state of those weights
-  Bytes grad_bytes = 0;            // of state_bytes, the gradients: what weight swapping sends to host
-  Seconds update_time = 0;         // the optimizer step for this stage's weights, on the host, s
+  Bytes backward_temp_bytes = 0;        // peak of a backward above the input gradient it makes
+  Bytes param_bytes = 0;                // weights, resident for the whole step
+  Bytes state_bytes = 0;                // gradients and optimizer state of those weights
+  Bytes grad_bytes = 0;                 // of state_bytes, the gradients: what weight swapping sends to host
+  Seconds update_time = 0;              // the optimizer step for this stage's weights, on the host, s
   // Alternatives to the forward-with-grad and backward fields above, which
   // are variant 0 ("default"); variant v > 0 is variants[v - 1].
   std::vector<StageVariant> variants;

@@ -30,9 +30,12 @@ bool split_number(const std::string& text, double* number, std::string* unit) {
   const std::string t = trim(text);
   size_t i = 0, digits = 0, points = 0;
   for (; i < t.size(); ++i) {
-    if (std::isdigit(static_cast<unsigned char>(t[i]))) ++digits;
-    else if (t[i] == '.' && points == 0) ++points;
-    else break;
+    if (std::isdigit(static_cast<unsigned char>(t[i])))
+      ++digits;
+    else if (t[i] == '.' && points == 0)
+      ++points;
+    else
+      break;
   }
   if (digits == 0) return false;
   *number = std::stod(t.substr(0, i));
@@ -43,12 +46,10 @@ bool split_number(const std::string& text, double* number, std::string* unit) {
 }  // namespace
 
 OutOfBudget::OutOfBudget(const std::string& pool, Bytes request, Bytes live, Bytes budget)
-    : Error(pool + " memory: allocating " + std::to_string(request) + " bytes with " +
-            std::to_string(live) + " bytes live would exceed the budget of " +
-            std::to_string(budget) + " bytes (" + format_bytes(budget) + ")"),
-      request_(request),
-      live_(live),
-      budget_(budget) {}
+    : Error(pool + " memory: allocating " + std::to_string(request) + " bytes with " + std::to_string(live) +
+            " bytes live would exceed the budget of " + std::to_string(budget) + " bytes (" + format_bytes(budget) +
+            ")"),
+      request_(request), live_(live), budget_(budget) {}
 
 Bytes parse_bytes(const std::string& text, const std::string& what) {
   double number = 0;
@@ -58,11 +59,16 @@ Bytes parse_bytes(const std::string& text, const std::string& what) {
     throw UsageError(what + " '" + text + "' is not a size; " + valid);
   }
   double scale = 0;
-  if (unit.empty() || unit == "B") scale = 1;
-  else if (unit == "KiB" || unit == "KB" || unit == "K" || unit == "k") scale = KiB;
-  else if (unit == "MiB" || unit == "MB" || unit == "M") scale = MiB;
-  else if (unit == "GiB" || unit == "GB" || unit == "G") scale = GiB;
-  else throw UsageError(what + " '" + text + "' has unknown unit '" + unit + "'; " + valid);
+  if (unit.empty() || unit == "B")
+    scale = 1;
+  else if (unit == "KiB" || unit == "KB" || unit == "K" || unit == "k")
+    scale = KiB;
+  else if (unit == "MiB" || unit == "MB" || unit == "M")
+    scale = MiB;
+  else if (unit == "GiB" || unit == "GB" || unit == "G")
+    scale = GiB;
+  else
+    throw UsageError(what + " '" + text + "' has unknown unit '" + unit + "'; " + valid);
   const double bytes = number * scale;
   if (bytes < 1 || bytes > 9.0e18) {
     throw UsageError(what + " '" + text + "' is out of range; expected at least 1 byte");
@@ -73,7 +79,8 @@ Bytes parse_bytes(const std::string& text, const std::string& what) {
 double parse_bandwidth(const std::string& text, const std::string& what) {
   const std::string t = trim(text);
   if (t.size() < 3 || t.compare(t.size() - 2, 2, "/s") != 0) {
-    throw UsageError(what + " '" + text + "' is not a bandwidth; expected a size per second such as 25GB/s or 800MiB/s");
+    throw UsageError(what + " '" + text +
+                     "' is not a bandwidth; expected a size per second such as 25GB/s or 800MiB/s");
   }
   return static_cast<double>(parse_bytes(t.substr(0, t.size() - 2), what));
 }
@@ -82,10 +89,14 @@ std::string format_bytes(Bytes bytes) {
   char buf[64];
   const double b = static_cast<double>(bytes);
   const double mag = std::fabs(b);
-  if (mag >= GiB) std::snprintf(buf, sizeof buf, "%.2f GiB", b / GiB);
-  else if (mag >= MiB) std::snprintf(buf, sizeof buf, "%.1f MiB", b / MiB);
-  else if (mag >= KiB) std::snprintf(buf, sizeof buf, "%.1f KiB", b / KiB);
-  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  if (mag >= GiB)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / GiB);
+  else if (mag >= MiB)
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / MiB);
+  else if (mag >= KiB)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / KiB);
+  else
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
   return buf;
 }
 
@@ -107,8 +118,7 @@ BudgetSpec parse_budget(const std::string& text, const std::string& what) {
   if (!t.empty() && t.back() == '%') {
     double number = 0;
     std::string unit;
-    if (!split_number(t.substr(0, t.size() - 1), &number, &unit) || !unit.empty() ||
-        !(number > 0 && number <= 100)) {
+    if (!split_number(t.substr(0, t.size() - 1), &number, &unit) || !unit.empty() || !(number > 0 && number <= 100)) {
       throw UsageError(what + " '" + text + "' is not a valid percentage; expected N% with 0 < N <= 100");
     }
     spec.is_percent = true;

@@ -7,8 +7,8 @@
 
 namespace memtrain {
 
-using Bytes = std::int64_t;    // a memory amount, in bytes
-using Seconds = double;        // a duration, in seconds
+using Bytes = std::int64_t;  // a memory amount, in bytes
+using Seconds = double;      // a duration, in seconds
 
 constexpr Bytes KiB = 1024;
 constexpr Bytes MiB = 1024 * KiB;

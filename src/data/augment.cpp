@@ -18,9 +18,9 @@ void check_augment_options(const AugmentOptions& o) {
   require(o.min_area > 0 && o.min_area <= o.max_area && o.max_area <= 1,
           "crop area " + std::to_string(o.min_area) + ".." + std::to_string(o.max_area) +
               " is out of range; expected 0 < min <= max <= 1");
-  require(o.min_ratio > 0 && o.min_ratio <= o.max_ratio,
-          "crop ratio " + std::to_string(o.min_ratio) + ".." + std::to_string(o.max_ratio) +
-              " is out of range; expected 0 < min <= max");
+  require(o.min_ratio > 0 && o.min_ratio <= o.max_ratio, "crop ratio " + std::to_string(o.min_ratio) + ".." +
+                                                             std::to_string(o.max_ratio) +
+                                                             " is out of range; expected 0 < min <= max");
   require(o.flip_probability >= 0 && o.flip_probability <= 1,
           "flip probability " + std::to_string(o.flip_probability) + " is out of range; expected 0..1");
   require(o.stddev > 0, "standard deviation " + std::to_string(o.stddev) + " is out of range; expected > 0");

@@ -14,10 +14,10 @@
 namespace memtrain::data {
 
 struct AugmentOptions {
-  double min_area = 0.35, max_area = 1.0;      // fraction of the image a crop covers
+  double min_area = 0.35, max_area = 1.0;           // fraction of the image a crop covers
   double min_ratio = 3.0 / 4, max_ratio = 4.0 / 3;  // crop width / height
   double flip_probability = 0.5;
-  float mean = 0.2860f, stddev = 0.3530f;      // of pixels on [0, 1] (Fashion-MNIST's)
+  float mean = 0.2860f, stddev = 0.3530f;  // of pixels on [0, 1] (Fashion-MNIST's)
 };
 
 // UsageError naming the field for options outside their ranges.

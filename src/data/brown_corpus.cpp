@@ -1,12 +1,12 @@
 #include "data/brown_corpus.h"
 
+#include <dirent.h>
+#include <sys/stat.h>
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <dirent.h>
 #include <fstream>
 #include <sstream>
-#include <sys/stat.h>
 
 #include "core/error.h"
 
@@ -85,8 +85,8 @@ BrownCorpus read_brown_corpus(const std::string& directory) {
       while (tokens >> token) {
         const size_t slash = token.rfind('/');
         if (slash == std::string::npos || slash == 0 || slash + 1 == token.size()) {
-          throw DataError("Brown corpus: file '" + path + "' line " + std::to_string(line_no) + ": token '" +
-                          token + "' is not of the form word/TAG");
+          throw DataError("Brown corpus: file '" + path + "' line " + std::to_string(line_no) + ": token '" + token +
+                          "' is not of the form word/TAG");
         }
         sentence.words.push_back(token.substr(0, slash));
         sentence.tags.push_back(simplify_brown_tag(token.substr(slash + 1)));
@@ -117,8 +117,7 @@ std::string find_brown_directory(const std::string& explicit_dir) {
     if (is_directory(dir) && holds_corpus(dir)) return dir;
     tried += (tried.empty() ? "" : ", ") + dir;
   }
-  throw DataError("Brown corpus not found (looked in " + tried +
-                  "); run scripts/install-deps.sh or pass --data-dir");
+  throw DataError("Brown corpus not found (looked in " + tried + "); run scripts/install-deps.sh or pass --data-dir");
 }
 
 }  // namespace memtrain::data

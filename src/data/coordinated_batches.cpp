@@ -38,10 +38,10 @@ struct JobEntry {
 struct SlotHeader {
   std::int64_t sequence;  // epoch * batches_per_epoch + batch
   std::int32_t state;
-  std::int32_t owner;     // the job preparing it
-  std::uint64_t taken;    // jobs that have taken it, one bit each
+  std::int32_t owner;   // the job preparing it
+  std::uint64_t taken;  // jobs that have taken it, one bit each
   std::int64_t epoch, index, batch, side, skipped;
-  char error[1024];       // a failed preparation, for every taker to raise
+  char error[1024];  // a failed preparation, for every taker to raise
 };
 
 using Clock = std::chrono::steady_clock;
@@ -74,7 +74,7 @@ struct CoordinatedBatcher::Segment {
   std::int64_t slot_stride;
   std::int64_t samples, batch_size, min_scale, max_scale, classes;
   std::uint64_t seed;
-  std::int64_t next_claim;           // the next sequence number no one has claimed
+  std::int64_t next_claim;  // the next sequence number no one has claimed
   JobEntry job[kMaxJobs];
 
   SlotHeader* slot(int i) {
@@ -84,21 +84,21 @@ struct CoordinatedBatcher::Segment {
   static std::int64_t* labels(SlotHeader* s) {
     return reinterpret_cast<std::int64_t*>(reinterpret_cast<char*>(s) + align64(sizeof(SlotHeader)));
   }
-  float* pixels(SlotHeader* s) const {
-    return reinterpret_cast<float*>(labels(s) + batch_size);
-  }
+  float* pixels(SlotHeader* s) const { return reinterpret_cast<float*>(labels(s) + batch_size); }
 };
 
 CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache* cache, ShardBatchOptions options,
                                        CoordinationOptions coordination)
     : storage_(storage), cache_(cache), options_(std::move(options)), coordination_(std::move(coordination)) {
   const std::string& name = coordination_.name;
-  if (name.empty() || name.size() > 200 ||
-      !std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; })) {
+  if (name.empty() || name.size() > 200 || !std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+      })) {
     throw UsageError("--coordinate '" + name + "' is not a group name; expected 1..200 letters, digits, '-' or '_'");
   }
   if (coordination_.jobs < 1 || coordination_.jobs > kMaxJobs) {
-    throw UsageError("--jobs " + std::to_string(coordination_.jobs) + " is out of range; expected 1.." + std::to_string(kMaxJobs));
+    throw UsageError("--jobs " + std::to_string(coordination_.jobs) + " is out of range; expected 1.." +
+                     std::to_string(kMaxJobs));
   }
   if (options_.batch_size < 1 || options_.min_scale < 1 || options_.min_scale > options_.max_scale) {
     throw UsageError("coordinated batches: --batch and --min-scale/--max-scale are out of range");
@@ -193,12 +193,14 @@ CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache*
                      " differs from the group's " + std::to_string(group) + "; jobs of a group share the data");
   };
   if (s->jobs != coordination_.jobs) refuse("--jobs", coordination_.jobs, s->jobs);
-  if (s->samples != static_cast<std::int64_t>(storage_.samples().size())) refuse("dataset samples", static_cast<std::int64_t>(storage_.samples().size()), s->samples);
+  if (s->samples != static_cast<std::int64_t>(storage_.samples().size()))
+    refuse("dataset samples", static_cast<std::int64_t>(storage_.samples().size()), s->samples);
   if (s->batch_size != options_.batch_size) refuse("--batch", options_.batch_size, s->batch_size);
   if (s->min_scale != options_.min_scale) refuse("--min-scale", options_.min_scale, s->min_scale);
   if (s->max_scale != options_.max_scale) refuse("--max-scale", options_.max_scale, s->max_scale);
   if (s->classes != options_.classes) refuse("--classes", options_.classes, s->classes);
-  if (s->seed != options_.seed) refuse("--seed", static_cast<std::int64_t>(options_.seed), static_cast<std::int64_t>(s->seed));
+  if (s->seed != options_.seed)
+    refuse("--seed", static_cast<std::int64_t>(options_.seed), static_cast<std::int64_t>(s->seed));
   if (s->joined >= s->jobs) {
     unlock();
     ::munmap(segment_, segment_bytes_);
@@ -249,8 +251,10 @@ void CoordinatedBatcher::leave() {
 void CoordinatedBatcher::lock() const {
   const int r = pthread_mutex_lock(&segment_->mutex);
   // A job died holding the lock: its changes are whole fields, so go on.
-  if (r == EOWNERDEAD) pthread_mutex_consistent(&segment_->mutex);
-  else if (r != 0) throw Error("--coordinate " + coordination_.name + ": cannot lock the group: " + std::strerror(r));
+  if (r == EOWNERDEAD)
+    pthread_mutex_consistent(&segment_->mutex);
+  else if (r != 0)
+    throw Error("--coordinate " + coordination_.name + ": cannot lock the group: " + std::strerror(r));
 }
 
 void CoordinatedBatcher::unlock() const { pthread_mutex_unlock(&segment_->mutex); }

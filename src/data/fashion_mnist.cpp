@@ -1,7 +1,7 @@
 #include "data/fashion_mnist.h"
 
-#include <cstdlib>
 #include <zlib.h>
+#include <cstdlib>
 
 #include "core/error.h"
 
@@ -35,8 +35,8 @@ std::vector<std::uint8_t> read_gzip_file(const std::string& path) {
   // gzread stops silently at a truncated stream; gzclose reports it.
   const int closed = gzclose(f);
   if (closed != Z_OK) {
-    throw DataError("Fashion-MNIST: file '" + path + "' is truncated or corrupt (zlib code " +
-                    std::to_string(closed) + ")");
+    throw DataError("Fashion-MNIST: file '" + path + "' is truncated or corrupt (zlib code " + std::to_string(closed) +
+                    ")");
   }
   return out;
 }

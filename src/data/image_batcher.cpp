@@ -8,11 +8,7 @@ namespace memtrain::data {
 
 ImageBatcher::ImageBatcher(const ImageDataset& data, std::int64_t batch_size, std::int64_t min_scale,
                            std::int64_t max_scale, std::uint64_t seed)
-    : data_(data),
-      batch_size_(batch_size),
-      min_scale_(min_scale),
-      max_scale_(max_scale),
-      seed_(seed),
+    : data_(data), batch_size_(batch_size), min_scale_(min_scale), max_scale_(max_scale), seed_(seed),
       cursor_(data.count, seed) {
   if (data.count == 0) throw DataError("image batcher: the dataset has no images");
   if (batch_size < 1 || batch_size > data.count) {

@@ -22,8 +22,8 @@ struct ImageBatch {
 class ImageBatcher {
  public:
   // Scales are drawn uniformly from [min_scale, max_scale].
-  ImageBatcher(const ImageDataset& data, std::int64_t batch_size, std::int64_t min_scale,
-               std::int64_t max_scale, std::uint64_t seed);
+  ImageBatcher(const ImageDataset& data, std::int64_t batch_size, std::int64_t min_scale, std::int64_t max_scale,
+               std::uint64_t seed);
 
   ImageBatch next();
   ImageBatch largest() const;  // batch_size images at max_scale

@@ -25,13 +25,13 @@ struct Handle {
 }  // namespace
 
 std::vector<std::uint8_t> encode_gray_jpeg(const GrayImage& image, int quality) {
-  if (image.width <= 0 || image.height <= 0 ||
-      image.pixels.size() != static_cast<size_t>(image.width * image.height)) {
+  if (image.width <= 0 || image.height <= 0 || image.pixels.size() != static_cast<size_t>(image.width * image.height)) {
     throw Error("encode JPEG: a " + std::to_string(image.width) + "x" + std::to_string(image.height) + " image needs " +
                 std::to_string(std::max<std::int64_t>(0, image.width * image.height)) + " pixels, got " +
                 std::to_string(image.pixels.size()));
   }
-  if (quality < 1 || quality > 100) throw UsageError("JPEG quality " + std::to_string(quality) + " is out of range; expected 1..100");
+  if (quality < 1 || quality > 100)
+    throw UsageError("JPEG quality " + std::to_string(quality) + " is out of range; expected 1..100");
   Handle c(tjInitCompress());
   unsigned char* out = nullptr;
   unsigned long size = 0;
@@ -49,8 +49,10 @@ std::vector<std::uint8_t> encode_gray_jpeg(const GrayImage& image, int quality) 
 GrayImage decode_gray_jpeg(const std::vector<std::uint8_t>& jpeg, const std::string& what) {
   Handle d(tjInitDecompress());
   int width = 0, height = 0, subsampling = 0, colorspace = 0;
-  if (jpeg.empty() || tjDecompressHeader3(d.h, jpeg.data(), jpeg.size(), &width, &height, &subsampling, &colorspace) != 0) {
-    throw DataError(what + ": not a decodable JPEG (" + (jpeg.empty() ? std::string("empty") : tjGetErrorStr2(d.h)) + ")");
+  if (jpeg.empty() ||
+      tjDecompressHeader3(d.h, jpeg.data(), jpeg.size(), &width, &height, &subsampling, &colorspace) != 0) {
+    throw DataError(what + ": not a decodable JPEG (" + (jpeg.empty() ? std::string("empty") : tjGetErrorStr2(d.h)) +
+                    ")");
   }
   GrayImage image;
   image.width = width;
@@ -77,12 +79,16 @@ GrayImage resize_square(const GrayImage& image, std::int64_t side) {
     const std::int64_t y1 = std::min(y0 + 1, image.height - 1);
     const double wy = fy - static_cast<double>(y0);
     for (std::int64_t x = 0; x < side; ++x) {
-      const double fx = std::clamp((static_cast<double>(x) + 0.5) * sx - 0.5, 0.0, static_cast<double>(image.width - 1));
+      const double fx =
+          std::clamp((static_cast<double>(x) + 0.5) * sx - 0.5, 0.0, static_cast<double>(image.width - 1));
       const auto x0 = static_cast<std::int64_t>(fx);
       const std::int64_t x1 = std::min(x0 + 1, image.width - 1);
       const double wx = fx - static_cast<double>(x0);
-      auto p = [&](std::int64_t yy, std::int64_t xx) { return static_cast<double>(image.pixels[yy * image.width + xx]); };
-      const double v = (1 - wy) * ((1 - wx) * p(y0, x0) + wx * p(y0, x1)) + wy * ((1 - wx) * p(y1, x0) + wx * p(y1, x1));
+      auto p = [&](std::int64_t yy, std::int64_t xx) {
+        return static_cast<double>(image.pixels[yy * image.width + xx]);
+      };
+      const double v =
+          (1 - wy) * ((1 - wx) * p(y0, x0) + wx * p(y0, x1)) + wy * ((1 - wx) * p(y1, x0) + wx * p(y1, x1));
       out.pixels[y * side + x] = static_cast<std::uint8_t>(std::lround(std::clamp(v, 0.0, 255.0)));
     }
   }

@@ -45,8 +45,10 @@ PreparedSample prepare_sample(const ShardStorage& storage, std::int64_t index, c
 
 PrepPipeline::PrepPipeline(const ShardStorage& storage, SampleCache* cache, PrepOptions options)
     : storage_(storage), cache_(cache), options_(options) {
-  if (options_.threads < 1) throw UsageError("--prep-threads " + std::to_string(options_.threads) + " is out of range; expected >= 1");
-  if (options_.queue_depth < 1) throw UsageError("--prefetch " + std::to_string(options_.queue_depth) + " is out of range; expected >= 1");
+  if (options_.threads < 1)
+    throw UsageError("--prep-threads " + std::to_string(options_.threads) + " is out of range; expected >= 1");
+  if (options_.queue_depth < 1)
+    throw UsageError("--prefetch " + std::to_string(options_.queue_depth) + " is out of range; expected >= 1");
   start_epoch();
 }
 
@@ -80,8 +82,10 @@ PrepPipeline::Slot PrepPipeline::prepare(std::int64_t position) const {
     if (options_.transform) options_.transform(p);
     slot.sample = std::move(p);
   } catch (const DataError& e) {
-    if (!options_.skip_corrupt) slot.error = e.what();
-    else slot.error = std::string("skip:") + e.what();
+    if (!options_.skip_corrupt)
+      slot.error = e.what();
+    else
+      slot.error = std::string("skip:") + e.what();
   }
   return slot;
 }

@@ -27,11 +27,11 @@ struct PreparedSample {
   std::int64_t epoch = 0;
   std::int64_t position = 0;  // in the epoch's order
   std::string key;
-  GrayImage image;         // decoded `.jpg`, when the sample has one
-  std::string text;        // `.txt`, when it has one
-  std::string label;       // `.cls` or `.tags`
-  std::vector<float> augmented;  // what a transform made of `image` (augment.h)
-  std::int64_t class_index = -1; // `label` as a class, once a transform has checked it
+  GrayImage image;                // decoded `.jpg`, when the sample has one
+  std::string text;               // `.txt`, when it has one
+  std::string label;              // `.cls` or `.tags`
+  std::vector<float> augmented;   // what a transform made of `image` (augment.h)
+  std::int64_t class_index = -1;  // `label` as a class, once a transform has checked it
 };
 
 // Run by the prep threads on every decoded sample (augmentation); may throw
@@ -50,10 +50,10 @@ SampleCache::Sample fetch_sample(const ShardStorage& storage, SampleCache* cache
 PreparedSample prepare_sample(const ShardStorage& storage, std::int64_t index, const std::vector<std::uint8_t>& bytes);
 
 struct PrepOptions {
-  int threads = 2;          // prep threads, >= 1
-  int queue_depth = 64;     // samples prepared ahead of the consumer, >= 1
+  int threads = 2;       // prep threads, >= 1
+  int queue_depth = 64;  // samples prepared ahead of the consumer, >= 1
   std::uint64_t seed = 1;
-  bool cold = true;         // storage reads bypass the page cache
+  bool cold = true;  // storage reads bypass the page cache
   bool skip_corrupt = false;
   SampleTransform transform;  // none when empty
 };
@@ -61,9 +61,9 @@ struct PrepOptions {
 struct PrepCounters {
   std::int64_t delivered = 0;
   std::int64_t skipped_corrupt = 0;
-  std::vector<std::string> skipped;  // "shard at byte offset N: why", per skipped sample
-  Seconds consumer_wait_seconds = 0; // time next() spent waiting for a prepared sample
-  Seconds prep_cpu_seconds = 0;      // CPU time the prep threads spent preparing samples
+  std::vector<std::string> skipped;   // "shard at byte offset N: why", per skipped sample
+  Seconds consumer_wait_seconds = 0;  // time next() spent waiting for a prepared sample
+  Seconds prep_cpu_seconds = 0;       // CPU time the prep threads spent preparing samples
 };
 
 class PrepPipeline {
@@ -98,8 +98,8 @@ class PrepPipeline {
 
   mutable std::mutex mutex_;
   std::condition_variable ready_, room_;
-  std::int64_t claimed_ = 0;    // positions in order_ handed to workers
-  std::int64_t consumed_ = 0;   // positions taken by next()
+  std::int64_t claimed_ = 0;           // positions in order_ handed to workers
+  std::int64_t consumed_ = 0;          // positions taken by next()
   std::map<std::int64_t, Slot> done_;  // by position; bounded by queue_depth
   bool stopping_ = false;
   std::vector<std::thread> threads_;

@@ -18,7 +18,8 @@ double CacheCounters::hit_rate() const {
 }
 
 SampleCache::SampleCache(Bytes capacity, CachePolicy policy) : capacity_(capacity), policy_(policy) {
-  if (capacity < 0) throw UsageError("cache capacity " + std::to_string(capacity) + " bytes is out of range; expected >= 0");
+  if (capacity < 0)
+    throw UsageError("cache capacity " + std::to_string(capacity) + " bytes is out of range; expected >= 0");
 }
 
 SampleCache::Sample SampleCache::find(std::int64_t key) {

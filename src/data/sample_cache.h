@@ -31,7 +31,7 @@ struct CacheCounters {
   std::int64_t hits = 0;
   std::int64_t misses = 0;
   Bytes bytes_hit = 0;
-  Bytes bytes_missed = 0;  // what the caller had to read from storage
+  Bytes bytes_missed = 0;   // what the caller had to read from storage
   double hit_rate() const;  // of lookups; 0 with none
 };
 

@@ -10,8 +10,8 @@ namespace memtrain::data {
 class SeededRandom {
  public:
   explicit SeededRandom(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next();                       // splitmix64
-  std::uint64_t below(std::uint64_t bound);   // uniform in [0, bound), bound > 0
+  std::uint64_t next();                      // splitmix64
+  std::uint64_t below(std::uint64_t bound);  // uniform in [0, bound), bound > 0
  private:
   std::uint64_t state_;
 };

@@ -16,9 +16,7 @@ SentenceBatcher::SentenceBatcher(const TaggingDataset& data, std::int64_t batch_
   }
 }
 
-std::int64_t SentenceBatcher::batches_per_epoch() const {
-  return (data_.sentences() + batch_size_ - 1) / batch_size_;
-}
+std::int64_t SentenceBatcher::batches_per_epoch() const { return (data_.sentences() + batch_size_ - 1) / batch_size_; }
 
 TokenBatch SentenceBatcher::next() { return make(cursor_.take(batch_size_)); }
 

@@ -25,7 +25,8 @@ ShardImageBatcher::ShardImageBatcher(const ShardStorage& storage, SampleCache* c
     throw UsageError("--min-scale " + std::to_string(options_.min_scale) + " / --max-scale " +
                      std::to_string(options_.max_scale) + " are out of range; expected 1 <= min <= max");
   }
-  if (options_.classes < 1) throw UsageError("--classes " + std::to_string(options_.classes) + " is out of range; expected >= 1");
+  if (options_.classes < 1)
+    throw UsageError("--classes " + std::to_string(options_.classes) + " is out of range; expected >= 1");
   check_augment_options(options_.augment);
   // Fail before the threads start on shards that hold no images (Brown's).
   if (!storage_.samples().empty()) {

@@ -23,16 +23,16 @@ struct ShardBatchOptions {
   std::int64_t classes = 10;                     // `.cls` labels must lie in 0..classes-1
   std::uint64_t seed = 1;                        // order, sides and augmentation
   AugmentOptions augment;
-  PrepOptions prep;                              // its seed and transform are set from the above
+  PrepOptions prep;  // its seed and transform are set from the above
 };
 
 struct AugmentedBatch {
   std::int64_t epoch = 0;
-  std::int64_t index = 0;                // batch within its epoch
-  std::int64_t batch = 0;                // images
-  std::int64_t side = 0;                 // pixels
-  std::vector<float> pixels;             // batch x side x side
-  std::vector<std::int64_t> labels;      // batch
+  std::int64_t index = 0;            // batch within its epoch
+  std::int64_t batch = 0;            // images
+  std::int64_t side = 0;             // pixels
+  std::vector<float> pixels;         // batch x side x side
+  std::vector<std::int64_t> labels;  // batch
 };
 
 // The side of batch `batch` of `epoch`, drawn from [min_scale, max_scale].
@@ -59,7 +59,7 @@ class ShardImageBatcher {
   // null) must outlive the batcher.
   ShardImageBatcher(const ShardStorage& storage, SampleCache* cache, ShardBatchOptions options);
 
-  AugmentedBatch next();  // rolls over into the next epoch
+  AugmentedBatch next();           // rolls over into the next epoch
   AugmentedBatch largest() const;  // largest_image_batch()
 
   std::int64_t side_of(std::int64_t epoch, std::int64_t batch) const { return batch_side(options_, epoch, batch); }

@@ -41,7 +41,8 @@ PackResult pack(std::int64_t count, const std::function<ShardSample(std::int64_t
   Bytes shard_bytes = 1024;  // the end-of-archive marker
   auto flush = [&] {
     if (shard.empty()) return;
-    const std::string path = dir + "/" + numbered(prefix + "-", static_cast<std::int64_t>(result.shards.size()), 6) + ".tar";
+    const std::string path =
+        dir + "/" + numbered(prefix + "-", static_cast<std::int64_t>(result.shards.size()), 6) + ".tar";
     write_tar_shard(path, shard);
     result.shards.push_back(path);
     result.bytes += shard_bytes;
@@ -65,35 +66,41 @@ PackResult pack(std::int64_t count, const std::function<ShardSample(std::int64_t
 PackResult pack_images(const ImageDataset& data, const std::string& dir, const std::string& prefix,
                        const PackOptions& options) {
   const size_t per_image = static_cast<size_t>(data.rows * data.cols);
-  return pack(data.count, [&](std::int64_t i) {
-    GrayImage image;
-    image.width = data.cols;
-    image.height = data.rows;
-    image.pixels.assign(data.pixels.begin() + static_cast<std::ptrdiff_t>(i * per_image),
-                        data.pixels.begin() + static_cast<std::ptrdiff_t>((i + 1) * per_image));
-    ShardSample s;
-    s.key = numbered("", i, 6);
-    s.files["jpg"] = encode_gray_jpeg(resize_square(image, options.resolution), options.quality);
-    s.files["cls"] = text_bytes(std::to_string(data.labels[i]));
-    return s;
-  }, dir, prefix, options);
+  return pack(
+      data.count,
+      [&](std::int64_t i) {
+        GrayImage image;
+        image.width = data.cols;
+        image.height = data.rows;
+        image.pixels.assign(data.pixels.begin() + static_cast<std::ptrdiff_t>(i * per_image),
+                            data.pixels.begin() + static_cast<std::ptrdiff_t>((i + 1) * per_image));
+        ShardSample s;
+        s.key = numbered("", i, 6);
+        s.files["jpg"] = encode_gray_jpeg(resize_square(image, options.resolution), options.quality);
+        s.files["cls"] = text_bytes(std::to_string(data.labels[i]));
+        return s;
+      },
+      dir, prefix, options);
 }
 
 PackResult pack_sentences(const BrownCorpus& corpus, const std::string& dir, const std::string& prefix,
                           const PackOptions& options) {
-  return pack(static_cast<std::int64_t>(corpus.sentences.size()), [&](std::int64_t i) {
-    const TaggedSentence& t = corpus.sentences[i];
-    std::string words, tags;
-    for (size_t k = 0; k < t.words.size(); ++k) {
-      words += (k ? " " : "") + t.words[k];
-      tags += (k ? " " : "") + t.tags[k];
-    }
-    ShardSample s;
-    s.key = numbered("", i, 6);
-    s.files["txt"] = text_bytes(words);
-    s.files["tags"] = text_bytes(tags);
-    return s;
-  }, dir, prefix, options);
+  return pack(
+      static_cast<std::int64_t>(corpus.sentences.size()),
+      [&](std::int64_t i) {
+        const TaggedSentence& t = corpus.sentences[i];
+        std::string words, tags;
+        for (size_t k = 0; k < t.words.size(); ++k) {
+          words += (k ? " " : "") + t.words[k];
+          tags += (k ? " " : "") + t.tags[k];
+        }
+        ShardSample s;
+        s.key = numbered("", i, 6);
+        s.files["txt"] = text_bytes(words);
+        s.files["tags"] = text_bytes(tags);
+        return s;
+      },
+      dir, prefix, options);
 }
 
 }  // namespace memtrain::data

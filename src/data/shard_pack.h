@@ -26,7 +26,7 @@ struct PackOptions {
 struct PackResult {
   std::vector<std::string> shards;  // paths, in order
   std::int64_t samples = 0;
-  Bytes bytes = 0;                  // of all shards
+  Bytes bytes = 0;  // of all shards
 };
 
 PackResult pack_images(const ImageDataset& data, const std::string& dir, const std::string& prefix,

@@ -1,10 +1,10 @@
 #include "data/shard_storage.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -100,8 +100,10 @@ std::vector<std::uint8_t> ShardStorage::read(std::int64_t sample, bool cold) con
 
 ShardSample ShardStorage::parse(std::int64_t sample, const std::vector<std::uint8_t>& bytes) const {
   const SampleExtent& e = extents_.at(static_cast<size_t>(sample));
-  std::vector<ShardSample> one = read_tar_entries(bytes, paths_[e.shard] + " (sample at byte offset " + std::to_string(e.offset) + ")");
-  if (one.size() != 1) throw DataError("shard '" + paths_[e.shard] + "' at byte offset " + std::to_string(e.offset) + ": not one sample");
+  std::vector<ShardSample> one =
+      read_tar_entries(bytes, paths_[e.shard] + " (sample at byte offset " + std::to_string(e.offset) + ")");
+  if (one.size() != 1)
+    throw DataError("shard '" + paths_[e.shard] + "' at byte offset " + std::to_string(e.offset) + ": not one sample");
   one[0].offset = e.offset;
   return std::move(one[0]);
 }

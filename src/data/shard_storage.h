@@ -13,9 +13,9 @@
 namespace memtrain::data {
 
 struct SampleExtent {
-  int shard = 0;              // index into ShardStorage::shards()
-  std::int64_t offset = 0;    // first header
-  std::int64_t length = 0;    // through its last file's blocks
+  int shard = 0;            // index into ShardStorage::shards()
+  std::int64_t offset = 0;  // first header
+  std::int64_t length = 0;  // through its last file's blocks
 };
 
 class ShardStorage {

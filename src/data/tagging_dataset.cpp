@@ -56,8 +56,9 @@ TaggingDataset keep_sentences_up_to(TaggingDataset data, std::int64_t max_length
     tags.push_back(std::move(data.tag_ids[s]));
   }
   if (words.empty()) {
-    throw DataError("--max-length " + std::to_string(max_length) + " leaves no sentence" +
-                    (shortest == SIZE_MAX ? std::string() : "; the shortest has " + std::to_string(shortest) + " tokens"));
+    throw DataError(
+        "--max-length " + std::to_string(max_length) + " leaves no sentence" +
+        (shortest == SIZE_MAX ? std::string() : "; the shortest has " + std::to_string(shortest) + " tokens"));
   }
   data.word_ids = std::move(words);
   data.tag_ids = std::move(tags);

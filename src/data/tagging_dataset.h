@@ -13,8 +13,8 @@ struct TaggingDataset {
   static constexpr std::int64_t kPadWord = 0;
   static constexpr std::int64_t kUnknownWord = 1;
 
-  Vocabulary words;  // lower-cased words; <pad> = 0, <unk> = 1
-  Vocabulary tags;   // simplified Brown tags
+  Vocabulary words;                                 // lower-cased words; <pad> = 0, <unk> = 1
+  Vocabulary tags;                                  // simplified Brown tags
   std::vector<std::vector<std::int64_t>> word_ids;  // per sentence
   std::vector<std::vector<std::int64_t>> tag_ids;   // per sentence, same lengths
   std::int64_t max_length = 0;                      // longest sentence, tokens

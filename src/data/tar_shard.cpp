@@ -168,7 +168,8 @@ std::vector<ShardSample> walk_tar(size_t total, const std::function<const std::u
   return samples;
 }
 
-std::vector<ShardSample> walk_bytes(const std::vector<std::uint8_t>& data, const std::string& name, bool marker_optional) {
+std::vector<ShardSample> walk_bytes(const std::vector<std::uint8_t>& data, const std::string& name,
+                                    bool marker_optional) {
   return walk_tar(
       data.size(), [&](size_t at) { return data.data() + at; },
       [&](size_t at, size_t size) {

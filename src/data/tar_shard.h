@@ -13,10 +13,10 @@
 namespace memtrain::data {
 
 struct ShardSample {
-  std::string key;                                          // the base name
-  std::map<std::string, std::vector<std::uint8_t>> files;   // extension ("jpg", "cls") -> bytes
-  std::int64_t offset = 0;                                  // byte offset of its first header in the shard
-  std::int64_t length = 0;                                  // bytes from there to the end of its last file's blocks
+  std::string key;                                         // the base name
+  std::map<std::string, std::vector<std::uint8_t>> files;  // extension ("jpg", "cls") -> bytes
+  std::int64_t offset = 0;                                 // byte offset of its first header in the shard
+  std::int64_t length = 0;                                 // bytes from there to the end of its last file's blocks
 };
 
 // Writes `samples` as one shard. Error naming the path and the sample for a

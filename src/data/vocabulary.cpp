@@ -6,9 +6,8 @@
 
 namespace memtrain::data {
 
-Vocabulary Vocabulary::from_counts(const std::unordered_map<std::string, std::int64_t>& counts,
-                                   std::int64_t max_size, const std::vector<std::string>& reserved,
-                                   const std::string& unknown) {
+Vocabulary Vocabulary::from_counts(const std::unordered_map<std::string, std::int64_t>& counts, std::int64_t max_size,
+                                   const std::vector<std::string>& reserved, const std::string& unknown) {
   Vocabulary v;
   for (const std::string& r : reserved) {
     v.ids_.emplace(r, v.size());

@@ -14,9 +14,8 @@ class Vocabulary {
   // Keeps at most max_size tokens (reserved ones included; 0: no limit),
   // most frequent first, ties in byte order. Tokens not kept map to
   // `unknown`, which must be one of the reserved tokens, or to -1 without one.
-  static Vocabulary from_counts(const std::unordered_map<std::string, std::int64_t>& counts,
-                                std::int64_t max_size, const std::vector<std::string>& reserved,
-                                const std::string& unknown);
+  static Vocabulary from_counts(const std::unordered_map<std::string, std::int64_t>& counts, std::int64_t max_size,
+                                const std::vector<std::string>& reserved, const std::string& unknown);
 
   std::int64_t id(const std::string& token) const;  // the unknown id when absent
   const std::string& token(std::int64_t id) const;

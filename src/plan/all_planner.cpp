@@ -5,8 +5,7 @@
 namespace memtrain::plan {
 
 Plan AllPlanner::plan(const PlanRequest& request) {
-  return priced_plan(name(), request.chain, schedule_checkpointing_everything(request.chain.size()),
-                     request.budget);
+  return priced_plan(name(), request.chain, schedule_checkpointing_everything(request.chain.size()), request.budget);
 }
 
 }  // namespace memtrain::plan

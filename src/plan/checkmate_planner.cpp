@@ -43,7 +43,8 @@ GraphCost price_graph_schedule(const Graph& graph, const GraphSchedule& s) {
     return c;
   };
   if (static_cast<int>(s.compute.size()) != n || static_cast<int>(s.keep.size()) != n) {
-    c.why = "schedule has " + std::to_string(s.compute.size()) + " stages; the graph has " + std::to_string(n) + " nodes";
+    c.why =
+        "schedule has " + std::to_string(s.compute.size()) + " stages; the graph has " + std::to_string(n) + " nodes";
     return c;
   }
   auto reads = [&](int k, int i) {
@@ -58,8 +59,9 @@ GraphCost price_graph_schedule(const Graph& graph, const GraphSchedule& s) {
   for (int i = 0; i < n; ++i) {
     const int v = s.variant_of(i);
     if (v < 0 || v >= graph.nodes[i].variant_count()) {
-      return fail(0, i, "variant " + std::to_string(v) + " does not exist; the node has variants 0.." +
-                            std::to_string(graph.nodes[i].variant_count() - 1));
+      return fail(0, i,
+                  "variant " + std::to_string(v) + " does not exist; the node has variants 0.." +
+                      std::to_string(graph.nodes[i].variant_count() - 1));
     }
   }
   for (int t = 0; t < n; ++t) {
@@ -262,19 +264,23 @@ GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit) {
       row(cols, c, 'G', rhs);
     };
     for (int k = 0; k <= t; ++k) {
-      at_least(a[k][k], {r[t][k]}, {1}, 0);                              // its own output
+      at_least(a[k][k], {r[t][k]}, {1}, 0);                                      // its own output
       for (int i : graph.nodes[k].inputs) at_least(a[i][k], {r[t][k]}, {1}, 0);  // its inputs
     }
     for (int i = 0; i <= t; ++i) {
       for (int k = 0; k <= t; ++k) {
         for (int j : users[i]) {  // a later node of this stage reads it
           if (j <= k || j > t) continue;
-          if (k >= i) at_least(a[i][k], {r[t][j]}, {1}, 0);
-          else if (i < t) at_least(a[i][k], {r[t][j], s[t][i]}, {1, 1}, -1);
+          if (k >= i)
+            at_least(a[i][k], {r[t][j]}, {1}, 0);
+          else if (i < t)
+            at_least(a[i][k], {r[t][j], s[t][i]}, {1, 1}, -1);
         }
         if (t + 1 < n) {  // kept for the next stage
-          if (k >= i) at_least(a[i][k], {s[t + 1][i]}, {1}, 0);
-          else if (i < t) at_least(a[i][k], {s[t + 1][i], s[t][i]}, {1, 1}, -1);
+          if (k >= i)
+            at_least(a[i][k], {s[t + 1][i]}, {1}, 0);
+          else if (i < t)
+            at_least(a[i][k], {s[t + 1][i], s[t][i]}, {1, 1}, -1);
         }
       }
     }
@@ -302,9 +308,9 @@ GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit) {
   Cbc_solve(model);
   const double* solution = Cbc_bestSolution(model);
   if (!solution) {
-    plan.note = Cbc_isProvenInfeasible(model) ? "no schedule fits the budget"
-                                              : "no schedule found within the time limit of " +
-                                                    std::to_string(time_limit) + " s";
+    plan.note = Cbc_isProvenInfeasible(model)
+                    ? "no schedule fits the budget"
+                    : "no schedule found within the time limit of " + std::to_string(time_limit) + " s";
     return plan;
   }
   auto compute = square(n);
@@ -322,9 +328,12 @@ GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit) {
   plan.cost = price_graph_schedule(graph, plan.schedule);
   plan.feasible = plan.cost.valid && plan.cost.peak_bytes <= budget;
   plan.proven_optimal = plan.feasible && Cbc_isProvenOptimal(model);
-  if (!plan.cost.valid) plan.note = "internal error: the solver's schedule is invalid: " + plan.cost.why;
-  else if (!plan.feasible) plan.note = "internal error: the solver's schedule exceeds the budget";
-  else plan.note = plan.proven_optimal ? "proven optimal" : "best found within the time limit";
+  if (!plan.cost.valid)
+    plan.note = "internal error: the solver's schedule is invalid: " + plan.cost.why;
+  else if (!plan.feasible)
+    plan.note = "internal error: the solver's schedule exceeds the budget";
+  else
+    plan.note = plan.proven_optimal ? "proven optimal" : "best found within the time limit";
   return plan;
 }
 

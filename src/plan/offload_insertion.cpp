@@ -78,8 +78,8 @@ Schedule with_hidden_offloads(const Chain& chain, const Schedule& schedule) {
   std::vector<Candidate> out_ok;
   Seconds d2h_free = 0;
   for (Candidate c : candidates) {
-    const Seconds copy_end = std::max(end(c.offload_after), d2h_free) +
-                             static_cast<double>(c.bytes) / chain.device_to_host_bandwidth;
+    const Seconds copy_end =
+        std::max(end(c.offload_after), d2h_free) + static_cast<double>(c.bytes) / chain.device_to_host_bandwidth;
     int q = c.offload_after + 1;
     while (q < c.read && start(q) < copy_end) ++q;
     if (q >= c.read) continue;  // the copy would not end before the read
@@ -89,7 +89,8 @@ Schedule with_hidden_offloads(const Chain& chain, const Schedule& schedule) {
   }
   // Copies back, latest read first, each ending before its read and before
   // the next copy back starts.
-  std::stable_sort(out_ok.begin(), out_ok.end(), [](const Candidate& x, const Candidate& y) { return x.read > y.read; });
+  std::stable_sort(out_ok.begin(), out_ok.end(),
+                   [](const Candidate& x, const Candidate& y) { return x.read > y.read; });
   std::vector<std::vector<Op>> releases(count), prefetches(count), after(count);
   Seconds h2d_next = std::numeric_limits<double>::infinity();
   for (const Candidate& c : out_ok) {
@@ -120,9 +121,9 @@ namespace {
 // The copy operations of one moved tensor: x_j, or what F_all(j) kept.
 bool moves(const Op& op, const Op& offload) {
   const bool saved = offload.kind == OpKind::OffloadSaved;
-  const bool same_kind = saved ? (op.kind == OpKind::OffloadSaved || op.kind == OpKind::ReleaseSaved ||
-                                  op.kind == OpKind::PrefetchSaved)
-                               : (op.kind == OpKind::Offload || op.kind == OpKind::Release || op.kind == OpKind::Prefetch);
+  const bool same_kind =
+      saved ? (op.kind == OpKind::OffloadSaved || op.kind == OpKind::ReleaseSaved || op.kind == OpKind::PrefetchSaved)
+            : (op.kind == OpKind::Offload || op.kind == OpKind::Release || op.kind == OpKind::Prefetch);
   return same_kind && op.stage == offload.stage && op.micro == offload.micro;
 }
 

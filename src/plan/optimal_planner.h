@@ -35,7 +35,7 @@ class OptimalPlanner : public Planner {
 
   PlannerOptions options_;
   bool variants_;
-  bool offloads_;  // needs the chain's host link; without one the table has none
+  bool offloads_;    // needs the chain's host link; without one the table has none
   PersistentDp dp_;  // kept between plans: its buffers are reused
   double last_value_ = PersistentDp::kInfinity;
 };

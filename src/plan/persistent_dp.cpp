@@ -48,17 +48,19 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
     throw UsageError("optimal planner: offloads and operator variants in one table are not supported; plan with one");
   }
   if (offloads && !(chain.device_to_host_bandwidth > 0 && chain.host_to_device_bandwidth > 0)) {
-    throw UsageError("optimal planner: offloads need the chain's host link in both directions "
-                     "(device_to_host_bandwidth and host_to_device_bandwidth)");
+    throw UsageError(
+        "optimal planner: offloads need the chain's host link in both directions "
+        "(device_to_host_bandwidth and host_to_device_bandwidth)");
   }
   if (capacity < 0) capacity = 0;
   const int n = chain.size();
-  if (n < 1 || n > 32767) throw UsageError("optimal planner: the chain must have 1..32767 stages, not " + std::to_string(n));
+  if (n < 1 || n > 32767)
+    throw UsageError("optimal planner: the chain must have 1..32767 stages, not " + std::to_string(n));
   const std::int64_t pairs = static_cast<std::int64_t>(n) * (n + 1) / 2;
   const std::int64_t tables = offloads ? 2 : 1;
   if (tables * pairs * (capacity + 1) > kMaxEntries) {
-    throw UsageError("optimal planner: " + std::to_string(n) + " stages at " + std::to_string(capacity) +
-                     " slots of " + std::to_string(slot_bytes) + " bytes need a table of " +
+    throw UsageError("optimal planner: " + std::to_string(n) + " stages at " + std::to_string(capacity) + " slots of " +
+                     std::to_string(slot_bytes) + " bytes need a table of " +
                      std::to_string(tables * pairs * (capacity + 1)) + " entries, more than the limit of " +
                      std::to_string(kMaxEntries) + "; use fewer --slots or a larger --slot-bytes");
   }
@@ -116,7 +118,7 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
     own_least_.assign(pairs, capacity + 1);
     own_value_.resize(static_cast<size_t>(pairs) * width_);
   }
-  std::vector<double> lower(pairs);            // each stage once, fastest variant: no schedule is faster
+  std::vector<double> lower(pairs);           // each stage once, fastest variant: no schedule is faster
   std::vector<std::int64_t> keep_all(pairs);  // least m at which keeping every stage that way fits
 
   const std::int64_t top_limit = capacity + 1;
@@ -201,7 +203,8 @@ double PersistentDp::value(int i, int l, std::int64_t m, bool own) const {
 
 Schedule PersistentDp::schedule(std::int64_t m) const {
   m = std::min(m, capacity_);
-  if (value(0, n_ - 1, m) == kInfinity) throw Error("optimal planner: no schedule fits " + std::to_string(m) + " slots");
+  if (value(0, n_ - 1, m) == kInfinity)
+    throw Error("optimal planner: no schedule fits " + std::to_string(m) + " slots");
   Schedule out;
   emit(0, n_ - 1, m, false, out);
   return out;
@@ -214,8 +217,10 @@ void PersistentDp::emit(int i, int l, std::int64_t m, bool own, Schedule& out) c
     const double t = l > i ? vtime_[k] + values(i + 1, l, false)[m - vs_[k]] : vtime_[k];
     if (t != target) continue;
     out.forward_all(i, k - var_start_[i]);
-    if (l > i) emit(i + 1, l, m - vs_[k], false, out);
-    else if (i == n_ - 1) out.loss();
+    if (l > i)
+      emit(i + 1, l, m - vs_[k], false, out);
+    else if (i == n_ - 1)
+      out.loss();
     out.backward(i);
     return;
   }

@@ -41,8 +41,7 @@ class PersistentDp {
   // larger than kMaxEntries. The buffers are kept for the next solve.
   // Throws UsageError for `offloads` on a chain without both link bandwidths,
   // or together with `variants`.
-  void solve(const Chain& chain, Bytes slot_bytes, std::int64_t capacity, bool variants = false,
-             bool offloads = false);
+  void solve(const Chain& chain, Bytes slot_bytes, std::int64_t capacity, bool variants = false, bool offloads = false);
 
   // Least time for stages i..l with m slots available (see OPTIMAL.md), or
   // kInfinity.
@@ -133,7 +132,6 @@ class PersistentDp {
   std::vector<std::int64_t> vs_, vtf_, vtb_;
   std::vector<double> vtime_;
   std::vector<int> fastest_;  // per stage: the variant with the least f + b (ties: the plain stage)
-
 };
 
 }  // namespace memtrain::plan

@@ -39,7 +39,8 @@ const std::vector<std::pair<std::string, Factory>>& table() {
 }  // namespace
 
 std::unique_ptr<Planner> make_planner(const std::string& name, const PlannerOptions& options) {
-  if (options.slot_bytes < 0) throw UsageError("slot size must be at least 1 byte, not " + std::to_string(options.slot_bytes));
+  if (options.slot_bytes < 0)
+    throw UsageError("slot size must be at least 1 byte, not " + std::to_string(options.slot_bytes));
   if (options.micro_batches < 1) {
     throw UsageError("--micro-batches " + std::to_string(options.micro_batches) + " is out of range; expected >= 1");
   }

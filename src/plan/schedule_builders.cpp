@@ -1,6 +1,5 @@
 #include "plan/schedule_builders.h"
 
-
 #include "core/error.h"
 #include "core/units.h"
 #include "sim/simulator.h"
@@ -12,8 +11,10 @@ Schedule schedule_with_recompute(const std::vector<char>& recompute) {
   Schedule s;
   s.ops.reserve(3 * n + 1);
   for (int i = 0; i < n; ++i) {
-    if (recompute[i] && i < n - 1) s.forward_checkpoint(i);
-    else s.forward_all(i);
+    if (recompute[i] && i < n - 1)
+      s.forward_checkpoint(i);
+    else
+      s.forward_all(i);
   }
   s.loss();
   for (int i = n - 1; i >= 0; --i) {
@@ -23,9 +24,7 @@ Schedule schedule_with_recompute(const std::vector<char>& recompute) {
   return s;
 }
 
-Schedule schedule_keeping_everything(int stages) {
-  return schedule_with_recompute(std::vector<char>(stages, 0));
-}
+Schedule schedule_keeping_everything(int stages) { return schedule_with_recompute(std::vector<char>(stages, 0)); }
 
 Schedule schedule_keeping_everything(int stages, int micro_batches) {
   Schedule s;
@@ -37,9 +36,7 @@ Schedule schedule_keeping_everything(int stages, int micro_batches) {
   return s;
 }
 
-Schedule schedule_checkpointing_everything(int stages) {
-  return schedule_with_recompute(std::vector<char>(stages, 1));
-}
+Schedule schedule_checkpointing_everything(int stages) { return schedule_with_recompute(std::vector<char>(stages, 1)); }
 
 Schedule schedule_for_collection(int stages, const std::vector<int>& variants) {
   auto variant = [&](int i) { return i < static_cast<int>(variants.size()) ? variants[i] : 0; };
@@ -62,9 +59,12 @@ Schedule schedule_with_segments(int stages, const std::vector<int>& starts) {
   for (int k = 0; k < segments; ++k) {
     const bool last = k == segments - 1;
     for (int i = starts[k]; i < end_of(k); ++i) {
-      if (last) s.forward_all(i);
-      else if (i == starts[k]) s.forward_checkpoint(i);
-      else s.forward_none(i);
+      if (last)
+        s.forward_all(i);
+      else if (i == starts[k])
+        s.forward_checkpoint(i);
+      else
+        s.forward_none(i);
     }
   }
   s.loss();
@@ -77,8 +77,7 @@ Schedule schedule_with_segments(int stages, const std::vector<int>& starts) {
   return s;
 }
 
-Plan priced_plan(const std::string& planner, const Chain& chain, Schedule schedule, Bytes budget,
-                 Bytes least_budget) {
+Plan priced_plan(const std::string& planner, const Chain& chain, Schedule schedule, Bytes budget, Bytes least_budget) {
   const sim::SimResult r = sim::simulate(chain, schedule);
   Plan p;
   p.planner = planner;
@@ -89,8 +88,8 @@ Plan priced_plan(const std::string& planner, const Chain& chain, Schedule schedu
   if (!p.feasible) {
     if (least_budget < 0) least_budget = r.peak_bytes;
     p.min_budget_bytes = least_budget;
-    p.note = "infeasible, minimum needed is " + std::to_string(least_budget) + " bytes (" +
-             format_bytes(least_budget) + "), budget is " + std::to_string(budget) + " bytes";
+    p.note = "infeasible, minimum needed is " + std::to_string(least_budget) + " bytes (" + format_bytes(least_budget) +
+             "), budget is " + std::to_string(budget) + " bytes";
   }
   return p;
 }

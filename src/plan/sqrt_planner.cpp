@@ -20,8 +20,7 @@ std::vector<int> SqrtPlanner::segment_starts(int stages) {
 
 Plan SqrtPlanner::plan(const PlanRequest& request) {
   const int n = request.chain.size();
-  return priced_plan(name(), request.chain, schedule_with_segments(n, segment_starts(n)),
-                     request.budget);
+  return priced_plan(name(), request.chain, schedule_with_segments(n, segment_starts(n)), request.budget);
 }
 
 }  // namespace memtrain::plan

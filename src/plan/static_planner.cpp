@@ -18,8 +18,7 @@ Plan StaticPlanner::plan(const PlanRequest& request) {
                 " stages, now asked for one of " + std::to_string(request.chain.size()) +
                 "; use one static planner per model");
   }
-  return priced_plan(name(), request.chain, schedule_with_recompute(*recompute_), request.budget,
-                     least_budget_);
+  return priced_plan(name(), request.chain, schedule_with_recompute(*recompute_), request.budget, least_budget_);
 }
 
 }  // namespace memtrain::plan

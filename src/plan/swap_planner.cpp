@@ -20,7 +20,8 @@ Plan SwapPlanner::plan(const PlanRequest& request) {
   Plan best = at_budget;
   best.planner = name();
   if (!(chain.device_to_host_bandwidth > 0) || !(chain.host_to_device_bandwidth > 0)) return best;
-  const Bytes keep_peak = priced_plan(name(), chain, schedule_keeping_everything(chain.size()), request.budget).peak_bytes;
+  const Bytes keep_peak =
+      priced_plan(name(), chain, schedule_keeping_everything(chain.size()), request.budget).peak_bytes;
   if (keep_peak <= request.budget) return best;  // nothing to offload
 
   int offloaded = 0;
@@ -32,7 +33,8 @@ Plan SwapPlanner::plan(const PlanRequest& request) {
     if (!recompute.feasible) return;
     Plan candidate = priced_plan(name(), chain, with_hidden_offloads(chain, recompute.schedule), request.budget);
     if (!candidate.feasible) return;
-    candidate = priced_plan(name(), chain, without_needless_offloads(chain, candidate.schedule, request.budget), request.budget);
+    candidate = priced_plan(name(), chain, without_needless_offloads(chain, candidate.schedule, request.budget),
+                            request.budget);
     if (!best.feasible || candidate.time < best.time) {
       best = candidate;
       origin = how;

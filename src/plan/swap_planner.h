@@ -41,7 +41,7 @@ class SwapPlanner : public Planner {
  private:
   OptimalPlanner optimal_;
   OptimalPlanner exact_offload_;  // the dynamic program with offloads
-  GroupedSwapPlanner grouped_;  // for chains with weights in host memory
+  GroupedSwapPlanner grouped_;    // for chains with weights in host memory
 };
 
 }  // namespace memtrain::plan

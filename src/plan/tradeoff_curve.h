@@ -15,8 +15,8 @@ struct TradeoffPoint {
   Bytes budget_bytes = 0;
   double budget_fraction = 0;  // of the peak with nothing recomputed
   bool feasible = false;
-  Seconds time = 0;            // simulated, when feasible
-  Bytes peak_bytes = 0;        // simulated, when feasible
+  Seconds time = 0;      // simulated, when feasible
+  Bytes peak_bytes = 0;  // simulated, when feasible
   int recomputed_forwards = 0;
 };
 

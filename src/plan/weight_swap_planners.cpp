@@ -38,9 +38,9 @@ Plan GroupedSwapPlanner::plan(const PlanRequest& request) {
     for (bool offload : {false, true}) {
       if (offload && packs == 1) continue;  // one pack's input is the batch
       for (bool lookahead : {false, true}) {
-        Plan p = priced_plan(name(), chain,
-                             grouped_swap_schedule(n, options_.micro_batches, starts, lookahead, offload),
-                             request.budget);
+        Plan p =
+            priced_plan(name(), chain, grouped_swap_schedule(n, options_.micro_batches, starts, lookahead, offload),
+                        request.budget);
         if (best_packs == 0 || beats(p, best)) {
           best = std::move(p);
           best_packs = packs;
@@ -60,10 +60,10 @@ Plan GroupedSwapPlanner::plan(const PlanRequest& request) {
 Plan PerLayerSwapPlanner::plan(const PlanRequest& request) {
   const Chain& chain = request.chain;
   need_weights_on_host(chain, name());
-  Plan best = priced_plan(name(), chain, per_layer_swap_schedule(chain.size(), options_.micro_batches, true),
-                          request.budget);
-  Plan plain = priced_plan(name(), chain, per_layer_swap_schedule(chain.size(), options_.micro_batches, false),
-                           request.budget);
+  Plan best =
+      priced_plan(name(), chain, per_layer_swap_schedule(chain.size(), options_.micro_batches, true), request.budget);
+  Plan plain =
+      priced_plan(name(), chain, per_layer_swap_schedule(chain.size(), options_.micro_batches, false), request.budget);
   if (beats(plain, best)) best = std::move(plain);
   best.planner = name();
   return best;

@@ -130,7 +130,7 @@ std::vector<int> balanced_pack_starts(const Chain& chain, int packs) {
   Bytes so_far = 0;
   for (int i = 0; i < n && static_cast<int>(starts.size()) < packs; ++i) {
     so_far += chain.stages[i].param_bytes;
-    const int left = n - (i + 1);                      // stages after i
+    const int left = n - (i + 1);                                // stages after i
     const int needed = packs - static_cast<int>(starts.size());  // packs still to start
     // Cut after i once this pack holds its share, or when every remaining stage must start a pack.
     const double share = static_cast<double>(total) * static_cast<double>(starts.size()) / packs;

@@ -22,8 +22,7 @@ namespace memtrain::plan {
 
 // forward_last_without_grad: the loss stage runs forward without grad too
 // before its forward with grad, as every other stage does.
-Schedule per_layer_swap_schedule(int stages, int micro_batches, bool lookahead,
-                                 bool forward_last_without_grad = false);
+Schedule per_layer_swap_schedule(int stages, int micro_batches, bool lookahead, bool forward_last_without_grad = false);
 
 // What the trainer measures a chain with when the weights live in host
 // memory (schedule_for_collection's counterpart): the per-layer schedule

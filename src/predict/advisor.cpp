@@ -54,7 +54,8 @@ std::string reason_for(const Advice& advice, const MethodAdvice& best) {
     if (!other || m.predicted_throughput > other->predicted_throughput) other = &m;
   }
   const std::string device = format_bytes(advice.usable_bytes);
-  if (!other) return "it is the only method measured; its best batch is " + std::to_string(best.best_batch) + " in " + device;
+  if (!other)
+    return "it is the only method measured; its best batch is " + std::to_string(best.best_batch) + " in " + device;
   if (other->max_batch == 0) {
     return other->method + " does not fit even batch 1 in " + device + "; " + best.method + " fits batch " +
            std::to_string(best.max_batch);
@@ -82,27 +83,30 @@ std::string reason_for(const Advice& advice, const MethodAdvice& best) {
 Advice advise(const std::vector<std::pair<std::string, ThroughputModel>>& models, const AdvisorOptions& options) {
   if (options.device_memory <= 0) throw UsageError("--device-memory must be > 0 bytes");
   if (!(options.headroom >= 0 && options.headroom < 1)) {
-    throw UsageError("--headroom " + format_number("%g", 100 * options.headroom) + "% is out of range; expected 0% to <100%");
+    throw UsageError("--headroom " + format_number("%g", 100 * options.headroom) +
+                     "% is out of range; expected 0% to <100%");
   }
   if (models.empty()) throw Error("advise: no methods to compare");
   Advice advice;
   advice.device_memory = options.device_memory;
   advice.headroom = options.headroom;
-  advice.usable_bytes = static_cast<Bytes>(std::floor(static_cast<double>(options.device_memory) * (1 - options.headroom)));
+  advice.usable_bytes =
+      static_cast<Bytes>(std::floor(static_cast<double>(options.device_memory) * (1 - options.headroom)));
   for (const auto& [name, model] : models) {
     MethodAdvice m;
     m.method = name;
     m.model = model;
     m.max_batch = largest_fitting_batch(model, advice.usable_bytes, options.batch_limit);
     if (model.alpha <= 0) m.note = "peak memory does not grow with the batch in the measurements";
-    if (m.max_batch == options.batch_limit) m.note += (m.note.empty() ? "" : "; ") + std::string("capped at the batch limit");
+    if (m.max_batch == options.batch_limit)
+      m.note += (m.note.empty() ? "" : "; ") + std::string("capped at the batch limit");
     if (m.max_batch > 0) {
       m.best_batch = best_batch(model, m.max_batch);
       m.predicted_peak_bytes = model.peak_bytes(static_cast<double>(m.best_batch));
       m.predicted_throughput = model.throughput(static_cast<double>(m.best_batch));
       if (m.best_batch < m.max_batch) {
-        m.note += (m.note.empty() ? "" : "; ") + std::string("throughput falls beyond batch ") +
-                  std::to_string(m.best_batch);
+        m.note +=
+            (m.note.empty() ? "" : "; ") + std::string("throughput falls beyond batch ") + std::to_string(m.best_batch);
       }
     } else {
       m.note = "does not fit even batch 1 (predicted " + format_bytes(static_cast<Bytes>(model.peak_bytes(1))) + ")";
@@ -124,7 +128,8 @@ Advice advise(const std::vector<std::pair<std::string, ThroughputModel>>& models
 
 Advice advise_from_measurements(const std::vector<Measurement>& rows, const AdvisorOptions& options) {
   std::vector<std::pair<std::string, ThroughputModel>> models;
-  for (const std::string& name : method_names(rows)) models.emplace_back(name, fit_throughput_model(rows_of(rows, name)));
+  for (const std::string& name : method_names(rows))
+    models.emplace_back(name, fit_throughput_model(rows_of(rows, name)));
   return advise(models, options);
 }
 

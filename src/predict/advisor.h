@@ -19,25 +19,25 @@ namespace memtrain::predict {
 struct MethodAdvice {
   std::string method;
   ThroughputModel model;
-  std::int64_t max_batch = 0;        // 0: not even batch 1 fits
-  std::int64_t best_batch = 0;       // highest predicted throughput in 1..max_batch
-  double predicted_peak_bytes = 0;   // at best_batch
-  double predicted_throughput = 0;   // samples/s at best_batch
-  std::string note;                  // why max_batch is what it is, when not obvious
+  std::int64_t max_batch = 0;       // 0: not even batch 1 fits
+  std::int64_t best_batch = 0;      // highest predicted throughput in 1..max_batch
+  double predicted_peak_bytes = 0;  // at best_batch
+  double predicted_throughput = 0;  // samples/s at best_batch
+  std::string note;                 // why max_batch is what it is, when not obvious
 };
 
 struct Advice {
   Bytes device_memory = 0;
-  double headroom = 0;       // fraction of device memory kept free
-  Bytes usable_bytes = 0;    // device_memory·(1 − headroom)
+  double headroom = 0;                // fraction of device memory kept free
+  Bytes usable_bytes = 0;             // device_memory·(1 − headroom)
   std::vector<MethodAdvice> methods;  // in the order given
-  std::string recommended;   // empty when no method fits
-  std::string reason;        // one line
+  std::string recommended;            // empty when no method fits
+  std::string reason;                 // one line
 };
 
 struct AdvisorOptions {
-  Bytes device_memory = 0;      // > 0
-  double headroom = 0.10;       // 0 <= headroom < 1
+  Bytes device_memory = 0;             // > 0
+  double headroom = 0.10;              // 0 <= headroom < 1
   std::int64_t batch_limit = 1 << 20;  // largest batch considered
 };
 

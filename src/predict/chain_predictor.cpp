@@ -114,7 +114,7 @@ Chain ChainPredictor::predict(std::int64_t size) const {
       // Variants keep their numbers: stop at the first not observed yet.
       if (std::any_of(vm.begin(), vm.end(), [](const QuadraticModel& q) { return q.count() == 0; })) break;
       StageVariant x{constants_[i].variants[v], seconds(vm[kVForwardTime]), seconds(vm[kVBackwardTime]),
-                     bytes(vm[kVSaved]), bytes(vm[kVForwardTemp]), bytes(vm[kVBackwardTemp])};
+                     bytes(vm[kVSaved]),        bytes(vm[kVForwardTemp]),   bytes(vm[kVBackwardTemp])};
       if (constants_[i].variants_recompute) {
         x.backward_time = std::max(x.backward_time, s.forward_time + s.backward_time - x.forward_time);
       }

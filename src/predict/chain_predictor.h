@@ -36,15 +36,15 @@ struct ChainSample {
 // Fixed per stage, known from the model rather than learned.
 struct StageConstants {
   std::string name;
-  Bytes param_bytes = 0;  // weights
-  Bytes state_bytes = 0;  // gradients and optimizer state
+  Bytes param_bytes = 0;              // weights
+  Bytes state_bytes = 0;              // gradients and optimizer state
   std::vector<std::string> variants;  // names of the stage's variants 1.. (operator variants)
   // The variants do the plain stage's work and more (they recompute), so a
   // prediction never makes one faster than the plain stage: a measurement
   // that says so is noise, and would make `joint` choose it for nothing.
   bool variants_recompute = false;
-  Bytes grad_bytes = 0;      // of state_bytes, the gradients
-  Seconds update_time = 0;   // the optimizer step for the stage on the host (weights in host memory)
+  Bytes grad_bytes = 0;     // of state_bytes, the gradients
+  Seconds update_time = 0;  // the optimizer step for the stage on the host (weights in host memory)
 };
 
 class ChainPredictor {

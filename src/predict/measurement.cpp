@@ -108,7 +108,8 @@ void write_measurements_csv(std::ostream& out, const std::vector<Measurement>& r
   char seconds[64];
   for (const Measurement& m : rows) {
     if (m.method.empty() || m.method.find_first_of(",\n") != std::string::npos) {
-      throw Error("measurement method '" + m.method + "' cannot be written as CSV; expected a non-empty name without commas");
+      throw Error("measurement method '" + m.method +
+                  "' cannot be written as CSV; expected a non-empty name without commas");
     }
     std::snprintf(seconds, sizeof seconds, "%.9g", m.step_seconds);
     out << m.method << ',' << m.batch << ',' << m.peak_bytes << ',' << seconds << '\n';

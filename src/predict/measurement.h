@@ -20,9 +20,9 @@ namespace memtrain::predict {
 
 struct Measurement {
   std::string method;
-  std::int64_t batch = 0;   // examples per step, >= 1
-  Bytes peak_bytes = 0;     // peak device memory of a step, > 0
-  Seconds step_seconds = 0; // median step time, > 0
+  std::int64_t batch = 0;    // examples per step, >= 1
+  Bytes peak_bytes = 0;      // peak device memory of a step, > 0
+  Seconds step_seconds = 0;  // median step time, > 0
 };
 
 // Throws DataError naming `source`, the line and the column for anything

@@ -20,8 +20,6 @@ double PredictionError::median() const {
   return (upper + *std::max_element(e.begin(), e.begin() + mid)) / 2;
 }
 
-double PredictionError::max() const {
-  return errors_.empty() ? 0 : *std::max_element(errors_.begin(), errors_.end());
-}
+double PredictionError::max() const { return errors_.empty() ? 0 : *std::max_element(errors_.begin(), errors_.end()); }
 
 }  // namespace memtrain::predict

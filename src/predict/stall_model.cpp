@@ -20,7 +20,8 @@ void check_stall_rates(const StallRates& r) {
   require_rate(r.ingestion_rate, "ingestion rate");
   require_rate(r.prep_rate_one_thread, "prep rate");
   require_rate(r.fetch_rate_one_thread, "fetch rate");
-  if (r.prep_cores < 1) throw Error("stall model: prep cores " + std::to_string(r.prep_cores) + " is out of range; expected >= 1");
+  if (r.prep_cores < 1)
+    throw Error("stall model: prep cores " + std::to_string(r.prep_cores) + " is out of range; expected >= 1");
 }
 
 double pipeline_rate(const StallRates& r, double cache_fraction, int threads) {

@@ -9,9 +9,8 @@
 namespace memtrain::predict {
 
 StallShares stall_shares(Seconds synthetic, Seconds cached, Seconds cold) {
-  for (const auto& [name, seconds] : {std::pair<const char*, Seconds>{"synthetic", synthetic},
-                                      {"cached", cached},
-                                      {"cold", cold}}) {
+  for (const auto& [name, seconds] :
+       {std::pair<const char*, Seconds>{"synthetic", synthetic}, {"cached", cached}, {"cold", cold}}) {
     if (!(std::isfinite(seconds) && seconds > 0)) {
       throw Error(std::string("stall shares: the ") + name + " epoch took " + std::to_string(seconds) +
                   " s; expected a positive, finite time");

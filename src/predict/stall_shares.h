@@ -15,8 +15,8 @@
 namespace memtrain::predict {
 
 struct StallShares {
-  double prep = 0;       // of the (ordered) cold epoch, spent waiting on preprocessing
-  double fetch = 0;      // of the (ordered) cold epoch, spent waiting on storage
+  double prep = 0;          // of the (ordered) cold epoch, spent waiting on preprocessing
+  double fetch = 0;         // of the (ordered) cold epoch, spent waiting on storage
   Seconds order_noise = 0;  // s the envelope added: how far the epochs ran out of order
 };
 

@@ -16,7 +16,8 @@ struct MicroBatchTimes {
   std::vector<Seconds> ready;              // x_i usable on the device again (after a prefetch)
   std::vector<Seconds> saved_offload_end;  // the same for the part of x̄_i beyond its output
   std::vector<Seconds> saved_ready;
-  explicit MicroBatchTimes(int n) : offload_end(n + 1, 0), ready(n + 1, 0), saved_offload_end(n, 0), saved_ready(n, 0) {}
+  explicit MicroBatchTimes(int n)
+      : offload_end(n + 1, 0), ready(n + 1, 0), saved_offload_end(n, 0), saved_ready(n, 0) {}
 };
 
 // When the copies of a stage's weights and gradients end.
@@ -98,8 +99,10 @@ class SimulatorBackend : public ScheduleBackend {
     const StageVariant s = chain_.stages[i].variant(before.micro[op.micro].kept[i] - 1);
     Bytes new_grads = 0;  // the weights' gradients, made by the stage's first backward
     if (chain_.weights_on_host) {
-      if (first_of_stage) new_grads = chain_.stages[i].grad_bytes;
-      else wait_until(stages_[i].grads_ready, false);
+      if (first_of_stage)
+        new_grads = chain_.stages[i].grad_bytes;
+      else
+        wait_until(stages_[i].grads_ready, false);
     }
     peak_ = mem_ + new_grads + a(i) + s.backward_temp_bytes;
     mem_ += new_grads + a(i) - s.saved_bytes - a(i + 1);
@@ -261,7 +264,7 @@ class SimulatorBackend : public ScheduleBackend {
   Seconds host_t_ = 0;        // the host's optimizer updates
   Seconds d2h_free_ = 0;      // when each copy engine is next idle
   Seconds h2d_free_ = 0;
-  size_t index_ = 0;          // the operation being priced
+  size_t index_ = 0;  // the operation being priced
   Op op_{OpKind::Loss, -1};
 };
 

@@ -60,7 +60,8 @@ void expect_refused(const std::vector<std::string>& args, const std::string& mes
 
 TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   EXPECT_EQ(run({}).status, 2);
-  expect_refused({"fly"}, "unknown command 'fly'; known: advise, calibrate, data, plan, profile, simulate, stalls, train");
+  expect_refused({"fly"},
+                 "unknown command 'fly'; known: advise, calibrate, data, plan, profile, simulate, stalls, train");
   expect_refused({"train", "--planner", "rotor"},
                  "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static, swap");
   expect_refused({"train", "--budget", "150%"}, "--budget '150%' is not a valid percentage");
@@ -76,7 +77,8 @@ TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   EXPECT_EQ(run({"train", "--help"}).status, 0);
   EXPECT_EQ(run({"plan", "--help"}).status, 0);
   expect_refused({"profile", "--batches", "4,x"}, "'x' is not a batch size");
-  expect_refused({"profile", "--method", "swap"}, "method 'swap' is unknown; expected none, checkpoint or checkpoint:PLANNER");
+  expect_refused({"profile", "--method", "swap"},
+                 "method 'swap' is unknown; expected none, checkpoint or checkpoint:PLANNER");
   expect_refused({"profile", "--method", "checkpoint:rotor"}, "unknown planner 'rotor'");
   expect_refused({"profile", "--method", "offload"}, "no method left to measure");
   expect_refused({"advise", "--from-csv", "m.csv"}, "--device-memory is required");
@@ -92,7 +94,8 @@ TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   expect_refused({"data", "pack", "--from", "imagenet", "--out", "d"}, "imagenet");
   expect_refused({"data", "pack", "--from", "brown"}, "--out DIR is required");
   expect_refused({"stalls", "--model", "resnet"}, "stalls: --data must be a directory of image shards");
-  expect_refused({"stalls", "--model", "resnet", "--data", ".", "--checks", "50"}, "--checks item '50' is not CACHE%:THREADS");
+  expect_refused({"stalls", "--model", "resnet", "--data", ".", "--checks", "50"},
+                 "--checks item '50' is not CACHE%:THREADS");
   expect_refused({"stalls", "--model", "resnet", "--data", ".", "--cache-sizes", "0,120"},
                  "--cache-sizes '120' is not a percentage");
   expect_refused({"train", "--model", "resnet", "--data", "/nonexistent/shards"},
@@ -107,7 +110,8 @@ TEST(Commands, DataPackWritesShardsOfTheRealDatasets) {
                 .status,
             0);
   std::int64_t images = 0;
-  for (int k = 0; std::filesystem::exists(dir.path() + "/fm/fashion-mnist-train-00000" + std::to_string(k) + ".tar"); ++k) {
+  for (int k = 0; std::filesystem::exists(dir.path() + "/fm/fashion-mnist-train-00000" + std::to_string(k) + ".tar");
+       ++k) {
     images += static_cast<std::int64_t>(
         data::read_tar_shard(dir.path() + "/fm/fashion-mnist-train-00000" + std::to_string(k) + ".tar").size());
   }
@@ -125,7 +129,8 @@ TEST(Commands, DataPackWritesShardsOfTheRealDatasets) {
             0);
   const json j = read_json(report);
   ASSERT_EQ(j["epochs"].size(), 2u);
-  for (const char* key : {"storage_bytes_read", "hit_rate", "seconds"}) EXPECT_TRUE(j["epochs"][1].contains(key)) << key;
+  for (const char* key : {"storage_bytes_read", "hit_rate", "seconds"})
+    EXPECT_TRUE(j["epochs"][1].contains(key)) << key;
   EXPECT_EQ(j["epochs"][0]["storage_bytes_read"], j["dataset_bytes"]);
   EXPECT_GT(j["epochs"][1]["hit_rate"].get<double>(), 0.3);
 }
@@ -202,8 +207,8 @@ TEST(Commands, SimulatePricesASwapPlanWithItsTransfers) {
 TEST(Commands, CalibrateWritesAChainWithTheMeasuredLinkThatSimulateReads) {
   testing::TempDir dir;
   const std::string chain = dir.path() + "/calibrated.json", priced = dir.path() + "/priced.json";
-  const Outcome c = run({"calibrate", "--json", chain, "--batch", "8", "--copy-bytes", "4MiB", "--repeats", "3",
-                         "--threads", "1"});
+  const Outcome c =
+      run({"calibrate", "--json", chain, "--batch", "8", "--copy-bytes", "4MiB", "--repeats", "3", "--threads", "1"});
   ASSERT_EQ(c.status, 0) << c.err;
   const json j = read_json(chain);
   EXPECT_GT(j["device_to_host_bandwidth"].get<double>(), 1e6);
@@ -228,8 +233,9 @@ TEST(Commands, PlanSweepWritesEveryPlannerAtEveryBudgetAndAPlot) {
   std::ifstream in(csv);
   std::string line;
   std::getline(in, line);
-  EXPECT_EQ(line, "planner,budget_bytes,budget_fraction,feasible,time_seconds,time_over_keep_all,peak_bytes,"
-                  "recomputed_forwards");
+  EXPECT_EQ(line,
+            "planner,budget_bytes,budget_fraction,feasible,time_seconds,time_over_keep_all,peak_bytes,"
+            "recomputed_forwards");
   std::map<std::string, int> rows, feasible;
   while (std::getline(in, line)) {
     const std::string planner = line.substr(0, line.find(','));
@@ -238,9 +244,9 @@ TEST(Commands, PlanSweepWritesEveryPlannerAtEveryBudgetAndAPlot) {
   }
   EXPECT_EQ(rows.size(), plan::device_weight_planner_names().size());
   for (const auto& [planner, count] : rows) EXPECT_EQ(count, 7) << planner;
-  EXPECT_EQ(feasible["none"], 1);        // only at the top budget
+  EXPECT_EQ(feasible["none"], 1);  // only at the top budget
   EXPECT_GE(feasible["optimal"], feasible["mimose"]);
-  EXPECT_GE(feasible["optimal"], 6);     // the lowest budget is the least any planner needs
+  EXPECT_GE(feasible["optimal"], 6);  // the lowest budget is the least any planner needs
   std::ifstream plot(svg);
   std::string head((std::istreambuf_iterator<char>(plot)), {});
   EXPECT_NE(head.find("<svg"), std::string::npos);
@@ -269,9 +275,9 @@ TEST(Commands, PlanGraphSolvesTheExampleUNetWithCbc) {
 TEST(Commands, TrainWritesItsReportAndTheMeasuredChain) {
   testing::TempDir dir;
   const std::string report = dir.path() + "/train.json", chain = dir.path() + "/chain.json";
-  const Outcome o = run({"train", "--layers", "2", "--width", "32", "--heads", "2", "--batch", "16", "--vocab", "2000",
-                         "--steps", "7", "--collect-steps", "2", "--budget", "65%", "--threads", "1", "--json", report,
-                         "--save-chain", chain, "--quiet"});
+  const Outcome o = run({"train", "--layers",  "2",    "--width", "32",   "--heads",         "2",   "--batch",
+                         "16",    "--vocab",   "2000", "--steps", "7",    "--collect-steps", "2",   "--budget",
+                         "65%",   "--threads", "1",    "--json",  report, "--save-chain",    chain, "--quiet"});
   ASSERT_EQ(o.status, 0) << o.err;
   const json j = read_json(report);
   EXPECT_EQ(j["planner"], "mimose");
@@ -288,8 +294,8 @@ TEST(Commands, TrainWritesItsReportAndTheMeasuredChain) {
   EXPECT_NE(j["steps"][6]["plan"], "collect");
   for (const auto& s : j["steps"]) EXPECT_LE(s["peak_bytes"].get<long long>(), j["budget_bytes"].get<long long>());
   const json& sum = j["summary"];
-  for (const char* key : {"max_peak_bytes", "violations", "retries", "cache_hits", "median_prediction_error",
-                          "mean_step_seconds"}) {
+  for (const char* key :
+       {"max_peak_bytes", "violations", "retries", "cache_hits", "median_prediction_error", "mean_step_seconds"}) {
     EXPECT_TRUE(sum.contains(key)) << key;
   }
   EXPECT_EQ(sum["violations"], 0);
@@ -303,8 +309,9 @@ TEST(Commands, TrainWritesItsReportAndTheMeasuredChain) {
 TEST(Commands, TrainsAUNetWithTheGraphPlanner) {
   testing::TempDir dir;
   const std::string report = dir.path() + "/unet.json";
-  const Outcome o = run({"train", "--model", "unet", "--width", "4", "--image-size", "16", "--batch", "8", "--steps", "3",
-                         "--threads", "2", "--budget", "90%", "--time-limit", "20", "--json", report, "--quiet"});
+  const Outcome o =
+      run({"train", "--model",   "unet", "--width",  "4",   "--image-size", "16", "--batch", "8",    "--steps",
+           "3",     "--threads", "2",    "--budget", "90%", "--time-limit", "20", "--json",  report, "--quiet"});
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.err.find("planner checkmate (CBC)"), std::string::npos) << o.err;
   const json j = read_json(report);
@@ -318,8 +325,9 @@ TEST(Commands, TrainsAUNetWithTheGraphPlanner) {
   }
   EXPECT_TRUE(j["steps"][0]["new_plan"].get<bool>());
   EXPECT_FALSE(j["steps"][1]["new_plan"].get<bool>());
-  expect_refused({"train", "--model", "unet", "--planner", "optimal"},
-                 "--model unet is a graph, not a chain; it is planned by the graph planner: expected --planner checkmate");
+  expect_refused(
+      {"train", "--model", "unet", "--planner", "optimal"},
+      "--model unet is a graph, not a chain; it is planned by the graph planner: expected --planner checkmate");
   expect_refused({"train", "--model", "unet", "--layers", "3", "--image-size", "20"},
                  "--image-size 20 must be divisible by 2^3");
   expect_refused({"train", "--model", "unet", "--width", "4", "--image-size", "16", "--batch", "8", "--budget", "10%"},
@@ -329,10 +337,10 @@ TEST(Commands, TrainsAUNetWithTheGraphPlanner) {
 TEST(Commands, TrainsAGptWithItsWeightsInHostMemory) {
   testing::TempDir dir;
   const std::string report = dir.path() + "/train.json";
-  const Outcome o = run({"train", "--model", "gpt", "--layers", "2", "--width", "128", "--heads", "2", "--vocab", "2000",
-                         "--batch", "8", "--steps", "4", "--collect-steps", "2", "--threads", "2", "--planner", "swap",
-                         "--weights-on", "host", "--micro-batches", "4", "--budget", "50%", "--json", report,
-                         "--quiet"});
+  const Outcome o = run({"train", "--model",   "gpt",  "--layers",  "2",    "--width",      "128",  "--heads",
+                         "2",     "--vocab",   "2000", "--batch",   "8",    "--steps",      "4",    "--collect-steps",
+                         "2",     "--threads", "2",    "--planner", "swap", "--weights-on", "host", "--micro-batches",
+                         "4",     "--budget",  "50%",  "--json",    report, "--quiet"});
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.err.find("weights, gradients and Adam state in host memory"), std::string::npos) << o.err;
   // No --bandwidth or --calibration: the link is measured, not refused.
@@ -369,13 +377,14 @@ TEST(Commands, TrainsAGptWithItsWeightsInHostMemory) {
 TEST(Commands, StallsMeasuresTheThreeEpochsPredictsAndChecks) {
   testing::TempDir dir;
   const std::string shards = dir.path() + "/fm";
-  ASSERT_EQ(run({"data", "pack", "--from", "fashion-mnist", "--out", shards, "--resolution", "64", "--limit", "96"})
-                .status,
-            0);
+  ASSERT_EQ(
+      run({"data", "pack", "--from", "fashion-mnist", "--out", shards, "--resolution", "64", "--limit", "96"}).status,
+      0);
   const std::string report = dir.path() + "/stalls.json";
-  const Outcome o = run({"stalls", "--model", "resnet", "--width", "4", "--layers", "1", "--data", shards, "--batch",
-                         "16", "--min-scale", "16", "--max-scale", "24", "--cache-sizes", "0,50,100", "--max-threads",
-                         "3", "--checks", "0:1,100:2", "--json", report});
+  const Outcome o =
+      run({"stalls",   "--model",       "resnet", "--width",     "4",         "--layers",    "1",   "--data",
+           shards,     "--batch",       "16",     "--min-scale", "16",        "--max-scale", "24",  "--cache-sizes",
+           "0,50,100", "--max-threads", "3",      "--checks",    "0:1,100:2", "--json",      report});
   ASSERT_EQ(o.status, 0) << o.err;
   const json j = read_json(report);
   EXPECT_EQ(j["samples"], 96);
@@ -408,10 +417,10 @@ TEST(Commands, TrainsFromPackedShardsAndSkipsACorruptSampleWhenAsked) {
   std::vector<std::string> paths;
   for (const auto& e : std::filesystem::directory_iterator(shards)) paths.push_back(e.path().string());
   testing::change_sample(paths, "000013", [](auto& files) { files["jpg"].resize(25); });
-  const std::vector<std::string> train = {"train", "--model", "resnet", "--width", "4", "--data", shards,
-                                          "--batch", "8", "--min-scale", "16", "--max-scale", "40", "--epochs", "1",
-                                          "--budget", "90%", "--prep-threads", "3", "--cache-size", "50%",
-                                          "--threads", "1", "--quiet"};
+  const std::vector<std::string> train = {"train", "--model",      "resnet", "--width",     "4",   "--data",
+                                          shards,  "--batch",      "8",      "--min-scale", "16",  "--max-scale",
+                                          "40",    "--epochs",     "1",      "--budget",    "90%", "--prep-threads",
+                                          "3",     "--cache-size", "50%",    "--threads",   "1",   "--quiet"};
   const Outcome strict = run(train);
   EXPECT_EQ(strict.status, 1);
   EXPECT_NE(strict.err.find("(sample 000013)"), std::string::npos) << strict.err;
@@ -449,9 +458,9 @@ namespace {
 TEST(Commands, TrainsTheResNetOnFashionMnistWithChangingImageSizes) {
   testing::TempDir dir;
   const std::string report = dir.path() + "/train.json";
-  const Outcome o = run({"train", "--model", "resnet", "--width", "4", "--batch", "8", "--min-scale", "20",
-                         "--max-scale", "48", "--steps", "8", "--collect-steps", "2", "--budget", "90%", "--json",
-                         report, "--quiet"});
+  const Outcome o = run({"train",       "--model",  "resnet",      "--width", "4",       "--batch", "8",
+                         "--min-scale", "20",       "--max-scale", "48",      "--steps", "8",       "--collect-steps",
+                         "2",           "--budget", "90%",         "--json",  report,    "--quiet"});
   ASSERT_EQ(o.status, 0) << o.err;
   const json j = read_json(report);
   EXPECT_EQ(j["model"], "resnet");
@@ -473,8 +482,8 @@ namespace memtrain::cli {
 namespace {
 
 // A small tagger on sentences of at most 24 tokens: quick to profile.
-const std::vector<std::string> kSmallTagger = {"--layers", "1",     "--width",      "32", "--heads",       "2",
-                                               "--vocab",  "2000",  "--max-length", "24", "--timed-steps", "3",
+const std::vector<std::string> kSmallTagger = {"--layers",  "1",    "--width",      "32", "--heads",       "2",
+                                               "--vocab",   "2000", "--max-length", "24", "--timed-steps", "3",
                                                "--threads", "1"};
 
 std::vector<std::string> with_small_tagger(std::vector<std::string> args) {
@@ -485,8 +494,8 @@ std::vector<std::string> with_small_tagger(std::vector<std::string> args) {
 TEST(Commands, ProfileMeasuresEachMethodAtEachBatchAndSkipsWhatIsNotBuilt) {
   testing::TempDir dir;
   const std::string csv = dir.path() + "/p.csv", report = dir.path() + "/p.json";
-  const Outcome o = run(with_small_tagger({"profile", "--method", "none,offload,checkpoint", "--batches", "8,2,4,6",
-                                           "--csv", csv, "--json", report}));
+  const Outcome o = run(with_small_tagger(
+      {"profile", "--method", "none,offload,checkpoint", "--batches", "8,2,4,6", "--csv", csv, "--json", report}));
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.err.find("skipping method offload: offload is not built yet"), std::string::npos) << o.err;
   const std::vector<predict::Measurement> rows = predict::read_measurements_csv_file(csv);
@@ -520,8 +529,8 @@ TEST(Commands, AdviseFromCsvWritesTheFittedModelsTheAdviceAndAPlot) {
     }
     out << "compress,8," << 50 * MiB << ",0.3\n";  // too few to fit: left out, not fatal
   }
-  const Outcome o = run({"advise", "--from-csv", csv, "--device-memory", "400MiB", "--headroom", "0%", "--json", report,
-                         "--plot", plot});
+  const Outcome o = run(
+      {"advise", "--from-csv", csv, "--device-memory", "400MiB", "--headroom", "0%", "--json", report, "--plot", plot});
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.err.find("method compress: 1 measurements are too few"), std::string::npos) << o.err;
   const json j = read_json(report);
@@ -535,7 +544,10 @@ TEST(Commands, AdviseFromCsvWritesTheFittedModelsTheAdviceAndAPlot) {
   EXPECT_NEAR(j["methods"][1]["k"].get<double>(), 0.013, 1e-6);
   EXPECT_GT(j["methods"][0]["r2_time"].get<double>(), 0.9999);
   EXPECT_EQ(j["recommended"], "checkpoint");
-  EXPECT_NE(j["reason"].get<std::string>().find("grow 5.0x (30 -> 150) over none, and none saturates the device from batch 40"), std::string::npos) << j["reason"];
+  EXPECT_NE(j["reason"].get<std::string>().find(
+                "grow 5.0x (30 -> 150) over none, and none saturates the device from batch 40"),
+            std::string::npos)
+      << j["reason"];
   std::ifstream svg(plot);
   const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("checkpoint predicted"), std::string::npos);
@@ -549,8 +561,8 @@ TEST(Commands, AdviseFromCsvWritesTheFittedModelsTheAdviceAndAPlot) {
 TEST(Commands, AdviseMeasuresHereAndValidatesItsPrediction) {
   testing::TempDir dir;
   const std::string report = dir.path() + "/a.json";
-  const Outcome o = run(with_small_tagger({"advise", "--batches", "4,8,12,16", "--device-memory", "40MiB",
-                                           "--json", report, "--plot", dir.path() + "/a.svg", "--validate"}));
+  const Outcome o = run(with_small_tagger({"advise", "--batches", "4,8,12,16", "--device-memory", "40MiB", "--json",
+                                           report, "--plot", dir.path() + "/a.svg", "--validate"}));
   ASSERT_EQ(o.status, 0) << o.err;
   const json j = read_json(report);
   ASSERT_EQ(j["methods"].size(), 2u);

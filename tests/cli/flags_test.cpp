@@ -25,19 +25,29 @@ TEST(Flags, ReadsValuesInBothSpellingsAndSwitches) {
 }
 
 TEST(Flags, ErrorsNameTheFlagAndTheValidRange) {
-  EXPECT_EQ(error_of([] { Flags({"--steps", "0"}, {}, "train").integer("steps", 1, 1, 100); }),
+  EXPECT_EQ(error_of([] {
+              Flags({"--steps", "0"}, {}, "train").integer("steps", 1, 1, 100);
+            }),
             "--steps 0 is out of range; expected an integer in 1..100");
-  EXPECT_EQ(error_of([] { Flags({"--steps", "ten"}, {}, "train").integer("steps", 1, 1, 100); }),
+  EXPECT_EQ(error_of([] {
+              Flags({"--steps", "ten"}, {}, "train").integer("steps", 1, 1, 100);
+            }),
             "--steps 'ten' is not an integer; expected an integer in 1..100");
-  EXPECT_EQ(error_of([] { Flags({"--lr", "x"}, {}, "train").real("lr", 1, 0, 2); }).rfind("--lr 'x' is not a number", 0),
+  EXPECT_EQ(error_of([] {
+              Flags({"--lr", "x"}, {}, "train").real("lr", 1, 0, 2);
+            }).rfind("--lr 'x' is not a number", 0),
             0u);
   EXPECT_EQ(error_of([] { Flags({"--steps"}, {}, "train"); }), "train: flag --steps needs a value");
   EXPECT_EQ(error_of([] { Flags({"steps"}, {}, "train"); }),
             "train: unexpected argument 'steps'; flags look like --name value");
   EXPECT_EQ(error_of([] { Flags({"--a", "1", "--a", "2"}, {}, "train"); }), "train: flag --a is given twice");
-  EXPECT_EQ(error_of([] { Flags({"--model", "gpt"}, {}, "train").choice("model", "x", {"resnet", "transformer"}); }),
+  EXPECT_EQ(error_of([] {
+              Flags({"--model", "gpt"}, {}, "train").choice("model", "x", {"resnet", "transformer"});
+            }),
             "--model 'gpt' is not known; expected one of: resnet, transformer");
-  EXPECT_EQ(error_of([] { Flags({"--bogus", "1"}, {}, "train").check_all_used(); }),
+  EXPECT_EQ(error_of([] {
+              Flags({"--bogus", "1"}, {}, "train").check_all_used();
+            }),
             "train: unknown flag --bogus; see memtrain train --help");
 }
 

@@ -171,15 +171,15 @@ TEST(GraphJson, ErrorsNameTheNodeAndField) {
     }
     return std::string();
   };
-  EXPECT_EQ(error_of_graph(json::parse(R"({"nodes": [{"time": 1}]})")),
-            "g.json: node 0: missing field 'output_bytes'");
+  EXPECT_EQ(error_of_graph(json::parse(R"({"nodes": [{"time": 1}]})")), "g.json: node 0: missing field 'output_bytes'");
   EXPECT_EQ(error_of_graph(json::parse(R"({"nodes": [{"time": 1, "output_bytes": 4, "inputs": [0]}]})")),
             "g.json: node 0 ('node0'): input 0 is not an earlier node; expected 0..-1");
   EXPECT_EQ(error_of_graph(json::parse(R"({"nodes": [{"time": 1, "output_bytes": 4}], "backward": "maybe"})")),
             "g.json: field 'backward' is 'maybe'; expected 'derive' (default) or 'included'");
-  EXPECT_EQ(error_of_graph(json::parse(
-                R"({"nodes": [{"time": 1, "output_bytes": 4, "variants": [{"name": "v", "time": -1, "temp_bytes": 0}]}]})")),
-            "g.json: node 0, variant 1: field 'time' is -1; expected a number >= 0");
+  EXPECT_EQ(
+      error_of_graph(json::parse(
+          R"({"nodes": [{"time": 1, "output_bytes": 4, "variants": [{"name": "v", "time": -1, "temp_bytes": 0}]}]})")),
+      "g.json: node 0, variant 1: field 'time' is -1; expected a number >= 0");
 }
 
 }  // namespace

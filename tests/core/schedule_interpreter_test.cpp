@@ -82,8 +82,7 @@ TEST(ScheduleInterpreter, HandsEveryOperationToTheBackendInOrderWithWhatItFrees)
 
 TEST(ScheduleInterpreter, TellsTheFirstBackwardOfAStageAndAGradientCopyInFlight) {
   RecordingBackend b;
-  const Schedule s =
-      testing::parse_schedule("Win0 Fall0 L B0 Gout0 Wout0 Win0 Fall0@1 L@1 Gin0 B0@1 Gout0 Wout0 U0");
+  const Schedule s = testing::parse_schedule("Win0 Fall0 L B0 Gout0 Wout0 Win0 Fall0@1 L@1 Gin0 B0@1 Gout0 Wout0 U0");
   interpret(s, limits(1, true), b);
   EXPECT_EQ(b.calls, (std::vector<std::string>{"Win0", "Fall0", "L", "B0 frees first", "Gout0", "Wout0 grads", "Win0",
                                                "Fall0@1", "L@1", "Gin0", "B0@1 frees", "Gout0", "Wout0 grads", "U0"}));
@@ -112,10 +111,12 @@ TEST(ScheduleInterpreter, RefusesAnOperationBeforeTheBackendSeesIt) {
 
 TEST(ScheduleInterpreter, NamesTheOperationAndWhatItLacks) {
   EXPECT_EQ(refusal("B0", limits(2)), "schedule op 0 (backward 0): the stage holds no forward with grad");
-  EXPECT_EQ(refusal("Fall0 Fall1 L B1 Fall1 B0", limits(2)), "schedule op 4 (forward_all 1): its backward has already run");
+  EXPECT_EQ(refusal("Fall0 Fall1 L B1 Fall1 B0", limits(2)),
+            "schedule op 4 (forward_all 1): its backward has already run");
   EXPECT_EQ(refusal("Fall0.v1", limits(2)),
             "schedule op 0 (forward_all 0 variant 1): variant 1 does not exist; the stage has variants 0..0");
-  EXPECT_EQ(refusal("Fck0 Off1 Fn1", limits(3)), "schedule op 2 (forward_none 1): x_1 is being offloaded; release it first");
+  EXPECT_EQ(refusal("Fck0 Off1 Fn1", limits(3)),
+            "schedule op 2 (forward_none 1): x_1 is being offloaded; release it first");
   EXPECT_EQ(refusal("Win0", limits(2)),
             "schedule op 0 (fetch_weights 0): the weights are on the device (the chain's weights_on_host is false); "
             "weight operations need the weights in host memory");

@@ -74,7 +74,8 @@ TEST(BrownCorpus, TheInstalledCorpusHasItsKnownShape) {
 }
 
 TEST(Vocabulary, KeepsTheMostFrequentAndMapsTheRestToUnknown) {
-  const Vocabulary v = Vocabulary::from_counts({{"b", 5}, {"a", 5}, {"c", 9}, {"d", 1}}, 4, {"<pad>", "<unk>"}, "<unk>");
+  const Vocabulary v =
+      Vocabulary::from_counts({{"b", 5}, {"a", 5}, {"c", 9}, {"d", 1}}, 4, {"<pad>", "<unk>"}, "<unk>");
   EXPECT_EQ(v.size(), 4);
   EXPECT_EQ(v.token(2), "c");
   EXPECT_EQ(v.token(3), "a") << "ties in byte order";

@@ -56,7 +56,7 @@ TEST(SampleCache, LruThrashesOnARandomOrderLargerThanTheCache) {
 TEST(SampleCache, LruKeepsTheMostRecentlyUsed) {
   SampleCache cache(300, CachePolicy::lru);
   for (std::int64_t k : {1, 2, 3}) cache.offer(k, bytes_of(k, 100));
-  ASSERT_TRUE(cache.find(1));       // 1 is now the most recent, 2 the least
+  ASSERT_TRUE(cache.find(1));        // 1 is now the most recent, 2 the least
   cache.offer(4, bytes_of(4, 100));  // evicts 2
   EXPECT_FALSE(cache.find(2));
   EXPECT_TRUE(cache.find(1));

@@ -44,7 +44,8 @@ TEST(ShardImageBatcher, BatchesFollowTheSeededOrderWithOneDrawnSideEach) {
     EXPECT_LE(a.side, 40);
     EXPECT_EQ(a.side, b.side_of(0, a.index));
     ASSERT_EQ(a.pixels.size(), static_cast<size_t>(a.batch * a.side * a.side));
-    for (std::int64_t i = 0; i < a.batch; ++i) EXPECT_EQ(a.labels[i], order[seen + i] % 10) << "label of position " << seen + i;
+    for (std::int64_t i = 0; i < a.batch; ++i)
+      EXPECT_EQ(a.labels[i], order[seen + i] % 10) << "label of position " << seen + i;
     seen += a.batch;
     sides.push_back(a.side);
   }
@@ -85,7 +86,8 @@ TEST(ShardImageBatcher, AugmentationDiffersBetweenEpochsAndLargestIsTheWholeImag
   EXPECT_EQ(big.side, 20);
   for (std::int64_t i = 0; i < 16; ++i) {  // sample i, decoded, whole, unflipped
     const GrayImage image = prepare_sample(storage, i, storage.read(i, false)).image;
-    const std::vector<float> expected = crop_resize_normalise(image, {0, 0, image.width, image.height}, 20, false, o.augment);
+    const std::vector<float> expected =
+        crop_resize_normalise(image, {0, 0, image.width, image.height}, 20, false, o.augment);
     EXPECT_TRUE(std::equal(expected.begin(), expected.end(), big.pixels.begin() + i * 400)) << "image " << i;
     EXPECT_EQ(big.labels[i], i % 10);
   }

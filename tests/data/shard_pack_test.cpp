@@ -45,8 +45,8 @@ TEST(JpegCodec, BilinearResizeKeepsAConstantAndScalesAGradient) {
   EXPECT_EQ(big.pixels, std::vector<std::uint8_t>(64, 77));
   GrayImage ramp{2, 1, {0, 200}};
   const GrayImage r = resize_square(ramp, 4);
-  EXPECT_EQ(r.pixels[0], 0);       // left edge clamps to the first pixel
-  EXPECT_EQ(r.pixels[1], 50);      // a quarter of the way
+  EXPECT_EQ(r.pixels[0], 0);   // left edge clamps to the first pixel
+  EXPECT_EQ(r.pixels[1], 50);  // a quarter of the way
   EXPECT_EQ(r.pixels[3], 200);
   EXPECT_THROW(resize_square(flat, 0), UsageError);
 }

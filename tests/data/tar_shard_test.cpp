@@ -15,7 +15,8 @@ std::vector<std::uint8_t> bytes(const std::string& s) { return {s.begin(), s.end
 std::vector<ShardSample> two_samples() {
   std::vector<std::uint8_t> big(1300);
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::uint8_t>(i * 7);
-  return {{"000001", {{"jpg", big}, {"cls", bytes("3")}}, 0}, {"000002", {{"jpg", bytes("xy")}, {"cls", bytes("7")}}, 0}};
+  return {{"000001", {{"jpg", big}, {"cls", bytes("3")}}, 0},
+          {"000002", {{"jpg", bytes("xy")}, {"cls", bytes("7")}}, 0}};
 }
 
 std::vector<std::uint8_t> file_bytes(const std::string& path) {
@@ -69,7 +70,8 @@ TEST(TarShard, IndexingReadsTheLayoutFromTheHeadersAlone) {
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].files.at("jpg"), bytes("xy"));
   const std::vector<std::uint8_t> cut(all.begin(), all.begin() + 1024 + 700);
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(cut.data()), static_cast<std::streamsize>(cut.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(cut.data()), static_cast<std::streamsize>(cut.size()));
   try {
     index_tar_shard(path);
     FAIL() << "indexed a truncated shard";
@@ -82,7 +84,8 @@ TEST(TarShard, GnuTarReadsWhatItWritesAndTheOtherWayRound) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/s.tar";
   write_tar_shard(path, two_samples());
-  ASSERT_EQ(std::system(("mkdir '" + dir.path() + "/x' && tar -xf '" + path + "' -C '" + dir.path() + "/x'").c_str()), 0);
+  ASSERT_EQ(std::system(("mkdir '" + dir.path() + "/x' && tar -xf '" + path + "' -C '" + dir.path() + "/x'").c_str()),
+            0);
   EXPECT_EQ(file_bytes(dir.path() + "/x/000001.jpg"), two_samples()[0].files.at("jpg"));
   EXPECT_EQ(file_bytes(dir.path() + "/x/000002.cls"), bytes("7"));
 
@@ -106,8 +109,9 @@ TEST(TarShard, TruncatedOrCorruptShardsNameTheOffset) {
   const std::vector<std::uint8_t> good = file_bytes(path);
 
   std::vector<std::uint8_t> cut(good.begin(), good.begin() + 512 + 512 + 512 + 700);  // inside 000001.jpg's data
-  EXPECT_NE(error_of(cut).find("shard 's.tar' at byte offset 1024: truncated: the entry needs 1300 bytes, 700 are left"),
-            std::string::npos)
+  EXPECT_NE(
+      error_of(cut).find("shard 's.tar' at byte offset 1024: truncated: the entry needs 1300 bytes, 700 are left"),
+      std::string::npos)
       << error_of(cut);
   std::vector<std::uint8_t> headless(good.begin(), good.begin() + 3072 + 100);
   EXPECT_NE(error_of(headless).find("at byte offset 3072: truncated inside a header"), std::string::npos)

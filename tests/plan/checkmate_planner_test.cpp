@@ -53,10 +53,10 @@ TEST(GraphWithBackward, AddsOneBackwardNodePerForwardNodeInReverse) {
   const Graph g = with_backward(f);
   ASSERT_EQ(g.size(), 6);
   EXPECT_EQ(g.nodes[3].name, "grad c");
-  EXPECT_EQ(g.nodes[3].inputs, (std::vector<int>{1, 0, 2}));        // c's inputs and c; no consumers
-  EXPECT_EQ(g.nodes[3].output_bytes, 20);                           // gradient of b; a is the data
-  EXPECT_EQ(g.nodes[4].inputs, (std::vector<int>{0, 1, 3}));        // b's input, b, grad c
-  EXPECT_EQ(g.nodes[5].inputs, (std::vector<int>{0, 4, 3}));        // a (no inputs), grad b, grad c
+  EXPECT_EQ(g.nodes[3].inputs, (std::vector<int>{1, 0, 2}));  // c's inputs and c; no consumers
+  EXPECT_EQ(g.nodes[3].output_bytes, 20);                     // gradient of b; a is the data
+  EXPECT_EQ(g.nodes[4].inputs, (std::vector<int>{0, 1, 3}));  // b's input, b, grad c
+  EXPECT_EQ(g.nodes[5].inputs, (std::vector<int>{0, 4, 3}));  // a (no inputs), grad b, grad c
   EXPECT_EQ(g.nodes[5].output_bytes, 0);
   EXPECT_DOUBLE_EQ(g.nodes[4].time, 4);
   Graph bad = f;
@@ -93,7 +93,7 @@ TEST(CheckmatePlanner, FindsTheSameOptimumAsExhaustiveSearch) {
       if (!exact.feasible) continue;
       EXPECT_TRUE(mip.proven_optimal);
       EXPECT_DOUBLE_EQ(mip.cost.time, exact.cost.time) << "seed " << seed << " budget " << budget << "\n"
-                                                        << mip.schedule.to_string();
+                                                       << mip.schedule.to_string();
       EXPECT_LE(mip.cost.peak_bytes, budget);
       ++compared;
       recomputing += exact.cost.time > price_graph_schedule(g, keep_everything(g)).time;
@@ -141,7 +141,7 @@ TEST(CheckmatePlanner, ChoosesVariantsAsExhaustiveSearchDoes) {
       }
       EXPECT_TRUE(mip.proven_optimal);
       EXPECT_DOUBLE_EQ(mip.cost.time, exact.cost.time) << "seed " << seed << " budget " << budget << "\n"
-                                                        << mip.schedule.to_string();
+                                                       << mip.schedule.to_string();
       EXPECT_LE(mip.cost.peak_bytes, budget);
       const GraphCost priced = price_graph_schedule(g, mip.schedule);
       EXPECT_DOUBLE_EQ(priced.time, mip.cost.time);

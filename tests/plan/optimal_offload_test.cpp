@@ -52,9 +52,9 @@ TEST(OptimalOffload, SimulatorReproducesTheTableValueAndTheBudgetHolds) {
           offloading += offloads_in(p.schedule) > 0;
           const sim::SimResult r = sim::simulate(c, p.schedule);
           EXPECT_LE(r.peak_bytes, budget) << "seed " << seed << " fraction " << fraction;
-          EXPECT_TRUE(same_time(r.time, planner.last_value()))
-              << "seed " << seed << " link " << link << ": simulated " << r.time << ", table " << planner.last_value()
-              << "\n" << p.schedule.to_string();
+          EXPECT_TRUE(same_time(r.time, planner.last_value())) << "seed " << seed << " link " << link << ": simulated "
+                                                               << r.time << ", table " << planner.last_value() << "\n"
+                                                               << p.schedule.to_string();
         }
       }
     }

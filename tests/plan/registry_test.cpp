@@ -20,7 +20,8 @@ TEST(Registry, UnknownNameListsTheKnownOnes) {
     make_planner("rotor");
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static, swap, swap-naive");
+    EXPECT_STREQ(e.what(),
+                 "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static, swap, swap-naive");
   }
 }
 

@@ -112,8 +112,8 @@ TEST(SwapPlanner, FitsTheBudgetAndIsNeverSlowerThanOptimal) {
           if (off.kind != OpKind::Offload && off.kind != OpKind::OffloadSaved) continue;
           Schedule fewer;
           for (const Op& op : p.schedule.ops) {
-            const bool saved_copy = op.kind == OpKind::OffloadSaved || op.kind == OpKind::ReleaseSaved ||
-                                    op.kind == OpKind::PrefetchSaved;
+            const bool saved_copy =
+                op.kind == OpKind::OffloadSaved || op.kind == OpKind::ReleaseSaved || op.kind == OpKind::PrefetchSaved;
             const bool x_copy = op.kind == OpKind::Offload || op.kind == OpKind::Release || op.kind == OpKind::Prefetch;
             const bool same = op.stage == off.stage && (off.kind == OpKind::OffloadSaved ? saved_copy : x_copy);
             if (!same) fewer.ops.push_back(op);

@@ -63,8 +63,9 @@ TEST(Advisor, CheckpointingLosesWhenTheDeviceIsAlreadySaturated) {
 }
 
 TEST(Advisor, AMethodThatDoesNotFitIsReportedNotRecommended) {
-  const Advice a = advise({{"none", model(60 * MiB, 900 * MiB, 0, 0.01, 0)}, {"checkpoint", model(1 * MiB, 500 * MiB, 0, 0.02, 0)}},
-                          device(800 * MiB));
+  const Advice a =
+      advise({{"none", model(60 * MiB, 900 * MiB, 0, 0.01, 0)}, {"checkpoint", model(1 * MiB, 500 * MiB, 0, 0.02, 0)}},
+             device(800 * MiB));
   EXPECT_EQ(a.methods[0].max_batch, 0);
   EXPECT_NE(a.methods[0].note.find("does not fit even batch 1"), std::string::npos);
   EXPECT_EQ(a.methods[1].max_batch, 300);

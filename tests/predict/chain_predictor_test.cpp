@@ -28,9 +28,7 @@ ChainSample sample_at(std::int64_t x, bool with_nograd = true) {
   return s;
 }
 
-ChainPredictor make(double margin = 0.1) {
-  return ChainPredictor({{"body", 100, 300}, {"loss", 10, 30}}, margin);
-}
+ChainPredictor make(double margin = 0.1) { return ChainPredictor({{"body", 100, 300}, {"loss", 10, 30}}, margin); }
 
 TEST(ChainPredictor, PredictsUnseenSizesInsideTheObservedRange) {
   ChainPredictor p = make();
@@ -106,8 +104,10 @@ TEST(ChainPredictor, LearnsEachVariantOnItsOwnAndShowsItOnceMeasured) {
         << "the plain fields learn only from plain runs";
     const double plain = c.stages[0].forward_time + c.stages[0].backward_time;
     const double variant = lean.forward_time + lean.backward_time;
-    if (recompute) EXPECT_NEAR(variant, plain, 1e-12) << "a recomputing variant is never predicted faster";
-    else EXPECT_NEAR(variant, 0.5 * plain, 1e-9);
+    if (recompute)
+      EXPECT_NEAR(variant, plain, 1e-12) << "a recomputing variant is never predicted faster";
+    else
+      EXPECT_NEAR(variant, 0.5 * plain, 1e-9);
   }
 }
 

@@ -33,7 +33,7 @@ TEST(LinkEstimate, IgnoresStepsThatMovedTooLittleAndKeepsNoLinkAtNone) {
 
 TEST(LinkEstimate, ForgetsStepsOlderThanItsWindow) {
   LinkEstimate link(1e9, 1e9);
-  for (int k = 0; k < LinkEstimate::kWindow; ++k) link.observe(64 * MiB, 0.064, 0, 0);  // ~1 GB/s
+  for (int k = 0; k < LinkEstimate::kWindow; ++k) link.observe(64 * MiB, 0.064, 0, 0);           // ~1 GB/s
   for (int k = 0; k < LinkEstimate::kWindow / 2 + 1; ++k) link.observe(64 * MiB, 0.0064, 0, 0);  // ~10 GB/s
   EXPECT_DOUBLE_EQ(link.device_to_host(), 64.0 * MiB / 0.0064) << "the faster steps are now the majority";
 }

@@ -36,7 +36,8 @@ TEST(MeasurementCsv, RoundTripsWhatItWrites) {
 }
 
 TEST(MeasurementCsv, ColumnsMayComeInAnyOrderWithExtras) {
-  const auto rows = parse("step_seconds,gpu,batch,method,peak_bytes\r\n0.5,a100,8,offload,1e9\n\n0.9,a100,16,offload,2e9\n");
+  const auto rows =
+      parse("step_seconds,gpu,batch,method,peak_bytes\r\n0.5,a100,8,offload,1e9\n\n0.9,a100,16,offload,2e9\n");
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].method, "offload");
   EXPECT_EQ(rows[1].batch, 16);

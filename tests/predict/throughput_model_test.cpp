@@ -55,7 +55,8 @@ TEST(ThroughputModel, TheKinkBeatsALineOnKinkedData) {
 }
 
 TEST(ThroughputModel, NoisyMeasurementsStillFitWell) {
-  const ThroughputModel m = fit_throughput_model(sample(3e6, 2e8, 0.2, 0.005, 0.05, {8, 16, 24, 32, 48, 64, 96, 128}, 0.01));
+  const ThroughputModel m =
+      fit_throughput_model(sample(3e6, 2e8, 0.2, 0.005, 0.05, {8, 16, 24, 32, 48, 64, 96, 128}, 0.01));
   EXPECT_GT(m.r2_time, 0.97);
   EXPECT_NEAR(m.k, 0.005, 0.0005);
 }

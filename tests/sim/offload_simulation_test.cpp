@@ -12,7 +12,10 @@ namespace {
 
 Chain three_stages() {
   Chain c;
-  const struct { Bytes a, s; Seconds f; } spec[] = {{10, 40, 1}, {20, 50, 3}, {30, 24, 0.5}};
+  const struct {
+    Bytes a, s;
+    Seconds f;
+  } spec[] = {{10, 40, 1}, {20, 50, 3}, {30, 24, 0.5}};
   for (int i = 0; i < 3; ++i) {
     Stage s;
     s.name = "s" + std::to_string(i);
@@ -49,7 +52,7 @@ TEST(OffloadSimulation, ReleaseFreesTheDeviceBytesAndWaitsForTheCopy) {
   EXPECT_DOUBLE_EQ(r.to_host_transfer_seconds, 2);  // Off1; Pre1 is the other 1 s
   EXPECT_DOUBLE_EQ(r.to_host_stall_seconds, 1.5);   // at Rel1
   EXPECT_NEAR(r.hidden_fraction(true), 1 - 1.5 / 2, 1e-12);
-  EXPECT_DOUBLE_EQ(r.hidden_fraction(false), 0);    // B1 waited all of Pre1
+  EXPECT_DOUBLE_EQ(r.hidden_fraction(false), 0);  // B1 waited all of Pre1
   EXPECT_EQ(r.swap_bytes, 40);
   EXPECT_EQ(r.host_peak_bytes, 20);
   EXPECT_EQ(r.ops[2].after_bytes, 180);  // Off1 frees nothing yet

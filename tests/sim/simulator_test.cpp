@@ -17,7 +17,7 @@ using testing::parse_schedule;
 TEST(Simulator, KeepEverythingByHand) {
   const SimResult r = simulate(hand_chain(), parse_schedule("Fall0 Fall1 L B1 B0"), true);
   ASSERT_EQ(r.ops.size(), 5u);
-  EXPECT_EQ(r.ops[0].peak_bytes, 155);   // 110 + s0 40 + tf0 5
+  EXPECT_EQ(r.ops[0].peak_bytes, 155);  // 110 + s0 40 + tf0 5
   EXPECT_EQ(r.ops[0].after_bytes, 150);
   EXPECT_EQ(r.ops[1].peak_bytes, 177);   // 150 + s1 24 + tf1 3
   EXPECT_EQ(r.ops[2].after_bytes, 178);  // + loss gradient 4

@@ -52,7 +52,7 @@ TEST(WeightSwapSimulation, PricesFetchesGradientsAndHostUpdatesWorkedOutByHand) 
   EXPECT_DOUBLE_EQ(r.update_seconds, 1);
   EXPECT_EQ(r.weight_swap_bytes, 400);  // two stages in, two gradients out
   EXPECT_EQ(r.swap_bytes, 400);
-  EXPECT_DOUBLE_EQ(r.stall_seconds, 2);  // 1 s for Win0, 1 s for Gout0 at Wout0
+  EXPECT_DOUBLE_EQ(r.stall_seconds, 2);             // 1 s for Win0, 1 s for Gout0 at Wout0
   EXPECT_DOUBLE_EQ(r.to_host_transfer_seconds, 2);  // Gout1 and Gout0
   EXPECT_DOUBLE_EQ(r.to_host_stall_seconds, 1);     // Gout0 at Wout0
   // Peak at B0: batch 10, weights 200, s0's saved 10, s1's gradients 100,
@@ -83,13 +83,14 @@ TEST(WeightSwapSimulation, InlineUpdatesHoldUpComputeWorkedOutByHand) {
   EXPECT_DOUBLE_EQ(r.update_seconds, 1);
   c.updates_inline = false;
   // On the host: U1 runs 6..6.5 beside B0 (5..7); U0 after Gout0 (7..8): 8..8.5.
-  EXPECT_DOUBLE_EQ(simulate(c, parse_schedule("Win0 Win1 Fall0 Fall1 L B1 Gout1 U1 B0 Gout0 Wout1 Wout0 U0")).time, 8.5);
+  EXPECT_DOUBLE_EQ(simulate(c, parse_schedule("Win0 Win1 Fall0 Fall1 L B1 Gout1 U1 B0 Gout0 Wout1 Wout0 U0")).time,
+                   8.5);
 }
 
 TEST(WeightSwapSimulation, MicroBatchesAccumulateIntoOneGradient) {
   const Chain c = two_stages();
-  const Schedule s = parse_schedule(
-      "Win0 Win1 Fall0 Fall1 L B1 B0 Fall0@1 Fall1@1 L@1 B1@1 B0@1 Gout0 Gout1 Wout0 Wout1 U0 U1");
+  const Schedule s =
+      parse_schedule("Win0 Win1 Fall0 Fall1 L B1 B0 Fall0@1 Fall1@1 L@1 B1@1 B0@1 Gout0 Gout1 Wout0 Wout1 U0 U1");
   const SimResult r = simulate(c, s);
   EXPECT_EQ(r.weight_swap_bytes, 400) << "one gradient per stage, whatever the micro-batches";
   EXPECT_EQ(s.micro_batches(), 2);

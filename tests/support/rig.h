@@ -9,10 +9,10 @@
 
 #include <torch/torch.h>
 
-#include "runtime/model/adam.h"
+#include "runtime/execution/executor.h"
 #include "runtime/input/brown_batches.h"
 #include "runtime/memory/device_memory.h"
-#include "runtime/execution/executor.h"
+#include "runtime/model/adam.h"
 #include "runtime/model/rng_snapshot.h"
 #include "support/tiny_tagging.h"
 

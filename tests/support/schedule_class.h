@@ -100,7 +100,7 @@ inline bool same_time(double a, double b) { return std::abs(a - b) <= 1e-9 * std
 // class) that fits: feasible exactly when one is, as fast, and its
 // Simulator time the planner's table value. Returns the feasible plans.
 inline std::vector<Plan> expect_fastest_of_class(plan::OptimalPlanner& planner, const Chain& c,
-                                                       const std::vector<Schedule>& all, const std::string& where) {
+                                                 const std::vector<Schedule>& all, const std::string& where) {
   const std::vector<sim::SimResult> priced = price_all(c, all);
   const Bytes top = keep_all_peak(c);
   std::vector<Plan> plans;

@@ -13,13 +13,25 @@
 namespace memtrain::testing {
 
 inline Schedule parse_schedule(const std::string& text) {
-  const struct { const char* prefix; OpKind kind; } kinds[] = {
-      {"Fall", OpKind::ForwardAll},     {"Fck", OpKind::ForwardCheckpoint}, {"Fn", OpKind::ForwardNone},
-      {"Off", OpKind::Offload},         {"Rel", OpKind::Release},           {"Pre", OpKind::Prefetch},
-      {"Win", OpKind::FetchWeights},    {"Wout", OpKind::DropWeights},      {"Gout", OpKind::OffloadGrads},
-      {"Gin", OpKind::FetchGrads},      {"U", OpKind::Update},              {"B", OpKind::Backward},
-      {"L", OpKind::Loss},              {"OffS", OpKind::OffloadSaved},     {"RelS", OpKind::ReleaseSaved},
-      {"PreS", OpKind::PrefetchSaved}};
+  const struct {
+    const char* prefix;
+    OpKind kind;
+  } kinds[] = {{"Fall", OpKind::ForwardAll},
+               {"Fck", OpKind::ForwardCheckpoint},
+               {"Fn", OpKind::ForwardNone},
+               {"Off", OpKind::Offload},
+               {"Rel", OpKind::Release},
+               {"Pre", OpKind::Prefetch},
+               {"Win", OpKind::FetchWeights},
+               {"Wout", OpKind::DropWeights},
+               {"Gout", OpKind::OffloadGrads},
+               {"Gin", OpKind::FetchGrads},
+               {"U", OpKind::Update},
+               {"B", OpKind::Backward},
+               {"L", OpKind::Loss},
+               {"OffS", OpKind::OffloadSaved},
+               {"RelS", OpKind::ReleaseSaved},
+               {"PreS", OpKind::PrefetchSaved}};
   Schedule s;
   std::istringstream in(text);
   std::string t;

@@ -1,5 +1,5 @@
-// A small learnable tagging task (the tag is a function of the word) and a small Transformer for it: fast enough to train many
-// steps in a unit test, with sentence lengths that vary like Brown's.
+// A small learnable tagging task (the tag is a function of the word) and a small Transformer for it: fast enough to
+// train many steps in a unit test, with sentence lengths that vary like Brown's.
 #pragma once
 
 #include <memory>
@@ -29,9 +29,7 @@ inline std::shared_ptr<data::TaggingDataset> tiny_tagging(int sentences = 256, s
   return d;
 }
 
-inline runtime::DataShape tiny_shape(const data::TaggingDataset& d) {
-  return {62, 6, d.max_length, 1};
-}
+inline runtime::DataShape tiny_shape(const data::TaggingDataset& d) { return {62, 6, d.max_length, 1}; }
 
 inline runtime::StagedModel tiny_tagger(const runtime::DataShape& shape, double dropout = 0.1, int layers = 2) {
   runtime::ModelSpec spec;

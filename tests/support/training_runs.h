@@ -12,10 +12,10 @@
 #include <torch/torch.h>
 
 #include "plan/schedule_builders.h"
-#include "runtime/model/adam.h"
+#include "runtime/execution/executor.h"
 #include "runtime/input/batch_source.h"
 #include "runtime/memory/device_memory.h"
-#include "runtime/execution/executor.h"
+#include "runtime/model/adam.h"
 #include "runtime/training/trainer.h"
 
 namespace memtrain::testing {
@@ -38,8 +38,7 @@ inline std::vector<torch::Tensor> model_state(runtime::StagedModel& model) {
 
 inline TrainingRun train_unconstrained(runtime::DeviceMemory& memory,
                                        const std::function<runtime::StagedModel()>& make_model,
-                                       runtime::BatchSource& source, std::uint64_t seed, int micro_batches,
-                                       int steps) {
+                                       runtime::BatchSource& source, std::uint64_t seed, int micro_batches, int steps) {
   auto scope = memory.activate();
   torch::manual_seed(seed);
   runtime::StagedModel model = make_model();
@@ -65,8 +64,7 @@ inline TrainingRun train_unconstrained(runtime::DeviceMemory& memory,
 }
 
 inline TrainingRun train_unconstrained(const std::function<runtime::StagedModel()>& make_model,
-                                       runtime::BatchSource& source, std::uint64_t seed, int micro_batches,
-                                       int steps) {
+                                       runtime::BatchSource& source, std::uint64_t seed, int micro_batches, int steps) {
   runtime::CpuDeviceMemory memory;
   return train_unconstrained(memory, make_model, source, seed, micro_batches, steps);
 }

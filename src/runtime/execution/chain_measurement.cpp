@@ -53,7 +53,7 @@ predict::ChainSample sample_execution(const ExecutionResult& result, int stages,
   std::vector<Mean> with_grad(stages), without_grad(stages), backward(stages);
   for (const OpRecord& r : result.ops) {
     if (!is_forward(r.op.kind) && r.op.kind != OpKind::Backward) continue;  // the loss, copies, weights
-    const Seconds compute_seconds = r.seconds - r.wait_seconds;  // without waits on copies
+    const Seconds compute_seconds = r.seconds - r.wait_seconds;             // without waits on copies
     predict::StageSample& s = sample.stages[r.op.stage];
     const bool first = r.op.micro == 0;
     const bool times = r.op.micro < static_cast<int>(timed.size()) && timed[r.op.micro];
@@ -184,11 +184,12 @@ Chain chain_from_samples(const std::vector<predict::ChainSample>& samples,
         }
       }
       if (!found) break;
-      StageVariant x{constants[i].variants[v - 1], *found->forward_time, *found->backward_time,
-                     *found->saved_bytes, *found->forward_temp_bytes, *found->backward_temp_bytes};
+      StageVariant x{constants[i].variants[v - 1], *found->forward_time,       *found->backward_time,
+                     *found->saved_bytes,          *found->forward_temp_bytes, *found->backward_temp_bytes};
       const Stage& plain_stage = chain.stages[i];
       if (constants[i].variants_recompute) {  // see StageConstants::variants_recompute
-        x.backward_time = std::max(x.backward_time, plain_stage.forward_time + plain_stage.backward_time - x.forward_time);
+        x.backward_time =
+            std::max(x.backward_time, plain_stage.forward_time + plain_stage.backward_time - x.forward_time);
       }
       chain.stages[i].variants.push_back(x);
     }

@@ -9,8 +9,8 @@
 #include "core/error.h"
 #include "core/schedule_interpreter.h"
 #include "core/seconds_since.h"
-#include "runtime/model/rng_snapshot.h"
 #include "runtime/execution/saved_tensors.h"
+#include "runtime/model/rng_snapshot.h"
 
 namespace memtrain::runtime {
 
@@ -76,7 +76,6 @@ std::vector<MicroBatchInput> split_batch(const Batch& batch, const StepContext& 
 }
 
 using Copies = std::vector<std::unique_ptr<HostCopy>>;
-
 
 // One micro-batch's tensors. x[i]: a_i held on its own; graph[i]: the output
 // of stage i's forward with grad (its x̄_i); leaf[i]: that forward's input;

@@ -24,10 +24,10 @@
 
 #include "core/schedule.h"
 #include "core/schedule_interpreter.h"
-#include "runtime/input/batch.h"
-#include "runtime/memory/device_memory.h"
 #include "runtime/execution/host_weights.h"
 #include "runtime/execution/saved_tensors.h"
+#include "runtime/input/batch.h"
+#include "runtime/memory/device_memory.h"
 #include "runtime/model/staged_model.h"
 #include "runtime/model/step_context.h"
 
@@ -35,27 +35,27 @@ namespace memtrain::runtime {
 
 struct OpRecord {
   Op op;
-  Bytes live_before = 0;   // device bytes live when the op started
-  Bytes peak = 0;          // device peak during the op
-  Bytes live_after = 0;    // device bytes live when it ended
-  Bytes input_bytes = 0;   // forwards: bytes of the stage's input (a_i; the whole batch for stage 0)
-  Bytes output_bytes = 0;  // forwards: bytes of the stage's output (a_{i+1})
+  Bytes live_before = 0;     // device bytes live when the op started
+  Bytes peak = 0;            // device peak during the op
+  Bytes live_after = 0;      // device bytes live when it ended
+  Bytes input_bytes = 0;     // forwards: bytes of the stage's input (a_i; the whole batch for stage 0)
+  Bytes output_bytes = 0;    // forwards: bytes of the stage's output (a_{i+1})
   Seconds seconds = 0;       // wall time of the op, waits on copies included
   Seconds wait_seconds = 0;  // of which compute waited on a copy
 };
 
 struct ExecutionResult {
-  double loss = 0;       // the loss stage's output
-  Bytes peak = 0;        // highest device bytes over the schedule
-  Seconds seconds = 0;   // wall time of the schedule
-  Bytes swap_bytes = 0;           // copied to host and back, both directions together
-  Bytes to_host_bytes = 0;        // of swap_bytes, device -> host
-  Bytes to_device_bytes = 0;      // of swap_bytes, host -> device
-  Bytes weight_swap_bytes = 0;    // of swap_bytes, weights and gradients (weights in host memory)
-  Seconds transfer_seconds = 0;   // the copies' own durations
-  Seconds to_host_seconds = 0;    // of transfer_seconds, device -> host
-  Seconds to_device_seconds = 0;  // of transfer_seconds, host -> device
-  Seconds stall_seconds = 0;      // compute waiting on copies
+  double loss = 0;                    // the loss stage's output
+  Bytes peak = 0;                     // highest device bytes over the schedule
+  Seconds seconds = 0;                // wall time of the schedule
+  Bytes swap_bytes = 0;               // copied to host and back, both directions together
+  Bytes to_host_bytes = 0;            // of swap_bytes, device -> host
+  Bytes to_device_bytes = 0;          // of swap_bytes, host -> device
+  Bytes weight_swap_bytes = 0;        // of swap_bytes, weights and gradients (weights in host memory)
+  Seconds transfer_seconds = 0;       // the copies' own durations
+  Seconds to_host_seconds = 0;        // of transfer_seconds, device -> host
+  Seconds to_device_seconds = 0;      // of transfer_seconds, host -> device
+  Seconds stall_seconds = 0;          // compute waiting on copies
   Seconds to_host_stall_seconds = 0;  // of stall_seconds, waiting on copies to host
   std::vector<OpRecord> ops;
 };

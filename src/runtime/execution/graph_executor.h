@@ -30,9 +30,9 @@ struct GraphOpRecord {
   int node = 0;             // training-graph node
   bool recomputed = false;  // computed before in this step
   Seconds seconds = 0;
-  Bytes live_before = 0;    // device bytes before it ran
-  Bytes peak = 0;           // device peak while it ran
-  Bytes output_bytes = 0;   // what it produced
+  Bytes live_before = 0;   // device bytes before it ran
+  Bytes peak = 0;          // device peak while it ran
+  Bytes output_bytes = 0;  // what it produced
 };
 
 struct GraphExecution {

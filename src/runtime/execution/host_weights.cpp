@@ -14,11 +14,13 @@ HostWeights::HostWeights(StagedModel& model, Adam& optimizer, DeviceMemory& memo
       own_thread_(!updates_inline_on(memory)) {
   const std::vector<torch::Tensor>& all = optimizer.params();
   for (int i = 0; i < model.size(); ++i) {
-    for (const torch::Tensor& b : model.stage(i).buffers(/*recurse=*/true)) stages_[i].buffers.push_back({b, b.detach(), {}});
+    for (const torch::Tensor& b : model.stage(i).buffers(/*recurse=*/true))
+      stages_[i].buffers.push_back({b, b.detach(), {}});
     for (const torch::Tensor& p : model.stage(i).parameters(/*recurse=*/true)) {
       size_t k = 0;
       while (k < all.size() && !all[k].is_same(p)) ++k;
-      if (k == all.size()) throw Error("weights in host memory: a parameter of stage " + std::to_string(i) + " is not the optimizer's");
+      if (k == all.size())
+        throw Error("weights in host memory: a parameter of stage " + std::to_string(i) + " is not the optimizer's");
       Weight w;
       w.param = p;
       w.master = p.detach();
@@ -92,7 +94,8 @@ std::vector<std::unique_ptr<HostCopy>> HostWeights::fetch_grads(int stage, HostT
 void HostWeights::update(int stage) {
   StageWeights& s = stages_.at(stage);
   for (Weight& w : s.weights) {
-    if (!w.host_grad.defined()) throw Error("host weights: stage " + std::to_string(stage) + " has no gradients on the host");
+    if (!w.host_grad.defined())
+      throw Error("host weights: stage " + std::to_string(stage) + " has no gradients on the host");
   }
   s.updated = true;
   // The master weights and moments change only in commit(), after every

@@ -16,10 +16,10 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/model/adam.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/memory/host_transfers.h"
 #include "runtime/memory/serial_worker.h"
+#include "runtime/model/adam.h"
 #include "runtime/model/staged_model.h"
 
 namespace memtrain::runtime {
@@ -64,10 +64,10 @@ class HostWeights {
 
  private:
   struct Weight {
-    torch::Tensor param;      // the module's parameter, pointed at master or a device copy
-    torch::Tensor master;     // the weights, host memory
-    torch::Tensor host_grad;  // the gradient sum that reached the host; undefined before
-    size_t index = 0;         // in the optimizer
+    torch::Tensor param;                   // the module's parameter, pointed at master or a device copy
+    torch::Tensor master;                  // the weights, host memory
+    torch::Tensor host_grad;               // the gradient sum that reached the host; undefined before
+    size_t index = 0;                      // in the optimizer
     torch::Tensor next_w, next_m, next_v;  // a staged update
   };
   // A buffer (batch-norm statistics) travels with its stage's weights; the
@@ -91,7 +91,7 @@ class HostWeights {
   std::vector<Seconds> update_seconds_;
   bool own_thread_;
   std::vector<std::future<void>> updating_;  // updates started and not waited for
-  SerialWorker updater_;  // last: its thread ends before the state it updates goes
+  SerialWorker updater_;                     // last: its thread ends before the state it updates goes
 };
 
 }  // namespace memtrain::runtime

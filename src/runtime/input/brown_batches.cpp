@@ -44,8 +44,9 @@ Batch BrownBatches::next(const torch::Device& device) { return to_tensors(batche
 Batch BrownBatches::largest(const torch::Device& device) { return to_tensors(batcher_.largest(), device, targets_); }
 
 std::string BrownBatches::describe() const {
-  return std::string(targets_ == BrownTargets::NextWord ? "Brown corpus, next word: " : "Brown corpus: ") + std::to_string(data_->sentences()) + " sentences, " +
-         std::to_string(data_->words.size()) + " words, " + std::to_string(data_->tags.size()) + " tags";
+  return std::string(targets_ == BrownTargets::NextWord ? "Brown corpus, next word: " : "Brown corpus: ") +
+         std::to_string(data_->sentences()) + " sentences, " + std::to_string(data_->words.size()) + " words, " +
+         std::to_string(data_->tags.size()) + " tags";
 }
 
 }  // namespace memtrain::runtime

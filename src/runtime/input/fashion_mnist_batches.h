@@ -12,8 +12,8 @@ namespace memtrain::runtime {
 
 class FashionMnistBatches : public BatchSource {
  public:
-  FashionMnistBatches(std::shared_ptr<const data::ImageDataset> data, std::int64_t batch_size,
-                      std::int64_t min_scale, std::int64_t max_scale, std::uint64_t seed);
+  FashionMnistBatches(std::shared_ptr<const data::ImageDataset> data, std::int64_t batch_size, std::int64_t min_scale,
+                      std::int64_t max_scale, std::uint64_t seed);
 
   Batch next(const torch::Device& device) override;
   Batch largest(const torch::Device& device) override;

@@ -13,13 +13,16 @@ ShardImageBatches::ShardImageBatches(ShardSourceOptions options)
                                                  options_.cache_policy);
   }
   if (options_.coordinate) {
-    coordinated_ = std::make_unique<data::CoordinatedBatcher>(*storage_, cache_.get(), options_.batches, *options_.coordinate);
+    coordinated_ =
+        std::make_unique<data::CoordinatedBatcher>(*storage_, cache_.get(), options_.batches, *options_.coordinate);
   } else {
     batcher_ = std::make_unique<data::ShardImageBatcher>(*storage_, cache_.get(), options_.batches);
   }
 }
 
-data::AugmentedBatch ShardImageBatches::next_augmented() { return coordinated_ ? coordinated_->next() : batcher_->next(); }
+data::AugmentedBatch ShardImageBatches::next_augmented() {
+  return coordinated_ ? coordinated_->next() : batcher_->next();
+}
 
 std::int64_t ShardImageBatches::epoch() const { return coordinated_ ? coordinated_->epoch() : batcher_->epoch(); }
 
@@ -27,7 +30,9 @@ std::int64_t ShardImageBatches::batches_per_epoch() const {
   return coordinated_ ? coordinated_->batches_per_epoch() : batcher_->batches_per_epoch();
 }
 
-data::PrepCounters ShardImageBatches::prep_counters() const { return batcher_ ? batcher_->counters() : data::PrepCounters{}; }
+data::PrepCounters ShardImageBatches::prep_counters() const {
+  return batcher_ ? batcher_->counters() : data::PrepCounters{};
+}
 
 std::optional<data::CoordinationCounters> ShardImageBatches::coordination_counters() const {
   if (!coordinated_) return std::nullopt;

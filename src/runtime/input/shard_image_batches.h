@@ -17,9 +17,9 @@
 namespace memtrain::runtime {
 
 struct ShardSourceOptions {
-  std::string dir;                                 // shards written by `memtrain data pack`
+  std::string dir;  // shards written by `memtrain data pack`
   data::ShardBatchOptions batches;
-  std::optional<BudgetSpec> cache_size;            // bytes or N% of the dataset; none: no cache
+  std::optional<BudgetSpec> cache_size;  // bytes or N% of the dataset; none: no cache
   data::CachePolicy cache_policy = data::CachePolicy::minio;
   // Set: the batches come from a group of jobs sharing their preparation
   // (data/coordinated_batches.h) instead of this job's own pipeline.
@@ -51,7 +51,7 @@ class ShardImageBatches : public BatchSource {
   ShardSourceOptions options_;
   std::unique_ptr<data::ShardStorage> storage_;
   std::unique_ptr<data::SampleCache> cache_;
-  std::unique_ptr<data::ShardImageBatcher> batcher_;        // one of these two
+  std::unique_ptr<data::ShardImageBatcher> batcher_;  // one of these two
   std::unique_ptr<data::CoordinatedBatcher> coordinated_;
 };
 

@@ -42,10 +42,14 @@ void free_block(void* data) {
   if (!data) return;
   char* block = static_cast<char*>(data) - kHeader;
   const Header h = *reinterpret_cast<Header*>(block);
-  if (h.pool) h.pool->refund(h.bytes);
-  else g_unpooled.fetch_sub(h.bytes);
-  if (h.held) delete h.held;
-  else if (!(h.pool && block_cache().keep(block, static_cast<size_t>(h.bytes) + kHeader))) g_base->raw_deallocate(block);
+  if (h.pool)
+    h.pool->refund(h.bytes);
+  else
+    g_unpooled.fetch_sub(h.bytes);
+  if (h.held)
+    delete h.held;
+  else if (!(h.pool && block_cache().keep(block, static_cast<size_t>(h.bytes) + kHeader)))
+    g_base->raw_deallocate(block);
 }
 
 // LibTorch 2.3 made allocate() non-const and added copy_data().
@@ -62,8 +66,10 @@ class CountingAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) MEMTRAIN_ALLOCATE_CONST override {
     PoolCounters* pool = t_current;
     const Bytes bytes = static_cast<Bytes>(n);
-    if (pool) pool->charge(bytes);  // throws OutOfBudget before anything is allocated
-    else g_unpooled.fetch_add(bytes);
+    if (pool)
+      pool->charge(bytes);  // throws OutOfBudget before anything is allocated
+    else
+      g_unpooled.fetch_add(bytes);
     c10::Allocator* source = pool ? pool->source.load() : nullptr;
     char* block = nullptr;
     c10::DataPtr* held = nullptr;
@@ -77,8 +83,10 @@ class CountingAllocator final : public c10::Allocator {
       }
     } catch (...) {
       delete held;
-      if (pool) pool->refund(bytes);
-      else g_unpooled.fetch_sub(bytes);
+      if (pool)
+        pool->refund(bytes);
+      else
+        g_unpooled.fetch_sub(bytes);
       throw;
     }
     *reinterpret_cast<Header*>(block) = Header{pool, bytes, held};

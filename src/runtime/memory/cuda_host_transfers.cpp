@@ -46,8 +46,7 @@ class CudaHostCopy : public HostCopy {
 class CudaHostTransfers : public HostTransfers {
  public:
   explicit CudaHostTransfers(int index)
-      : index_(static_cast<c10::DeviceIndex>(index)),
-        to_host_stream_(c10::cuda::getStreamFromPool(false, index_)),
+      : index_(static_cast<c10::DeviceIndex>(index)), to_host_stream_(c10::cuda::getStreamFromPool(false, index_)),
         to_device_stream_(c10::cuda::getStreamFromPool(false, index_)) {}
 
   std::unique_ptr<HostCopy> to_host(const torch::Tensor& t) override {
@@ -86,7 +85,9 @@ class CudaHostTransfers : public HostTransfers {
 
 }  // namespace
 
-std::unique_ptr<HostTransfers> make_cuda_host_transfers(int index) { return std::make_unique<CudaHostTransfers>(index); }
+std::unique_ptr<HostTransfers> make_cuda_host_transfers(int index) {
+  return std::make_unique<CudaHostTransfers>(index);
+}
 
 }  // namespace memtrain::runtime
 

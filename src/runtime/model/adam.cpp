@@ -15,7 +15,9 @@ namespace memtrain::runtime {
 
 namespace {
 
-bool fusable(const torch::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous(); }
+bool fusable(const torch::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
+}
 
 // On the host an update is bound by memory traffic, and LibTorch's op-by-op
 // update reads and writes each array several times (and allocates its
@@ -59,8 +61,7 @@ void fused_update(float* w_out, float* m_out, float* v_out, const float* w, cons
 
 }  // namespace
 
-Adam::Adam(std::vector<torch::Tensor> params, AdamOptions options)
-    : params_(std::move(params)), options_(options) {
+Adam::Adam(std::vector<torch::Tensor> params, AdamOptions options) : params_(std::move(params)), options_(options) {
   torch::NoGradGuard no_grad;
   for (torch::Tensor& p : params_) {
     p.mutable_grad() = torch::zeros_like(p);

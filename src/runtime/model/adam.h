@@ -44,7 +44,7 @@ class Adam {
   // Counts a step whose updates were applied weight by weight through apply().
   void count_step() { ++steps_; }
 
-  static constexpr int kSlots = 2;        // optimizer tensors per weight
+  static constexpr int kSlots = 2;  // optimizer tensors per weight
   // Bytes step() allocates at most: off the host one temporary the size of
   // the largest weight, plus room for the 0-d tensors LibTorch wraps scalar
   // arguments in.

@@ -23,8 +23,8 @@ namespace {
 // byte per element instead of the four a float mask (x * mask) would keep.
 class MaskedScale : public torch::autograd::Function<MaskedScale> {
  public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& keep, double scale) {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& keep,
+                               double scale) {
     ctx->save_for_backward({keep});
     ctx->saved_data["scale"] = scale;
     return apply_mask(x, keep, scale);

@@ -44,7 +44,8 @@ GraphModel::GraphModel(std::string name, std::vector<Node> nodes) : name_(std::m
     if (!nodes_[i].module) throw Error(where + ": has no module");
     if (nodes_[i].inputs.empty()) throw Error(where + ": reads nothing; only node 0 is an input");
     for (int j : nodes_[i].inputs) {
-      if (j < 0 || j >= static_cast<int>(i)) throw Error(where + ": input " + std::to_string(j) + " is not an earlier node");
+      if (j < 0 || j >= static_cast<int>(i))
+        throw Error(where + ": input " + std::to_string(j) + " is not an earlier node");
     }
   }
 }

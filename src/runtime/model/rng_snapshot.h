@@ -28,8 +28,8 @@ class RngSnapshot {
   static CpuState read(const at::Generator& g);
   static void write(const at::Generator& g, const CpuState& s);
 
-  CpuState own_;            // when the generator is on the CPU
-  at::Tensor device_own_;   // otherwise: its get_state()
+  CpuState own_;           // when the generator is on the CPU
+  at::Tensor device_own_;  // otherwise: its get_state()
   CpuState global_;
 };
 

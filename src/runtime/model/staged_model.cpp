@@ -22,9 +22,7 @@ class ModuleStage : public StageModule {
 
 class ModuleLossStage : public StageModule {
  public:
-  explicit ModuleLossStage(torch::nn::AnyModule head) : head_(std::move(head)) {
-    register_module("head", head_.ptr());
-  }
+  explicit ModuleLossStage(torch::nn::AnyModule head) : head_(std::move(head)) { register_module("head", head_.ptr()); }
   torch::Tensor forward(const torch::Tensor& x, StepContext& ctx) override {
     return classification_loss(head_.forward(x), ctx);
   }

@@ -16,14 +16,12 @@ namespace memtrain::runtime {
 
 class StagedModel {
  public:
-  StagedModel(std::string name, std::vector<std::string> stage_names,
-              std::vector<std::shared_ptr<StageModule>> stages);
+  StagedModel(std::string name, std::vector<std::string> stage_names, std::vector<std::shared_ptr<StageModule>> stages);
 
   // A chain from plain modules: each of `body` maps a tensor to a tensor,
   // `head` maps the last one to logits [N, classes] (or [..., classes] with
   // targets [...]); the loss stage adds cross-entropy against the targets.
-  static StagedModel from_modules(std::string name, std::vector<torch::nn::AnyModule> body,
-                                  torch::nn::AnyModule head);
+  static StagedModel from_modules(std::string name, std::vector<torch::nn::AnyModule> body, torch::nn::AnyModule head);
 
   const std::string& name() const { return name_; }
   int size() const { return static_cast<int>(stages_.size()); }

@@ -21,9 +21,7 @@ class DecoderBlockStage : public StageModule {
         attn_out_(register_module("attn_out", torch::nn::Linear(c.width, c.width))),
         ff_norm_(register_module("ff_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.width})))),
         up_(register_module("up", torch::nn::Linear(c.width, 4 * c.width))),
-        down_(register_module("down", torch::nn::Linear(4 * c.width, c.width))),
-        heads_(c.heads),
-        dropout_(c.dropout) {}
+        down_(register_module("down", torch::nn::Linear(4 * c.width, c.width))), heads_(c.heads), dropout_(c.dropout) {}
 
   torch::Tensor forward(const torch::Tensor& x, StepContext& ctx) override {
     const int64_t b = x.size(0), t = x.size(1), d = x.size(2), dh = d / heads_;

@@ -12,11 +12,11 @@
 namespace memtrain::runtime {
 
 struct GptDecoderConfig {
-  std::int64_t vocabulary = 0;   // word ids, <pad> = 0 included; also the output classes
-  std::int64_t max_length = 0;   // longest sequence the position table covers
-  std::int64_t width = 256;      // model dimension
-  std::int64_t heads = 4;        // attention heads; must divide width
-  std::int64_t layers = 6;       // decoder blocks
+  std::int64_t vocabulary = 0;  // word ids, <pad> = 0 included; also the output classes
+  std::int64_t max_length = 0;  // longest sequence the position table covers
+  std::int64_t width = 256;     // model dimension
+  std::int64_t heads = 4;       // attention heads; must divide width
+  std::int64_t layers = 6;      // decoder blocks
   double dropout = 0.1;
 };
 

@@ -90,8 +90,8 @@ NormRun norm_forward(const torch::Tensor& x, const torch::Tensor& weight, const 
 }
 
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> norm_backward(const NormRun& run, const torch::Tensor& input,
-                                                                       const torch::Tensor& grad,
-                                                                       const torch::Tensor& weight) {
+                                                                      const torch::Tensor& grad,
+                                                                      const torch::Tensor& weight) {
   return at::_batch_norm_impl_index_backward(run.impl, input, grad, weight, {}, {}, run.mean, run.invstd, true,
                                              kNormEps, {true, true, true}, run.reserve);
 }
@@ -104,8 +104,8 @@ class BasicBlockStage : public StageModule, public Segment {
         conv2_(register_module("conv2", conv3x3(out, out, 1))),
         norm2_(register_module("norm2", std::make_shared<StepBatchNorm>(out))) {
     if (stride != 1 || in != out) {
-      shortcut_ = register_module(
-          "shortcut", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)));
+      shortcut_ = register_module("shortcut",
+                                  torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)));
       shortcut_norm_ = register_module("shortcut_norm", std::make_shared<StepBatchNorm>(out));
     }
   }
@@ -235,7 +235,8 @@ class BasicBlockStage : public StageModule, public Segment {
    public:
     static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                  torch::TensorList /*weights: inputs only so that autograd hands their gradients
-                                                     to backward*/,
+                                                     to backward*/
+                                 ,
                                  int64_t block, bool update_buffers) {
       ctx->save_for_backward({x});
       ctx->saved_data["block"] = block;

@@ -13,8 +13,8 @@ namespace memtrain::runtime {
 struct ResNetConfig {
   std::int64_t in_channels = 1;
   std::int64_t classes = 10;
-  std::int64_t width = 16;             // channels of the stem and first group
-  std::int64_t groups = 3;             // groups of blocks; each after the first halves H x W
+  std::int64_t width = 16;  // channels of the stem and first group
+  std::int64_t groups = 3;  // groups of blocks; each after the first halves H x W
   std::int64_t blocks_per_group = 2;
 };
 

@@ -7,8 +7,8 @@
 
 namespace memtrain::runtime {
 
-void check_token_model_sizes(const std::string& model, std::int64_t max_length, std::int64_t width,
-                             std::int64_t heads, std::int64_t layers, double dropout) {
+void check_token_model_sizes(const std::string& model, std::int64_t max_length, std::int64_t width, std::int64_t heads,
+                             std::int64_t layers, double dropout) {
   auto check = [&](bool ok, const std::string& what) {
     if (!ok) throw UsageError(model + ": " + what);
   };
@@ -23,8 +23,7 @@ void check_token_model_sizes(const std::string& model, std::int64_t max_length, 
 TokenEmbeddingStage::TokenEmbeddingStage(std::int64_t vocabulary, std::int64_t max_length, std::int64_t width,
                                          double dropout, std::string model)
     : tokens_(register_module("tokens", torch::nn::Embedding(vocabulary, width))),
-      positions_(register_module("positions", torch::nn::Embedding(max_length, width))),
-      dropout_(dropout),
+      positions_(register_module("positions", torch::nn::Embedding(max_length, width))), dropout_(dropout),
       model_(std::move(model)) {}
 
 torch::Tensor TokenEmbeddingStage::forward(const torch::Tensor& ids, StepContext& ctx) {

@@ -17,8 +17,8 @@ namespace memtrain::runtime {
 // The sizes every token model shares, checked in this order: max length,
 // width, heads (which must divide the width), layers and dropout. Throws
 // UsageError "MODEL: ..." naming the first that is out of range.
-void check_token_model_sizes(const std::string& model, std::int64_t max_length, std::int64_t width,
-                             std::int64_t heads, std::int64_t layers, double dropout);
+void check_token_model_sizes(const std::string& model, std::int64_t max_length, std::int64_t width, std::int64_t heads,
+                             std::int64_t layers, double dropout);
 
 class TokenEmbeddingStage : public StageModule {
  public:

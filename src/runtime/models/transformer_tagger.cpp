@@ -19,9 +19,7 @@ class AttentionStage : public StageModule {
   AttentionStage(const TransformerTaggerConfig& c)
       : norm_(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.width})))),
         qkv_(register_module("qkv", torch::nn::Linear(c.width, 3 * c.width))),
-        out_(register_module("out", torch::nn::Linear(c.width, c.width))),
-        heads_(c.heads),
-        dropout_(c.dropout) {}
+        out_(register_module("out", torch::nn::Linear(c.width, c.width))), heads_(c.heads), dropout_(c.dropout) {}
 
   torch::Tensor forward(const torch::Tensor& x, StepContext& ctx) override {
     const int64_t b = x.size(0), t = x.size(1), d = x.size(2), dh = d / heads_;

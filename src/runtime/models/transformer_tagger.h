@@ -11,13 +11,13 @@
 namespace memtrain::runtime {
 
 struct TransformerTaggerConfig {
-  std::int64_t vocabulary = 0;   // word ids, <pad> = 0 included
-  std::int64_t tags = 0;         // output classes
-  std::int64_t max_length = 0;   // longest sequence the position table covers
-  std::int64_t width = 128;      // model dimension
-  std::int64_t heads = 4;        // attention heads; must divide width
-  std::int64_t layers = 6;       // encoder layers (two stages each)
-  std::int64_t ff_width = 0;     // feed-forward hidden width; 0 = 4 x width
+  std::int64_t vocabulary = 0;  // word ids, <pad> = 0 included
+  std::int64_t tags = 0;        // output classes
+  std::int64_t max_length = 0;  // longest sequence the position table covers
+  std::int64_t width = 128;     // model dimension
+  std::int64_t heads = 4;       // attention heads; must divide width
+  std::int64_t layers = 6;      // encoder layers (two stages each)
+  std::int64_t ff_width = 0;    // feed-forward hidden width; 0 = 4 x width
   double dropout = 0.1;
 };
 

@@ -23,7 +23,9 @@ torch::nn::Conv2d conv3x3(std::int64_t in, std::int64_t out) {
 class ConvNode : public GraphNodeModule {
  public:
   enum class Kind { Plain, Down, Up };
-  ConvNode(Kind kind, std::int64_t in, std::int64_t out) : kind_(kind) { conv_ = register_module("conv", conv3x3(in, out)); }
+  ConvNode(Kind kind, std::int64_t in, std::int64_t out) : kind_(kind) {
+    conv_ = register_module("conv", conv3x3(in, out));
+  }
   torch::Tensor forward(const std::vector<torch::Tensor>& inputs, StepContext&) override {
     return torch::relu(conv_->forward(convolved(inputs)));
   }
@@ -53,9 +55,7 @@ class ConvNode : public GraphNodeModule {
     std::vector<torch::Tensor> grads(inputs.size());
     if (!any_input) return grads;
     switch (kind_) {
-      case Kind::Plain:
-        grads[0] = gx;
-        break;
+      case Kind::Plain: grads[0] = gx; break;
       case Kind::Down:
         grads[0] = at::max_pool2d_with_indices_backward(gx, inputs[0], 2, 2, 0, 1, false, pool_indices);
         break;
@@ -186,7 +186,8 @@ GraphModel make_unet(const UNetSpec& spec) {
     add(name + "b", Kind::Plain, {last()}, out, out);
     channels = out;
   }
-  nodes.push_back({"loss", {static_cast<int>(nodes.size()) - 1, 0}, std::make_shared<PixelLoss>(channels, spec.classes)});
+  nodes.push_back(
+      {"loss", {static_cast<int>(nodes.size()) - 1, 0}, std::make_shared<PixelLoss>(channels, spec.classes)});
   return GraphModel("unet", std::move(nodes));
 }
 

@@ -13,10 +13,10 @@
 
 #include "core/units.h"
 #include "plan/checkmate_planner.h"
-#include "runtime/model/adam.h"
+#include "runtime/execution/graph_executor.h"
 #include "runtime/input/batch_source.h"
 #include "runtime/memory/device_memory.h"
-#include "runtime/execution/graph_executor.h"
+#include "runtime/model/adam.h"
 #include "runtime/model/graph_model.h"
 
 namespace memtrain::runtime {
@@ -29,17 +29,17 @@ struct GraphTrainerOptions {
 
 struct GraphStepRecord {
   long step = 0;
-  std::string size;        // the input's shape
-  bool new_plan = false;   // measured and planned for this step's size
+  std::string size;       // the input's shape
+  bool new_plan = false;  // measured and planned for this step's size
   double loss = 0;
   double accuracy = 0;
-  Bytes peak_bytes = 0;         // measured
-  Bytes planned_peak_bytes = 0; // priced on the measured graph
+  Bytes peak_bytes = 0;          // measured
+  Bytes planned_peak_bytes = 0;  // priced on the measured graph
   Bytes budget_bytes = 0;
   bool violation = false;
-  int recomputed = 0;           // node computations beyond one per node
-  Seconds seconds = 0;          // the step, update included (planning excluded)
-  Seconds planning_seconds = 0; // measuring and solving, on a new size
+  int recomputed = 0;            // node computations beyond one per node
+  Seconds seconds = 0;           // the step, update included (planning excluded)
+  Seconds planning_seconds = 0;  // measuring and solving, on a new size
 };
 
 class GraphTrainer {

@@ -13,8 +13,8 @@
 
 #include "plan/planner.h"
 #include "predict/measurement.h"
-#include "runtime/model/adam.h"
 #include "runtime/input/batch_source.h"
+#include "runtime/model/adam.h"
 #include "runtime/training/trainer.h"
 
 namespace memtrain::runtime {

@@ -121,7 +121,8 @@ StallReport analyse_stalls(const Trainer::ModelFactory& model, DeviceMemory& mem
   r.stalls = predict::stall_shares(r.synthetic_seconds, r.cached_seconds, r.cold_seconds);
   r.rates = {r.ingestion_rate, prep_one, fetch_one, options.prep_cores};
   for (double fraction : options.cache_fractions) {
-    for (int t = 1; t <= options.max_threads; ++t) r.what_if.push_back(predict::predict_epoch(r.rates, r.samples, fraction, t));
+    for (int t = 1; t <= options.max_threads; ++t)
+      r.what_if.push_back(predict::predict_epoch(r.rates, r.samples, fraction, t));
   }
   for (const auto& [fraction, t] : options.checks) {
     say("check: cache " + std::to_string(static_cast<int>(std::lround(100 * fraction))) + "%, " + std::to_string(t) +

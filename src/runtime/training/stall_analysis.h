@@ -18,36 +18,36 @@
 
 #include "predict/stall_model.h"
 #include "predict/stall_shares.h"
-#include "runtime/memory/device_memory.h"
 #include "runtime/input/shard_image_batches.h"
+#include "runtime/memory/device_memory.h"
 #include "runtime/training/trainer.h"
 
 namespace memtrain::runtime {
 
 struct StallOptions {
-  ShardSourceOptions source;     // its prep threads and cache settings are the measured runs'
+  ShardSourceOptions source;  // its prep threads and cache settings are the measured runs'
   TrainerOptions trainer;
-  std::vector<double> cache_fractions = {0, 0.25, 0.5, 0.75, 1};  // what-if rows
-  int max_threads = 4;                                            // what-if threads 1..max_threads
-  std::vector<std::pair<double, int>> checks = {{0, 1}, {0.5, 2}}; // (cache fraction, threads) to run
-  int prep_cores = 1;            // cores the prep threads have beside training
+  std::vector<double> cache_fractions = {0, 0.25, 0.5, 0.75, 1};    // what-if rows
+  int max_threads = 4;                                              // what-if threads 1..max_threads
+  std::vector<std::pair<double, int>> checks = {{0, 1}, {0.5, 2}};  // (cache fraction, threads) to run
+  int prep_cores = 1;                                               // cores the prep threads have beside training
 };
 
 struct StallCheck {
   predict::EpochPrediction predicted;
   Seconds measured_seconds = 0;
-  double relative_error = 0;     // |predicted - measured| / measured
+  double relative_error = 0;  // |predicted - measured| / measured
 };
 
 struct StallReport {
-  std::int64_t samples = 0;      // per epoch
-  int threads = 0;               // prep threads of the cached and cold runs
+  std::int64_t samples = 0;                                             // per epoch
+  int threads = 0;                                                      // prep threads of the cached and cold runs
   Seconds synthetic_seconds = 0, cached_seconds = 0, cold_seconds = 0;  // epoch times
-  double ingestion_rate = 0;     // samples/s, synthetic
-  double prep_rate = 0;          // samples/s the pipeline prepares from memory alone, `threads` threads
-  double fetch_rate = 0;         // samples/s read cold from storage alone, `threads` threads
-  predict::StallShares stalls;   // the prep and fetch shares of the cold epoch, and the order noise
-  predict::StallRates rates;     // the model's inputs
+  double ingestion_rate = 0;                                            // samples/s, synthetic
+  double prep_rate = 0;         // samples/s the pipeline prepares from memory alone, `threads` threads
+  double fetch_rate = 0;        // samples/s read cold from storage alone, `threads` threads
+  predict::StallShares stalls;  // the prep and fetch shares of the cold epoch, and the order noise
+  predict::StallRates rates;    // the model's inputs
   std::vector<predict::EpochPrediction> what_if;
   std::vector<StallCheck> checks;
 };

@@ -12,8 +12,8 @@
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
 #include "plan/weight_swap_schedules.h"
-#include "runtime/model/buffer_snapshot.h"
 #include "runtime/execution/chain_measurement.h"
+#include "runtime/model/buffer_snapshot.h"
 #include "runtime/model/rng_snapshot.h"
 #include "sim/simulator.h"
 
@@ -53,17 +53,16 @@ void check_options(const TrainerOptions& o) {
                      " splits a step for weight swapping; it needs --weights-on host");
   }
   if (o.weights_on_host && !(o.device_to_host_bandwidth > 0 && o.host_to_device_bandwidth > 0)) {
-    throw UsageError("--weights-on host needs the host link's bandwidth to plan the weights' copies: give "
-                     "--bandwidth BW (e.g. 25GB/s) or --calibration FILE from memtrain calibrate");
+    throw UsageError(
+        "--weights-on host needs the host link's bandwidth to plan the weights' copies: give "
+        "--bandwidth BW (e.g. 25GB/s) or --calibration FILE from memtrain calibrate");
   }
 }
 
 }  // namespace
 
 Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory factory, BatchSource& source)
-    : options_(std::move(options)),
-      memory_(memory),
-      source_(source),
+    : options_(std::move(options)), memory_(memory), source_(source),
       link_(options_.device_to_host_bandwidth, options_.host_to_device_bandwidth) {
   check_options(options_);
   options_.planner_options.micro_batches = options_.micro_batches;
@@ -211,8 +210,8 @@ void Trainer::calibrate() {
     const Plan least = planner_->plan({largest_chain_, 0, &largest_chain_});
     budget_ = least.feasible ? least.peak_bytes : least.min_budget_bytes;
     if (budget_ <= 0) {
-      throw Error("planner " + planner_->name() + " reports no least budget for input " + largest_signature_.describe() +
-                  "; give a budget");
+      throw Error("planner " + planner_->name() + " reports no least budget for input " +
+                  largest_signature_.describe() + "; give a budget");
     }
   } else {
     budget_ = options_.budget.resolve(reference_peak_);
@@ -350,8 +349,8 @@ ExecutionResult Trainer::run_with_retries(const Batch& batch, std::int64_t size,
       if (tried(next)) next = fallback_schedule();
       const std::string where = "step " + std::to_string(rec.step) + ": input " + batch.signature.describe();
       if (tried(next)) {
-        throw Error(where + " does not fit the budget even with the most frugal schedule (planner " +
-                    planner_->name() + "'s least, or every stage checkpointed): " + oob.what());
+        throw Error(where + " does not fit the budget even with the most frugal schedule (planner " + planner_->name() +
+                    "'s least, or every stage checkpointed): " + oob.what());
       }
       if (rec.retries > options_.max_retries) {
         throw Error(where + " still ran out of budget after " + std::to_string(options_.max_retries) +
@@ -371,8 +370,7 @@ ExecutionResult Trainer::run_with_retries(const Batch& batch, std::int64_t size,
   }
 }
 
-void Trainer::record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result,
-                         StepRecord& rec) {
+void Trainer::record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result, StepRecord& rec) {
   rec.schedule = schedule.to_string();
   rec.recomputed_forwards = schedule.recomputed_forwards(model_->size());
   const sim::SimResult predicted = sim::simulate(predicted_chain(size), schedule);

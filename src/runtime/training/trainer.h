@@ -37,11 +37,11 @@
 #include "predict/link_estimate.h"
 #include "predict/plan_cache.h"
 #include "predict/prediction_error.h"
-#include "runtime/model/adam.h"
-#include "runtime/input/batch_source.h"
-#include "runtime/memory/device_memory.h"
 #include "runtime/execution/executor.h"
 #include "runtime/execution/host_weights.h"
+#include "runtime/input/batch_source.h"
+#include "runtime/memory/device_memory.h"
+#include "runtime/model/adam.h"
 #include "runtime/model/staged_model.h"
 
 namespace memtrain::runtime {
@@ -49,17 +49,17 @@ namespace memtrain::runtime {
 struct TrainerOptions {
   std::string planner = "mimose";
   plan::PlannerOptions planner_options;  // slots of the planners that discretise memory
-  BudgetSpec budget = {true, 50.0, 0};  // default: 50% of the largest input's unconstrained peak
+  BudgetSpec budget = {true, 50.0, 0};   // default: 50% of the largest input's unconstrained peak
   // Instead of `budget`: the least budget the planner needs for the largest
   // input (for planners that ignore budgets, their schedule's simulated peak).
   bool least_budget = false;
-  int collect_steps = 4;                // K: steps with every stage checkpointed, 0..10
-  std::int64_t bucket = 0;              // plan-cache bucket width in signature size; 0: largest / 64
-  double margin = 0.10;                 // safety margin on memory for sizes outside the observed range
+  int collect_steps = 4;    // K: steps with every stage checkpointed, 0..10
+  std::int64_t bucket = 0;  // plan-cache bucket width in signature size; 0: largest / 64
+  double margin = 0.10;     // safety margin on memory for sizes outside the observed range
   std::uint64_t seed = 1;
   AdamOptions adam;
-  bool enforce = true;                  // enforce the budget (planners that respect it)
-  int max_retries = 8;                  // stricter re-plans of one step before giving up
+  bool enforce = true;  // enforce the budget (planners that respect it)
+  int max_retries = 8;  // stricter re-plans of one step before giving up
   // Fault injection for tests: the chain planners see has its memory fields
   // multiplied by this, so < 1 makes plans that run out of budget.
   double prediction_scale = 1.0;
@@ -87,32 +87,32 @@ enum class PlanKind {
 const char* plan_kind_name(PlanKind kind);  // "collect", "new", "cached", "retry"
 
 struct StepRecord {
-  std::int64_t step = 0;              // 1-based
-  std::int64_t epoch = 0;             // 0-based epoch of the batch
-  Signature signature;                // the batch's input shape and size
+  std::int64_t step = 0;   // 1-based
+  std::int64_t epoch = 0;  // 0-based epoch of the batch
+  Signature signature;     // the batch's input shape and size
   PlanKind plan = PlanKind::New;
-  std::string schedule;               // compact text of the schedule run
-  int recomputed_forwards = 0;        // forwards beyond one per stage
-  Bytes predicted_peak_bytes = -1;    // simulated on the predicted chain; -1: none
-  Bytes peak_bytes = 0;               // measured, update included
+  std::string schedule;             // compact text of the schedule run
+  int recomputed_forwards = 0;      // forwards beyond one per stage
+  Bytes predicted_peak_bytes = -1;  // simulated on the predicted chain; -1: none
+  Bytes peak_bytes = 0;             // measured, update included
   Bytes budget_bytes = 0;
-  bool violation = false;             // peak_bytes > budget_bytes
-  int retries = 0;                    // out-of-budget attempts before this one ran
-  Seconds seconds = 0;                // wall time of the whole step, data wait included
-  Seconds data_wait_seconds = 0;      // waiting for the batch: the input pipeline's stall
-  Seconds planning_seconds = 0;       // time spent choosing the plan (cache lookup or planning)
+  bool violation = false;         // peak_bytes > budget_bytes
+  int retries = 0;                // out-of-budget attempts before this one ran
+  Seconds seconds = 0;            // wall time of the whole step, data wait included
+  Seconds data_wait_seconds = 0;  // waiting for the batch: the input pipeline's stall
+  Seconds planning_seconds = 0;   // time spent choosing the plan (cache lookup or planning)
   double loss = 0;
-  double accuracy = 0;                // fraction of counted tokens or images right
-  Bytes swap_bytes = 0;               // copied to host and back, both directions
-  Bytes to_host_bytes = 0;            // of swap_bytes, device -> host
-  Bytes to_device_bytes = 0;          // of swap_bytes, host -> device
-  Bytes weight_swap_bytes = 0;        // of swap_bytes, weights and gradients (weights in host memory)
-  Seconds transfer_seconds = 0;       // the copies' own durations
-  Seconds to_host_seconds = 0;        // of transfer_seconds, device -> host
-  Seconds to_device_seconds = 0;      // of transfer_seconds, host -> device
-  Seconds stall_seconds = 0;          // compute waiting on copies
-  Seconds to_host_stall_seconds = 0;  // of stall_seconds, waiting on copies to host
-  Seconds schedule_seconds = 0;       // the schedule's wall time (the update excluded)
+  double accuracy = 0;                      // fraction of counted tokens or images right
+  Bytes swap_bytes = 0;                     // copied to host and back, both directions
+  Bytes to_host_bytes = 0;                  // of swap_bytes, device -> host
+  Bytes to_device_bytes = 0;                // of swap_bytes, host -> device
+  Bytes weight_swap_bytes = 0;              // of swap_bytes, weights and gradients (weights in host memory)
+  Seconds transfer_seconds = 0;             // the copies' own durations
+  Seconds to_host_seconds = 0;              // of transfer_seconds, device -> host
+  Seconds to_device_seconds = 0;            // of transfer_seconds, host -> device
+  Seconds stall_seconds = 0;                // compute waiting on copies
+  Seconds to_host_stall_seconds = 0;        // of stall_seconds, waiting on copies to host
+  Seconds schedule_seconds = 0;             // the schedule's wall time (the update excluded)
   Seconds predicted_schedule_seconds = -1;  // simulated on the predicted chain; -1: none
 };
 
@@ -125,28 +125,28 @@ double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t f
 
 struct TrainSummary {
   Bytes budget_bytes = 0;
-  Bytes reference_peak_bytes = 0;     // unconstrained peak of the largest input; 0: not measured
+  Bytes reference_peak_bytes = 0;  // unconstrained peak of the largest input; 0: not measured
   Bytes max_peak_bytes = 0;
   long steps = 0;
-  long violations = 0;                // steps whose measured peak exceeded the budget
-  long retries = 0;                   // mispredictions caught and retried
+  long violations = 0;  // steps whose measured peak exceeded the budget
+  long retries = 0;     // mispredictions caught and retried
   long cache_hits = 0;
-  long cache_misses = 0;              // new plans made
-  double median_prediction_error = 0; // relative, after the collection phase
+  long cache_misses = 0;               // new plans made
+  double median_prediction_error = 0;  // relative, after the collection phase
   double max_prediction_error = 0;
-  double predictor_fit_error = 0;     // worst relative rms residual of a memory fit (ChainPredictor)
+  double predictor_fit_error = 0;  // worst relative rms residual of a memory fit (ChainPredictor)
   Seconds mean_step_seconds = 0;
-  Seconds data_wait_seconds = 0;      // all steps' waits for their batches
-  double data_wait_fraction = 0;      // of all steps' time
-  Bytes resident_bytes = 0;           // device bytes beyond weights, state and batch at a step's start (Chain::resident_bytes)
-  long collection_steps = 0;          // steps that ran the collection schedule, left out of the copy figures below
-  double swap_bytes_per_step = 0;     // mean over planned steps, both directions together
-  double to_host_bytes_per_step = 0;     // of which device -> host
-  double to_device_bytes_per_step = 0;   // of which host -> device
+  Seconds data_wait_seconds = 0;  // all steps' waits for their batches
+  double data_wait_fraction = 0;  // of all steps' time
+  Bytes resident_bytes = 0;   // device bytes beyond weights, state and batch at a step's start (Chain::resident_bytes)
+  long collection_steps = 0;  // steps that ran the collection schedule, left out of the copy figures below
+  double swap_bytes_per_step = 0;         // mean over planned steps, both directions together
+  double to_host_bytes_per_step = 0;      // of which device -> host
+  double to_device_bytes_per_step = 0;    // of which host -> device
   double weight_swap_bytes_per_step = 0;  // of which weights and gradients
-  double hidden_transfer_fraction = 1;  // 1 - stalls / copy time over planned steps; 1 when nothing moved
-  double to_host_hidden_fraction = 1;    // the same, of the copies to host
-  double to_device_hidden_fraction = 1;  // the same, of the copies to the device
+  double hidden_transfer_fraction = 1;    // 1 - stalls / copy time over planned steps; 1 when nothing moved
+  double to_host_hidden_fraction = 1;     // the same, of the copies to host
+  double to_device_hidden_fraction = 1;   // the same, of the copies to the device
   // Median of |simulated - measured| / measured schedule time, after collection.
   double median_time_prediction_error = 0;
   // The host link the trainer would plan the next step with, bytes/s: the
@@ -249,7 +249,7 @@ class Trainer {
   bool calibrated_ = false;
   Bytes budget_ = 0;
   Bytes reference_peak_ = 0;
-  Bytes extra_resident_ = 0;  // the most observe_resident() has seen
+  Bytes extra_resident_ = 0;           // the most observe_resident() has seen
   std::vector<Seconds> update_times_;  // per stage, the shortest host update seen; weights on host
   predict::LinkEstimate link_;
   predict::CopyIssueEstimate copy_issue_;

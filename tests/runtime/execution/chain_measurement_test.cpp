@@ -61,11 +61,9 @@ TEST(ChainMeasurement, TimesAreTheMeanOverMicroBatchesAsLargeAsTheFirst) {
 
 TEST(ChainMeasurement, CopyIssueSecondsAreEachStartedCopysComputeTime) {
   ExecutionResult result;
-  result.ops = {record(OpKind::FetchWeights, 0, 0, 4e-5),
-                record(OpKind::ForwardAll, 0, 0, 1e-3),
+  result.ops = {record(OpKind::FetchWeights, 0, 0, 4e-5),         record(OpKind::ForwardAll, 0, 0, 1e-3),
                 record(OpKind::OffloadSaved, 0, 0, 3e-4, 2.5e-4),  // waited on its arrival first
-                record(OpKind::ReleaseSaved, 0, 0, 1e-4, 1e-4),
-                record(OpKind::OffloadGrads, 0, 0, 6e-5),
+                record(OpKind::ReleaseSaved, 0, 0, 1e-4, 1e-4),   record(OpKind::OffloadGrads, 0, 0, 6e-5),
                 record(OpKind::DropWeights, 0, 0, 2e-5)};
   const std::vector<Seconds> issue = copy_issue_seconds(result);
   ASSERT_EQ(issue.size(), 3u);

@@ -6,9 +6,9 @@
 #include <torch/torch.h>
 
 #include "plan/schedule_builders.h"
+#include "runtime/execution/executor.h"
 #include "runtime/input/brown_batches.h"
 #include "runtime/memory/device_memory.h"
-#include "runtime/execution/executor.h"
 #include "support/gpu.h"
 #include "support/offload_schedules.h"
 #include "support/tiny_tagging.h"

@@ -7,8 +7,8 @@
 #include "core/error.h"
 #include "data/fashion_mnist.h"
 #include "plan/checkmate_planner.h"
-#include "runtime/input/fashion_mnist_batches.h"
 #include "runtime/execution/graph_executor.h"
+#include "runtime/input/fashion_mnist_batches.h"
 #include "runtime/models/unet.h"
 
 namespace memtrain::runtime {
@@ -98,7 +98,8 @@ TEST(GraphExecution, MatchesOneAutogradPassThroughTheWholeNetwork) {
   EXPECT_EQ(r.loss, loss.item<double>());
   const auto x = rig.model->parameters(), y = whole.model->parameters();
   for (size_t k = 0; k < x.size(); ++k) {
-    EXPECT_TRUE(torch::equal(x[k].grad(), y[k].grad())) << "parameter " << k << ": " << (x[k].grad() - y[k].grad()).abs().max().item<float>();
+    EXPECT_TRUE(torch::equal(x[k].grad(), y[k].grad()))
+        << "parameter " << k << ": " << (x[k].grad() - y[k].grad()).abs().max().item<float>();
   }
 }
 

@@ -21,7 +21,8 @@ TEST(SavedOffloadExecution, ComputesExactlyWhatAPlainStepDoesAndFreesWhatTheMode
   // s_i - a_{i+1} as the plain step measured it: what the Simulator moves.
   std::vector<Bytes> beyond_output(n, 0);
   for (const OpRecord& rec : reference.ops) {
-    if (rec.op.kind == OpKind::ForwardAll) beyond_output[rec.op.stage] = rec.live_after - rec.live_before - rec.output_bytes;
+    if (rec.op.kind == OpKind::ForwardAll)
+      beyond_output[rec.op.stage] = rec.live_after - rec.live_before - rec.output_bytes;
   }
   for (bool late : {false, true}) {
     const Schedule s = offloading_what_forwards_save(n, late);
@@ -35,8 +36,8 @@ TEST(SavedOffloadExecution, ComputesExactlyWhatAPlainStepDoesAndFreesWhatTheMode
         moved += rec.input_bytes;
       }
       if (rec.op.kind == OpKind::ReleaseSaved) {
-        EXPECT_EQ(rec.live_before - rec.live_after, beyond_output[rec.op.stage]) << "the release frees it, stage "
-                                                                                 << rec.op.stage;
+        EXPECT_EQ(rec.live_before - rec.live_after, beyond_output[rec.op.stage])
+            << "the release frees it, stage " << rec.op.stage;
       }
     }
     EXPECT_GT(moved, 0);

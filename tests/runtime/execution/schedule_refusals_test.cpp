@@ -53,27 +53,27 @@ TEST(ScheduleRefusals, TheSimulatorAndTheExecutorRefuseTheSameSchedulesInTheSame
   const Chain chain = chain_like(limits);
   const std::string keep_all = plan::schedule_keeping_everything(n).to_string();
   const std::vector<std::string> bad = {
-      "B0",                                    // no forward with grad to go back through
-      "Fall1",                                 // its input was never made
-      "Fall0 L",                               // the loss stage has not run with grad
-      "Fall0 Fall0",                           // one forward with grad per stage at a time
-      "Fck0 Fck0",                             // its output is already there
-      "Fck0 Off1 Fn1",                         // frees x_1 while it is being copied out
-      "Fck0 Off1 Rel1 Fck1",                   // its input is in host memory
-      "Fck0 Off1 Rel1 Fck0",                   // its output is in host memory
-      "Off0",                                  // the batch does not move
-      "Rel1",                                  // nothing is being copied out
-      "Fck0 Pre1",                             // nothing in host memory to bring back
-      "OffS0",                                 // nothing kept to move
-      "Fall0 OffS0 OffS0",                     // already on its way out
-      "Fall0 RelS0",                           // no copy of it in flight
-      "Fall0 PreS0",                           // not in host memory
-      "Fall0.v9",                              // no such variant
-      "Fall" + std::to_string(n),              // no such stage
-      "Win0",                                  // the weights are on the device
-      "U0@1",                                  // weight operations name no micro-batch
+      "B0",                                     // no forward with grad to go back through
+      "Fall1",                                  // its input was never made
+      "Fall0 L",                                // the loss stage has not run with grad
+      "Fall0 Fall0",                            // one forward with grad per stage at a time
+      "Fck0 Fck0",                              // its output is already there
+      "Fck0 Off1 Fn1",                          // frees x_1 while it is being copied out
+      "Fck0 Off1 Rel1 Fck1",                    // its input is in host memory
+      "Fck0 Off1 Rel1 Fck0",                    // its output is in host memory
+      "Off0",                                   // the batch does not move
+      "Rel1",                                   // nothing is being copied out
+      "Fck0 Pre1",                              // nothing in host memory to bring back
+      "OffS0",                                  // nothing kept to move
+      "Fall0 OffS0 OffS0",                      // already on its way out
+      "Fall0 RelS0",                            // no copy of it in flight
+      "Fall0 PreS0",                            // not in host memory
+      "Fall0.v9",                               // no such variant
+      "Fall" + std::to_string(n),               // no such stage
+      "Win0",                                   // the weights are on the device
+      "U0@1",                                   // weight operations name no micro-batch
       keep_all.substr(0, keep_all.rfind(' ')),  // ends before the backward of stage 0
-      "Fck0 Off1 Rel1 " + keep_all,            // ends with x_1 in host memory
+      "Fck0 Off1 Rel1 " + keep_all,             // ends with x_1 in host memory
   };
   for (const std::string& text : bad) {
     const Schedule s = testing::parse_schedule(text);

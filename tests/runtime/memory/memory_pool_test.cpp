@@ -43,8 +43,7 @@ TEST(MemoryPool, EnforcedBudgetThrowsOutOfBudgetAndChargesNothing) {
     EXPECT_EQ(e.request(), 800);
     EXPECT_EQ(e.live(), 400);
     EXPECT_EQ(e.budget(), 1000);
-    EXPECT_NE(std::string(e.what()).find("device memory: allocating 800 bytes with 400 bytes live"),
-              std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("device memory: allocating 800 bytes with 400 bytes live"), std::string::npos);
   }
   EXPECT_EQ(pool.live(), 400);
   EXPECT_EQ(pool.peak(), 400);

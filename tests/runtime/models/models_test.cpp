@@ -4,8 +4,8 @@
 
 #include "core/error.h"
 #include "plan/schedule_builders.h"
-#include "runtime/model/adam.h"
 #include "runtime/execution/executor.h"
+#include "runtime/model/adam.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/models/resnet.h"
 #include "runtime/training/trainer.h"

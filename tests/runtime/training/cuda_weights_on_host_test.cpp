@@ -73,7 +73,8 @@ TEST(CudaWeightsOnHost, WeightsInHostMemoryTrainOnTheGpuAsOnTheDevice) {
   MEMTRAIN_REQUIRE_GPU();
   std::unique_ptr<DeviceMemory> memory = make_device_memory("cuda");
   BrownBatches source(dataset(), kBatch, kSeed, BrownTargets::NextWord);
-  const testing::TrainingRun reference = testing::train_unconstrained(*memory, gpt, source, kSeed, kMicroBatches, kSteps);
+  const testing::TrainingRun reference =
+      testing::train_unconstrained(*memory, gpt, source, kSeed, kMicroBatches, kSteps);
   const testing::TrainingRun grouped = train_on_host("swap");
   const testing::TrainingRun naive = train_on_host("swap-naive");
   // Both swap the same weights through the same host updates: bit for bit.

@@ -57,7 +57,8 @@ TEST(Profiler, CheckpointingPeaksLowerAndMemoryIsLinearInTheBatch) {
 TEST(Profiler, ABudgetGivenIsPlannedAgainst) {
   TinyProfile t;
   const ProfilePoint full = t.run(parse_profile_method("none", "all", std::nullopt), 8);
-  const ProfilePoint half = t.run(parse_profile_method("checkpoint:optimal", "all", parse_budget("60%", "--budget")), 8);
+  const ProfilePoint half =
+      t.run(parse_profile_method("checkpoint:optimal", "all", parse_budget("60%", "--budget")), 8);
   EXPECT_LE(half.measurement.peak_bytes, half.budget_bytes);
   EXPECT_LE(half.budget_bytes, full.measurement.peak_bytes * 61 / 100);
 }

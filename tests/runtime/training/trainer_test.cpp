@@ -15,18 +15,18 @@
 namespace memtrain::runtime {
 namespace {
 
+using testing::expect_same_training;
 using testing::tiny_shape;
 using testing::tiny_tagger;
 using testing::tiny_tagging;
-using testing::expect_same_training;
 using testing::TrainingRun;
-
 
 TrainingRun train(TrainerOptions options, int steps, double dropout = 0.1) {
   const auto data = tiny_tagging();
   CpuDeviceMemory memory;
   BrownBatches source(data, 16, options.seed);
-  Trainer trainer(options, memory, [&] { return tiny_tagger(tiny_shape(*data), dropout); }, source);
+  Trainer trainer(
+      options, memory, [&] { return tiny_tagger(tiny_shape(*data), dropout); }, source);
   return testing::run_trainer(trainer, steps);
 }
 
@@ -39,12 +39,15 @@ TrainerOptions options(const std::string& planner, const std::string& budget = "
   return o;
 }
 
-
 TEST(Trainer, CheckpointedTrainingEqualsPlainTrainingWithDropout) {
   const TrainingRun plain = train(options("none"), 12);
   // sqrt ignores the budget when it plans, so it gets one its schedule fits.
-  for (const auto& [planner, budget] : std::vector<std::pair<std::string, std::string>>{
-           {"all", "60%"}, {"sqrt", "80%"}, {"mimose", "60%"}, {"static", "60%"}, {"optimal", "55%"}, {"joint", "45%"}}) {
+  for (const auto& [planner, budget] : std::vector<std::pair<std::string, std::string>>{{"all", "60%"},
+                                                                                        {"sqrt", "80%"},
+                                                                                        {"mimose", "60%"},
+                                                                                        {"static", "60%"},
+                                                                                        {"optimal", "55%"},
+                                                                                        {"joint", "45%"}}) {
     const TrainingRun r = train(options(planner, budget), 12);
     expect_same_training(plain, r, planner);
     long recomputing_steps = 0;
@@ -151,7 +154,8 @@ TEST(Trainer, JointChoosesVariantsAndFitsBelowOptimalsMinimum) {
     CpuDeviceMemory memory;
     BrownBatches source(data, 16, 5);
     TrainerOptions o = options(planner, "100%");
-    Trainer trainer(o, memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
+    Trainer trainer(
+        o, memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
     trainer.calibrate();
     return plan::make_planner(planner)->plan({trainer.largest_chain(), 0, &trainer.largest_chain()}).min_budget_bytes;
   };
@@ -163,10 +167,12 @@ TEST(Trainer, JointChoosesVariantsAndFitsBelowOptimalsMinimum) {
   BrownBatches source(data, 16, 5);
   TrainerOptions o = options("joint");
   o.budget = {false, 0, (joint + optimal) / 2};  // below what optimal needs
-  Trainer trainer(o, memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
+  Trainer trainer(
+      o, memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
   expect_same_training(plain, testing::run_trainer(trainer, 12), "joint");
   long with_variant = 0;
-  for (const StepRecord& r : trainer.records()) with_variant += r.plan != PlanKind::Collect && r.schedule.find(".v1") != std::string::npos;
+  for (const StepRecord& r : trainer.records())
+    with_variant += r.plan != PlanKind::Collect && r.schedule.find(".v1") != std::string::npos;
   EXPECT_GT(with_variant, 3);
   EXPECT_EQ(trainer.summary().violations, 0);
 }
@@ -181,7 +187,8 @@ TEST(Trainer, TheLeastBudgetIsWhatThePlannerNeedsAndItTrainsWithinIt) {
     TrainerOptions o = options(planner);
     o.least_budget = true;
     o.collect_steps = 0;  // collection's keep-each-stage runs are not what the least is for
-    Trainer trainer(o, memory, [&] { return tiny_tagger(tiny_shape(*data), 0.1); }, source);
+    Trainer trainer(
+        o, memory, [&] { return tiny_tagger(tiny_shape(*data), 0.1); }, source);
     for (int s = 0; s < 6; ++s) trainer.step();
     return trainer.summary();
   };
@@ -196,8 +203,9 @@ TEST(Trainer, TheLeastBudgetIsWhatThePlannerNeedsAndItTrainsWithinIt) {
   // Below it, the planner has nothing: the least really is the least.
   CpuDeviceMemory memory;
   LargestInputBatches source(std::make_unique<BrownBatches>(data, 16, 5));
-  Trainer below(options("all", std::to_string(all.budget_bytes - 1)), memory,
-                [&] { return tiny_tagger(tiny_shape(*data), 0.1); }, source);
+  Trainer below(
+      options("all", std::to_string(all.budget_bytes - 1)), memory, [&] { return tiny_tagger(tiny_shape(*data), 0.1); },
+      source);
   EXPECT_THROW(below.calibrate(), Error);
 }
 
@@ -246,12 +254,14 @@ TEST(Trainer, TwoTrainersInOneProcessDoNotInterfere) {
   const auto data = tiny_tagging();
   CpuDeviceMemory m1, m2;
   BrownBatches s1(data, 16, 5), s2(data, 16, 5);
-  Trainer a(options("mimose", "60%"), m1, [&] { return tiny_tagger(tiny_shape(*data)); }, s1);
+  Trainer a(
+      options("mimose", "60%"), m1, [&] { return tiny_tagger(tiny_shape(*data)); }, s1);
   std::vector<double> losses;
   for (int s = 0; s < 3; ++s) losses.push_back(a.step().loss);
   const Bytes a_between_steps = m1.live();
   {
-    Trainer b(options("all", "60%"), m2, [&] { return tiny_tagger(tiny_shape(*data), 0.2); }, s2);
+    Trainer b(
+        options("all", "60%"), m2, [&] { return tiny_tagger(tiny_shape(*data), 0.2); }, s2);
     for (int s = 0; s < 4; ++s) b.step();
     EXPECT_GT(m2.live(), 0);
     EXPECT_EQ(m1.live(), a_between_steps) << "b charged nothing to a's memory";
@@ -268,7 +278,8 @@ TEST(Trainer, CountsDeviceBytesThatBelongToNoStage) {
   const auto data = tiny_tagging();
   CpuDeviceMemory memory;
   BrownBatches source(data, 16, 5);
-  Trainer trainer(options("optimal", "60%"), memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
+  Trainer trainer(
+      options("optimal", "60%"), memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
   torch::Tensor workspace;
   {
     const auto scope = memory.activate();
@@ -304,7 +315,8 @@ TEST(Trainer, RecordsHowLongEachStepWaitedForItsBatch) {
   CpuDeviceMemory memory;
   BrownBatches fast(data, 16, 5);
   SlowSource slow(fast, 0.05);
-  Trainer trainer(options("mimose", "60%"), memory, [&] { return tiny_tagger(tiny_shape(*data)); }, slow);
+  Trainer trainer(
+      options("mimose", "60%"), memory, [&] { return tiny_tagger(tiny_shape(*data)); }, slow);
   for (int s = 0; s < 3; ++s) {
     const StepRecord r = trainer.step();
     EXPECT_GE(r.data_wait_seconds, 0.05);
