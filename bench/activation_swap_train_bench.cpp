@@ -93,10 +93,10 @@ int run(const std::vector<std::string>& args) {
     std::snprintf(line, sizeof line,
                   "| %s | %.3f s | %.1f%% | %s / %s | %.1f%% (%.1f%% / %.1f%%) | %.3f | %ld | %ld | %.1f%% |\n",
                   p.c_str(), r.mean_step(), 100 * (r.mean_step() / recompute.mean_step()),
-                  format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_host_bytes))).c_str(),
-                  format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_device_bytes))).c_str(),
-                  100 * r.hidden_transfer_fraction(), 100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToHost),
-                  100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToDevice), r.max_peak_over_budget(),
+                  format_bytes(static_cast<Bytes>(r.mean_bytes(&CopyStats::to_host_bytes))).c_str(),
+                  format_bytes(static_cast<Bytes>(r.mean_bytes(&CopyStats::to_device_bytes))).c_str(),
+                  100 * r.copies().hidden_fraction(), 100 * r.copies().hidden_fraction(CopyDirection::ToHost),
+                  100 * r.copies().hidden_fraction(CopyDirection::ToDevice), r.max_peak_over_budget(),
                   r.summary.violations, r.summary.retries, 100 * r.median_schedule_time_error());
     md << line;
   }

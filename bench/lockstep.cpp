@@ -49,25 +49,22 @@ double median(std::vector<double> values) {
   return values.size() % 2 ? values[k] : (values[k - 1] + values[k]) / 2;
 }
 
-double LaneResult::mean_bytes(Bytes runtime::StepRecord::*field) const {
-  double total = 0;
-  for (size_t k = collect_steps; k < records.size(); ++k) total += static_cast<double>(records[k].*field);
-  return records.size() > static_cast<size_t>(collect_steps)
-             ? total / static_cast<double>(records.size() - collect_steps)
-             : 0;
+CopyStats LaneResult::copies() const {
+  CopyStats total;
+  for (size_t k = collect_steps; k < records.size(); ++k) total += records[k].copies;
+  return total;
+}
+
+double LaneResult::mean_bytes(Bytes CopyStats::*field) const {
+  const size_t planned = records.size() > static_cast<size_t>(collect_steps) ? records.size() - collect_steps : 0;
+  return planned > 0 ? static_cast<double>(copies().*field) / static_cast<double>(planned) : 0;
 }
 
 double LaneResult::copy_rate(bool to_host) const {
-  double bytes = 0, seconds = 0;
-  for (size_t k = collect_steps; k < records.size(); ++k) {
-    bytes += static_cast<double>(to_host ? records[k].to_host_bytes : records[k].to_device_bytes);
-    seconds += to_host ? records[k].to_host_seconds : records[k].to_device_seconds;
-  }
+  const CopyStats c = copies();
+  const double bytes = static_cast<double>(to_host ? c.to_host_bytes : c.to_device_bytes);
+  const Seconds seconds = to_host ? c.to_host_seconds : c.to_device_seconds;
   return seconds > 0 ? bytes / seconds : 0;
-}
-
-double LaneResult::hidden_transfer_fraction(runtime::CopyDirection direction) const {
-  return runtime::hidden_transfer_fraction(records, static_cast<size_t>(collect_steps), direction);
 }
 
 LaneFactory lanes(std::function<std::unique_ptr<runtime::BatchSource>(std::uint64_t seed)> source,

@@ -32,14 +32,13 @@ struct LaneResult {
   // Over the steps after collection: the median of |simulated - measured| /
   // measured schedule time (the Simulator on the predicted chain).
   double median_schedule_time_error() const;
-  // Over the steps after collection: the mean of one of a step record's byte counts.
-  double mean_bytes(Bytes runtime::StepRecord::*field) const;
+  // Over the steps after collection: their copies added up.
+  CopyStats copies() const;
+  // Over the steps after collection: the mean per step of one of the copies' byte counts.
+  double mean_bytes(Bytes CopyStats::*field) const;
   // Over the steps after collection: the bytes copied one way over the
   // copies' own seconds that way, B/s; 0 when nothing moved.
   double copy_rate(bool to_host) const;
-  // Over the steps after collection: the share of copy time hidden under
-  // compute (the summary's figure counts the collection steps too).
-  double hidden_transfer_fraction(runtime::CopyDirection direction = runtime::CopyDirection::Both) const;
 };
 
 // One trainer with what it needs kept alive beside it.

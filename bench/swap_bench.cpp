@@ -82,8 +82,8 @@ int run(const std::vector<std::string>& args) {
       if (s.feasible) {
         p.swap_overhead = s.time / keep.time - 1;
         const sim::SimResult r = sim::simulate(chain, s.schedule);
-        p.swap_bytes = r.swap_bytes;
-        p.hidden = r.hidden_transfer_fraction();
+        p.swap_bytes = r.copies.bytes();
+        p.hidden = r.copies.hidden_fraction();
       }
       curve.push_back(p);
     }

@@ -84,7 +84,7 @@ void compare(const std::string& chain_path, double bandwidth, int micro_batches,
     const Priced naive = price(per_layer, fast, budget);
     const Priced harmony = price(grouped, fast, budget);
     const double volume_ratio =
-        static_cast<double>(naive.sim.weight_swap_bytes) / static_cast<double>(harmony.sim.weight_swap_bytes);
+        static_cast<double>(naive.sim.copies.weight_bytes) / static_cast<double>(harmony.sim.copies.weight_bytes);
     const double time_ratio = naive.sim.time / harmony.sim.time;
     if (speedup == 1.0) {
       std::snprintf(line, sizeof line, "`%s`: weight bytes moved per step at least 10x lower than swap-naive (%.2fx)",
@@ -97,8 +97,8 @@ void compare(const std::string& chain_path, double bandwidth, int micro_batches,
     }
     std::snprintf(line, sizeof line, "| %s | %s | %s | %.2f | %.4g s | %.4g s | %.2f | %s |\n",
                   speedup == 1.0 ? "as calibrated" : ("x" + std::to_string(static_cast<int>(speedup))).c_str(),
-                  format_bytes(naive.sim.weight_swap_bytes).c_str(),
-                  format_bytes(harmony.sim.weight_swap_bytes).c_str(), volume_ratio, naive.sim.time, harmony.sim.time,
+                  format_bytes(naive.sim.copies.weight_bytes).c_str(),
+                  format_bytes(harmony.sim.copies.weight_bytes).c_str(), volume_ratio, naive.sim.time, harmony.sim.time,
                   time_ratio, harmony.plan.note.c_str());
     md << line;
   }

@@ -105,14 +105,14 @@ int run(const std::vector<std::string>& args) {
      << "|---|---|---|---|---|---|---|---|---|\n";
   for (const std::string& p : planners) {
     const LaneResult& r = results[p];
-    std::snprintf(
-        line, sizeof line, "| %s | %s | %s / %s | %.3f s | %.1f%% (%.1f%% / %.1f%%) | %.3f | %ld | %ld | %.1f%% |\n",
-        p.c_str(), format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::weight_swap_bytes))).c_str(),
-        format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_host_bytes))).c_str(),
-        format_bytes(static_cast<Bytes>(r.mean_bytes(&runtime::StepRecord::to_device_bytes))).c_str(), r.mean_step(),
-        100 * r.hidden_transfer_fraction(), 100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToHost),
-        100 * r.hidden_transfer_fraction(runtime::CopyDirection::ToDevice), r.max_peak_over_budget(),
-        r.summary.violations, r.summary.retries, 100 * r.median_schedule_time_error());
+    std::snprintf(line, sizeof line,
+                  "| %s | %s | %s / %s | %.3f s | %.1f%% (%.1f%% / %.1f%%) | %.3f | %ld | %ld | %.1f%% |\n", p.c_str(),
+                  format_bytes(static_cast<Bytes>(r.mean_bytes(&CopyStats::weight_bytes))).c_str(),
+                  format_bytes(static_cast<Bytes>(r.mean_bytes(&CopyStats::to_host_bytes))).c_str(),
+                  format_bytes(static_cast<Bytes>(r.mean_bytes(&CopyStats::to_device_bytes))).c_str(), r.mean_step(),
+                  100 * r.copies().hidden_fraction(), 100 * r.copies().hidden_fraction(CopyDirection::ToHost),
+                  100 * r.copies().hidden_fraction(CopyDirection::ToDevice), r.max_peak_over_budget(),
+                  r.summary.violations, r.summary.retries, 100 * r.median_schedule_time_error());
     md << line;
   }
   md << "\n`swap fixed-link` is `swap` planning and predicting with the link measured before training, not "
@@ -127,13 +127,12 @@ int run(const std::vector<std::string>& args) {
         "longer. `swap` offloads a pack's gradients and then, with no compute between, drops the pack's weights, "
         "which waits for them (the Simulator prices the same wait): the gradients' copies cannot hide";
   // Said only of a run that shows it: its waits on copies to host at least as long as those copies.
-  if (harmony.hidden_transfer_fraction(runtime::CopyDirection::ToHost) == 0) {
+  if (harmony.copies().hidden_fraction(CopyDirection::ToHost) == 0) {
     md << ", and on this CPU compute waits longer than they take (a copy thread's wake-up and a hand-off per "
           "tensor), which can cancel what the weights' copies back hide";
   }
   md << ".\n";
-  const double volume_ratio = naive.mean_bytes(&runtime::StepRecord::weight_swap_bytes) /
-                              harmony.mean_bytes(&runtime::StepRecord::weight_swap_bytes);
+  const double volume_ratio = naive.mean_bytes(&CopyStats::weight_bytes) / harmony.mean_bytes(&CopyStats::weight_bytes);
   std::snprintf(line, sizeof line,
                 "\n- Measured volume ratio swap-naive / swap: %.2fx; step time ratio on this CPU: %.2fx.\n"
                 "- Losses equal, bit for bit, between the two: %d of %d steps (first %.4f, last %.4f).\n",

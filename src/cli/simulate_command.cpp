@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/copy_stats_json.h"
 #include "cli/flags.h"
 #include "cli/json_file.h"
 #include "cli/planner_flags.h"
@@ -37,10 +38,9 @@ const char* kSimulateHelp =
     "                      planner swaps them (swap: Harmony's layer packs; swap-naive: per stage\n"
     "                      and micro-batch). N% budgets are then of the peak with all of it on the device\n"
     "  --micro-batches N   split the step into N micro-batches of the chain's size (default 1)\n"
-    "  --json FILE         write time, peak_bytes, swap_bytes (to_host_bytes + to_device_bytes), host_peak_bytes,\n"
-    "                      transfer_seconds, stall_seconds, hidden_transfer_fraction (and to_host_ and\n"
-    "                      to_device_hidden_fraction, each way's), weight_swap_bytes\n"
-    "                      and the schedule\n";
+    "  --json FILE         write time, peak_bytes, host_peak_bytes, the copies' figures (swap_bytes,\n"
+    "                      transfer_seconds, stall_seconds, hidden_transfer_fraction, each also per\n"
+    "                      direction as to_host_... and to_device_...; weight_swap_bytes) and the schedule\n";
 
 }  // namespace
 
@@ -79,34 +79,28 @@ int run_simulate(const std::vector<std::string>& args) {
   nlohmann::json j = {{"planner", planner->name()}, {"budget_bytes", budget}, {"feasible", p.feasible}};
   if (p.feasible) {
     const sim::SimResult r = sim::simulate(chain, p.schedule);
+    const CopyStats& c = r.copies;
     std::printf("schedule: %s\n", p.schedule.to_string().c_str());
     if (chain.weights_on_host) {
       std::printf(
           "weights in host memory (%s with gradients and optimizer state), %d micro-batches: "
           "%s of weights and gradients moved\n",
           format_bytes(chain.model_state_bytes()).c_str(), options.micro_batches,
-          format_bytes(r.weight_swap_bytes).c_str());
+          format_bytes(r.copies.weight_bytes).c_str());
     }
     std::printf(
         "time %.6g s, peak %s (%lld bytes); swapped %s (%lld bytes: %s to host, %s back), host peak %s; "
         "copies %.6g s, %.1f%% hidden under compute (%.1f%% to host, %.1f%% back)\n",
         r.time, format_bytes(r.peak_bytes).c_str(), static_cast<long long>(r.peak_bytes),
-        format_bytes(r.swap_bytes).c_str(), static_cast<long long>(r.swap_bytes), format_bytes(r.to_host_bytes).c_str(),
-        format_bytes(r.to_device_bytes).c_str(), format_bytes(r.host_peak_bytes).c_str(), r.transfer_seconds,
-        100 * r.hidden_transfer_fraction(), 100 * r.hidden_fraction(true), 100 * r.hidden_fraction(false));
+        format_bytes(c.bytes()).c_str(), static_cast<long long>(c.bytes()), format_bytes(c.to_host_bytes).c_str(),
+        format_bytes(c.to_device_bytes).c_str(), format_bytes(r.host_peak_bytes).c_str(), c.seconds(),
+        100 * c.hidden_fraction(), 100 * c.hidden_fraction(CopyDirection::ToHost),
+        100 * c.hidden_fraction(CopyDirection::ToDevice));
     if (!p.note.empty()) std::printf("%s\n", p.note.c_str());
     j["time"] = r.time;
     j["peak_bytes"] = r.peak_bytes;
-    j["swap_bytes"] = r.swap_bytes;
-    j["to_host_bytes"] = r.to_host_bytes;
-    j["to_device_bytes"] = r.to_device_bytes;
     j["host_peak_bytes"] = r.host_peak_bytes;
-    j["transfer_seconds"] = r.transfer_seconds;
-    j["stall_seconds"] = r.stall_seconds;
-    j["hidden_transfer_fraction"] = r.hidden_transfer_fraction();
-    j["to_host_hidden_fraction"] = r.hidden_fraction(true);
-    j["to_device_hidden_fraction"] = r.hidden_fraction(false);
-    j["weight_swap_bytes"] = r.weight_swap_bytes;
+    add_copy_stats(j, c);
     j["update_seconds"] = r.update_seconds;
     j["micro_batches"] = options.micro_batches;
     j["weights_on_host"] = chain.weights_on_host;

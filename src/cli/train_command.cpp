@@ -167,17 +167,17 @@ int run_train(const std::vector<std::string>& args) {
       sum.steps, sum.mean_step_seconds, format_bytes(sum.max_peak_bytes).c_str(),
       format_bytes(sum.budget_bytes).c_str(), sum.violations, sum.retries, sum.cache_hits, sum.cache_misses,
       100 * sum.median_prediction_error, 100 * sum.max_prediction_error);
-  if (sum.swap_bytes_per_step > 0) {
+  const CopyStats& copies = sum.planned_copies;
+  if (copies.bytes() > 0) {
+    const auto per_step = [&](Bytes b) { return format_bytes(static_cast<Bytes>(sum.per_planned_step(b))); };
     std::printf(
         "memtrain: swapped %s per planned step (%s to host, %s back; %s of it weights and gradients; "
         "%ld collection steps left out); %.1f%% of copy time hidden under compute (%.1f%% to host, %.1f%% "
         "back); simulated schedule time off by %.1f%% (median)\n",
-        format_bytes(static_cast<Bytes>(sum.swap_bytes_per_step)).c_str(),
-        format_bytes(static_cast<Bytes>(sum.to_host_bytes_per_step)).c_str(),
-        format_bytes(static_cast<Bytes>(sum.to_device_bytes_per_step)).c_str(),
-        format_bytes(static_cast<Bytes>(sum.weight_swap_bytes_per_step)).c_str(), sum.collection_steps,
-        100 * sum.hidden_transfer_fraction, 100 * sum.to_host_hidden_fraction, 100 * sum.to_device_hidden_fraction,
-        100 * sum.median_time_prediction_error);
+        per_step(copies.bytes()).c_str(), per_step(copies.to_host_bytes).c_str(),
+        per_step(copies.to_device_bytes).c_str(), per_step(copies.weight_bytes).c_str(), sum.collection_steps,
+        100 * copies.hidden_fraction(), 100 * copies.hidden_fraction(CopyDirection::ToHost),
+        100 * copies.hidden_fraction(CopyDirection::ToDevice), 100 * sum.median_time_prediction_error);
   }
   nlohmann::json pipeline;
   if (const auto* shards = dynamic_cast<const runtime::ShardImageBatches*>(batches.get())) {

@@ -153,7 +153,7 @@ class SimulatorBackend : public ScheduleBackend {
   void fetch_weights(const Op& op, const ScheduleState&) override {
     const Bytes bytes = chain_.stages[op.stage].param_bytes;
     stages_[op.stage].ready = copy_in(bytes);
-    result_.weight_swap_bytes += bytes;
+    result_.copies.weight_bytes += bytes;
   }
 
   void drop_weights(const Op& op, const ScheduleState&, bool grads_leaving) override {
@@ -171,14 +171,14 @@ class SimulatorBackend : public ScheduleBackend {
     wait_until(w.grads_ready, false);
     const Bytes bytes = chain_.stages[op.stage].grad_bytes;
     w.grads_copy_end = queue_copy(bytes, false);
-    result_.weight_swap_bytes += bytes;
+    result_.copies.weight_bytes += bytes;
     peak_ = mem_;
   }
 
   void fetch_grads(const Op& op, const ScheduleState&) override {
     const Bytes bytes = chain_.stages[op.stage].grad_bytes;
     stages_[op.stage].grads_ready = copy_in(bytes);
-    result_.weight_swap_bytes += bytes;
+    result_.copies.weight_bytes += bytes;
   }
 
   void update(const Op& op, const ScheduleState&) override {
@@ -202,8 +202,7 @@ class SimulatorBackend : public ScheduleBackend {
   // Compute waits until `when`, the end of a copy to host or to the device.
   void wait_until(Seconds when, bool to_host) {
     if (when <= t_) return;
-    result_.stall_seconds += when - t_;
-    if (to_host) result_.to_host_stall_seconds += when - t_;
+    (to_host ? result_.copies.to_host_stall_seconds : result_.copies.to_device_stall_seconds) += when - t_;
     t_ = when;
   }
   // Before compute reads x_i: an x_i held on its own that was prefetched must have arrived.
@@ -221,10 +220,8 @@ class SimulatorBackend : public ScheduleBackend {
     Seconds& engine_free = to_device ? h2d_free_ : d2h_free_;
     const Seconds copy = static_cast<double>(bytes) / bandwidth;
     engine_free = std::max(t_, engine_free) + copy;
-    result_.swap_bytes += bytes;
-    (to_device ? result_.to_device_bytes : result_.to_host_bytes) += bytes;
-    result_.transfer_seconds += copy;
-    if (!to_device) result_.to_host_transfer_seconds += copy;
+    (to_device ? result_.copies.to_device_bytes : result_.copies.to_host_bytes) += bytes;
+    (to_device ? result_.copies.to_device_seconds : result_.copies.to_host_seconds) += copy;
     return engine_free;
   }
   // Allocates `bytes` on the device at once and queues their copy in;

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/chain.h"
-#include "core/hidden_share.h"
+#include "core/copy_stats.h"
 #include "core/schedule.h"
 
 namespace memtrain::sim {
@@ -36,28 +36,13 @@ struct OpCost {
 };
 
 struct SimResult {
-  Bytes peak_bytes = 0;          // peak over the step, optimizer update included
-  Seconds time = 0;              // the step's end: compute (operations plus waits on copies) and host updates, s
-  Bytes swap_bytes = 0;          // bytes copied, both directions together
-  Bytes to_host_bytes = 0;       // of swap_bytes, device -> host
-  Bytes to_device_bytes = 0;     // of swap_bytes, host -> device
-  Bytes host_peak_bytes = 0;     // highest bytes held in host memory
-  Seconds transfer_seconds = 0;  // the copies' durations, both engines together
-  Seconds stall_seconds = 0;     // compute waiting on copies
-  Seconds to_host_transfer_seconds = 0;  // of transfer_seconds, device -> host
-  Seconds to_host_stall_seconds = 0;     // of stall_seconds, waiting on copies to host
-  Bytes weight_swap_bytes = 0;           // of swap_bytes, weights and gradients (weights in host memory)
-  Seconds update_seconds = 0;            // optimizer steps on the host
-  // The share of copy time hidden under compute (core/hidden_share.h).
-  double hidden_transfer_fraction() const { return hidden_share(stall_seconds, transfer_seconds); }
-  // The same, of the copies one way: to host, or to the device.
-  double hidden_fraction(bool to_host) const {
-    const Seconds transfer = to_host ? to_host_transfer_seconds : transfer_seconds - to_host_transfer_seconds;
-    const Seconds stall = to_host ? to_host_stall_seconds : stall_seconds - to_host_stall_seconds;
-    return hidden_share(stall, transfer);
-  }
-  int peak_op = -1;         // index of the operation at the peak; -1 for the update
-  std::vector<OpCost> ops;  // per operation, when asked for
+  Bytes peak_bytes = 0;        // peak over the step, optimizer update included
+  Seconds time = 0;            // the step's end: compute (operations plus waits on copies) and host updates, s
+  Bytes host_peak_bytes = 0;   // highest bytes held in host memory
+  CopyStats copies;            // what the copies move and cost, and compute's waits on them
+  Seconds update_seconds = 0;  // optimizer steps on the host
+  int peak_op = -1;            // index of the operation at the peak; -1 for the update
+  std::vector<OpCost> ops;     // per operation, when asked for
 };
 
 SimResult simulate(const Chain& chain, const Schedule& schedule, bool per_op = false);

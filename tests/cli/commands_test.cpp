@@ -350,6 +350,8 @@ TEST(Commands, TrainsAGptWithItsWeightsInHostMemory) {
   EXPECT_EQ(j["micro_batches"], 4);
   for (const auto& s : j["steps"]) {
     EXPECT_GT(s["weight_swap_bytes"].get<Bytes>(), 0);
+    EXPECT_EQ(s["swap_bytes"].get<Bytes>(), s["to_host_bytes"].get<Bytes>() + s["to_device_bytes"].get<Bytes>());
+    expect_between_the_two_ways(s);
     EXPECT_LE(s["peak_bytes"].get<Bytes>(), j["budget_bytes"].get<Bytes>());
     EXPECT_NE(s["schedule"].get<std::string>().find("U3"), std::string::npos) << "the update is in the schedule";
   }

@@ -45,7 +45,7 @@ TEST(HiddenOffloads, MoveWhatForwardsKeepWhenCopiesAreFast) {
     const sim::SimResult before = sim::simulate(c, kept), after = sim::simulate(c, s);
     EXPECT_LE(after.peak_bytes, before.peak_bytes) << s.to_string();
     EXPECT_NEAR(after.time, before.time, 1e-6) << s.to_string();
-    EXPECT_DOUBLE_EQ(after.stall_seconds, 0) << s.to_string();
+    EXPECT_DOUBLE_EQ(after.copies.stall_seconds(), 0) << s.to_string();
     EXPECT_EQ(count(s, OpKind::OffloadSaved), count(s, OpKind::PrefetchSaved));
     EXPECT_EQ(count(s, OpKind::OffloadSaved), count(s, OpKind::ReleaseSaved));
     offloaded += count(s, OpKind::OffloadSaved);
@@ -68,7 +68,7 @@ TEST(HiddenOffloads, QueueCopiesOnBusyEnginesWithoutStallingCompute) {
     c = with_link(c, static_cast<double>(moved) / (0.5 * plain.time));
     const Schedule s = with_hidden_offloads(c, kept);
     const sim::SimResult r = sim::simulate(c, s);
-    EXPECT_NEAR(r.stall_seconds, 0, 1e-9 * plain.time) << "seed " << seed << ": " << s.to_string();
+    EXPECT_NEAR(r.copies.stall_seconds(), 0, 1e-9 * plain.time) << "seed " << seed << ": " << s.to_string();
     EXPECT_NEAR(r.time, plain.time, 1e-9 * plain.time);
     some += count(s, OpKind::OffloadSaved) > 0;
   }

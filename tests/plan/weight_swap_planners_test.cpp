@@ -58,7 +58,7 @@ TEST(WeightSwapPlanners, FitTheBudgetAndGroupingMovesLessAndIsFaster) {
     const sim::SimResult gs = sim::simulate(c, g.schedule), ps = sim::simulate(c, p.schedule);
     EXPECT_LE(gs.peak_bytes, budget);
     EXPECT_EQ(g.schedule.micro_batches(), 4);
-    EXPECT_LT(gs.weight_swap_bytes, ps.weight_swap_bytes) << "seed " << seed;
+    EXPECT_LT(gs.copies.weight_bytes, ps.copies.weight_bytes) << "seed " << seed;
     EXPECT_LT(g.time, p.time) << "seed " << seed;
   }
   EXPECT_GE(compared, 30);

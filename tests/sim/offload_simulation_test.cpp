@@ -46,14 +46,14 @@ TEST(OffloadSimulation, ReleaseFreesTheDeviceBytesAndWaitsForTheCopy) {
   // Pre1 at t=7 arrives at 8 while B1 would start at 7: another 1 s.
   const SimResult r = simulate(c, parse_schedule("Fck0 Fall1 Off1 Fall2 Rel1 L B2 Pre1 B1 Fall0 B0"), true);
   EXPECT_DOUBLE_EQ(r.time, 17);
-  EXPECT_DOUBLE_EQ(r.stall_seconds, 2.5);
-  EXPECT_DOUBLE_EQ(r.transfer_seconds, 3);
-  EXPECT_NEAR(r.hidden_transfer_fraction(), 1 - 2.5 / 3, 1e-12);
-  EXPECT_DOUBLE_EQ(r.to_host_transfer_seconds, 2);  // Off1; Pre1 is the other 1 s
-  EXPECT_DOUBLE_EQ(r.to_host_stall_seconds, 1.5);   // at Rel1
-  EXPECT_NEAR(r.hidden_fraction(true), 1 - 1.5 / 2, 1e-12);
-  EXPECT_DOUBLE_EQ(r.hidden_fraction(false), 0);  // B1 waited all of Pre1
-  EXPECT_EQ(r.swap_bytes, 40);
+  EXPECT_DOUBLE_EQ(r.copies.stall_seconds(), 2.5);
+  EXPECT_DOUBLE_EQ(r.copies.seconds(), 3);
+  EXPECT_NEAR(r.copies.hidden_fraction(), 1 - 2.5 / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(r.copies.to_host_seconds, 2);          // Off1; Pre1 is the other 1 s
+  EXPECT_DOUBLE_EQ(r.copies.to_host_stall_seconds, 1.5);  // at Rel1
+  EXPECT_NEAR(r.copies.hidden_fraction(CopyDirection::ToHost), 1 - 1.5 / 2, 1e-12);
+  EXPECT_DOUBLE_EQ(r.copies.hidden_fraction(CopyDirection::ToDevice), 0);  // B1 waited all of Pre1
+  EXPECT_EQ(r.copies.bytes(), 40);
   EXPECT_EQ(r.host_peak_bytes, 20);
   EXPECT_EQ(r.ops[2].after_bytes, 180);  // Off1 frees nothing yet
   EXPECT_EQ(r.ops[4].after_bytes, 184);  // Rel1 does
@@ -71,16 +71,16 @@ TEST(OffloadSimulation, StartingEachCopyCostsComputeItsIssueTime) {
   // copies, 17 s as above plus 2 x 0.5.
   const SimResult r = simulate(c, parse_schedule("Fck0 Fall1 Off1 Fall2 Rel1 L B2 Pre1 B1 Fall0 B0"));
   EXPECT_DOUBLE_EQ(r.time, 18);
-  EXPECT_DOUBLE_EQ(r.stall_seconds, 2.5);
+  EXPECT_DOUBLE_EQ(r.copies.stall_seconds(), 2.5);
   // A schedule that copies nothing pays nothing.
   EXPECT_DOUBLE_EQ(simulate(c, parse_schedule(kPlain)).time, 14.5);
 }
 
 TEST(OffloadSimulation, AnEarlyPrefetchHidesUnderCompute) {
   const SimResult r = simulate(three_stages(), parse_schedule("Fck0 Fall1 Off1 Fall2 Rel1 Pre1 L B2 B1 Fall0 B0"));
-  EXPECT_DOUBLE_EQ(r.stall_seconds, 1.5);  // only the release waits
-  EXPECT_DOUBLE_EQ(r.to_host_stall_seconds, 1.5);
-  EXPECT_DOUBLE_EQ(r.hidden_fraction(false), 1);
+  EXPECT_DOUBLE_EQ(r.copies.stall_seconds(), 1.5);  // only the release waits
+  EXPECT_DOUBLE_EQ(r.copies.to_host_stall_seconds, 1.5);
+  EXPECT_DOUBLE_EQ(r.copies.hidden_fraction(CopyDirection::ToDevice), 1);
   EXPECT_DOUBLE_EQ(r.time, 16);
 }
 
@@ -92,8 +92,8 @@ TEST(OffloadSimulation, CopiesInOneDirectionRunOneAtATime) {
   // so Fall2 waits 2 s where a free engine would have made it wait 1 s.
   const SimResult r =
       simulate(c, parse_schedule("Fck0 Off1 Fck1 Off2 Fck2 Rel1 Rel2 Fall3 L B3 Pre1 Pre2 Fall2 B2 Fall1 B1 Fall0 B0"));
-  EXPECT_DOUBLE_EQ(r.stall_seconds, 2);
-  EXPECT_DOUBLE_EQ(r.transfer_seconds, 2 + 2 + 1 + 1);
+  EXPECT_DOUBLE_EQ(r.copies.stall_seconds(), 2);
+  EXPECT_DOUBLE_EQ(r.copies.seconds(), 2 + 2 + 1 + 1);
   EXPECT_DOUBLE_EQ(r.time, 29.5 + 2);  // compute alone: 29.5 s
 }
 
@@ -122,9 +122,9 @@ TEST(SavedOffloadSimulation, MovesWhatTheForwardKeptBeyondItsOutput) {
   // OffS0 at t=1 ends at 3, before RelS0 at 4.5; PreS0 at 5.5 arrives at 6.5, long before B0 at 11.5.
   const SimResult r = simulate(c, parse_schedule("Fall0 OffS0 Fall1 Fall2 RelS0 L B2 PreS0 B1 B0"), true);
   EXPECT_DOUBLE_EQ(r.time, 13.5);
-  EXPECT_DOUBLE_EQ(r.stall_seconds, 0);
-  EXPECT_EQ(r.to_host_bytes, 20);
-  EXPECT_EQ(r.to_device_bytes, 20);
+  EXPECT_DOUBLE_EQ(r.copies.stall_seconds(), 0);
+  EXPECT_EQ(r.copies.to_host_bytes, 20);
+  EXPECT_EQ(r.copies.to_device_bytes, 20);
   EXPECT_EQ(r.host_peak_bytes, 20);
   EXPECT_EQ(r.ops[1].after_bytes, 150);  // OffS0 frees nothing yet
   EXPECT_EQ(r.ops[4].after_bytes, 204);  // RelS0 does
@@ -134,11 +134,11 @@ TEST(SavedOffloadSimulation, MovesWhatTheForwardKeptBeyondItsOutput) {
 
   // Prefetched only after B1, the copy back makes B0 wait its 1 s.
   const SimResult late = simulate(c, parse_schedule("Fall0 OffS0 Fall1 Fall2 RelS0 L B2 B1 PreS0 B0"));
-  EXPECT_DOUBLE_EQ(late.stall_seconds, 1);
+  EXPECT_DOUBLE_EQ(late.copies.stall_seconds(), 1);
   EXPECT_DOUBLE_EQ(late.time, 14.5);
   // Released at once, the copy out makes compute wait until t=3.
   const SimResult early = simulate(c, parse_schedule("Fall0 OffS0 RelS0 Fall1 Fall2 L B2 PreS0 B1 B0"));
-  EXPECT_DOUBLE_EQ(early.stall_seconds, 2);
+  EXPECT_DOUBLE_EQ(early.copies.stall_seconds(), 2);
 }
 
 TEST(SavedOffloadSimulation, RejectsWhatTheExecutorCouldNotRun) {

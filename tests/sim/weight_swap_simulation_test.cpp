@@ -50,11 +50,11 @@ TEST(WeightSwapSimulation, PricesFetchesGradientsAndHostUpdatesWorkedOutByHand) 
   EXPECT_DOUBLE_EQ(r.ops[10].end_time, 8);  // Wout0 waits for Gout0
   EXPECT_DOUBLE_EQ(r.time, 9);
   EXPECT_DOUBLE_EQ(r.update_seconds, 1);
-  EXPECT_EQ(r.weight_swap_bytes, 400);  // two stages in, two gradients out
-  EXPECT_EQ(r.swap_bytes, 400);
-  EXPECT_DOUBLE_EQ(r.stall_seconds, 2);             // 1 s for Win0, 1 s for Gout0 at Wout0
-  EXPECT_DOUBLE_EQ(r.to_host_transfer_seconds, 2);  // Gout1 and Gout0
-  EXPECT_DOUBLE_EQ(r.to_host_stall_seconds, 1);     // Gout0 at Wout0
+  EXPECT_EQ(r.copies.weight_bytes, 400);  // two stages in, two gradients out
+  EXPECT_EQ(r.copies.bytes(), 400);
+  EXPECT_DOUBLE_EQ(r.copies.stall_seconds(), 2);        // 1 s for Win0, 1 s for Gout0 at Wout0
+  EXPECT_DOUBLE_EQ(r.copies.to_host_seconds, 2);        // Gout1 and Gout0
+  EXPECT_DOUBLE_EQ(r.copies.to_host_stall_seconds, 1);  // Gout0 at Wout0
   // Peak at B0: batch 10, weights 200, s0's saved 10, s1's gradients 100,
   // delta_1 10, then s0's new gradients 100 and delta_0 10.
   EXPECT_EQ(r.ops[1].after_bytes, 210);
@@ -75,11 +75,11 @@ TEST(WeightSwapSimulation, InlineUpdatesHoldUpComputeWorkedOutByHand) {
   EXPECT_DOUBLE_EQ(r.ops[7].end_time, 6.5);
   EXPECT_DOUBLE_EQ(r.ops[8].end_time, 8.5);
   EXPECT_DOUBLE_EQ(r.time, 10);
-  EXPECT_DOUBLE_EQ(r.stall_seconds, 1 + 1 + 1);  // Win0, U1 for Gout1, Wout0 for Gout0
+  EXPECT_DOUBLE_EQ(r.copies.stall_seconds(), 1 + 1 + 1);  // Win0, U1 for Gout1, Wout0 for Gout0
   // Each way 2 s of copies: the gradients' wholly waited for, the weights' half.
-  EXPECT_DOUBLE_EQ(r.hidden_fraction(true), 0);
-  EXPECT_DOUBLE_EQ(r.hidden_fraction(false), 0.5);
-  EXPECT_NEAR(r.hidden_transfer_fraction(), 1 - 3.0 / 4, 1e-12);
+  EXPECT_DOUBLE_EQ(r.copies.hidden_fraction(CopyDirection::ToHost), 0);
+  EXPECT_DOUBLE_EQ(r.copies.hidden_fraction(CopyDirection::ToDevice), 0.5);
+  EXPECT_NEAR(r.copies.hidden_fraction(), 1 - 3.0 / 4, 1e-12);
   EXPECT_DOUBLE_EQ(r.update_seconds, 1);
   c.updates_inline = false;
   // On the host: U1 runs 6..6.5 beside B0 (5..7); U0 after Gout0 (7..8): 8..8.5.
@@ -92,7 +92,7 @@ TEST(WeightSwapSimulation, MicroBatchesAccumulateIntoOneGradient) {
   const Schedule s =
       parse_schedule("Win0 Win1 Fall0 Fall1 L B1 B0 Fall0@1 Fall1@1 L@1 B1@1 B0@1 Gout0 Gout1 Wout0 Wout1 U0 U1");
   const SimResult r = simulate(c, s);
-  EXPECT_EQ(r.weight_swap_bytes, 400) << "one gradient per stage, whatever the micro-batches";
+  EXPECT_EQ(r.copies.weight_bytes, 400) << "one gradient per stage, whatever the micro-batches";
   EXPECT_EQ(s.micro_batches(), 2);
   EXPECT_EQ(s.recomputed_forwards(2), 0);
 }
@@ -118,18 +118,18 @@ TEST(WeightSwapSimulation, GroupingMovesEachWeightAFewTimesWhereThePerLayerBasel
   // Per micro-batch every stage's weights come in twice (the last stage's
   // once: its backward follows its forward) and its gradient goes out once;
   // the gradient comes back for every micro-batch after the first.
-  EXPECT_EQ(naive.weight_swap_bytes, 100 * (m * (2 * n - 1) + m * n + (m - 1) * n));
-  EXPECT_EQ(naive.to_host_bytes, 100 * m * n);
-  EXPECT_EQ(naive.to_device_bytes, 100 * (m * (2 * n - 1) + (m - 1) * n));
+  EXPECT_EQ(naive.copies.weight_bytes, 100 * (m * (2 * n - 1) + m * n + (m - 1) * n));
+  EXPECT_EQ(naive.copies.to_host_bytes, 100 * m * n);
+  EXPECT_EQ(naive.copies.to_device_bytes, 100 * (m * (2 * n - 1) + (m - 1) * n));
   for (int packs : {1, 2, 3}) {
     const std::vector<int> starts = plan::balanced_pack_starts(c, packs);
     ASSERT_EQ(static_cast<int>(starts.size()), packs);
     const SimResult grouped = simulate(c, plan::grouped_swap_schedule(n, m, starts, true));
     // In for the forward, in again for the backward except the last pack, gradients out once.
     const int last_pack = n - starts.back();
-    EXPECT_EQ(grouped.weight_swap_bytes, 100 * (n + (n - last_pack) + n)) << packs << " packs";
-    EXPECT_EQ(grouped.to_host_bytes, 100 * n) << packs << " packs: each gradient out once";
-    EXPECT_EQ(grouped.to_device_bytes, 100 * (n + (n - last_pack))) << packs << " packs";
+    EXPECT_EQ(grouped.copies.weight_bytes, 100 * (n + (n - last_pack) + n)) << packs << " packs";
+    EXPECT_EQ(grouped.copies.to_host_bytes, 100 * n) << packs << " packs: each gradient out once";
+    EXPECT_EQ(grouped.copies.to_device_bytes, 100 * (n + (n - last_pack))) << packs << " packs";
     EXPECT_LT(grouped.time, naive.time);
   }
 }
@@ -141,13 +141,13 @@ TEST(WeightSwapSimulation, OffloadingPackInputsHoldsFewerMicroBatchCheckpointsFo
   const std::vector<int> starts = {0, 1, 2, 3, 4, 5};
   const SimResult kept = simulate(c, plan::grouped_swap_schedule(n, m, starts, true));
   const SimResult offloaded = simulate(c, plan::grouped_swap_schedule(n, m, starts, true, true));
-  EXPECT_EQ(offloaded.weight_swap_bytes, kept.weight_swap_bytes);
+  EXPECT_EQ(offloaded.copies.weight_bytes, kept.copies.weight_bytes);
   // The inputs of packs 1..4 (10 bytes; the last pack keeps no checkpoint)
   // go out and back once per micro-batch.
-  EXPECT_EQ(offloaded.swap_bytes - offloaded.weight_swap_bytes, 2 * 4 * m * 10);
-  EXPECT_EQ(offloaded.to_host_bytes, kept.to_host_bytes + 4 * m * 10);
-  EXPECT_EQ(offloaded.to_device_bytes, kept.to_device_bytes + 4 * m * 10);
-  EXPECT_EQ(kept.swap_bytes, kept.weight_swap_bytes);
+  EXPECT_EQ(offloaded.copies.bytes() - offloaded.copies.weight_bytes, 2 * 4 * m * 10);
+  EXPECT_EQ(offloaded.copies.to_host_bytes, kept.copies.to_host_bytes + 4 * m * 10);
+  EXPECT_EQ(offloaded.copies.to_device_bytes, kept.copies.to_device_bytes + 4 * m * 10);
+  EXPECT_EQ(kept.copies.bytes(), kept.copies.weight_bytes);
   // Kept: after the forward every pack holds all 8 micro-batches' inputs;
   // offloaded: at most two per pack at a time.
   EXPECT_LE(offloaded.peak_bytes + 4 * (m - 2) * 10, kept.peak_bytes);
@@ -155,7 +155,7 @@ TEST(WeightSwapSimulation, OffloadingPackInputsHoldsFewerMicroBatchCheckpointsFo
   // the last micro-batch's release waits for the next pack's first forward,
   // and the first one's prefetch comes during the next pack's last backward.
   EXPECT_DOUBLE_EQ(offloaded.time, kept.time);
-  EXPECT_EQ(offloaded.stall_seconds, kept.stall_seconds);
+  EXPECT_EQ(offloaded.copies.stall_seconds(), kept.copies.stall_seconds());
   // Every shape is a valid schedule: one micro-batch (its release and
   // prefetch fall in the same micro-batch) up to several, any packs.
   for (int micro = 1; micro <= 3; ++micro) {
@@ -164,9 +164,9 @@ TEST(WeightSwapSimulation, OffloadingPackInputsHoldsFewerMicroBatchCheckpointsFo
         const std::vector<int> cut = plan::balanced_pack_starts(c, packs);
         const SimResult a = simulate(c, plan::grouped_swap_schedule(n, micro, cut, lookahead, true));
         const SimResult b = simulate(c, plan::grouped_swap_schedule(n, micro, cut, lookahead, false));
-        EXPECT_EQ(a.weight_swap_bytes, b.weight_swap_bytes) << micro << " micro-batches, " << packs << " packs";
+        EXPECT_EQ(a.copies.weight_bytes, b.copies.weight_bytes) << micro << " micro-batches, " << packs << " packs";
         // The inputs of packs 1..packs-2 (the last pack keeps none), out and back.
-        EXPECT_EQ(a.swap_bytes - a.weight_swap_bytes, 2 * std::max(0, packs - 2) * micro * 10)
+        EXPECT_EQ(a.copies.bytes() - a.copies.weight_bytes, 2 * std::max(0, packs - 2) * micro * 10)
             << micro << " micro-batches, " << packs << " packs";
       }
     }

@@ -334,10 +334,9 @@ class LibTorchBackend : public ScheduleBackend {
     const Clock::time_point t0 = Clock::now();
     copy.wait();
     const Seconds waited = seconds_since(t0);
-    result_.stall_seconds += waited;
-    if (copy.to_host()) result_.to_host_stall_seconds += waited;
-    result_.transfer_seconds += copy.seconds();
-    (copy.to_host() ? result_.to_host_seconds : result_.to_device_seconds) += copy.seconds();
+    CopyStats& c = result_.copies;
+    (copy.to_host() ? c.to_host_stall_seconds : c.to_device_stall_seconds) += waited;
+    (copy.to_host() ? c.to_host_seconds : c.to_device_seconds) += copy.seconds();
     return waited;
   }
   Seconds finish_all(Copies& copies) {
@@ -364,9 +363,8 @@ class LibTorchBackend : public ScheduleBackend {
   }
   // Bytes copied, by direction and by what moved (weights and gradients, or activations).
   void count_copy(Bytes bytes, bool to_host, bool weights) {
-    result_.swap_bytes += bytes;
-    (to_host ? result_.to_host_bytes : result_.to_device_bytes) += bytes;
-    if (weights) result_.weight_swap_bytes += bytes;
+    (to_host ? result_.copies.to_host_bytes : result_.copies.to_device_bytes) += bytes;
+    if (weights) result_.copies.weight_bytes += bytes;
   }
   static Bytes bytes_of(const Copies& copies) {
     Bytes b = 0;

@@ -22,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/copy_stats.h"
 #include "core/schedule.h"
 #include "core/schedule_interpreter.h"
 #include "runtime/execution/host_weights.h"
@@ -45,18 +46,10 @@ struct OpRecord {
 };
 
 struct ExecutionResult {
-  double loss = 0;                    // the loss stage's output
-  Bytes peak = 0;                     // highest device bytes over the schedule
-  Seconds seconds = 0;                // wall time of the schedule
-  Bytes swap_bytes = 0;               // copied to host and back, both directions together
-  Bytes to_host_bytes = 0;            // of swap_bytes, device -> host
-  Bytes to_device_bytes = 0;          // of swap_bytes, host -> device
-  Bytes weight_swap_bytes = 0;        // of swap_bytes, weights and gradients (weights in host memory)
-  Seconds transfer_seconds = 0;       // the copies' own durations
-  Seconds to_host_seconds = 0;        // of transfer_seconds, device -> host
-  Seconds to_device_seconds = 0;      // of transfer_seconds, host -> device
-  Seconds stall_seconds = 0;          // compute waiting on copies
-  Seconds to_host_stall_seconds = 0;  // of stall_seconds, waiting on copies to host
+  double loss = 0;      // the loss stage's output
+  Bytes peak = 0;       // highest device bytes over the schedule
+  Seconds seconds = 0;  // wall time of the schedule
+  CopyStats copies;     // what the copies moved and cost, and compute's waits on them
   std::vector<OpRecord> ops;
 };
 

@@ -7,7 +7,6 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
-#include "core/hidden_share.h"
 #include "core/seconds_since.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
@@ -377,17 +376,10 @@ void Trainer::record_run(const Schedule& schedule, std::int64_t size, const Exec
   rec.predicted_peak_bytes = predicted.peak_bytes;
   rec.predicted_schedule_seconds = predicted.time;
   rec.schedule_seconds = result.seconds;
-  rec.swap_bytes = result.swap_bytes;
-  rec.to_host_bytes = result.to_host_bytes;
-  rec.to_device_bytes = result.to_device_bytes;
-  rec.weight_swap_bytes = result.weight_swap_bytes;
-  rec.transfer_seconds = result.transfer_seconds;
-  rec.to_host_seconds = result.to_host_seconds;
-  rec.to_device_seconds = result.to_device_seconds;
-  rec.stall_seconds = result.stall_seconds;
-  rec.to_host_stall_seconds = result.to_host_stall_seconds;
+  rec.copies = result.copies;
   if (options_.refine_link) {
-    link_.observe(result.to_host_bytes, result.to_host_seconds, result.to_device_bytes, result.to_device_seconds);
+    const CopyStats& c = result.copies;
+    link_.observe(c.to_host_bytes, c.to_host_seconds, c.to_device_bytes, c.to_device_seconds);
   }
   copy_issue_.observe(copy_issue_seconds(result));
 }
@@ -428,27 +420,12 @@ const char* plan_kind_name(PlanKind kind) {
   MEMTRAIN_ASSERT(false, "every PlanKind has a name");
 }
 
-double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t from, CopyDirection direction) {
-  Seconds transfer = 0, stall = 0;
-  for (size_t k = from; k < records.size(); ++k) {
-    const StepRecord& r = records[k];
-    if (r.plan == PlanKind::Collect) continue;
-    switch (direction) {
-      case CopyDirection::Both:
-        transfer += r.transfer_seconds;
-        stall += r.stall_seconds;
-        break;
-      case CopyDirection::ToHost:
-        transfer += r.to_host_seconds;
-        stall += r.to_host_stall_seconds;
-        break;
-      case CopyDirection::ToDevice:
-        transfer += r.to_device_seconds;
-        stall += r.stall_seconds - r.to_host_stall_seconds;
-        break;
-    }
+CopyStats planned_copies(const std::vector<StepRecord>& records) {
+  CopyStats total;
+  for (const StepRecord& r : records) {
+    if (r.plan != PlanKind::Collect) total += r.copies;
   }
-  return hidden_share(stall, transfer);
+  return total;
 }
 
 TrainSummary Trainer::summary() const {
@@ -461,15 +438,7 @@ TrainSummary Trainer::summary() const {
   Seconds total = 0, new_total = 0, cached_total = 0;
   long new_plans = 0;
   for (const StepRecord& r : records_) {
-    // Collection steps copy whatever the planner would; the copy figures are the planned steps'.
-    if (r.plan == PlanKind::Collect) {
-      ++s.collection_steps;
-    } else {
-      s.swap_bytes_per_step += static_cast<double>(r.swap_bytes);
-      s.to_host_bytes_per_step += static_cast<double>(r.to_host_bytes);
-      s.to_device_bytes_per_step += static_cast<double>(r.to_device_bytes);
-      s.weight_swap_bytes_per_step += static_cast<double>(r.weight_swap_bytes);
-    }
+    if (r.plan == PlanKind::Collect) ++s.collection_steps;
     s.max_peak_bytes = std::max(s.max_peak_bytes, r.peak_bytes);
     if (r.violation) ++s.violations;
     total += r.seconds;
@@ -488,16 +457,7 @@ TrainSummary Trainer::summary() const {
   s.max_prediction_error = prediction_error_.max();
   s.predictor_fit_error = predictor_->memory_fit_error();
   s.mean_step_seconds = records_.empty() ? 0 : total / static_cast<double>(records_.size());
-  const long planned = s.steps - s.collection_steps;
-  if (planned > 0) {
-    s.swap_bytes_per_step /= static_cast<double>(planned);
-    s.to_host_bytes_per_step /= static_cast<double>(planned);
-    s.to_device_bytes_per_step /= static_cast<double>(planned);
-    s.weight_swap_bytes_per_step /= static_cast<double>(planned);
-  }
-  s.hidden_transfer_fraction = hidden_transfer_fraction(records_);
-  s.to_host_hidden_fraction = hidden_transfer_fraction(records_, 0, CopyDirection::ToHost);
-  s.to_device_hidden_fraction = hidden_transfer_fraction(records_, 0, CopyDirection::ToDevice);
+  s.planned_copies = planned_copies(records_);
   s.median_time_prediction_error = time_prediction_error_.median();
   s.to_host_bandwidth = link_.device_to_host();
   s.to_device_bandwidth = link_.host_to_device();

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/chain.h"
+#include "core/copy_stats.h"
 #include "core/error.h"
 #include "core/plan.h"
 #include "core/signature.h"
@@ -103,25 +104,14 @@ struct StepRecord {
   Seconds planning_seconds = 0;   // time spent choosing the plan (cache lookup or planning)
   double loss = 0;
   double accuracy = 0;                      // fraction of counted tokens or images right
-  Bytes swap_bytes = 0;                     // copied to host and back, both directions
-  Bytes to_host_bytes = 0;                  // of swap_bytes, device -> host
-  Bytes to_device_bytes = 0;                // of swap_bytes, host -> device
-  Bytes weight_swap_bytes = 0;              // of swap_bytes, weights and gradients (weights in host memory)
-  Seconds transfer_seconds = 0;             // the copies' own durations
-  Seconds to_host_seconds = 0;              // of transfer_seconds, device -> host
-  Seconds to_device_seconds = 0;            // of transfer_seconds, host -> device
-  Seconds stall_seconds = 0;                // compute waiting on copies
-  Seconds to_host_stall_seconds = 0;        // of stall_seconds, waiting on copies to host
+  CopyStats copies;                         // what the step's copies moved and cost
   Seconds schedule_seconds = 0;             // the schedule's wall time (the update excluded)
   Seconds predicted_schedule_seconds = -1;  // simulated on the predicted chain; -1: none
 };
 
-enum class CopyDirection { Both, ToHost, ToDevice };
-// 1 - stalls / copy time over records[from..], collection steps left out, of
-// the copies one way or both: the share of the copies' own time that compute did not wait for (0
-// when it waited longer); 1 when nothing moved.
-double hidden_transfer_fraction(const std::vector<StepRecord>& records, size_t from = 0,
-                                CopyDirection direction = CopyDirection::Both);
+// The copies of the planned steps of `records` added up; collection steps,
+// which swap everything whatever the planner, are left out.
+CopyStats planned_copies(const std::vector<StepRecord>& records);
 
 struct TrainSummary {
   Bytes budget_bytes = 0;
@@ -140,13 +130,13 @@ struct TrainSummary {
   double data_wait_fraction = 0;  // of all steps' time
   Bytes resident_bytes = 0;   // device bytes beyond weights, state and batch at a step's start (Chain::resident_bytes)
   long collection_steps = 0;  // steps that ran the collection schedule, left out of the copy figures below
-  double swap_bytes_per_step = 0;         // mean over planned steps, both directions together
-  double to_host_bytes_per_step = 0;      // of which device -> host
-  double to_device_bytes_per_step = 0;    // of which host -> device
-  double weight_swap_bytes_per_step = 0;  // of which weights and gradients
-  double hidden_transfer_fraction = 1;    // 1 - stalls / copy time over planned steps; 1 when nothing moved
-  double to_host_hidden_fraction = 1;     // the same, of the copies to host
-  double to_device_hidden_fraction = 1;   // the same, of the copies to the device
+  CopyStats planned_copies;   // the copies of the steps that ran a planned schedule, added up
+  // Bytes per planned step, from planned_copies: the mean over the steps that
+  // ran a planned schedule (0 when none did).
+  double per_planned_step(Bytes bytes) const {
+    const long planned = steps - collection_steps;
+    return planned > 0 ? static_cast<double>(bytes) / static_cast<double>(planned) : 0;
+  }
   // Median of |simulated - measured| / measured schedule time, after collection.
   double median_time_prediction_error = 0;
   // The host link the trainer would plan the next step with, bytes/s: the

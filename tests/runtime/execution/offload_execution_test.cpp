@@ -36,16 +36,16 @@ TEST(OffloadExecution, OffloadedStepsComputeExactlyWhatAPlainStepDoes) {
       if (rec.op.kind == OpKind::Offload) moved += 2 * rec.input_bytes;
     }
     EXPECT_GT(moved, 0);
-    EXPECT_EQ(r.swap_bytes, moved);
-    EXPECT_GT(r.transfer_seconds, 0);
+    EXPECT_EQ(r.copies.bytes(), moved);
+    EXPECT_GT(r.copies.seconds(), 0);
     // Releases wait for copies to host; compute waits for copies back.
     Seconds release_waits = 0, other_waits = 0;
     for (const OpRecord& rec : r.ops) {
       (rec.op.kind == OpKind::Release ? release_waits : other_waits) += rec.wait_seconds;
     }
     EXPECT_GT(release_waits, 0);
-    EXPECT_NEAR(r.to_host_stall_seconds, release_waits, 1e-9);
-    EXPECT_NEAR(r.stall_seconds - r.to_host_stall_seconds, other_waits, 1e-9);
+    EXPECT_NEAR(r.copies.to_host_stall_seconds, release_waits, 1e-9);
+    EXPECT_NEAR(r.copies.stall_seconds() - r.copies.to_host_stall_seconds, other_waits, 1e-9);
     EXPECT_LE(r.peak, checkpointed.peak) << "offloading never needs more device memory";
     if (late) {
       EXPECT_LT(r.peak, checkpointed.peak) << "with x_j on the host until its recompute";
@@ -81,7 +81,7 @@ TEST(OffloadExecution, TheDynamicProgramsOffloadingSchedulesComputeExactlyWhatAP
     const ExecutionResult r = rig.run(s, rig.batch(2));
     testing::expect_same_step(plain, reference, rig, r, s.to_string());
     EXPECT_EQ(rig.memory.host().live(), 0) << s.to_string();
-    EXPECT_GT(r.swap_bytes, 0) << s.to_string();
+    EXPECT_GT(r.copies.bytes(), 0) << s.to_string();
   }
 }
 

@@ -41,8 +41,8 @@ TEST(SavedOffloadExecution, ComputesExactlyWhatAPlainStepDoesAndFreesWhatTheMode
       }
     }
     EXPECT_GT(moved, 0);
-    EXPECT_EQ(r.to_host_bytes, moved);
-    EXPECT_EQ(r.to_device_bytes, moved);
+    EXPECT_EQ(r.copies.to_host_bytes, moved);
+    EXPECT_EQ(r.copies.to_device_bytes, moved);
     EXPECT_EQ(rig.memory.host().live(), 0) << "every host copy is freed once it is back";
     EXPECT_LT(r.peak, reference.peak) << s.to_string();
   }

@@ -110,7 +110,7 @@ TEST(WeightSwapExecution, SwappedStepsTrainExactlyLikeStepsWithTheWeightsOnTheDe
         const Bytes device_before = rig.memory.live();
         const ExecutionResult r = rig.step(schedule, rig.batch(k));
         EXPECT_EQ(r.loss, losses[k]) << name << " step " << k;
-        EXPECT_GT(r.weight_swap_bytes, 0);
+        EXPECT_GT(r.copies.weight_bytes, 0);
         EXPECT_EQ(rig.memory.live(), device_before) << name << ": no weight or gradient stays on the device";
       }
       expect_same_weights(reference, rig, name);
@@ -140,7 +140,7 @@ TEST(WeightSwapExecution, WeightsOnTheDeviceOnlyWhileTheirPackRuns) {
     }
   }
   // In for the forward, in again for the backward but the last pack, gradients out once.
-  EXPECT_EQ(r.weight_swap_bytes, 3 * all_weights - rig.model->stage_weight_bytes(n - 1));
+  EXPECT_EQ(r.copies.weight_bytes, 3 * all_weights - rig.model->stage_weight_bytes(n - 1));
 }
 
 TEST(WeightSwapExecution, AFailedStepUpdatesNothing) {

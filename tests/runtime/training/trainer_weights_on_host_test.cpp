@@ -73,16 +73,19 @@ TEST(TrainerWeightsOnHost, AModelFourTimesTheBudgetTrainsExactlyAsOnTheDevice) {
     EXPECT_EQ(r.summary.retries, 0) << planner;
     // After collection, the Simulator's peak on the predicted micro-batch chain is near the measured one.
     EXPECT_LT(r.summary.median_prediction_error, 0.10) << planner;
-    EXPECT_GT(r.summary.weight_swap_bytes_per_step, 0) << planner;
-    EXPECT_LE(r.summary.weight_swap_bytes_per_step, r.summary.swap_bytes_per_step) << planner;
+    EXPECT_GT(r.summary.per_planned_step(r.summary.planned_copies.weight_bytes), 0) << planner;
+    EXPECT_LE(r.summary.per_planned_step(r.summary.planned_copies.weight_bytes),
+              r.summary.per_planned_step(r.summary.planned_copies.bytes()))
+        << planner;
     Bytes weight_bytes = 0;
     for (const torch::Tensor& w : r.weights) weight_bytes += static_cast<Bytes>(w.nbytes());
     for (const StepRecord& rec : r.records) {
-      EXPECT_EQ(rec.to_host_bytes + rec.to_device_bytes, rec.swap_bytes) << planner << " step " << rec.step;
+      EXPECT_EQ(rec.copies.to_host_bytes + rec.copies.to_device_bytes, rec.copies.bytes())
+          << planner << " step " << rec.step;
       if (std::string(planner) == "swap" && rec.plan != PlanKind::Collect) {
         // Each gradient goes to the host once a step; offloaded activations come back as they left.
-        const Bytes activations = (rec.swap_bytes - rec.weight_swap_bytes) / 2;
-        EXPECT_EQ(rec.to_host_bytes - activations, weight_bytes) << "step " << rec.step;
+        const Bytes activations = (rec.copies.bytes() - rec.copies.weight_bytes) / 2;
+        EXPECT_EQ(rec.copies.to_host_bytes - activations, weight_bytes) << "step " << rec.step;
       }
       // A stage's first backward makes its gradients, which the Simulator
       // counts on top of a temporary measured with them in it: predictions
@@ -103,8 +106,8 @@ TEST(TrainerWeightsOnHost, HarmonyMovesFewerWeightBytesThanPerStageSwappingWhenM
   // Past collection, which swaps stage by stage in both.
   Bytes grouped_bytes = 0, naive_bytes = 0;
   for (size_t k = 2; k < grouped.records.size(); ++k) {
-    grouped_bytes += grouped.records[k].weight_swap_bytes;
-    naive_bytes += naive.records[k].weight_swap_bytes;
+    grouped_bytes += grouped.records[k].copies.weight_bytes;
+    naive_bytes += naive.records[k].copies.weight_bytes;
   }
   EXPECT_GT(grouped_bytes, 0);
   EXPECT_LT(2 * grouped_bytes, naive_bytes);
@@ -115,17 +118,18 @@ TEST(TrainerWeightsOnHost, HarmonyMovesFewerWeightBytesThanPerStageSwappingWhenM
   for (const StepRecord& rec : grouped.records) {
     if (rec.plan == PlanKind::Collect) {
       ++collection_steps;
-      collection_bytes += rec.weight_swap_bytes;
+      collection_bytes += rec.copies.weight_bytes;
     } else {
-      planned_bytes += rec.weight_swap_bytes;
+      planned_bytes += rec.copies.weight_bytes;
     }
   }
   ASSERT_GT(collection_steps, 0);
   ASSERT_LT(collection_steps, grouped.summary.steps);
   EXPECT_EQ(grouped.summary.collection_steps, collection_steps);
-  EXPECT_DOUBLE_EQ(grouped.summary.weight_swap_bytes_per_step,
+  EXPECT_DOUBLE_EQ(grouped.summary.per_planned_step(grouped.summary.planned_copies.weight_bytes),
                    static_cast<double>(planned_bytes) / static_cast<double>(grouped.summary.steps - collection_steps));
-  EXPECT_LT(grouped.summary.weight_swap_bytes_per_step, static_cast<double>(collection_bytes) / collection_steps);
+  EXPECT_LT(grouped.summary.per_planned_step(grouped.summary.planned_copies.weight_bytes),
+            static_cast<double>(collection_bytes) / collection_steps);
 }
 
 TEST(TrainerWeightsOnHost, AMispredictedStepIsRetriedWithNoUpdateAppliedTwice) {
@@ -179,10 +183,12 @@ TEST(TrainerWeightsOnHost, RefinesTheHostLinkFromItsOwnCopies) {
   const TrainingRun refined = train(o, 5);
   predict::LinkEstimate expected(1e15, 1e15);
   for (const StepRecord& rec : refined.records) {
-    EXPECT_GT(rec.to_host_seconds, 0) << "step " << rec.step;
-    EXPECT_GT(rec.to_device_seconds, 0) << "step " << rec.step;
-    EXPECT_NEAR(rec.to_host_seconds + rec.to_device_seconds, rec.transfer_seconds, 1e-12) << "step " << rec.step;
-    expected.observe(rec.to_host_bytes, rec.to_host_seconds, rec.to_device_bytes, rec.to_device_seconds);
+    EXPECT_GT(rec.copies.to_host_seconds, 0) << "step " << rec.step;
+    EXPECT_GT(rec.copies.to_device_seconds, 0) << "step " << rec.step;
+    EXPECT_NEAR(rec.copies.to_host_seconds + rec.copies.to_device_seconds, rec.copies.seconds(), 1e-12)
+        << "step " << rec.step;
+    expected.observe(rec.copies.to_host_bytes, rec.copies.to_host_seconds, rec.copies.to_device_bytes,
+                     rec.copies.to_device_seconds);
   }
   ASSERT_GT(expected.device_to_host_steps(), 0);
   EXPECT_LT(refined.summary.to_host_bandwidth, 1e14);
