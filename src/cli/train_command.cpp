@@ -16,7 +16,6 @@
 #include "core/chain_json.h"
 #include "core/error.h"
 #include "plan/registry.h"
-#include "runtime/input/shard_image_batches.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/memory/link_calibration.h"
 #include "runtime/training/trainer.h"
@@ -180,39 +179,12 @@ int run_train(const std::vector<std::string>& args) {
         100 * copies.hidden_fraction(CopyDirection::ToDevice), 100 * sum.median_time_prediction_error);
   }
   nlohmann::json pipeline;
-  if (const auto* shards = dynamic_cast<const runtime::ShardImageBatches*>(batches.get())) {
-    if (const auto group = shards->coordination_counters()) {
-      const data::CoordinationCounters* c = &*group;
-      std::printf(
-          "memtrain: input pipeline waited %.2f s of %.2f s (%.1f%%); group %s: %lld batches taken, %lld prepared "
-          "here (%lld reclaimed from dead jobs) in %.2f s of CPU; %lld samples skipped as corrupt\n",
-          sum.data_wait_seconds, sum.mean_step_seconds * static_cast<double>(sum.steps), 100 * sum.data_wait_fraction,
-          workload_flags.shards.coordinate->name.c_str(), static_cast<long long>(c->batches_taken),
-          static_cast<long long>(c->batches_prepared), static_cast<long long>(c->reclaimed), c->prep_cpu_seconds,
-          static_cast<long long>(c->skipped_corrupt));
-      pipeline = {{"coordinate", workload_flags.shards.coordinate->name},
-                  {"jobs", workload_flags.shards.coordinate->jobs},
-                  {"batches_taken", c->batches_taken},
-                  {"batches_prepared", c->batches_prepared},
-                  {"reclaimed", c->reclaimed},
-                  {"skipped_corrupt", c->skipped_corrupt},
-                  {"prep_cpu_seconds", c->prep_cpu_seconds},
-                  {"prep_wait_seconds", c->wait_seconds}};
-    } else {
-      const data::PrepCounters own = shards->prep_counters();
-      const data::PrepCounters* c = &own;
-      std::printf(
-          "memtrain: input pipeline waited %.2f s of %.2f s (%.1f%%); %lld samples delivered, %lld skipped as "
-          "corrupt; %.2f s of prep CPU\n",
-          sum.data_wait_seconds, sum.mean_step_seconds * static_cast<double>(sum.steps), 100 * sum.data_wait_fraction,
-          static_cast<long long>(c->delivered), static_cast<long long>(c->skipped_corrupt), c->prep_cpu_seconds);
-      for (const std::string& why : c->skipped) std::printf("memtrain: skipped %s\n", why.c_str());
-      pipeline = {{"samples_delivered", c->delivered},
-                  {"skipped_corrupt", c->skipped_corrupt},
-                  {"skipped", c->skipped},
-                  {"prep_cpu_seconds", c->prep_cpu_seconds},
-                  {"prep_wait_seconds", c->consumer_wait_seconds}};
-    }
+  if (const auto counters = batches->pipeline_counters()) {
+    std::printf("memtrain: input pipeline waited %.2f s of %.2f s (%.1f%%); %s\n", sum.data_wait_seconds,
+                sum.mean_step_seconds * static_cast<double>(sum.steps), 100 * sum.data_wait_fraction,
+                counters->summary.c_str());
+    for (const std::string& note : counters->notes) std::printf("memtrain: %s\n", note.c_str());
+    pipeline = counters->fields;
   }
   if (!json_path.empty()) {
     RunInfo info{model,

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <cstdio>
+
 #include "core/units.h"
 
 namespace memtrain::runtime {
@@ -37,6 +39,41 @@ data::PrepCounters ShardImageBatches::prep_counters() const {
 std::optional<data::CoordinationCounters> ShardImageBatches::coordination_counters() const {
   if (!coordinated_) return std::nullopt;
   return coordinated_->counters();
+}
+
+std::optional<PipelineCounters> ShardImageBatches::pipeline_counters() const {
+  PipelineCounters out;
+  char line[512];
+  if (coordinated_) {
+    const data::CoordinationCounters c = coordinated_->counters();
+    const data::CoordinationOptions& group = *options_.coordinate;
+    std::snprintf(line, sizeof line,
+                  "group %s: %lld batches taken, %lld prepared here (%lld reclaimed from dead jobs) in %.2f s of CPU; "
+                  "%lld samples skipped as corrupt",
+                  group.name.c_str(), static_cast<long long>(c.batches_taken),
+                  static_cast<long long>(c.batches_prepared), static_cast<long long>(c.reclaimed), c.prep_cpu_seconds,
+                  static_cast<long long>(c.skipped_corrupt));
+    out.fields = {{"coordinate", group.name},
+                  {"jobs", group.jobs},
+                  {"batches_taken", c.batches_taken},
+                  {"batches_prepared", c.batches_prepared},
+                  {"reclaimed", c.reclaimed},
+                  {"skipped_corrupt", c.skipped_corrupt},
+                  {"prep_cpu_seconds", c.prep_cpu_seconds},
+                  {"prep_wait_seconds", c.wait_seconds}};
+  } else {
+    const data::PrepCounters c = prep_counters();
+    std::snprintf(line, sizeof line, "%lld samples delivered, %lld skipped as corrupt; %.2f s of prep CPU",
+                  static_cast<long long>(c.delivered), static_cast<long long>(c.skipped_corrupt), c.prep_cpu_seconds);
+    for (const std::string& why : c.skipped) out.notes.push_back("skipped " + why);
+    out.fields = {{"samples_delivered", c.delivered},
+                  {"skipped_corrupt", c.skipped_corrupt},
+                  {"skipped", c.skipped},
+                  {"prep_cpu_seconds", c.prep_cpu_seconds},
+                  {"prep_wait_seconds", c.consumer_wait_seconds}};
+  }
+  out.summary = line;
+  return out;
 }
 
 Batch ShardImageBatches::to_tensors(const data::AugmentedBatch& b, const torch::Device& device) {

@@ -38,6 +38,8 @@ class ShardImageBatches : public BatchSource {
   std::int64_t epoch() const override;
   std::int64_t batches_per_epoch() const override;
 
+  // The group's counters when coordinated, else this job's own pipeline's.
+  std::optional<PipelineCounters> pipeline_counters() const override;
   // This job's own pipeline's counters (zero when coordinated).
   data::PrepCounters prep_counters() const;
   // The group's counters for this job, when coordinated.
