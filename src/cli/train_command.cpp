@@ -87,12 +87,15 @@ int run_train(const std::vector<std::string>& args) {
   const WeightFlags weights = parse_weight_flags(flags);
   options.weights_on_host = weights.on_host;
   options.micro_batches = weights.micro_batches;
-  plan::make_planner(options.planner, options.planner_options);  // reject a bad name before loading data
+  // A bad name or weight placement is refused before data loads.
+  plan::check_weights_placement(*plan::make_planner(options.planner, options.planner_options), weights.on_host,
+                                "--weights-on host");
   options.budget = parse_budget(flags.text("budget", model == "resnet" ? "75%" : "50%"), "--budget");
   options.seed = static_cast<std::uint64_t>(flags.integer("seed", 1, 0, INT64_MAX));
-  options.collect_steps = static_cast<int>(flags.integer("collect-steps", options.collect_steps, 0, 10));
+  options.collect_steps =
+      static_cast<int>(flags.integer("collect-steps", options.collect_steps, 0, runtime::kMaxCollectSteps));
   options.bucket = flags.integer("bucket", 0, 0, INT64_MAX);
-  options.margin = flags.real("margin", options.margin, 0, 10);
+  options.margin = flags.real("margin", options.margin, 0, runtime::kMaxMargin);
   options.adam.lr = flags.real("lr", options.adam.lr, 1e-9, 10);
   options.enforce = !flags.has("no-enforce");
   options.refine_link = !flags.has("fixed-link");

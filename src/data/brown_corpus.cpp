@@ -117,7 +117,8 @@ std::string find_brown_directory(const std::string& explicit_dir) {
     if (is_directory(dir) && holds_corpus(dir)) return dir;
     tried += (tried.empty() ? "" : ", ") + dir;
   }
-  throw DataError("Brown corpus not found (looked in " + tried + "); run scripts/install-deps.sh or pass --data-dir");
+  throw DataError("Brown corpus not found (looked in " + tried +
+                  "); scripts/install-deps.sh installs it, or name its folder");
 }
 
 }  // namespace memtrain::data

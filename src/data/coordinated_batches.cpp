@@ -94,14 +94,15 @@ CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache*
   if (name.empty() || name.size() > 200 || !std::all_of(name.begin(), name.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
       })) {
-    throw UsageError("--coordinate '" + name + "' is not a group name; expected 1..200 letters, digits, '-' or '_'");
+    throw UsageError("coordination group '" + name +
+                     "' is not a group name; expected 1..200 letters, digits, '-' or '_'");
   }
   if (coordination_.jobs < 1 || coordination_.jobs > kMaxJobs) {
-    throw UsageError("--jobs " + std::to_string(coordination_.jobs) + " is out of range; expected 1.." +
+    throw UsageError("jobs in the group " + std::to_string(coordination_.jobs) + " is out of range; expected 1.." +
                      std::to_string(kMaxJobs));
   }
   if (options_.batch_size < 1 || options_.min_scale < 1 || options_.min_scale > options_.max_scale) {
-    throw UsageError("coordinated batches: --batch and --min-scale/--max-scale are out of range");
+    throw UsageError("coordinated batches: the batch size or the scale range is out of range");
   }
   const int slots = coordination_.slots > 0 ? coordination_.slots : coordination_.jobs * options_.prep.threads + 2;
   const std::int64_t stride = align64(align64(sizeof(SlotHeader)) + options_.batch_size * 8 +
@@ -112,18 +113,19 @@ CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache*
   const Clock::time_point start = Clock::now();
   auto waited = [&] { return seconds_since(start); };
   for (int attempt = 0; !segment_; ++attempt) {
-    if (attempt > 20) throw Error("--coordinate " + name + ": cannot create or join the group's shared memory");
+    if (attempt > 20) throw Error("coordination group " + name + ": cannot create or join the group's shared memory");
     int fd = ::shm_open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd >= 0) {  // this job creates the group
       if (::ftruncate(fd, static_cast<off_t>(segment_bytes_)) != 0) {
         ::close(fd);
         ::shm_unlink(path_.c_str());
-        throw Error("--coordinate " + name + ": cannot size shared memory to " + format_bytes(segment_bytes_) + ": " +
-                    std::strerror(errno) + " (is /dev/shm large enough?)");
+        throw Error("coordination group " + name + ": cannot size shared memory to " + format_bytes(segment_bytes_) +
+                    ": " + std::strerror(errno) + " (is /dev/shm large enough?)");
       }
       void* p = ::mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       ::close(fd);
-      if (p == MAP_FAILED) throw Error("--coordinate " + name + ": cannot map shared memory: " + std::strerror(errno));
+      if (p == MAP_FAILED)
+        throw Error("coordination group " + name + ": cannot map shared memory: " + std::strerror(errno));
       auto* s = static_cast<Segment*>(p);  // zero-filled by ftruncate
       pthread_mutexattr_t attr;
       pthread_mutexattr_init(&attr);
@@ -144,7 +146,7 @@ CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache*
       segment_ = s;
       break;
     }
-    if (errno != EEXIST) throw Error("--coordinate " + name + ": shm_open failed: " + std::strerror(errno));
+    if (errno != EEXIST) throw Error("coordination group " + name + ": shm_open failed: " + std::strerror(errno));
     fd = ::shm_open(path_.c_str(), O_RDWR, 0600);
     if (fd < 0) continue;  // removed meanwhile: try creating again
     struct stat st {};
@@ -157,7 +159,8 @@ CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache*
     }
     void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ::close(fd);
-    if (p == MAP_FAILED) throw Error("--coordinate " + name + ": cannot map shared memory: " + std::strerror(errno));
+    if (p == MAP_FAILED)
+      throw Error("coordination group " + name + ": cannot map shared memory: " + std::strerror(errno));
     auto* s = static_cast<Segment*>(p);
     while (s->magic.load(std::memory_order_acquire) != kSharedStateMagic && waited() < 5) pause_briefly();
     if (s->magic.load(std::memory_order_acquire) != kSharedStateMagic) {
@@ -189,23 +192,24 @@ CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache*
     unlock();
     ::munmap(segment_, segment_bytes_);
     segment_ = nullptr;
-    throw UsageError("--coordinate " + name + ": this job's " + what + " " + std::to_string(mine) +
+    throw UsageError("coordination group " + name + ": this job's " + what + " " + std::to_string(mine) +
                      " differs from the group's " + std::to_string(group) + "; jobs of a group share the data");
   };
-  if (s->jobs != coordination_.jobs) refuse("--jobs", coordination_.jobs, s->jobs);
+  if (s->jobs != coordination_.jobs) refuse("jobs in the group", coordination_.jobs, s->jobs);
   if (s->samples != static_cast<std::int64_t>(storage_.samples().size()))
     refuse("dataset samples", static_cast<std::int64_t>(storage_.samples().size()), s->samples);
-  if (s->batch_size != options_.batch_size) refuse("--batch", options_.batch_size, s->batch_size);
-  if (s->min_scale != options_.min_scale) refuse("--min-scale", options_.min_scale, s->min_scale);
-  if (s->max_scale != options_.max_scale) refuse("--max-scale", options_.max_scale, s->max_scale);
-  if (s->classes != options_.classes) refuse("--classes", options_.classes, s->classes);
+  if (s->batch_size != options_.batch_size) refuse("batch size", options_.batch_size, s->batch_size);
+  if (s->min_scale != options_.min_scale) refuse("min scale", options_.min_scale, s->min_scale);
+  if (s->max_scale != options_.max_scale) refuse("max scale", options_.max_scale, s->max_scale);
+  if (s->classes != options_.classes) refuse("classes", options_.classes, s->classes);
   if (s->seed != options_.seed)
-    refuse("--seed", static_cast<std::int64_t>(options_.seed), static_cast<std::int64_t>(s->seed));
+    refuse("seed", static_cast<std::int64_t>(options_.seed), static_cast<std::int64_t>(s->seed));
   if (s->joined >= s->jobs) {
     unlock();
     ::munmap(segment_, segment_bytes_);
     segment_ = nullptr;
-    throw Error("--coordinate " + name + ": the group already has its " + std::to_string(coordination_.jobs) + " jobs");
+    throw Error("coordination group " + name + ": the group already has its " + std::to_string(coordination_.jobs) +
+                " jobs");
   }
   job_ = s->joined++;
   s->job[job_] = {static_cast<std::int32_t>(::getpid()), kJoined, 0};
@@ -219,7 +223,7 @@ CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache*
     if (joined >= coordination_.jobs) break;
     if (waited() > coordination_.join_timeout) {
       leave();
-      throw Error("--coordinate " + name + ": only " + std::to_string(joined) + " of " +
+      throw Error("coordination group " + name + ": only " + std::to_string(joined) + " of " +
                   std::to_string(coordination_.jobs) + " jobs joined within " +
                   format_number("%.0f", coordination_.join_timeout) + " s");
     }
@@ -254,7 +258,7 @@ void CoordinatedBatcher::lock() const {
   if (r == EOWNERDEAD)
     pthread_mutex_consistent(&segment_->mutex);
   else if (r != 0)
-    throw Error("--coordinate " + coordination_.name + ": cannot lock the group: " + std::strerror(r));
+    throw Error("coordination group " + coordination_.name + ": cannot lock the group: " + std::strerror(r));
 }
 
 void CoordinatedBatcher::unlock() const { pthread_mutex_unlock(&segment_->mutex); }

@@ -12,7 +12,7 @@ ImageBatcher::ImageBatcher(const ImageDataset& data, std::int64_t batch_size, st
       cursor_(data.count, seed) {
   if (data.count == 0) throw DataError("image batcher: the dataset has no images");
   if (batch_size < 1 || batch_size > data.count) {
-    throw UsageError("--batch " + std::to_string(batch_size) + " is out of range; expected 1.." +
+    throw UsageError("batch size " + std::to_string(batch_size) + " is out of range; expected 1.." +
                      std::to_string(data.count) + " (the number of images)");
   }
   if (min_scale < 8 || max_scale < min_scale || max_scale > 1024) {

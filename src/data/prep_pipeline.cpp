@@ -46,9 +46,9 @@ PreparedSample prepare_sample(const ShardStorage& storage, std::int64_t index, c
 PrepPipeline::PrepPipeline(const ShardStorage& storage, SampleCache* cache, PrepOptions options)
     : storage_(storage), cache_(cache), options_(options) {
   if (options_.threads < 1)
-    throw UsageError("--prep-threads " + std::to_string(options_.threads) + " is out of range; expected >= 1");
+    throw UsageError("prep threads " + std::to_string(options_.threads) + " is out of range; expected >= 1");
   if (options_.queue_depth < 1)
-    throw UsageError("--prefetch " + std::to_string(options_.queue_depth) + " is out of range; expected >= 1");
+    throw UsageError("prefetch depth " + std::to_string(options_.queue_depth) + " is out of range; expected >= 1");
   start_epoch();
 }
 

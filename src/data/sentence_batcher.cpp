@@ -11,7 +11,7 @@ SentenceBatcher::SentenceBatcher(const TaggingDataset& data, std::int64_t batch_
     : data_(data), batch_size_(batch_size), cursor_(data.sentences(), seed) {
   if (data.sentences() == 0) throw DataError("sentence batcher: the dataset has no sentences");
   if (batch_size < 1 || batch_size > data.sentences()) {
-    throw UsageError("--batch " + std::to_string(batch_size) + " is out of range; expected 1.." +
+    throw UsageError("batch size " + std::to_string(batch_size) + " is out of range; expected 1.." +
                      std::to_string(data.sentences()) + " (the number of sentences)");
   }
 }

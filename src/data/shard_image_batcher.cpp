@@ -19,14 +19,14 @@ std::uint64_t mix(std::uint64_t seed, std::int64_t a, std::int64_t b) {
 ShardImageBatcher::ShardImageBatcher(const ShardStorage& storage, SampleCache* cache, ShardBatchOptions options)
     : storage_(storage), options_(std::move(options)) {
   if (options_.batch_size < 1) {
-    throw UsageError("--batch " + std::to_string(options_.batch_size) + " is out of range; expected >= 1");
+    throw UsageError("batch size " + std::to_string(options_.batch_size) + " is out of range; expected >= 1");
   }
   if (options_.min_scale < 1 || options_.min_scale > options_.max_scale) {
-    throw UsageError("--min-scale " + std::to_string(options_.min_scale) + " / --max-scale " +
-                     std::to_string(options_.max_scale) + " are out of range; expected 1 <= min <= max");
+    throw UsageError("scale range " + std::to_string(options_.min_scale) + ".." + std::to_string(options_.max_scale) +
+                     " are out of range; expected 1 <= min <= max");
   }
   if (options_.classes < 1)
-    throw UsageError("--classes " + std::to_string(options_.classes) + " is out of range; expected >= 1");
+    throw UsageError("classes " + std::to_string(options_.classes) + " is out of range; expected >= 1");
   check_augment_options(options_.augment);
   // Fail before the threads start on shards that hold no images (Brown's).
   if (!storage_.samples().empty()) {
@@ -34,8 +34,9 @@ ShardImageBatcher::ShardImageBatcher(const ShardStorage& storage, SampleCache* c
     if (!first.files.count("jpg")) {
       std::string exts;
       for (const auto& [ext, bytes] : first.files) exts += (exts.empty() ? "." : ", .") + ext;
-      throw DataError(storage_.where(0) + ": sample " + first.key + " has " + exts +
-                      " but no .jpg; training reads image shards (data pack --from fashion-mnist)");
+      throw DataError(
+          storage_.where(0) + ": sample " + first.key + " has " + exts +
+          " but no .jpg; training reads image shards (`memtrain data pack --from fashion-mnist` writes them)");
     }
   }
   PrepOptions prep = options_.prep;

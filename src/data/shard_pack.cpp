@@ -30,11 +30,11 @@ Bytes tar_bytes(const ShardSample& s) {
 PackResult pack(std::int64_t count, const std::function<ShardSample(std::int64_t)>& sample, const std::string& dir,
                 const std::string& prefix, const PackOptions& options) {
   if (options.shard_size < 4096) {
-    throw UsageError("--shard-size " + std::to_string(options.shard_size) + " bytes is too small; expected >= 4096");
+    throw UsageError("shard size " + std::to_string(options.shard_size) + " bytes is too small; expected >= 4096");
   }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error("--out '" + dir + "': cannot create the directory: " + ec.message());
+  if (ec) throw Error("output folder '" + dir + "': cannot create the directory: " + ec.message());
   const std::int64_t n = options.limit > 0 ? std::min(options.limit, count) : count;
   PackResult result;
   std::vector<ShardSample> shard;

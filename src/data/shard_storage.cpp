@@ -19,8 +19,9 @@ ShardStorage::ShardStorage(const std::string& dir) : dir_(dir) {
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     if (entry.path().extension() == ".tar") paths_.push_back(entry.path().string());
   }
-  if (ec) throw DataError("--data '" + dir + "' cannot be read: " + ec.message());
-  if (paths_.empty()) throw DataError("--data '" + dir + "' has no .tar shards; `memtrain data pack` writes them");
+  if (ec) throw DataError("shard folder '" + dir + "' cannot be read: " + ec.message());
+  if (paths_.empty())
+    throw DataError("shard folder '" + dir + "' has no .tar shards; `memtrain data pack` writes them");
   std::sort(paths_.begin(), paths_.end());
   for (size_t s = 0; s < paths_.size(); ++s) {
     for (const ShardSample& sample : index_tar_shard(paths_[s])) {

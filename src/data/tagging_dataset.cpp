@@ -57,7 +57,7 @@ TaggingDataset keep_sentences_up_to(TaggingDataset data, std::int64_t max_length
   }
   if (words.empty()) {
     throw DataError(
-        "--max-length " + std::to_string(max_length) + " leaves no sentence" +
+        "maximum sentence length " + std::to_string(max_length) + " leaves no sentence" +
         (shortest == SIZE_MAX ? std::string() : "; the shortest has " + std::to_string(shortest) + " tokens"));
   }
   data.word_ids = std::move(words);

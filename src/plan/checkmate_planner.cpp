@@ -326,14 +326,15 @@ GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit) {
     }
   }
   plan.cost = price_graph_schedule(graph, plan.schedule);
-  plan.feasible = plan.cost.valid && plan.cost.peak_bytes <= budget;
-  plan.proven_optimal = plan.feasible && Cbc_isProvenOptimal(model);
-  if (!plan.cost.valid)
-    plan.note = "internal error: the solver's schedule is invalid: " + plan.cost.why;
-  else if (!plan.feasible)
-    plan.note = "internal error: the solver's schedule exceeds the budget";
-  else
-    plan.note = plan.proven_optimal ? "proven optimal" : "best found within the time limit";
+  // The program encodes the graph's rules and its memory constraint keeps a
+  // margin under the budget, so a solution the pricing refuses is a bug.
+  MEMTRAIN_ASSERT(plan.cost.valid, "the solver's schedule is valid: " + plan.cost.why);
+  MEMTRAIN_ASSERT(plan.cost.peak_bytes <= budget, "the solver's schedule fits the budget: peak " +
+                                                      std::to_string(plan.cost.peak_bytes) + " bytes, budget " +
+                                                      std::to_string(budget));
+  plan.feasible = true;
+  plan.proven_optimal = Cbc_isProvenOptimal(model);
+  plan.note = plan.proven_optimal ? "proven optimal" : "best found within the time limit";
   return plan;
 }
 

@@ -62,7 +62,7 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
     throw UsageError("optimal planner: " + std::to_string(n) + " stages at " + std::to_string(capacity) + " slots of " +
                      std::to_string(slot_bytes) + " bytes need a table of " +
                      std::to_string(tables * pairs * (capacity + 1)) + " entries, more than the limit of " +
-                     std::to_string(kMaxEntries) + "; use fewer --slots or a larger --slot-bytes");
+                     std::to_string(kMaxEntries) + "; use fewer slots or larger slot bytes");
   }
   n_ = n;
   capacity_ = capacity;

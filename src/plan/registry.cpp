@@ -42,7 +42,7 @@ std::unique_ptr<Planner> make_planner(const std::string& name, const PlannerOpti
   if (options.slot_bytes < 0)
     throw UsageError("slot size must be at least 1 byte, not " + std::to_string(options.slot_bytes));
   if (options.micro_batches < 1) {
-    throw UsageError("--micro-batches " + std::to_string(options.micro_batches) + " is out of range; expected >= 1");
+    throw UsageError("micro-batches " + std::to_string(options.micro_batches) + " is out of range; expected >= 1");
   }
   if (options.slots < 1) throw UsageError("slots must be at least 1, not " + std::to_string(options.slots));
   for (const auto& [known, factory] : table()) {
@@ -69,7 +69,7 @@ std::vector<std::string> device_weight_planner_names() {
 
 void check_weights_placement(const Planner& planner, bool weights_on_host, const std::string& host_switch) {
   if (planner.needs_weights_on_host() && !weights_on_host) {
-    throw UsageError("planner " + planner.name() + " swaps weights kept in host memory; give " + host_switch);
+    throw UsageError("planner " + planner.name() + " swaps weights kept in host memory; it needs " + host_switch);
   }
   if (weights_on_host && !planner.plans_weights_on_host()) {
     std::string able;

@@ -21,8 +21,8 @@ std::vector<std::string> device_weight_planner_names();
 // Throws UsageError when `planner` cannot plan a chain whose weights live
 // where `weights_on_host` says: swap-naive needs them in host memory, and
 // only the planners that fetch and drop weights can plan them there.
-// `host_switch` says how the user puts them there ("--weights-on host").
+// `host_switch` says how the caller puts them there (the CLI names its flag).
 void check_weights_placement(const Planner& planner, bool weights_on_host,
-                             const std::string& host_switch = "--weights-on host");
+                             const std::string& host_switch = "weights_on_host");
 
 }  // namespace memtrain::plan

@@ -12,7 +12,7 @@ namespace {
 
 void need_weights_on_host(const Chain& chain, const std::string& planner) {
   if (!chain.weights_on_host) {
-    throw UsageError("planner " + planner + " swaps weights; it needs them in host memory (--weights-on host)");
+    throw UsageError("planner " + planner + " swaps weights; it needs them in host memory (Chain::weights_on_host)");
   }
 }
 

@@ -81,9 +81,10 @@ std::string reason_for(const Advice& advice, const MethodAdvice& best) {
 }  // namespace
 
 Advice advise(const std::vector<std::pair<std::string, ThroughputModel>>& models, const AdvisorOptions& options) {
-  if (options.device_memory <= 0) throw UsageError("--device-memory must be > 0 bytes");
+  if (options.device_memory <= 0)
+    throw UsageError("device memory must be > 0 bytes, not " + std::to_string(options.device_memory));
   if (!(options.headroom >= 0 && options.headroom < 1)) {
-    throw UsageError("--headroom " + format_number("%g", 100 * options.headroom) +
+    throw UsageError("headroom " + format_number("%g", 100 * options.headroom) +
                      "% is out of range; expected 0% to <100%");
   }
   if (models.empty()) throw Error("advise: no methods to compare");

@@ -200,8 +200,9 @@ TEST(Commands, SimulatePricesASwapPlanWithItsTransfers) {
   expect_refused({"simulate", "--chain", chain, "--budget", "50%", "--planner", "optimal", "--weights-on", "host"},
                  "planner optimal cannot plan weights in host memory; with --weights-on host expected one of: swap, "
                  "swap-naive");
-  expect_refused({"plan", "--chain", chain, "--budget", "50%", "--planner", "swap-naive"},
-                 "planner swap-naive swaps weights kept in host memory; give a chain with \"weights_on_host\": true");
+  expect_refused(
+      {"plan", "--chain", chain, "--budget", "50%", "--planner", "swap-naive"},
+      "planner swap-naive swaps weights kept in host memory; it needs a chain with \"weights_on_host\": true");
 }
 
 TEST(Commands, CalibrateWritesAChainWithTheMeasuredLinkThatSimulateReads) {
@@ -330,8 +331,12 @@ TEST(Commands, TrainsAUNetWithTheGraphPlanner) {
       "--model unet is a graph, not a chain; it is planned by the graph planner: expected --planner checkmate");
   expect_refused({"train", "--model", "unet", "--layers", "3", "--image-size", "20"},
                  "--image-size 20 must be divisible by 2^3");
-  expect_refused({"train", "--model", "unet", "--width", "4", "--image-size", "16", "--batch", "8", "--budget", "10%"},
-                 "give a larger --budget");
+  // A budget no schedule fits is a failure, not bad usage: exit status 1.
+  const Outcome tight =
+      run({"train", "--model", "unet", "--width", "4", "--image-size", "16", "--batch", "8", "--budget", "10%"});
+  EXPECT_EQ(tight.status, 1) << tight.err;
+  EXPECT_NE(tight.err.find("fits the budget"), std::string::npos) << tight.err;
+  EXPECT_NE(tight.err.find("the budget must be larger"), std::string::npos) << tight.err;
 }
 
 TEST(Commands, TrainsAGptWithItsWeightsInHostMemory) {
@@ -368,7 +373,7 @@ TEST(Commands, TrainsAGptWithItsWeightsInHostMemory) {
   EXPECT_LE(sum["hidden_transfer_fraction"].get<double>(), 1);
   expect_between_the_two_ways(sum);
   expect_refused({"train", "--model", "gpt", "--planner", "swap-naive", "--bandwidth", "25GB/s"},
-                 "planner swap-naive swaps weights kept in host memory; give --weights-on host");
+                 "planner swap-naive swaps weights kept in host memory; it needs --weights-on host");
   expect_refused({"train", "--model", "gpt", "--planner", "optimal", "--weights-on", "host", "--bandwidth", "25GB/s"},
                  "expected one of: swap, swap-naive");
   expect_refused({"train", "--model", "gpt", "--micro-batches", "4"}, "it needs --weights-on host");

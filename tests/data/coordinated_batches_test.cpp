@@ -171,7 +171,7 @@ TEST(CoordinatedBatcher, RefusesAMismatchedJobABadNameAndAGroupThatNeverFills) {
     refused = e.what();
   }
   first.join();
-  EXPECT_NE(refused.find("this job's --batch 8 differs from the group's 7"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("this job's batch size 8 differs from the group's 7"), std::string::npos) << refused;
 }
 
 }  // namespace

@@ -87,7 +87,8 @@ TEST(TaggingDataset, KeepsOnlySentencesUpToAMaximumLength) {
     keep_sentences_up_to(dataset_of_lengths({3, 7}), 2);
     FAIL() << "kept nothing without an error";
   } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("--max-length 2 leaves no sentence; the shortest has 3"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("maximum sentence length 2 leaves no sentence; the shortest has 3"),
+              std::string::npos)
         << e.what();
   }
 }

@@ -41,7 +41,7 @@ class CudaDeviceMemory : public DeviceMemory {
  public:
   explicit CudaDeviceMemory(int index) : index_(index) {
     if (index < 0 || index >= static_cast<int>(c10::cuda::device_count())) {
-      throw UsageError("--device cuda:" + std::to_string(index) + ": this machine has " +
+      throw UsageError("device cuda:" + std::to_string(index) + ": this machine has " +
                        std::to_string(c10::cuda::device_count()) + " CUDA devices");
     }
     const cudaDeviceProp* p = at::cuda::getDeviceProperties(index);

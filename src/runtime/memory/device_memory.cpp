@@ -42,10 +42,10 @@ std::unique_ptr<DeviceMemory> make_device_memory(const std::string& device) {
     const int index = device == "cuda" ? 0 : std::stoi(device.substr(5));
     return make_cuda_device_memory(index);
 #else
-    throw UsageError("--device " + device + ": this memtrain was built without CUDA; expected cpu");
+    throw UsageError("device " + device + ": this memtrain was built without CUDA; expected cpu");
 #endif
   }
-  throw UsageError("--device '" + device + "' is not known; expected cpu or cuda[:N]");
+  throw UsageError("device '" + device + "' is not known; expected cpu or cuda[:N]");
 }
 
 }  // namespace memtrain::runtime

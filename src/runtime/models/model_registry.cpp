@@ -30,7 +30,7 @@ StagedModel make_model(const std::string& name, const ModelSpec& spec, const Dat
     return make_gpt_decoder(c);
   }
   if (name == "resnet") {
-    if (spec.heads >= 0) throw UsageError("--heads applies to the transformer, not resnet");
+    if (spec.heads >= 0) throw UsageError("heads apply to the transformer, not resnet");
     ResNetConfig c;
     c.in_channels = shape.in_channels;
     c.classes = shape.classes;

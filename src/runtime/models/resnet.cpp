@@ -281,10 +281,10 @@ StagedModel make_resnet(const ResNetConfig& c) {
   };
   check(c.in_channels >= 1, "input channels must be >= 1");
   check(c.classes >= 2, "classes must be >= 2");
-  check(c.width >= 1 && c.width <= 1024, "--width " + std::to_string(c.width) + " is out of range; expected 1..1024");
+  check(c.width >= 1 && c.width <= 1024, "width " + std::to_string(c.width) + " is out of range; expected 1..1024");
   check(c.groups >= 1 && c.groups <= 6, "groups " + std::to_string(c.groups) + " is out of range; expected 1..6");
   check(c.blocks_per_group >= 1 && c.blocks_per_group <= 64,
-        "--layers " + std::to_string(c.blocks_per_group) + " (blocks per group) is out of range; expected 1..64");
+        "blocks per group (layers) " + std::to_string(c.blocks_per_group) + " is out of range; expected 1..64");
 
   std::vector<std::string> names{"stem"};
   std::vector<std::shared_ptr<StageModule>> stages{std::make_shared<StemStage>(c.in_channels, c.width)};

@@ -13,11 +13,11 @@ void check_token_model_sizes(const std::string& model, std::int64_t max_length, 
     if (!ok) throw UsageError(model + ": " + what);
   };
   check(max_length >= 1, "max length " + std::to_string(max_length) + " must be >= 1");
-  check(width >= 1 && width <= 8192, "--width " + std::to_string(width) + " is out of range; expected 1..8192");
+  check(width >= 1 && width <= 8192, "width " + std::to_string(width) + " is out of range; expected 1..8192");
   check(heads >= 1 && width % heads == 0,
-        "--heads " + std::to_string(heads) + " must be >= 1 and divide --width " + std::to_string(width));
-  check(layers >= 0 && layers <= 256, "--layers " + std::to_string(layers) + " is out of range; expected 0..256");
-  check(dropout >= 0 && dropout < 1, "--dropout " + std::to_string(dropout) + " is out of range; expected [0, 1)");
+        "heads " + std::to_string(heads) + " must be >= 1 and divide the width " + std::to_string(width));
+  check(layers >= 0 && layers <= 256, "layers " + std::to_string(layers) + " is out of range; expected 0..256");
+  check(dropout >= 0 && dropout < 1, "dropout " + std::to_string(dropout) + " is out of range; expected [0, 1)");
 }
 
 TokenEmbeddingStage::TokenEmbeddingStage(std::int64_t vocabulary, std::int64_t max_length, std::int64_t width,

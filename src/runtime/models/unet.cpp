@@ -155,9 +155,9 @@ class PixelLoss : public GraphNodeModule {
 
 GraphModel make_unet(const UNetSpec& spec) {
   if (spec.levels < 1 || spec.levels > 6) {
-    throw UsageError("unet: --layers (levels) " + std::to_string(spec.levels) + " is out of range; expected 1..6");
+    throw UsageError("unet: levels (layers) " + std::to_string(spec.levels) + " is out of range; expected 1..6");
   }
-  if (spec.width < 1) throw UsageError("unet: --width " + std::to_string(spec.width) + " must be at least 1");
+  if (spec.width < 1) throw UsageError("unet: width " + std::to_string(spec.width) + " must be at least 1");
   using Kind = ConvNode::Kind;
   std::vector<GraphModel::Node> nodes;
   nodes.push_back({"input", {}, nullptr});

@@ -32,10 +32,10 @@ const GraphTrainer::SizePlan& GraphTrainer::plan_for(const Batch& batch, StepCon
   p.budget = options_.budget.resolve(p.keep.peak_bytes);
   p.plan = plan::plan_graph(p.graph, p.budget, options_.time_limit);
   if (!p.plan.feasible) {
-    throw UsageError("train: no graph schedule of " + model_->name() + " for input " + size + " fits the budget " +
-                     format_bytes(p.budget) + " (" + p.plan.note + "); keeping everything needs " +
-                     format_bytes(p.keep.peak_bytes) + ", of which " + format_bytes(p.graph.persistent_bytes) +
-                     " is resident: give a larger --budget");
+    throw Error("graph trainer: no graph schedule of " + model_->name() + " for input " + size + " fits the budget " +
+                format_bytes(p.budget) + " (" + p.plan.note + "); keeping everything needs " +
+                format_bytes(p.keep.peak_bytes) + ", of which " + format_bytes(p.graph.persistent_bytes) +
+                " is resident; the budget must be larger");
   }
   return plans_.emplace(size, std::move(p)).first->second;
 }

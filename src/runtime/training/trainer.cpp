@@ -34,27 +34,35 @@ void scale_memory(Chain& chain, double factor) {
 }
 
 void check_options(const TrainerOptions& o) {
-  if (o.collect_steps < 0 || o.collect_steps > 10) {
-    throw UsageError("--collect-steps " + std::to_string(o.collect_steps) + " is out of range; expected 0..10");
+  if (o.collect_steps < 0 || o.collect_steps > kMaxCollectSteps) {
+    throw UsageError("collection steps (collect_steps) " + std::to_string(o.collect_steps) +
+                     " is out of range; expected 0.." + std::to_string(kMaxCollectSteps));
   }
-  if (o.bucket < 0) throw UsageError("--bucket " + std::to_string(o.bucket) + " is out of range; expected >= 0");
-  if (!(o.margin >= 0 && o.margin <= 10)) {
-    throw UsageError("--margin " + std::to_string(o.margin) + " is out of range; expected 0..10");
+  if (o.bucket < 0)
+    throw UsageError("size bucket (bucket) " + std::to_string(o.bucket) + " is out of range; expected >= 0");
+  if (!(o.margin >= 0 && o.margin <= kMaxMargin)) {
+    throw UsageError("prediction margin (margin) " + std::to_string(o.margin) + " is out of range; expected 0.." +
+                     format_number("%g", kMaxMargin));
   }
-  if (o.max_retries < 0) throw UsageError("max retries must be >= 0");
-  if (!(o.prediction_scale > 0)) throw UsageError("prediction scale must be > 0");
-  if (!(o.adam.lr > 0)) throw UsageError("--lr " + std::to_string(o.adam.lr) + " is out of range; expected > 0");
+  if (o.max_retries < 0)
+    throw UsageError("max_retries " + std::to_string(o.max_retries) + " is out of range; expected >= 0");
+  if (!(o.prediction_scale > 0))
+    throw UsageError("prediction_scale " + std::to_string(o.prediction_scale) + " is out of range; expected > 0");
+  if (!(o.adam.lr > 0))
+    throw UsageError("learning rate (adam.lr) " + std::to_string(o.adam.lr) + " is out of range; expected > 0");
   if (o.micro_batches < 1) {
-    throw UsageError("--micro-batches " + std::to_string(o.micro_batches) + " is out of range; expected >= 1");
+    throw UsageError("micro-batches (micro_batches) " + std::to_string(o.micro_batches) +
+                     " is out of range; expected >= 1");
   }
   if (o.micro_batches > 1 && !o.weights_on_host) {
-    throw UsageError("--micro-batches " + std::to_string(o.micro_batches) +
-                     " splits a step for weight swapping; it needs --weights-on host");
+    throw UsageError(std::to_string(o.micro_batches) +
+                     " micro-batches split a step for weight swapping; they need the weights in host memory "
+                     "(weights_on_host)");
   }
   if (o.weights_on_host && !(o.device_to_host_bandwidth > 0 && o.host_to_device_bandwidth > 0)) {
     throw UsageError(
-        "--weights-on host needs the host link's bandwidth to plan the weights' copies: give "
-        "--bandwidth BW (e.g. 25GB/s) or --calibration FILE from memtrain calibrate");
+        "weights in host memory need the host link's bandwidth to plan their copies: set "
+        "device_to_host_bandwidth and host_to_device_bandwidth (bytes/s; measured by memtrain calibrate)");
   }
 }
 
@@ -155,7 +163,7 @@ void Trainer::calibrate() {
   largest_signature_ = largest.signature;
   const std::int64_t rows = largest.signature.shape.empty() ? 1 : largest.signature.shape[0];
   if (options_.micro_batches > rows) {
-    throw UsageError("--micro-batches " + std::to_string(options_.micro_batches) + " is more than the " +
+    throw UsageError(std::to_string(options_.micro_batches) + " micro-batches are more than the " +
                      std::to_string(rows) + " examples of the largest batch (" + largest.signature.describe() +
                      "); expected at most " + std::to_string(rows));
   }

@@ -47,6 +47,9 @@
 
 namespace memtrain::runtime {
 
+constexpr int kMaxCollectSteps = 10;  // the most collection steps a trainer takes
+constexpr double kMaxMargin = 10;     // the largest memory margin, as a fraction
+
 struct TrainerOptions {
   std::string planner = "mimose";
   plan::PlannerOptions planner_options;  // slots of the planners that discretise memory
@@ -54,9 +57,9 @@ struct TrainerOptions {
   // Instead of `budget`: the least budget the planner needs for the largest
   // input (for planners that ignore budgets, their schedule's simulated peak).
   bool least_budget = false;
-  int collect_steps = 4;    // K: steps with every stage checkpointed, 0..10
+  int collect_steps = 4;    // K: steps with every stage checkpointed, 0..kMaxCollectSteps
   std::int64_t bucket = 0;  // plan-cache bucket width in signature size; 0: largest / 64
-  double margin = 0.10;     // safety margin on memory for sizes outside the observed range
+  double margin = 0.10;     // safety margin on memory for sizes outside the observed range, 0..kMaxMargin
   std::uint64_t seed = 1;
   AdamOptions adam;
   bool enforce = true;  // enforce the budget (planners that respect it)

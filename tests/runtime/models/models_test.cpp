@@ -41,7 +41,7 @@ TEST(ModelRegistry, RejectsUnknownModelsAndBadSizes) {
       make_model(name, odd, {10, 3, 8, 1});
       ADD_FAILURE() << name;
     } catch (const UsageError& e) {
-      EXPECT_EQ(std::string(e.what()), std::string(name) + ": --heads 4 must be >= 1 and divide --width 30");
+      EXPECT_EQ(std::string(e.what()), std::string(name) + ": heads 4 must be >= 1 and divide the width 30");
     }
   }
 }
