@@ -80,7 +80,7 @@ int run(const std::vector<std::string>& args) {
                 format_bytes(static_cast<Bytes>(link.host_to_device)).c_str(), steps - swap.collect_steps,
                 swap.collect_steps,
                 keep.mean_step() > recompute.mean_step()
-                    ? " (In this run `none`, which recomputes nothing, was slower than `optimal`: its time is no "
+                    ? " (Here `none`, which recomputes nothing, was slower than `optimal`: its time is no "
                       "reference for recompute overhead on this CPU.)"
                     : "");
   md << line;
@@ -108,7 +108,7 @@ int run(const std::vector<std::string>& args) {
                 swap.records.back().loss, recompute.records.back().recomputed_forwards,
                 swap.records.back().recomputed_forwards);
   md << line;
-  md << "\n### Measured in this run (the issue's targets are simulated: see the section above)\n\n";
+  md << "\n### Measured (the targets are on simulated figures: see the section above)\n\n";
   std::snprintf(line, sizeof line, "`swap` no slower than recompute only (`optimal`), measured (%.3f of its step time)",
                 ratio);
   target_line(md, ratio <= 1, line);

@@ -1,4 +1,4 @@
-// Benchmark for the performance model and advisor (issue 5), on this
+// Benchmark for the performance model and advisor, on this
 // machine: five model configurations, each profiled with every method over a
 // range of batch sizes; PAPAYA's model fitted per method; the advisor asked
 // about a roomy and a tight device; and its answers checked by measurement: the largest batch that really fits
@@ -229,7 +229,7 @@ int run(const std::vector<std::string>& args) {
   for (const Config& c : configs) results.push_back(run_config(c, options, headroom));
 
   std::ostringstream md;
-  md << "## Performance model and advisor (issue 5, CPU)\n\n"
+  md << "## Performance model and advisor (CPU)\n\n"
      << "Command: `build/bench/advisor_bench` (or `scripts/bench.sh advisor`)  \n"
      << "Machine: " << machine() << ", 1 thread  \n"
      << "Date: " << today() << "  \n"
@@ -288,7 +288,7 @@ int run(const std::vector<std::string>& args) {
          << dev.advice.reason << " |\n";
     }
   }
-  md << "\n### Targets (issue 5), measured in this run\n\n";
+  md << "\n### Targets\n\n";
   target_line(md, r2_ok == r2_total,
               "R² >= 0.97 for memory and >= 0.95 for time: " + std::to_string(r2_ok) + " of " +
                   std::to_string(r2_total) + " configuration-methods");

@@ -188,7 +188,7 @@ int run(const std::vector<std::string>& args) {
                 median(timed.back()) / median(timed[0]), format_bytes(autograd.peak).c_str(),
                 autograd_losses ? "yes" : "no");
   md << line;
-  md << "\n### Measured in this run\n\n";
+  md << "\n### Measured\n\n";
   target_line(md, same_losses, "every budget trains to the same losses as keeping everything");
   target_line(md, within, "every step's measured peak within its budget");
   target_line(md, autograd_losses, "keeping everything trains to the same losses as one autograd pass");

@@ -1,4 +1,4 @@
-// Issue 6's targets 2 and 3 on the input pipeline, with real processes:
+// The input pipeline's targets, with real processes:
 //  - stalls: `memtrain stalls` on packed Fashion-MNIST; its checked
 //    predictions against the measured epoch times (target: within 15%);
 //  - coordination: three `memtrain train` jobs on the same shards, first
@@ -103,7 +103,7 @@ int run(const std::vector<std::string>& args) {
   std::system(("rm -rf '" + dir + "'").c_str());
 
   std::ostringstream md;
-  md << "## Input pipeline: stalls and coordinated preprocessing (issue 6, CPU)\n\n"
+  md << "## Input pipeline: stalls and coordinated preprocessing (CPU)\n\n"
      << "Command: `build/bench/input_pipeline_bench` (or `scripts/bench.sh pipeline`)  \n"
      << "Machine: " << machine() << "  \n"
      << "Date: " << today() << "  \n"

@@ -1,4 +1,4 @@
-// Issue 3's benchmark: `optimal` and `joint` against `mimose` (and `none` as
+// Benchmark: `optimal` and `joint` against `mimose` (and `none` as
 // the reference) training the Brown tagger (dynamic lengths) and the
 // Fashion-MNIST ResNet (dynamic image sizes) at budgets of 30%, 50% and 70%
 // of the unconstrained peak, in lockstep; and the time `optimal` takes to
@@ -256,7 +256,7 @@ int run(const std::vector<std::string>& args) {
   const std::vector<PlanningTime> planning = time_planning(tagging, budgets);
 
   std::ostringstream md;
-  md << "## Optimal planning (issue 3, CPU)\n\n"
+  md << "## Optimal planning (CPU)\n\n"
      << "Command: `build/bench/optimal_bench --steps " << steps << "` (or `scripts/bench.sh optimal`)  \n"
      << "Machine: " << machine() << "  \n"
      << "Date: " << today() << "  \n"
@@ -297,7 +297,7 @@ int run(const std::vector<std::string>& args) {
        << format_number("%.0f", t.mean_entries) << " |\n";
     (t.stages < 50 ? max24 : max100) = std::max(t.stages < 50 ? max24 : max100, t.max_ms);
   }
-  md << "\n### Targets (issue 3), measured in this run\n\n";
+  md << "\n### Targets\n\n";
   auto line = [&](bool ok, const std::string& what) { target_line(md, ok, what); };
   for (const ModelRuns* m : {&tagger, &resnet}) {
     const Chain& chain = (m == &tagger ? gains[0] : gains[1]).chain;

@@ -139,8 +139,7 @@ int run(const std::vector<std::string>& args) {
         "fit); the other planners run with the budget enforced by memtrain's allocator, so a misprediction shows "
         "as a retry, never as a violation.\n\n";
 
-  // Targets, measured in this run.
-  md << "### Targets (issue 2), measured in this run\n\n";
+  md << "### Targets\n\n";
   auto line = [&](bool ok, const std::string& what) { target_line(md, ok, what); };
   long violations = 0, retries = 0, steps_total = 0;
   double median_err = 0, max_err = 0;

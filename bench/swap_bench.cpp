@@ -128,7 +128,7 @@ int run(const std::vector<std::string>& args) {
             "planner.\n\n";
     }
   }
-  md << "### Targets (issue 4, activations only), measured in this run\n\n";
+  md << "### Targets (activations only)\n\n";
   target_line(md, all_half, "`swap` at most half the overhead of recompute only where that is 30%, on every chain");
   target_line(md, all_never_worse, "`swap` never slower than recompute only (`optimal`) at any budget");
   publish("swap_bench", md.str(), out);

@@ -148,7 +148,7 @@ int run(const std::vector<std::string>& args) {
   for (std::string path; std::getline(list, path, ',');) {
     if (!path.empty()) compare(path, bandwidth, micro_batches, state_over_budget, md, targets);
   }
-  md << "### Targets (issue 4, weights), measured in this run\n\n" << targets.str();
+  md << "### Targets (weights)\n\n" << targets.str();
   publish("weight_swap_bench", md.str(), out);
   return 0;
 }

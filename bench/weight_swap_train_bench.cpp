@@ -139,7 +139,7 @@ int run(const std::vector<std::string>& args) {
                 volume_ratio, naive.mean_step() / harmony.mean_step(), equal_losses,
                 static_cast<int>(harmony.records.size()), harmony.records.front().loss, harmony.records.back().loss);
   md << line;
-  md << "\n### Targets (issue 4, weights, measured in this run)\n\n";
+  md << "\n### Targets (weights, measured)\n\n";
   std::snprintf(line, sizeof line, "weight bytes moved per step at least 10x lower than swap-naive, measured (%.2fx)",
                 volume_ratio);
   target_line(md, volume_ratio >= 10, line);
