@@ -7,6 +7,7 @@
 #include <coin/Cbc_C_Interface.h>
 
 #include "core/error.h"
+#include "core/graph_schedule_interpreter.h"
 
 namespace memtrain::plan {
 
@@ -16,83 +17,37 @@ std::vector<std::vector<char>> square(int n) { return std::vector<std::vector<ch
 
 }  // namespace
 
-std::string GraphSchedule::to_string() const {
-  std::string out;
-  const int n = static_cast<int>(compute.size());
-  for (int t = 0; t < n; ++t) {
-    out += (t ? " | t" : "t") + std::to_string(t) + ":";
-    std::string kept;
-    for (int i = 0; i < t; ++i) {
-      if (keep[t][i]) kept += (kept.empty() ? "" : ",") + std::to_string(i);
+namespace {
+
+// The graph planner's backend: bytes held while each node runs, and time.
+class GraphPricing : public GraphScheduleBackend {
+ public:
+  explicit GraphPricing(const Graph& graph) : graph_(graph) {}
+  void compute(int, int k, int variant, bool, const std::vector<char>& alive) override {
+    Bytes mem = graph_.persistent_bytes + graph_.nodes[k].temp_of(variant);
+    for (int i = 0; i < graph_.size(); ++i) {
+      if (alive[i]) mem += graph_.nodes[i].output_bytes;
     }
-    if (!kept.empty()) out += " keep " + kept + ";";
-    for (int i = 0; i <= t; ++i) {
-      if (!compute[t][i]) continue;
-      out += " " + std::to_string(i);
-      if (variant_of(i) != 0) out += ".v" + std::to_string(variant_of(i));
-    }
+    cost.peak_bytes = std::max(cost.peak_bytes, mem);
+    cost.time += graph_.nodes[k].time_of(variant);
   }
-  return out;
-}
+  void release(int) override {}
+  GraphCost cost;
+
+ private:
+  const Graph& graph_;
+};
+
+}  // namespace
 
 GraphCost price_graph_schedule(const Graph& graph, const GraphSchedule& s) {
-  const int n = graph.size();
   GraphCost c;
-  auto fail = [&](int t, int i, const std::string& why) {
-    c.why = "stage " + std::to_string(t) + ", node " + std::to_string(i) + " ('" + graph.nodes[i].name + "'): " + why;
-    return c;
-  };
-  if (static_cast<int>(s.compute.size()) != n || static_cast<int>(s.keep.size()) != n) {
-    c.why =
-        "schedule has " + std::to_string(s.compute.size()) + " stages; the graph has " + std::to_string(n) + " nodes";
-    return c;
-  }
-  auto reads = [&](int k, int i) {
-    const auto& in = graph.nodes[k].inputs;
-    return std::find(in.begin(), in.end(), i) != in.end();
-  };
-  if (!s.variant.empty() && static_cast<int>(s.variant.size()) != n) {
-    c.why = "schedule names variants for " + std::to_string(s.variant.size()) + " nodes; the graph has " +
-            std::to_string(n);
-    return c;
-  }
-  for (int i = 0; i < n; ++i) {
-    const int v = s.variant_of(i);
-    if (v < 0 || v >= graph.nodes[i].variant_count()) {
-      return fail(0, i,
-                  "variant " + std::to_string(v) + " does not exist; the node has variants 0.." +
-                      std::to_string(graph.nodes[i].variant_count() - 1));
-    }
-  }
-  for (int t = 0; t < n; ++t) {
-    if (!s.compute[t][t]) return fail(t, t, "stage t must compute node t");
-    for (int i = 0; i < t; ++i) {
-      if (!s.keep[t][i]) continue;
-      const bool had = t > 0 && ((i < t - 1 && s.keep[t - 1][i]) || s.compute[t - 1][i]);
-      if (!had) return fail(t, i, "kept but neither kept nor computed in the stage before");
-    }
-    auto kept = [&](int i) { return i < t && s.keep[t][i]; };
-    auto kept_next = [&](int i) { return t + 1 < n && i <= t && s.keep[t + 1][i]; };
-    for (int k = 0; k <= t; ++k) {
-      if (!s.compute[t][k]) continue;
-      for (int j : graph.nodes[k].inputs) {
-        if (!s.compute[t][j] && !kept(j)) {
-          return fail(t, k, "input " + std::to_string(j) + " is neither kept nor computed in this stage");
-        }
-      }
-      Bytes mem = graph.persistent_bytes + graph.nodes[k].temp_of(s.variant_of(k));
-      for (int i = 0; i <= t; ++i) {
-        const bool present = kept(i) || (s.compute[t][i] && i <= k);
-        bool needed = i == k || reads(k, i) || kept_next(i);
-        for (int j = k + 1; j <= t && !needed; ++j) needed = s.compute[t][j] && reads(j, i);
-        if (present && needed) mem += graph.nodes[i].output_bytes;
-      }
-      c.peak_bytes = std::max(c.peak_bytes, mem);
-      c.time += graph.nodes[k].time_of(s.variant_of(k));
-    }
-  }
-  c.valid = true;
-  return c;
+  c.why = graph_schedule_fault(graph, s);
+  if (!c.why.empty()) return c;
+  GraphPricing pricing(graph);
+  interpret_graph_schedule(graph, s, pricing);
+  pricing.cost.valid = true;
+  return pricing.cost;
 }
 
 GraphSchedule with_least_keeping(const Graph& graph, std::vector<std::vector<char>> compute) {

@@ -22,19 +22,11 @@
 #include <vector>
 
 #include "core/graph.h"
+#include "core/graph_schedule.h"
 
 namespace memtrain::plan {
 
-struct GraphSchedule {
-  std::vector<std::vector<char>> compute;  // [t][i]: stage t computes node i (i <= t)
-  std::vector<std::vector<char>> keep;     // [t][i]: node i's output is kept entering stage t (i < t)
-  std::vector<int> variant;                // [i]: which variant of node i runs, every time; empty: all 0
-
-  int variant_of(int i) const { return variant.empty() ? 0 : variant.at(i); }
-  // "t0: 0 | t1: keep 0; 1.v2 | ...": what each stage keeps and computes, and
-  // which variant where it is not the node itself.
-  std::string to_string() const;
-};
+using memtrain::GraphSchedule;
 
 struct GraphCost {
   bool valid = false;
@@ -43,7 +35,9 @@ struct GraphCost {
   Bytes peak_bytes = 0;
 };
 
-// Prices a graph schedule under the model above; checks every dependency.
+// Prices a graph schedule under the model above (through
+// core/graph_schedule_interpreter.h); invalid, with the interpreter's words,
+// for a schedule that breaks a rule.
 GraphCost price_graph_schedule(const Graph& graph, const GraphSchedule& schedule);
 
 // The least `keep` for a given `compute`: each output kept from its last

@@ -77,7 +77,7 @@ TEST(GraphSchedule, PricesKeepingEverythingAndRejectsAMissingInput) {
   broken.keep[2][1] = 0;
   const GraphCost d = price_graph_schedule(g, broken);
   EXPECT_FALSE(d.valid);
-  EXPECT_EQ(d.why, "stage 2, node 2 ('c'): input 1 is neither kept nor computed in this stage");
+  EXPECT_EQ(d.why, "graph schedule: stage 2, node 2 ('c'): input 1 is neither kept nor computed in this stage");
 }
 
 TEST(CheckmatePlanner, FindsTheSameOptimumAsExhaustiveSearch) {

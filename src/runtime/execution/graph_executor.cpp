@@ -6,129 +6,114 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "core/graph_schedule_interpreter.h"
 #include "core/seconds_since.h"
 
 namespace memtrain::runtime {
 
-GraphExecutor::GraphExecutor(GraphModel& model, DeviceMemory& memory)
-    : model_(model), memory_(memory), training_(with_backward(model.structure())) {}
+namespace {
 
-GraphExecution GraphExecutor::run(const plan::GraphSchedule& schedule, const Batch& batch, StepContext& ctx) {
-  using Clock = std::chrono::steady_clock;
-  const int n = model_.size();
-  const int total = training_.size();
-  if (static_cast<int>(schedule.compute.size()) != total || static_cast<int>(schedule.keep.size()) != total) {
-    throw Error("graph executor: the schedule has " + std::to_string(schedule.compute.size()) +
-                " stages; the training graph of '" + model_.name() + "' has " + std::to_string(total) + " nodes");
-  }
-  for (int k = 0; k < total; ++k) {
-    if (schedule.variant_of(k) != 0) {
-      throw Error("graph executor: the schedule runs node " + std::to_string(k) + " ('" + training_.nodes[k].name +
-                  "') as variant " + std::to_string(schedule.variant_of(k)) + "; the nodes of '" + model_.name() +
-                  "' have no variants");
+using Clock = std::chrono::steady_clock;
+
+// The graph executor's backend: runs each node with LibTorch, measures it,
+// and drops outputs when the interpreter releases them.
+class LibTorchGraphBackend : public GraphScheduleBackend {
+ public:
+  LibTorchGraphBackend(GraphModel& model, DeviceMemory& memory, const Graph& training, const Batch& batch,
+                       StepContext& ctx)
+      : model_(model), memory_(memory), training_(training), batch_(batch), ctx_(ctx), n_(model.size()),
+        out_(training.size()), weights_done_(n_, 0), consumers_(n_) {
+    for (int i = 0; i < n_; ++i) {
+      for (int j : model_.node(i).inputs) consumers_[j].push_back(i);
     }
   }
-  std::vector<std::vector<int>> consumers(n);
-  for (int i = 0; i < n; ++i) {
-    for (int j : model_.node(i).inputs) consumers[j].push_back(i);
-  }
-  auto backward_of = [n](int i) { return 2 * n - 1 - i; };
-  auto reads = [&](int k, int i) {
-    const auto& in = training_.nodes[k].inputs;
-    return std::find(in.begin(), in.end(), i) != in.end();
-  };
-  // out[k]: a forward node's output; a backward node's gradients, one per input of its forward node.
-  std::vector<std::vector<torch::Tensor>> out(total);
-  std::vector<char> computed(total, 0), weights_done(n, 0);
-  GraphExecution result;
-  const Clock::time_point start = Clock::now();
 
-  auto forward_node = [&](int i) {
-    if (i == 0) return std::vector<torch::Tensor>{batch.input};
+  void compute(int t, int k, int, bool recomputed, const std::vector<char>&) override {
+    GraphOpRecord rec;
+    rec.stage = t;
+    rec.node = k;
+    rec.recomputed = recomputed;
+    memory_.synchronize();
+    rec.live_before = memory_.live();
+    memory_.reset_peak();
+    const Clock::time_point t0 = Clock::now();
+    out_[k] = k < n_ ? forward_node(k, recomputed) : backward_node(2 * n_ - 1 - k);
+    memory_.synchronize();
+    rec.seconds = seconds_since(t0);
+    rec.peak = std::max(memory_.peak(), rec.live_before);
+    for (const torch::Tensor& x : out_[k]) {
+      if (x.defined() && k != 0) rec.output_bytes += static_cast<Bytes>(x.nbytes());
+    }
+    // The input and its backward cost nothing: the planner recomputes them freely.
+    if (k != 0 && k != training_.size() - 1) result.recomputed += recomputed;
+    result.peak = std::max(result.peak, rec.peak);
+    result.ops.push_back(rec);
+  }
+  void release(int i) override { out_[i].clear(); }
+
+  GraphExecution result;
+
+ private:
+  int backward_of(int i) const { return 2 * n_ - 1 - i; }
+
+  std::vector<torch::Tensor> forward_node(int i, bool recomputed) {
+    if (i == 0) return {batch_.input};
     std::vector<torch::Tensor> inputs;
-    for (int j : model_.node(i).inputs) inputs.push_back(out[j][0]);
+    for (int j : model_.node(i).inputs) inputs.push_back(out_[j][0]);
     torch::NoGradGuard no_grad;
-    torch::Tensor y = model_.node(i).module->forward(inputs, ctx);
-    if (i == n - 1 && !computed[i]) result.loss = y.item<double>();
-    return std::vector<torch::Tensor>{y};
-  };
-  auto backward_node = [&](int i) {
+    torch::Tensor y = model_.node(i).module->forward(inputs, ctx_);
+    if (i == n_ - 1 && !recomputed) result.loss = y.item<double>();
+    return {y};
+  }
+  // A backward node's outputs: the gradients of its forward node's inputs, one each.
+  std::vector<torch::Tensor> backward_node(int i) {
     const auto& node = model_.node(i);
     std::vector<torch::Tensor> grads(node.inputs.size());
     if (i == 0) return grads;
     torch::Tensor gy;
-    if (i == n - 1) {
-      gy = torch::ones({}, batch.input.options().dtype(torch::kFloat));
+    if (i == n_ - 1) {
+      gy = torch::ones({}, batch_.input.options().dtype(torch::kFloat));
     } else {
-      for (int c : consumers[i]) {
+      for (int c : consumers_[i]) {
         const auto& in = model_.node(c).inputs;
         const size_t p = std::find(in.begin(), in.end(), i) - in.begin();
-        const torch::Tensor& g = out[backward_of(c)][p];
+        const torch::Tensor& g = out_[backward_of(c)][p];
         gy = gy.defined() ? gy + g : g;
       }
     }
     std::vector<torch::Tensor> inputs;
     std::vector<bool> wanted;
     for (int j : node.inputs) {
-      inputs.push_back(out[j][0]);
-      wanted.push_back(j != 0 && out[j][0].is_floating_point());
+      inputs.push_back(out_[j][0]);
+      wanted.push_back(j != 0 && out_[j][0].is_floating_point());
     }
-    grads = node.module->backward(inputs, out[i][0], gy, wanted, !weights_done[i], ctx);
-    weights_done[i] = 1;
+    grads = node.module->backward(inputs, out_[i][0], gy, wanted, !weights_done_[i], ctx_);
+    weights_done_[i] = 1;
     return grads;
-  };
-
-  for (int t = 0; t < total; ++t) {
-    const auto& compute = schedule.compute[t];
-    if (static_cast<int>(compute.size()) != total || static_cast<int>(schedule.keep[t].size()) != total) {
-      throw Error("graph executor: stage " + std::to_string(t) + " of the schedule does not name every node");
-    }
-    if (!compute[t]) throw Error("graph executor: stage " + std::to_string(t) + " does not compute its own node");
-    auto kept_next = [&](int i) { return t + 1 < total && schedule.keep[t + 1][i]; };
-    // Entering the stage: only what it keeps.
-    for (int i = 0; i < total; ++i) {
-      if (!out[i].empty() && !(i < t && schedule.keep[t][i])) out[i].clear();
-    }
-    for (int k = 0; k <= t; ++k) {
-      if (!compute[k]) continue;
-      for (int j : training_.nodes[k].inputs) {
-        if (out[j].empty()) {
-          throw Error("graph executor: stage " + std::to_string(t) + ", node " + std::to_string(k) + " ('" +
-                      training_.nodes[k].name + "'): input " + std::to_string(j) + " ('" + training_.nodes[j].name +
-                      "') is neither kept nor computed in this stage");
-        }
-      }
-      GraphOpRecord rec;
-      rec.stage = t;
-      rec.node = k;
-      rec.recomputed = computed[k];
-      memory_.synchronize();
-      rec.live_before = memory_.live();
-      memory_.reset_peak();
-      const Clock::time_point t0 = Clock::now();
-      out[k] = k < n ? forward_node(k) : backward_node(2 * n - 1 - k);
-      memory_.synchronize();
-      rec.seconds = seconds_since(t0);
-      rec.peak = std::max(memory_.peak(), rec.live_before);
-      for (const torch::Tensor& x : out[k]) {
-        if (x.defined() && !(k == 0)) rec.output_bytes += static_cast<Bytes>(x.nbytes());
-      }
-      // The input and its backward cost nothing: the planner recomputes them freely.
-      if (k != 0 && k != total - 1) result.recomputed += computed[k];
-      computed[k] = 1;
-      result.peak = std::max(result.peak, rec.peak);
-      result.ops.push_back(rec);
-      // Drop what nothing later in the stage reads and the next stage does not keep.
-      for (int i = 0; i <= t; ++i) {
-        if (out[i].empty() || kept_next(i)) continue;
-        bool needed = false;
-        for (int j = k + 1; j <= t && !needed; ++j) needed = compute[j] && reads(j, i);
-        if (!needed) out[i].clear();
-      }
-    }
   }
-  result.seconds = seconds_since(start);
-  return result;
+
+  GraphModel& model_;
+  DeviceMemory& memory_;
+  const Graph& training_;
+  const Batch& batch_;
+  StepContext& ctx_;
+  const int n_;                                  // forward nodes
+  std::vector<std::vector<torch::Tensor>> out_;  // per training node: its output(s) while held
+  std::vector<char> weights_done_;               // a node's weight gradients accumulated once
+  std::vector<std::vector<int>> consumers_;      // forward nodes reading each forward node
+};
+
+}  // namespace
+
+GraphExecutor::GraphExecutor(GraphModel& model, DeviceMemory& memory)
+    : model_(model), memory_(memory), training_(with_backward(model.structure())) {}
+
+GraphExecution GraphExecutor::run(const plan::GraphSchedule& schedule, const Batch& batch, StepContext& ctx) {
+  LibTorchGraphBackend backend(model_, memory_, training_, batch, ctx);
+  const Clock::time_point start = Clock::now();
+  interpret_graph_schedule(training_, schedule, backend);
+  backend.result.seconds = seconds_since(start);
+  return std::move(backend.result);
 }
 
 Graph measure_training_graph(GraphModel& model, DeviceMemory& memory, const Batch& batch, StepContext& ctx) {

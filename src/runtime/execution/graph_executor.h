@@ -48,9 +48,11 @@ class GraphExecutor {
   GraphExecutor(GraphModel& model, DeviceMemory& memory);
 
   const Graph& training_structure() const { return training_; }
-  // Runs one step's forward and backward; weight gradients accumulate into
-  // the parameters' grad. Throws Error, naming the stage and node, for a
-  // schedule of the wrong size or one that reads what it does not hold.
+  // Runs one step's forward and backward through the graph schedule
+  // interpreter (core/graph_schedule_interpreter.h); weight gradients
+  // accumulate into the parameters' grad. Throws Error, in the interpreter's
+  // words (the graph planner's pricing gives the same), for a schedule that
+  // breaks a rule.
   GraphExecution run(const plan::GraphSchedule& schedule, const Batch& batch, StepContext& ctx);
 
  private:

@@ -2,6 +2,8 @@
 // what to keep and recompute, executed for real on Fashion-MNIST.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <torch/torch.h>
 
 #include "core/error.h"
@@ -156,21 +158,64 @@ TEST(GraphExecution, EachUNetNodesBackwardEqualsAutogradThroughItsForward) {
   }
 }
 
-TEST(GraphExecution, RefusesASchedulesThatReadsWhatItDoesNotHold) {
+// The graph executor and the graph planner's pricing are backends of one
+// interpreter: a schedule one refuses, the other refuses in the same words.
+TEST(GraphExecution, RefusesWhatThePricingRefusesWithTheSameMessage) {
   UNetRig rig;
   const Batch b = rig.batch();
   const Graph g = rig.measure(b);
-  plan::GraphSchedule s = plan::keeping_everything(g);
-  for (auto& stage : s.keep) std::fill(stage.begin(), stage.end(), 0);  // keeps nothing, recomputes nothing
-  try {
-    rig.run(s, b);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("is neither kept nor computed in this stage"), std::string::npos) << e.what();
+  const plan::GraphSchedule keep = plan::keeping_everything(g);
+  const int n = g.size();
+  std::vector<std::pair<std::string, plan::GraphSchedule>> bad;
+  auto add = [&](const std::string& what, const std::function<void(plan::GraphSchedule&)>& edit) {
+    plan::GraphSchedule s = keep;
+    edit(s);
+    bad.emplace_back(what, s);
+  };
+  add("keeps nothing, recomputes nothing", [](plan::GraphSchedule& s) {
+    for (auto& stage : s.keep) std::fill(stage.begin(), stage.end(), 0);
+  });
+  add("one stage short", [](plan::GraphSchedule& s) {
+    s.compute.pop_back();
+    s.keep.pop_back();
+  });
+  add("a stage that does not compute its node", [](plan::GraphSchedule& s) { s.compute[2][2] = 0; });
+  add("a stage row too short", [](plan::GraphSchedule& s) { s.compute[3].pop_back(); });
+  add("keeps what the stage before did not hold", [n](plan::GraphSchedule& s) {
+    s.keep[n - 1][1] = 1;
+    for (int t = 2; t < n - 1; ++t) s.keep[t][1] = 0;
+  });
+  add("a variant the nodes do not have", [n](plan::GraphSchedule& s) {
+    s.variant.assign(n, 0);
+    s.variant[1] = 1;
+  });
+  add("variants for too few nodes", [](plan::GraphSchedule& s) { s.variant = {0}; });
+  for (const auto& [what, s] : bad) {
+    const plan::GraphCost priced = plan::price_graph_schedule(g, s);
+    ASSERT_FALSE(priced.valid) << what;
+    EXPECT_EQ(priced.why.rfind("graph schedule: ", 0), 0u) << what << ": " << priced.why;
+    try {
+      rig.run(s, b);
+      ADD_FAILURE() << what << ": the executor ran it";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), priced.why) << what;
+    }
   }
-  plan::GraphSchedule short_schedule = s;
-  short_schedule.compute.pop_back();
-  EXPECT_THROW(rig.run(short_schedule, b), Error);
+}
+
+// A schedule that both accept: the executor's releases follow the pricing's
+// liveness, so what it measured while each node ran is the pricing's figure.
+TEST(GraphExecution, HoldsWhatThePricingCountsWhileEachNodeRuns) {
+  UNetRig rig;
+  const Batch b = rig.batch();
+  const Graph g = rig.measure(b);
+  const plan::GraphSchedule keep = plan::keeping_everything(g);
+  const plan::GraphCost priced = plan::price_graph_schedule(g, keep);
+  ASSERT_TRUE(priced.valid) << priced.why;
+  const GraphExecution r = rig.run(keep, b);
+  ASSERT_EQ(static_cast<int>(r.ops.size()), g.size()) << "one computation per node";
+  EXPECT_NEAR(static_cast<double>(r.peak), static_cast<double>(priced.peak_bytes),
+              0.02 * static_cast<double>(priced.peak_bytes));
 }
 
 }  // namespace
