@@ -8,6 +8,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <torch/version.h>
 
+#include <memory>
 #include <mutex>
 
 #include "runtime/memory/block_cache.h"
@@ -29,6 +30,8 @@ struct Header {
 static_assert(sizeof(Header) <= kHeader, "header must fit its slot");
 
 thread_local PoolCounters* t_current = nullptr;
+thread_local long t_refusals = 0;
+thread_local std::unique_ptr<OutOfBudget> t_last_refusal;
 std::atomic<Bytes> g_unpooled{0};
 c10::Allocator* g_base = nullptr;
 // Pooled blocks from g_base; 1 GiB at most, then frees go back to the system.
@@ -66,9 +69,15 @@ class CountingAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) MEMTRAIN_ALLOCATE_CONST override {
     PoolCounters* pool = t_current;
     const Bytes bytes = static_cast<Bytes>(n);
-    if (pool)
-      pool->charge(bytes);  // throws OutOfBudget before anything is allocated
-    else
+    if (pool) {
+      try {
+        pool->charge(bytes);  // throws OutOfBudget before anything is allocated
+      } catch (const OutOfBudget& refused) {
+        ++t_refusals;
+        t_last_refusal = std::make_unique<OutOfBudget>(refused);
+        throw;
+      }
+    } else
       g_unpooled.fetch_add(bytes);
     c10::Allocator* source = pool ? pool->source.load() : nullptr;
     char* block = nullptr;
@@ -117,6 +126,10 @@ PoolScope::PoolScope(MemoryPool* pool) : previous_(t_current) {
 }
 
 PoolScope::~PoolScope() { t_current = previous_; }
+
+const OutOfBudget* last_refusal_on_this_thread() { return t_last_refusal.get(); }
+
+long refusals_on_this_thread() { return t_refusals; }
 
 Bytes unpooled_live_bytes() { return g_unpooled.load(); }
 

@@ -3,6 +3,7 @@
 // Installed once per process; harmless to call again.
 #pragma once
 
+#include "core/error.h"
 #include "runtime/memory/memory_pool.h"
 
 namespace memtrain::runtime {
@@ -23,6 +24,13 @@ class PoolScope {
  private:
   PoolCounters* previous_;
 };
+
+// The last allocation on this thread a pool refused (OutOfBudget), or null.
+// Code that calls the allocator through a layer that rewraps errors (a
+// Python stage: LibTorch's bindings turn it into a RuntimeError) recovers
+// the refusal from here, comparing refusals_on_this_thread() before and after.
+const OutOfBudget* last_refusal_on_this_thread();
+long refusals_on_this_thread();
 
 // Bytes allocated outside any pool and still live, process-wide: tensors
 // created before a scope was entered, or on threads that never entered one.

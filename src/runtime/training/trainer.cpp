@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "core/chain_scaling.h"
 #include "core/error.h"
 #include "core/seconds_since.h"
 #include "plan/registry.h"
@@ -21,17 +22,6 @@ namespace memtrain::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-void scale_memory(Chain& chain, double factor) {
-  auto scaled = [factor](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * factor); };
-  for (Stage& s : chain.stages) {
-    s.input_bytes = scaled(s.input_bytes);
-    s.saved_bytes = scaled(s.saved_bytes);
-    s.forward_temp_bytes = scaled(s.forward_temp_bytes);
-    s.nograd_forward_temp_bytes = scaled(s.nograd_forward_temp_bytes);
-    s.backward_temp_bytes = scaled(s.backward_temp_bytes);
-  }
-}
 
 void check_options(const TrainerOptions& o) {
   if (o.collect_steps < 0 || o.collect_steps > kMaxCollectSteps) {
@@ -258,7 +248,7 @@ Chain Trainer::completed(Chain chain) const {
 
 Plan Trainer::plan_for(std::int64_t size) {
   Chain chain = predicted_chain(cache_->planning_size(size));
-  if (options_.prediction_scale != 1.0) scale_memory(chain, options_.prediction_scale);
+  if (options_.prediction_scale != 1.0) scale_activation_memory(chain, options_.prediction_scale);
   // Each failed plan for this bucket lowers the budget planned against by an
   // eighth of what the activations may use.
   const Bytes step_down = std::max<Bytes>(1, (budget_ - chain.persistent_bytes()) / 8);
