@@ -8,3 +8,12 @@ export CCACHE_DIR=${CCACHE_DIR:-${HOME:-/tmp}/.cache/ccache}
 export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
 cmake --build build -j "${MEMTRAIN_JOBS:-2}"
+
+# The Python module goes where /usr/bin/python3 finds it without PYTHONPATH.
+if grep -q '^MEMTRAIN_PYTHON:BOOL=ON' build/CMakeCache.txt; then
+  if [[ $(id -u) -eq 0 ]]; then
+    cmake --install build --component python
+  else
+    echo "build: not root; the Python module stays in build/python (PYTHONPATH=build/python)" >&2
+  fi
+fi

@@ -1,0 +1,368 @@
+// memtrain._memtrain: what the Python package (memtrain/__init__.py) is built
+// on. Tensors cross with torch's own converter; the GIL is released while a
+// step runs, and the stages take it back for their own calls.
+#include <c10/util/Exception.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/chain_json.h"
+#include "core/error.h"
+#include "core/units.h"
+#include "data/brown_corpus.h"
+#include "data/tagging_dataset.h"
+#include "plan/registry.h"
+#include "plan/schedule_builders.h"
+#include "predict/advisor.h"
+#include "predict/measurement.h"
+#include "python/gradient_boundary.h"
+#include "python/planned_stages.h"
+#include "python/python_stage.h"
+#include "runtime/input/brown_batches.h"
+#include "runtime/memory/device_memory.h"
+#include "sim/simulator.h"
+
+namespace py = pybind11;
+
+namespace memtrain::python {
+
+namespace {
+
+// The process's device: every tensor the process allocates on the CPU is
+// counted in it (the import thread and each step's worker are routed to it).
+runtime::CpuDeviceMemory& device() {
+  static auto* memory = new runtime::CpuDeviceMemory();  // never destroyed: tensors outlive modules
+  return *memory;
+}
+
+// The executor measures each operation's peak (resetting the device's), so
+// the process's peak is the device's since the last operation and the peaks
+// of the steps since reset_peak().
+Bytes& steps_peak() {
+  static Bytes peak = 0;
+  return peak;
+}
+Bytes process_peak() { return std::max(device().peak(), steps_peak()); }
+
+BudgetSpec budget_of(const py::object& budget) {
+  if (py::isinstance<py::bool_>(budget)) throw UsageError("budget True/False is not a budget; expected bytes or text");
+  if (py::isinstance<py::int_>(budget)) {
+    const long long bytes = budget.cast<long long>();
+    if (bytes <= 0) throw UsageError("budget " + std::to_string(bytes) + " bytes must be positive");
+    return {false, 0, static_cast<Bytes>(bytes)};
+  }
+  if (py::isinstance<py::str>(budget)) return parse_budget(budget.cast<std::string>(), "budget");
+  throw UsageError("budget of type " + std::string(py::str(budget.get_type().attr("__name__"))) +
+                   " is not a budget; expected bytes (int) or text such as '512MiB' or '50%'");
+}
+
+// The schedule's operations as the CLI prints them ("Fck0", "L", "B1", ...).
+std::vector<std::string> operations_of(const Schedule& schedule) {
+  std::vector<std::string> ops;
+  std::istringstream words(schedule.to_string());
+  for (std::string op; words >> op;) ops.push_back(op);
+  return ops;
+}
+
+py::dict step_dict(const StepReport& r) {
+  py::dict d;
+  d["step"] = r.step;
+  d["plan"] = runtime::plan_kind_name(r.plan);
+  d["input_shape"] = r.signature.shape;
+  d["input_size"] = r.signature.size;
+  d["peak_bytes"] = r.peak_bytes;
+  d["predicted_peak_bytes"] = r.predicted_peak_bytes < 0 ? py::object(py::none()) : py::int_(r.predicted_peak_bytes);
+  d["budget_bytes"] = r.budget_bytes;
+  d["retries"] = r.retries;
+  d["seconds"] = r.seconds;
+  d["schedule"] = operations_of(r.schedule);
+  return d;
+}
+
+// A model under a budget: the stages, the boundary, and the planned steps.
+class Runner {
+ public:
+  Runner(const std::vector<py::object>& stages, const std::vector<std::string>& names, const py::object& budget,
+         const std::string& planner, int collect_steps, double prediction_scale) {
+    if (stages.empty()) throw UsageError("the model has no stages; expected at least one torch.nn.Module");
+    std::vector<std::shared_ptr<runtime::StageModule>> modules;
+    std::vector<std::string> stage_names = names;
+    for (size_t i = 0; i < stages.size(); ++i) modules.push_back(std::make_shared<PythonStage>(stages[i], names[i]));
+    auto boundary = std::make_shared<GradientBoundary>();
+    modules.push_back(boundary);
+    stage_names.push_back("loss");
+    PlannedStagesOptions options;
+    options.planner = planner;
+    options.budget = budget_of(budget);
+    options.collect_steps = collect_steps;
+    options.prediction_scale = prediction_scale;
+    const auto known = plan::device_weight_planner_names();
+    if (std::find(known.begin(), known.end(), planner) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw UsageError("planner '" + planner + "' is not known; expected one of " + list);
+    }
+    stages_ = std::make_unique<PlannedStages>(runtime::StagedModel("python", stage_names, modules), boundary.get(),
+                                              device(), options);
+  }
+  ~Runner() {
+    // The step thread may drop tensors Python also holds, which takes the GIL.
+    py::gil_scoped_release no_gil;
+    stages_.reset();
+  }
+  PlannedStages& stages() { return *stages_; }
+
+ private:
+  std::unique_ptr<PlannedStages> stages_;
+};
+
+// One begun step; dropping it without finish() abandons the step.
+class StepHandle {
+ public:
+  StepHandle(std::shared_ptr<Runner> runner, torch::Tensor output)
+      : runner_(std::move(runner)), output_(std::move(output)) {}
+  ~StepHandle() {
+    if (!finished_) {
+      py::gil_scoped_release no_gil;
+      runner_->stages().cancel();
+    }
+  }
+  // Once: holding it here would tie the output's Python object to the
+  // autograd node that holds this handle, a cycle no collector sees.
+  torch::Tensor take_output() { return std::move(output_); }
+  torch::Tensor finish(const torch::Tensor& dy) {
+    finished_ = true;
+    torch::Tensor dx;
+    {
+      py::gil_scoped_release no_gil;
+      dx = runner_->stages().finish(dy);
+    }
+    steps_peak() = std::max(steps_peak(), runner_->stages().last_step().peak_bytes);
+    return dx;
+  }
+
+ private:
+  std::shared_ptr<Runner> runner_;
+  torch::Tensor output_;
+  bool finished_ = false;
+};
+
+py::dict plan_dict(const Plan& p, const Chain& chain) {
+  py::dict d;
+  d["feasible"] = p.feasible;
+  d["planner"] = p.planner;
+  d["peak_bytes"] = p.peak_bytes;
+  d["time_seconds"] = p.time;
+  d["schedule"] = operations_of(p.schedule);
+  d["recomputed_forwards"] = p.schedule.recomputed_forwards(chain.size());
+  d["note"] = p.note;
+  return d;
+}
+
+// Plans `chain` for `budget`; N% is of the chain's peak with everything kept.
+py::dict plan_chain(const Chain& chain, const py::object& budget, const std::string& planner) {
+  const BudgetSpec spec = budget_of(budget);
+  const Bytes reference = sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).peak_bytes;
+  const Bytes bytes = spec.resolve(reference);
+  const auto p = plan::make_planner(planner)->plan({chain, bytes, &chain});
+  if (!p.feasible) {
+    throw Infeasible("budget " + format_bytes(bytes) + " is below what planner " + planner +
+                         " needs for this chain: " + format_bytes(p.min_budget_bytes),
+                     p.min_budget_bytes);
+  }
+  py::dict d = plan_dict(p, chain);
+  d["budget_bytes"] = bytes;
+  d["unconstrained_peak_bytes"] = reference;
+  return d;
+}
+
+// The Brown corpus as the CLI trains on it: word ids [B, T] and tags [B, T]
+// (-100 at padding, cross_entropy's default ignore_index), batches of
+// sentences of similar length in a seeded order.
+class BrownData {
+ public:
+  BrownData(std::int64_t batch_size, std::uint64_t seed, std::int64_t vocabulary, const std::string& directory) {
+    if (batch_size < 1) throw UsageError("batch size " + std::to_string(batch_size) + " must be >= 1");
+    const data::BrownCorpus corpus = data::read_brown_corpus(data::find_brown_directory(directory));
+    auto dataset = std::make_shared<data::TaggingDataset>(data::make_tagging_dataset(corpus, vocabulary));
+    batches_ = std::make_unique<runtime::BrownBatches>(std::move(dataset), batch_size, seed);
+  }
+  py::tuple next() { return pair(batches_->next(torch::kCPU)); }
+  py::tuple largest() { return pair(batches_->largest(torch::kCPU)); }
+  std::int64_t words() const { return static_cast<std::int64_t>(batches_->dataset().words.size()); }
+  std::int64_t tags() const { return static_cast<std::int64_t>(batches_->dataset().tags.size()); }
+  std::int64_t epoch() const { return batches_->epoch(); }
+
+ private:
+  static py::tuple pair(const runtime::Batch& b) { return py::make_tuple(b.input, b.targets); }
+  std::unique_ptr<runtime::BrownBatches> batches_;
+};
+
+}  // namespace
+
+}  // namespace memtrain::python
+
+PYBIND11_MODULE(_memtrain, m) {
+  using namespace memtrain;
+  using namespace memtrain::python;
+  m.doc() = "memtrain's native core; import memtrain instead";
+
+  // Errors: memtrain.Error is a RuntimeError; a usage error is a ValueError
+  // too; Infeasible carries the least budget.
+  static py::handle error = PyErr_NewException("memtrain.Error", PyExc_RuntimeError, nullptr);
+  static py::handle usage = PyErr_NewException(
+      "memtrain.UsageError", py::make_tuple(error, py::handle(PyExc_ValueError)).release().ptr(), nullptr);
+  static py::handle out_of_budget = PyErr_NewException("memtrain.OutOfBudget", error.ptr(), nullptr);
+  static py::handle infeasible = PyErr_NewException("memtrain.Infeasible", error.ptr(), nullptr);
+  m.attr("Error") = error;
+  m.attr("UsageError") = usage;
+  m.attr("OutOfBudget") = out_of_budget;
+  m.attr("Infeasible") = infeasible;
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Infeasible& e) {
+      py::object instance = py::reinterpret_borrow<py::object>(infeasible)(e.what());
+      instance.attr("min_bytes") = e.min_bytes();
+      PyErr_SetObject(infeasible.ptr(), instance.ptr());
+    } catch (const OutOfBudget& e) {
+      PyErr_SetString(out_of_budget.ptr(), e.what());
+    } catch (const UsageError& e) {
+      PyErr_SetString(usage.ptr(), e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(error.ptr(), e.what());
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    }
+  });
+
+  // Tensors the process allocates from here on, on this thread, are counted.
+  static auto scope = device().activate();
+
+  m.def(
+      "memory_stats",
+      [] {
+        py::dict d;
+        d["live_bytes"] = device().live();
+        d["peak_bytes"] = process_peak();
+        return d;
+      },
+      "Bytes of CPU tensors alive now and at most since the last reset_peak().");
+  m.def(
+      "reset_peak",
+      [] {
+        device().reset_peak();
+        steps_peak() = 0;
+      },
+      "Starts the peak of memory_stats() again from what is live now.");
+  m.def("planner_names", &plan::device_weight_planner_names);
+  m.def(
+      "parse_bytes", [](const std::string& text) { return parse_bytes(text, "budget"); },
+      "Bytes in text such as '512MiB'.");
+
+  py::class_<Runner, std::shared_ptr<Runner>>(m, "Runner")
+      .def(py::init<const std::vector<py::object>&, const std::vector<std::string>&, const py::object&,
+                    const std::string&, int, double>(),
+           py::arg("stages"), py::arg("names"), py::arg("budget"), py::arg("planner"), py::arg("collect_steps"),
+           py::arg("prediction_scale") = 1.0)
+      .def(
+          "calibrate",
+          [](Runner& r, const torch::Tensor& sample) {
+            py::gil_scoped_release no_gil;
+            r.stages().calibrate(sample);
+          },
+          py::arg("sample"))
+      .def("begin",
+           [](const std::shared_ptr<Runner>& r, const torch::Tensor& x) {
+             torch::Tensor output;
+             {
+               py::gil_scoped_release no_gil;
+               output = r->stages().begin(x);
+             }
+             return std::make_shared<StepHandle>(r, output);
+           })
+      .def("last_step",
+           [](Runner& r) -> py::object {
+             if (r.stages().last_step().step == 0) return py::none();
+             return step_dict(r.stages().last_step());
+           })
+      .def_property_readonly("budget_bytes", [](Runner& r) { return r.stages().budget_bytes(); })
+      .def_property_readonly("reference_peak_bytes", [](Runner& r) { return r.stages().reference_peak_bytes(); })
+      .def_property_readonly("planner", [](Runner& r) { return r.stages().planner().name(); })
+      .def("largest_chain", [](Runner& r) { return r.stages().largest_chain(); });
+
+  py::class_<StepHandle, std::shared_ptr<StepHandle>>(m, "StepHandle")
+      .def("take_output", &StepHandle::take_output)
+      .def("finish", &StepHandle::finish);
+
+  py::class_<Chain>(m, "Chain")
+      .def_static(
+          "from_json",
+          [](const std::string& text) {
+            nlohmann::json j;
+            try {
+              j = nlohmann::json::parse(text);
+            } catch (const nlohmann::json::parse_error& e) {
+              throw UsageError(std::string("chain: not JSON: ") + e.what());
+            }
+            return chain_from_json(j, "chain");
+          },
+          py::arg("text"), "A chain from the CLI's chain format (docs/chain-format.md).")
+      .def_static("from_file", &read_chain_file, py::arg("path"))
+      .def(
+          "to_json", [](const Chain& c) { return chain_to_json(c).dump(2); }, "The CLI's chain format.")
+      .def("__len__", &Chain::size)
+      .def_property_readonly("stage_names",
+                             [](const Chain& c) {
+                               std::vector<std::string> names;
+                               for (const auto& s : c.stages) names.push_back(s.name);
+                               return names;
+                             })
+      .def_property_readonly("persistent_bytes", &Chain::persistent_bytes)
+      .def("__repr__", [](const Chain& c) { return "<memtrain.Chain of " + std::to_string(c.size()) + " stages>"; });
+
+  py::class_<BrownData>(m, "BrownBatches")
+      .def(py::init<std::int64_t, std::uint64_t, std::int64_t, const std::string&>(), py::arg("batch_size"),
+           py::arg("seed") = 1, py::arg("vocabulary") = 10000, py::arg("directory") = "")
+      .def("next", &BrownData::next, "The next batch: (word ids [B, T], tags [B, T]).")
+      .def("largest", &BrownData::largest, "The batch of the longest sentences.")
+      .def_property_readonly("words", &BrownData::words)
+      .def_property_readonly("tags", &BrownData::tags)
+      .def_property_readonly("epoch", &BrownData::epoch);
+
+  m.def("plan_chain", &plan_chain, py::arg("chain"), py::arg("budget"), py::arg("planner") = "optimal");
+  m.def(
+      "advise",
+      [](const std::vector<std::tuple<std::string, std::int64_t, Bytes, double>>& rows, const py::object& memory,
+         double headroom) {
+        std::vector<predict::Measurement> measurements;
+        for (const auto& [method, batch, peak, seconds] : rows) measurements.push_back({method, batch, peak, seconds});
+        predict::AdvisorOptions options;
+        const BudgetSpec spec = budget_of(memory);
+        if (spec.is_percent) throw UsageError("device memory must be bytes or text such as '16GiB', not a percentage");
+        options.device_memory = spec.bytes;
+        options.headroom = headroom;
+        const predict::Advice a = predict::advise_from_measurements(measurements, options);
+        py::dict d;
+        d["device_memory"] = a.device_memory;
+        d["usable_bytes"] = a.usable_bytes;
+        d["recommended"] = a.recommended;
+        d["reason"] = a.reason;
+        py::list methods;
+        for (const auto& mth : a.methods) {
+          py::dict md;
+          md["method"] = mth.method;
+          md["max_batch"] = mth.max_batch;
+          md["best_batch"] = mth.best_batch;
+          md["predicted_peak_bytes"] = mth.predicted_peak_bytes;
+          md["predicted_throughput"] = mth.predicted_throughput;
+          md["note"] = mth.note;
+          methods.append(md);
+        }
+        d["methods"] = methods;
+        return d;
+      },
+      py::arg("measurements"), py::arg("device_memory"), py::arg("headroom") = 0.10);
+}

@@ -1,0 +1,160 @@
+// A user's model cut into stages, trained under a budget with the user's own
+// loss and optimizer: Mimose's loop (a cached plan for this input size, or
+// the predictor's chain and a new plan; run; measure; teach the predictor),
+// split in two where the user's loss runs.
+//
+// begin(x) starts the step's schedule on a worker thread and returns once
+// the schedule has computed the model's output; the caller computes its loss
+// and its gradient dy, and finish(dy) lets the schedule's backward run
+// (recomputing and reloading as planned) and returns the gradient of x.
+// Parameters' gradients accumulate into their .grad, as autograd's would.
+// The worker runs the one schedule interpreter with the LibTorch backend,
+// unchanged; only the last stage (GradientBoundary) waits for dy.
+//
+// A step that runs out of budget is rolled back and retried under a stricter
+// plan, losing nothing, when that can be done exactly: before its output is
+// computed, always; during its backward, when the parameters had no
+// gradients when its dy arrived (zero_grad(set_to_none=True)), using a host copy
+// of dy and replaying the random generators. Otherwise it throws, its
+// gradients partial, and the next plan for that input size is stricter.
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "core/chain.h"
+#include "core/error.h"
+#include "core/signature.h"
+#include "core/units.h"
+#include "plan/planner.h"
+#include "predict/chain_predictor.h"
+#include "predict/plan_cache.h"
+#include "predict/prediction_error.h"
+#include "python/gradient_boundary.h"
+#include "runtime/execution/executor.h"
+#include "runtime/memory/device_memory.h"
+#include "runtime/model/rng_snapshot.h"
+#include "runtime/model/staged_model.h"
+#include "runtime/training/trainer.h"
+
+namespace memtrain::python {
+
+// A budget below what the planner needs for the calibration input.
+class Infeasible : public Error {
+ public:
+  Infeasible(const std::string& what, Bytes min_bytes) : Error(what), min_bytes_(min_bytes) {}
+  Bytes min_bytes() const { return min_bytes_; }
+
+ private:
+  Bytes min_bytes_;
+};
+
+struct PlannedStagesOptions {
+  std::string planner = "mimose";
+  plan::PlannerOptions planner_options;
+  BudgetSpec budget = {false, 0, 0};
+  int collect_steps = 4;    // steps with every stage checkpointed while the predictor learns
+  double margin = 0.10;     // memory margin for sizes outside the observed range
+  std::int64_t bucket = 0;  // plan-cache bucket width in input size; 0: from the first sizes seen
+  int max_retries = 8;
+  // Fault injection for tests: plans are made from activation memory scaled
+  // by this, so < 1 makes plans that run out of budget.
+  double prediction_scale = 1.0;
+};
+
+// What the last step did.
+struct StepReport {
+  long step = 0;
+  runtime::PlanKind plan = runtime::PlanKind::New;
+  Signature signature;
+  Schedule schedule;
+  Bytes peak_bytes = 0;
+  Bytes predicted_peak_bytes = -1;  // -1: a collection step, nothing predicted
+  Bytes budget_bytes = 0;
+  int retries = 0;
+  Seconds seconds = 0;  // from begin to the end of the backward, the caller's loss included
+};
+
+class PlannedStages {
+ public:
+  // `model`'s last stage must be `boundary`. `memory` outlives this.
+  PlannedStages(runtime::StagedModel model, GradientBoundary* boundary, runtime::DeviceMemory& memory,
+                PlannedStagesOptions options);
+  ~PlannedStages();
+  PlannedStages(const PlannedStages&) = delete;
+  PlannedStages& operator=(const PlannedStages&) = delete;
+
+  // Measures `sample` (the largest input the caller expects): the budget's
+  // reference (N% of the peak with every activation kept) and a first chain
+  // for the predictor. Gradients, generators and buffers are left as found.
+  // Throws memtrain::Error when the budget is below what the planner needs
+  // for `sample`. Without it, N% budgets are refused.
+  void calibrate(const torch::Tensor& sample);
+
+  torch::Tensor begin(const torch::Tensor& x);
+  torch::Tensor finish(const torch::Tensor& dy);
+  // Abandons a begun step (its output was dropped without a backward).
+  void cancel();
+  bool pending() const;
+
+  const StepReport& last_step() const { return last_; }
+  Bytes budget_bytes() const { return budget_; }
+  Bytes reference_peak_bytes() const { return reference_peak_; }
+  // The predictor's chain for the largest input seen (or calibrated on).
+  Chain largest_chain() const;
+  bool has_chain() const { return predictor_.ready(); }
+  const plan::Planner& planner() const { return *planner_; }
+  runtime::StagedModel& model() { return model_; }
+
+ private:
+  enum class Phase { Idle, Forward, AtBoundary, Backward, Done };
+  void worker_loop();
+  void run_step(const torch::Tensor& x);  // on the worker
+  runtime::ExecutionResult run_with_retries(const runtime::Batch& batch, std::int64_t size, Schedule& schedule);
+  Schedule choose(std::int64_t size);
+  Plan plan_for(std::int64_t size);
+  Schedule most_frugal(std::int64_t size);
+  Chain predicted_chain(std::int64_t size) const;
+  torch::Tensor exchange(const torch::Tensor& output);  // the boundary's, on the worker
+  void wait_for(std::unique_lock<std::mutex>& lock, Phase phase);
+  void rethrow_failure();
+
+  runtime::StagedModel model_;
+  GradientBoundary* boundary_;
+  runtime::DeviceMemory& memory_;
+  PlannedStagesOptions options_;
+  std::unique_ptr<plan::Planner> planner_;
+  std::unique_ptr<runtime::Executor> executor_;
+  predict::ChainPredictor predictor_;
+  std::unique_ptr<predict::PlanCache> cache_;
+  Bytes budget_ = 0;
+  Bytes reference_peak_ = 0;
+  Bytes extra_resident_ = 0;
+  std::int64_t largest_size_ = 0;
+  long steps_ = 0;
+  StepReport last_, current_;
+  runtime::PlanKind kind_ = runtime::PlanKind::New;
+
+  // The hand-over between the caller's thread and the worker.
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  Phase phase_ = Phase::Idle;
+  bool has_task_ = false, stopping_ = false, cancelled_ = false, has_dy_ = false;
+  bool synthetic_dy_ = false;  // calibration: dy = ones, no caller
+  // Retrying a backward: whether there were no gradients when dy arrived, dy's host
+  // copy, and the generators as they were when dy arrived.
+  bool can_retry_backward_ = false, replay_dy_ = false;
+  torch::Tensor kept_dy_;
+  std::optional<runtime::RngSnapshot> after_caller_;
+  torch::Tensor task_input_, output_, dy_, dx_;
+  std::exception_ptr failure_;
+  int threads_ = 0;  // the caller's intra-op thread count, for the worker
+  std::thread worker_;
+};
+
+}  // namespace memtrain::python

@@ -1,0 +1,82 @@
+#include "python/python_stage.h"
+
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "runtime/memory/counting_allocator.h"
+
+namespace py = pybind11;
+
+namespace memtrain::python {
+
+namespace {
+
+std::string cpp_name(std::string name) {
+  std::replace(name.begin(), name.end(), '.', '_');
+  return name;
+}
+
+}  // namespace
+
+PythonStage::PythonStage(py::object module, std::string name) : module_(std::move(module)), name_(std::move(name)) {
+  for (const auto& item : module_.attr("named_parameters")()) {
+    const auto pair = item.cast<py::tuple>();
+    const torch::Tensor p = pair[1].cast<torch::Tensor>();
+    register_parameter(cpp_name(pair[0].cast<std::string>()), p, p.requires_grad());
+  }
+  for (const auto& item : module_.attr("named_buffers")()) {
+    const auto pair = item.cast<py::tuple>();
+    if (pair[1].is_none()) continue;
+    register_buffer(cpp_name(pair[0].cast<std::string>()), pair[1].cast<torch::Tensor>());
+    has_buffers_ = true;
+  }
+}
+
+PythonStage::~PythonStage() {
+  // The last reference may go on a thread without the GIL.
+  py::gil_scoped_acquire gil;
+  module_ = py::object();
+}
+
+torch::Tensor PythonStage::forward(const torch::Tensor& input, runtime::StepContext& ctx) {
+  // A stage that runs again within a step must leave its buffers (batch-norm
+  // statistics) as the first run left them: Python modules do not know
+  // StepContext::update_buffers, so the values are put back afterwards.
+  std::vector<torch::Tensor> kept;
+  if (!ctx.update_buffers && has_buffers_) {
+    torch::NoGradGuard no_grad;
+    for (const torch::Tensor& b : buffers()) kept.push_back(b.clone());
+  }
+  torch::Tensor out;
+  {
+    py::gil_scoped_acquire gil;
+    const long refusals = runtime::refusals_on_this_thread();
+    py::object result;
+    try {
+      result = module_(input);
+    } catch (py::error_already_set&) {
+      // Out of budget inside the stage reaches here as a Python RuntimeError;
+      // the executor and its retries must see it as what it is.
+      if (runtime::refusals_on_this_thread() != refusals) throw *runtime::last_refusal_on_this_thread();
+      throw;
+    }
+    if (!THPVariable_Check(result.ptr())) {
+      throw Error("stage " + name_ + " returned a " + std::string(py::str(result.get_type().attr("__name__"))) +
+                  "; a stage must return one tensor");
+    }
+    out = result.cast<torch::Tensor>();
+  }
+  if (!kept.empty()) {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> live = buffers();
+    for (size_t i = 0; i < live.size(); ++i) live[i].copy_(kept[i]);
+  }
+  return out;
+}
+
+}  // namespace memtrain::python

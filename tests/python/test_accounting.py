@@ -1,0 +1,47 @@
+"""What memtrain counts and reports about each step."""
+
+import torch
+import torch.nn.functional as F
+
+import memtrain
+from models import transformer
+
+
+def test_memory_stats_count_the_processes_tensors():
+    memtrain.reset_peak()
+    before = memtrain.memory_stats()
+    t = torch.empty(1 << 20, dtype=torch.uint8)
+    during = memtrain.memory_stats()
+    assert during["live_bytes"] - before["live_bytes"] == 1 << 20
+    del t
+    after = memtrain.memory_stats()
+    assert after["live_bytes"] == before["live_bytes"]
+    assert after["peak_bytes"] >= before["live_bytes"] + (1 << 20)
+    memtrain.reset_peak()
+    assert memtrain.memory_stats()["peak_bytes"] == after["live_bytes"]
+
+
+def test_last_step_reports_plan_sizes_and_peaks():
+    m = memtrain.Module(transformer(), budget="40%", planner="optimal", sample=torch.randint(0, 500, (8, 64)))
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    seen = []
+    for step in range(10):
+        length = 30 + 11 * (step % 4)
+        x = torch.randint(0, 500, (5, length))
+        y = torch.randint(0, 20, (5, length))
+        memtrain.reset_peak()
+        F.cross_entropy(m(x).flatten(0, 1), y.flatten()).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        s = m.last_step
+        assert s["input_shape"] == [5, length] and s["input_size"] == 5 * length
+        assert s["budget_bytes"] == m.budget_bytes
+        assert s["peak_bytes"] <= memtrain.memory_stats()["peak_bytes"]
+        assert s["schedule"][-1] == "B0" and "L" in s["schedule"]
+        seen.append(s["plan"])
+        if s["plan"] == "collect":
+            assert s["predicted_peak_bytes"] is None
+        else:
+            assert s["peak_bytes"] <= s["budget_bytes"]
+            assert abs(s["predicted_peak_bytes"] - s["peak_bytes"]) <= 0.25 * s["peak_bytes"]
+    assert seen[:4] == ["collect"] * 4 and "new" in seen and "cached" in seen

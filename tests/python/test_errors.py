@@ -1,0 +1,104 @@
+"""Errors a Python user understands: memtrain's own as Python exceptions
+with the C++ message, bad arguments refused naming what was wrong."""
+
+import pytest
+import torch
+from torch import nn
+
+import memtrain
+from models import mlp
+
+
+def test_exception_hierarchy():
+    assert issubclass(memtrain.Error, RuntimeError)
+    assert issubclass(memtrain.UsageError, memtrain.Error) and issubclass(memtrain.UsageError, ValueError)
+    assert issubclass(memtrain.OutOfBudget, memtrain.Error)
+    assert issubclass(memtrain.Infeasible, memtrain.Error)
+
+
+def test_stage_that_is_not_a_module():
+    with pytest.raises(TypeError, match="stage 1 is a function, not a torch.nn.Module"):
+        memtrain.Module([nn.Linear(4, 4), lambda x: x], budget="1GiB")
+
+
+def test_stages_that_are_not_a_sequence():
+    with pytest.raises(TypeError, match="stages of type Linear are not stages"):
+        memtrain.Module(nn.Linear(4, 4), budget="1GiB")
+
+
+@pytest.mark.parametrize("budget,words", [("lots", "budget"), ("150%", "budget"), (-5, "must be positive"),
+                                          (1.5, "type float")])
+def test_budget_that_does_not_parse(budget, words):
+    with pytest.raises(memtrain.UsageError, match=words):
+        memtrain.Module(mlp(), budget=budget)
+
+
+def test_percent_budget_needs_a_sample():
+    m = memtrain.Module(mlp(), budget="50%")
+    with pytest.raises(memtrain.UsageError, match="needs a sample input"):
+        m(torch.randn(8, 64))
+
+
+def test_unknown_planner_lists_the_known_ones():
+    with pytest.raises(memtrain.UsageError, match="planner 'fastest' is not known; expected one of .*optimal"):
+        memtrain.Module(mlp(), budget="1GiB", planner="fastest")
+
+
+def test_input_on_another_device():
+    m = memtrain.Module(mlp(), budget="1GiB")
+    with pytest.raises(memtrain.UsageError, match="input is on meta"):
+        m(torch.empty(8, 64, device="meta"))
+
+
+def test_infeasible_budget_carries_the_least_budget():
+    with pytest.raises(memtrain.Infeasible) as caught:
+        memtrain.Module(mlp(), budget="20%", planner="optimal", sample=torch.randn(512, 64))
+    assert caught.value.min_bytes > 0
+    assert f"{caught.value.min_bytes / 2**20:.1f} MiB" in str(caught.value)
+
+
+class Raises(nn.Module):
+    def forward(self, x):
+        raise KeyError("a stage's own error")
+
+
+def test_a_stages_python_exception_comes_back_unchanged():
+    m = memtrain.Module([nn.Linear(64, 8), Raises()], budget="1GiB")
+    with pytest.raises(KeyError, match="a stage's own error"):
+        m(torch.randn(4, 64))
+    # The module is still usable: the failed step left nothing running.
+    m2 = memtrain.Module([nn.Linear(64, 8), nn.ReLU()], budget="1GiB")
+    m2(torch.randn(4, 64)).sum().backward()
+
+
+class ReturnsTuple(nn.Module):
+    def forward(self, x):
+        return x, x
+
+
+def test_stage_returning_a_non_tensor():
+    m = memtrain.Module([nn.Linear(64, 8), ReturnsTuple()], budget="1GiB")
+    with pytest.raises(memtrain.Error, match=r"stage 1 \(ReturnsTuple\) returned a tuple; a stage must return one"):
+        m(torch.randn(4, 64))
+
+
+def test_backward_of_a_replaced_step():
+    m = memtrain.Module(mlp(), budget="1GiB")
+    first = m(torch.randn(4, 64)).sum()
+    second = m(torch.randn(4, 64)).sum()
+    second.backward()
+    with pytest.raises(RuntimeError, match="no longer running"):
+        first.backward()
+
+
+def test_dropped_output_abandons_the_step():
+    m = memtrain.Module(mlp(), budget="1GiB")
+    m(torch.randn(4, 64)).sum().backward()  # first use: the step thread's own caches
+    before = memtrain.memory_stats()["live_bytes"]
+    x = torch.randn(1024, 64)
+    for _ in range(3):
+        m(x)  # never backpropagated: each holds about 6 MiB of activations while running
+    # What is left is at most a library's per-thread caches (256 KiB seen), not a step's 6 MiB.
+    assert memtrain.memory_stats()["live_bytes"] - before < 1024 * 1024
+    m(torch.randn(4, 64)).sum().backward()
+    assert m.last_step["step"] == 5
