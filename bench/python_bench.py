@@ -101,9 +101,17 @@ def timed(step, data, model, opt):
     return statistics.median(times)
 
 
-def run_budget(args, percent, longest, data, words, tags, report):
+def plain_peak(args, longest, words, tags):
+    """The plain model's training-step peak at the longest batch, Adam's state included."""
+    model = make_model(args, words, tags)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    step = checkpointed_step(model, 0)
+    return max(peak_of(step, longest[0], longest[1], model, opt) for _ in range(3))
+
+
+def run_budget(args, percent, reference, longest, data, words, tags, report):
     plain = make_model(args, words, tags)
-    m = memtrain.Module(make_model(args, words, tags), budget=f"{percent}%", planner=args.planner,
+    m = memtrain.Module(make_model(args, words, tags), budget=int(reference * percent / 100), planner=args.planner,
                         sample=longest[0])
     opt_plain = torch.optim.Adam(plain.parameters(), lr=1e-3)
     opt_m = torch.optim.Adam(m.parameters(), lr=1e-3)
@@ -112,7 +120,7 @@ def run_budget(args, percent, longest, data, words, tags, report):
     for step, (x, y) in enumerate(data):
         torch.manual_seed(1000 + step)
         t0 = time.perf_counter()
-        opt_plain.zero_grad()
+        opt_plain.zero_grad(set_to_none=True)
         loss_of(plain(x), y).backward()
         grads = [p.grad.clone() for p in plain.parameters()]
         opt_plain.step()
@@ -120,7 +128,7 @@ def run_budget(args, percent, longest, data, words, tags, report):
         torch.manual_seed(1000 + step)
         memtrain.reset_peak()
         t0 = time.perf_counter()
-        opt_m.zero_grad()
+        opt_m.zero_grad(set_to_none=True)
         loss_of(m(x), y).backward()
         same = all(torch.equal(g, q.grad) for g, q in zip(grads, m.parameters()))
         opt_m.step()
@@ -187,18 +195,20 @@ def main():
     data, longest, steps = batches(args)
     words, tags = data.words, data.tags
     report = []
+    reference = plain_peak(args, longest, words, tags)
     for percent in [int(b) for b in args.budgets.split(",")]:
-        run_budget(args, percent, longest, steps, words, tags, report)
+        run_budget(args, percent, reference, longest, steps, words, tags, report)
 
     cpu = platform.processor() or platform.machine()
     lines = [
         "## memtrain.Module against checkpoint_sequential (Python)\n",
-        f"`/usr/bin/python3 bench/python_bench.py --steps {args.steps}` ({datetime.date.today()}, {os.cpu_count()} "
+        f"`/usr/bin/python3 bench/python_bench.py {' '.join(sys.argv[1:])}` ({datetime.date.today()}, {os.cpu_count()} "
         f"cores {cpu}, torch {torch.__version__}, {torch.get_num_threads()} threads). A {args.layers}-block "
         f"Transformer tagger (width {args.width}, {args.heads} heads, dropout 0.1) as a plain `nn.Sequential`, "
         f"Adam, Brown batches of {args.batch} sentences (longest {tuple(longest[0].shape)}), planner "
-        f"`{args.planner}`. Budget: N% of the plain model's peak at the longest batch, everything in the process "
-        "counted. Times: median step over the planned steps (collection steps left out); the checkpoint column is "
+        f"`{args.planner}`. Budget: N% of the plain model's training-step peak at the longest batch "
+        f"({reference / 2**20:.1f} MiB: weights, gradients, Adam's state, batch, activations; everything in the "
+        "process counted). Times: median step over the planned steps (collection steps left out); the checkpoint column is "
         "the fastest segment count whose measured peak at the longest batch fits the budget, timed on the first "
         f"{args.checkpoint_steps} of the same steps.\n",
         "| budget | steps over budget | steps with unequal gradients | final parameters equal | plain s/step "
