@@ -9,6 +9,7 @@
 #include "core/chain_scaling.h"
 #include "core/error.h"
 #include "core/seconds_since.h"
+#include "plan/frugal_schedule.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
 #include "runtime/execution/chain_measurement.h"
@@ -26,17 +27,19 @@ using Clock = std::chrono::steady_clock;
 // Thrown on the worker when the caller abandons a step at the boundary.
 struct StepCancelled {};
 
-// Each parameter's gradient as it was, to put back after a measurement.
+// Each parameter's gradient as it was, put back when this goes (after a
+// measurement). Holding the old gradients makes autograd accumulate out of
+// place, so restoring them undoes the measurement exactly.
 class GradientSnapshot {
  public:
   explicit GradientSnapshot(const std::vector<torch::Tensor>& params) : params_(params) {
     for (const torch::Tensor& p : params_) grads_.push_back(p.grad());
   }
-  // Holding the old gradients makes autograd accumulate out of place, so
-  // restoring them undoes the measurement exactly.
-  void restore() {
+  ~GradientSnapshot() {
     for (size_t i = 0; i < params_.size(); ++i) params_[i].mutable_grad() = grads_[i];
   }
+  GradientSnapshot(const GradientSnapshot&) = delete;
+  GradientSnapshot& operator=(const GradientSnapshot&) = delete;
 
  private:
   std::vector<torch::Tensor> params_, grads_;
@@ -154,11 +157,6 @@ void PlannedStages::rethrow_failure() {
   if (failure) std::rethrow_exception(failure);
 }
 
-bool PlannedStages::pending() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return phase_ == Phase::AtBoundary;
-}
-
 torch::Tensor PlannedStages::begin(const torch::Tensor& x) {
   if (!x.defined()) throw UsageError("the model's input is undefined; expected a tensor");
   if (x.device() != memory_.device()) {
@@ -248,22 +246,13 @@ Plan PlannedStages::plan_for(std::int64_t size) {
   Chain chain = predicted_chain(cache_->planning_size(size));
   if (options_.prediction_scale != 1.0) scale_activation_memory(chain, options_.prediction_scale);
   const Chain largest = largest_chain();
-  // Each failed plan for this bucket lowers the budget planned against by an
-  // eighth of what the activations may use.
-  const Bytes step_down = std::max<Bytes>(1, (budget_ - chain.persistent_bytes()) / 8);
-  return planner_->plan({chain, budget_ - cache_->strictness(size) * step_down, &largest});
+  return planner_->plan({chain, plan::stricter_budget(budget_, chain, cache_->strictness(size)), &largest});
 }
 
 Schedule PlannedStages::most_frugal(std::int64_t size) {
-  const Chain chain = predicted_chain(cache_->planning_size(size));
   const Chain largest = largest_chain();
-  Schedule best = plan::schedule_for_collection(model_.size());
-  if (!planner_->respects_budget()) return best;
-  const Plan least = planner_->plan({chain, 0, &largest});
-  if (least.min_budget_bytes <= 0) return best;
-  const Plan p = planner_->plan({chain, least.min_budget_bytes, &largest});
-  if (p.feasible && p.peak_bytes < sim::simulate(chain, best).peak_bytes) best = p.schedule;
-  return best;
+  return plan::most_frugal_schedule(*planner_, predicted_chain(cache_->planning_size(size)), &largest,
+                                    plan::schedule_for_collection(model_.size()));
 }
 
 Schedule PlannedStages::choose(std::int64_t size) {
@@ -346,7 +335,7 @@ void PlannedStages::run_step(const torch::Tensor& x) {
   if (synthetic_dy_) {
     // Calibration: a measurement, not a step; nothing it does survives.
     memory_.set_enforced(false);
-    GradientSnapshot grads(model_.parameters());
+    const GradientSnapshot grads(model_.parameters());
     // Measured as a step of training is, with every gradient allocated (the
     // memory model keeps them resident), whatever the caller has now.
     for (torch::Tensor& p : model_.parameters()) {
@@ -362,10 +351,6 @@ void PlannedStages::run_step(const torch::Tensor& x) {
       rng.restore(ctx.generator);
       return r;
     };
-    struct Restore {
-      GradientSnapshot& grads;
-      ~Restore() { grads.restore(); }
-    } restore_grads{grads};
     if (options_.budget.is_percent) {
       reference_peak_ = measure(plan::schedule_keeping_everything(n)).peak;
       budget_ = options_.budget.resolve(reference_peak_);
@@ -402,19 +387,21 @@ void PlannedStages::run_step(const torch::Tensor& x) {
   }
   Schedule schedule = choose(size);
   replay_dy_ = false;
-  kept_dy_ = torch::Tensor();
   memory_.set_budget(budget_);
   memory_.set_enforced(planner_->respects_budget());
+  // Enforced only while the step runs; dy's copy lives no longer than the step.
+  struct StepEnd {
+    PlannedStages& s;
+    ~StepEnd() {
+      s.memory_.set_enforced(false);
+      s.kept_dy_ = torch::Tensor();
+    }
+  };
   runtime::ExecutionResult result;
-  try {
+  {
+    const StepEnd end{*this};
     result = run_with_retries(batch, size, schedule);
-  } catch (...) {
-    memory_.set_enforced(false);
-    kept_dy_ = torch::Tensor();
-    throw;
   }
-  memory_.set_enforced(false);
-  kept_dy_ = torch::Tensor();
   predictor_.observe(size, runtime::sample_execution(result, n, 0));
   current_.plan = kind_;
   current_.schedule = schedule;

@@ -100,7 +100,6 @@ class PlannedStages {
   torch::Tensor finish(const torch::Tensor& dy);
   // Abandons a begun step (its output was dropped without a backward).
   void cancel();
-  bool pending() const;
 
   const StepReport& last_step() const { return last_; }
   Bytes budget_bytes() const { return budget_; }

@@ -9,6 +9,7 @@
 #include "core/chain_scaling.h"
 #include "core/error.h"
 #include "core/seconds_since.h"
+#include "plan/frugal_schedule.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
 #include "plan/weight_swap_schedules.h"
@@ -249,22 +250,12 @@ Chain Trainer::completed(Chain chain) const {
 Plan Trainer::plan_for(std::int64_t size) {
   Chain chain = predicted_chain(cache_->planning_size(size));
   if (options_.prediction_scale != 1.0) scale_activation_memory(chain, options_.prediction_scale);
-  // Each failed plan for this bucket lowers the budget planned against by an
-  // eighth of what the activations may use.
-  const Bytes step_down = std::max<Bytes>(1, (budget_ - chain.persistent_bytes()) / 8);
-  const Bytes planning_budget = budget_ - cache_->strictness(size) * step_down;
-  return planner_->plan({chain, planning_budget, &largest_chain_});
+  return planner_->plan({chain, plan::stricter_budget(budget_, chain, cache_->strictness(size)), &largest_chain_});
 }
 
 Schedule Trainer::most_frugal(std::int64_t size) {
-  const Chain chain = predicted_chain(cache_->planning_size(size));
-  Schedule best = fallback_schedule();
-  if (!planner_->respects_budget()) return best;
-  const Plan least = planner_->plan({chain, 0, &largest_chain_});
-  if (least.min_budget_bytes <= 0) return best;
-  const Plan p = planner_->plan({chain, least.min_budget_bytes, &largest_chain_});
-  if (p.feasible && p.peak_bytes < sim::simulate(chain, best).peak_bytes) best = p.schedule;
-  return best;
+  return plan::most_frugal_schedule(*planner_, predicted_chain(cache_->planning_size(size)), &largest_chain_,
+                                    fallback_schedule());
 }
 
 Trainer::Choice Trainer::choose(std::int64_t size) {
