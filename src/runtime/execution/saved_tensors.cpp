@@ -47,17 +47,27 @@ class SlotHooks : public torch::autograd::SavedVariableHooks {
 };
 
 // LibTorch's engine, except that it hands out SlotHooks while a Capture is
-// alive on the saving thread.
+// alive on the saving thread. Hooks the engine it replaces would hand out
+// come first: in a Python process, those are torch's own
+// saved_tensors_hooks (save_on_cpu, non-reentrant checkpointing), which
+// must keep working inside and outside memtrain's stages, and the
+// innermost hooks win, as in PyTorch.
 class HookingEngine : public torch::autograd::Engine {
  public:
+  explicit HookingEngine(torch::autograd::Engine& replaced) : replaced_(replaced) {}
   std::unique_ptr<torch::autograd::SavedVariableHooks> get_default_saved_variable_hooks() override {
+    if (auto hooks = replaced_.get_default_saved_variable_hooks()) return hooks;
     if (!capturing) return nullptr;
     return std::make_unique<SlotHooks>(capturing->add_slot());
   }
+
+ private:
+  torch::autograd::Engine& replaced_;
 };
 
 torch::autograd::Engine& hooking_engine() {
-  static auto* engine = new HookingEngine();  // never destroyed: autograd may run until exit
+  // Never destroyed: autograd may run until exit.
+  static auto* engine = new HookingEngine(torch::autograd::Engine::get_default_engine());
   return *engine;
 }
 
