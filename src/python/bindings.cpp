@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -22,6 +23,7 @@
 #include "python/python_stage.h"
 #include "runtime/input/brown_batches.h"
 #include "runtime/memory/device_memory.h"
+#include "runtime/memory/link_calibration.h"
 #include "sim/simulator.h"
 
 namespace py = pybind11;
@@ -58,6 +60,18 @@ BudgetSpec budget_of(const py::object& budget) {
                    " is not a budget; expected bytes (int) or text such as '512MiB' or '50%'");
 }
 
+// The host link's rate, bytes/s: a number or text such as "25GB/s".
+double bandwidth_of(const py::object& bandwidth) {
+  if (py::isinstance<py::str>(bandwidth)) return parse_bandwidth(bandwidth.cast<std::string>(), "bandwidth");
+  if ((py::isinstance<py::int_>(bandwidth) || py::isinstance<py::float_>(bandwidth)) &&
+      !py::isinstance<py::bool_>(bandwidth)) {
+    const double rate = bandwidth.cast<double>();
+    if (rate > 0 && std::isfinite(rate)) return rate;
+  }
+  throw UsageError("bandwidth " + std::string(py::repr(bandwidth)) +
+                   " is not a rate; expected bytes/s (a positive number) or text such as '25GB/s'");
+}
+
 // The schedule's operations as the CLI prints them ("Fck0", "L", "B1", ...).
 std::vector<std::string> operations_of(const Schedule& schedule) {
   std::vector<std::string> ops;
@@ -85,7 +99,7 @@ py::dict step_dict(const StepReport& r) {
 class Runner {
  public:
   Runner(const std::vector<py::object>& stages, const std::vector<std::string>& names, const py::object& budget,
-         const std::string& planner, int collect_steps, double prediction_scale) {
+         const std::string& planner, int collect_steps, const py::object& bandwidth, double prediction_scale) {
     if (stages.empty()) throw UsageError("the model has no stages; expected at least one torch.nn.Module");
     std::vector<std::shared_ptr<runtime::StageModule>> modules;
     std::vector<std::string> stage_names = names;
@@ -103,6 +117,15 @@ class Runner {
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
       throw UsageError("planner '" + planner + "' is not known; expected one of " + list);
+    }
+    if (!bandwidth.is_none()) {
+      options.device_to_host_bandwidth = options.host_to_device_bandwidth = bandwidth_of(bandwidth);
+    } else if (planner == "swap") {
+      // As `memtrain train` does: swapping plans need the link's speed.
+      // A smaller probe than the CLI's: the steps' own copies refine it.
+      const runtime::LinkRates link = runtime::measure_link(device(), Bytes(16) << 20, runtime::kDefaultLinkRepeats);
+      options.device_to_host_bandwidth = link.device_to_host;
+      options.host_to_device_bandwidth = link.host_to_device;
     }
     stages_ = std::make_unique<PlannedStages>(runtime::StagedModel("python", stage_names, modules), boundary.get(),
                                               device(), options);
@@ -264,9 +287,9 @@ PYBIND11_MODULE(_memtrain, m) {
 
   py::class_<Runner, std::shared_ptr<Runner>>(m, "Runner")
       .def(py::init<const std::vector<py::object>&, const std::vector<std::string>&, const py::object&,
-                    const std::string&, int, double>(),
+                    const std::string&, int, const py::object&, double>(),
            py::arg("stages"), py::arg("names"), py::arg("budget"), py::arg("planner"), py::arg("collect_steps"),
-           py::arg("prediction_scale") = 1.0)
+           py::arg("bandwidth") = py::none(), py::arg("prediction_scale") = 1.0)
       .def(
           "calibrate",
           [](Runner& r, const torch::Tensor& sample) {

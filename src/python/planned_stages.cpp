@@ -64,7 +64,8 @@ PlannedStages::PlannedStages(runtime::StagedModel model, GradientBoundary* bound
                              PlannedStagesOptions options)
     : model_(std::move(model)), boundary_(boundary), memory_(memory), options_(std::move(options)),
       planner_(plan::make_planner(options_.planner, options_.planner_options)),
-      predictor_(runtime::stage_constants(model_, /*optimizer_slots=*/0), options_.margin) {
+      predictor_(runtime::stage_constants(model_, /*optimizer_slots=*/0), options_.margin),
+      link_(options_.device_to_host_bandwidth, options_.host_to_device_bandwidth) {
   MEMTRAIN_ASSERT(model_.size() >= 2 && &model_.stage(model_.size() - 1) == boundary_,
                   "the gradient boundary is the last of at least two stages");
   if (options_.collect_steps < 0 || options_.collect_steps > runtime::kMaxCollectSteps) {
@@ -231,9 +232,23 @@ void PlannedStages::calibrate(const torch::Tensor& sample) {
   rethrow_failure();
 }
 
+void PlannedStages::note_resident(Bytes live, const runtime::Batch& batch) {
+  const Bytes expected = predictor_.predict(batch.signature.size).persistent_bytes() + batch.bytes();
+  extra_resident_ = std::max(extra_resident_, live - expected);
+}
+
+int PlannedStages::variant_rounds() const { return runtime::collection_rounds(model_, planner_->uses_variants()); }
+
+Schedule PlannedStages::collection_schedule(int round) const {
+  return plan::schedule_for_collection(model_.size(), runtime::collection_variants(model_, round));
+}
+
 Chain PlannedStages::predicted_chain(std::int64_t size) const {
   Chain chain = predictor_.predict(size);
   chain.resident_bytes = extra_resident_;
+  chain.device_to_host_bandwidth = link_.device_to_host();
+  chain.host_to_device_bandwidth = link_.host_to_device();
+  chain.copy_issue_time = copy_issue_.seconds();
   return chain;
 }
 
@@ -258,7 +273,8 @@ Schedule PlannedStages::most_frugal(std::int64_t size) {
 Schedule PlannedStages::choose(std::int64_t size) {
   if (steps_ <= options_.collect_steps || !predictor_.ready()) {  // steps_: this step's number
     kind_ = runtime::PlanKind::Collect;
-    return plan::schedule_for_collection(model_.size());
+    // Taking the variants in turn, each is seen at several sizes.
+    return collection_schedule(static_cast<int>((steps_ - 1) % variant_rounds()));
   }
   if (const Plan* hit = cache_->find(size)) {
     kind_ = runtime::PlanKind::Cached;
@@ -355,7 +371,12 @@ void PlannedStages::run_step(const torch::Tensor& x) {
       reference_peak_ = measure(plan::schedule_keeping_everything(n)).peak;
       budget_ = options_.budget.resolve(reference_peak_);
     }
-    predictor_.observe(size, runtime::sample_execution(measure(plan::schedule_for_collection(n)), n, 0));
+    memory_.synchronize();
+    const Bytes live = memory_.live();
+    for (int round = 0; round < variant_rounds(); ++round) {
+      predictor_.observe(size, runtime::sample_execution(measure(collection_schedule(round)), n, 0));
+    }
+    note_resident(live, batch);
     largest_size_ = std::max(largest_size_, size);
     if (planner_->respects_budget()) {
       const Chain largest = largest_chain();
@@ -370,10 +391,7 @@ void PlannedStages::run_step(const torch::Tensor& x) {
   }
 
   memory_.synchronize();
-  if (predictor_.ready()) {
-    const Bytes expected = predictor_.predict(size).persistent_bytes() + batch.bytes();
-    extra_resident_ = std::max(extra_resident_, memory_.live() - expected);
-  }
+  if (predictor_.ready()) note_resident(memory_.live(), batch);
   largest_size_ = std::max(largest_size_, size);
 
   current_ = StepReport{};
@@ -403,6 +421,9 @@ void PlannedStages::run_step(const torch::Tensor& x) {
     result = run_with_retries(batch, size, schedule);
   }
   predictor_.observe(size, runtime::sample_execution(result, n, 0));
+  const CopyStats& c = result.copies;
+  link_.observe(c.to_host_bytes, c.to_host_seconds, c.to_device_bytes, c.to_device_seconds);
+  copy_issue_.observe(runtime::copy_issue_seconds(result));
   current_.plan = kind_;
   current_.schedule = schedule;
   current_.peak_bytes = result.peak;

@@ -33,6 +33,8 @@
 #include "core/units.h"
 #include "plan/planner.h"
 #include "predict/chain_predictor.h"
+#include "predict/copy_issue_estimate.h"
+#include "predict/link_estimate.h"
 #include "predict/plan_cache.h"
 #include "predict/prediction_error.h"
 #include "python/gradient_boundary.h"
@@ -62,6 +64,10 @@ struct PlannedStagesOptions {
   double margin = 0.10;     // memory margin for sizes outside the observed range
   std::int64_t bucket = 0;  // plan-cache bucket width in input size; 0: from the first sizes seen
   int max_retries = 8;
+  // The host link offloading plans copy over, bytes/s each way; 0: none (no
+  // plan offloads). Refined by each step's own copies.
+  double device_to_host_bandwidth = 0;
+  double host_to_device_bandwidth = 0;
   // Fault injection for tests: plans are made from activation memory scaled
   // by this, so < 1 makes plans that run out of budget.
   double prediction_scale = 1.0;
@@ -119,6 +125,12 @@ class PlannedStages {
   Plan plan_for(std::int64_t size);
   Schedule most_frugal(std::int64_t size);
   Chain predicted_chain(std::int64_t size) const;
+  // Collection runs measure each operator variant in turn when the planner chooses them.
+  int variant_rounds() const;
+  Schedule collection_schedule(int round) const;
+  // What is alive beyond the model, its gradients and the batch (the caller's
+  // own tensors, its optimizer's state): every plan leaves room for it.
+  void note_resident(Bytes live, const runtime::Batch& batch);
   torch::Tensor exchange(const torch::Tensor& output);  // the boundary's, on the worker
   void wait_for(std::unique_lock<std::mutex>& lock, Phase phase);
   void rethrow_failure();
@@ -130,6 +142,8 @@ class PlannedStages {
   std::unique_ptr<plan::Planner> planner_;
   std::unique_ptr<runtime::Executor> executor_;
   predict::ChainPredictor predictor_;
+  predict::LinkEstimate link_;
+  predict::CopyIssueEstimate copy_issue_;
   std::unique_ptr<predict::PlanCache> cache_;
   Bytes budget_ = 0;
   Bytes reference_peak_ = 0;

@@ -35,12 +35,29 @@ PythonStage::PythonStage(py::object module, std::string name) : module_(std::mov
     register_buffer(cpp_name(pair[0].cast<std::string>()), pair[1].cast<torch::Tensor>());
     has_buffers_ = true;
   }
+  if (py::hasattr(module_, "memtrain_variants")) {
+    const py::object variants = module_.attr("memtrain_variants");
+    if (!py::isinstance<py::dict>(variants)) {
+      throw UsageError("stage " + name_ + ": memtrain_variants is a " +
+                       std::string(py::str(variants.get_type().attr("__name__"))) +
+                       "; expected a dict from a variant's name to a callable");
+    }
+    for (const auto& item : variants.cast<py::dict>()) {
+      if (!py::isinstance<py::str>(item.first) || !PyCallable_Check(item.second.ptr())) {
+        throw UsageError("stage " + name_ + ": memtrain_variants entry " + std::string(py::repr(item.first)) +
+                         " is not a name and a callable");
+      }
+      variant_names_.push_back(item.first.cast<std::string>());
+      variants_.push_back(py::reinterpret_borrow<py::object>(item.second));
+    }
+  }
 }
 
 PythonStage::~PythonStage() {
   // The last reference may go on a thread without the GIL.
   py::gil_scoped_acquire gil;
   module_ = py::object();
+  variants_.clear();
 }
 
 torch::Tensor PythonStage::forward(const torch::Tensor& input, runtime::StepContext& ctx) {
@@ -58,7 +75,7 @@ torch::Tensor PythonStage::forward(const torch::Tensor& input, runtime::StepCont
     const long refusals = runtime::refusals_on_this_thread();
     py::object result;
     try {
-      result = module_(input);
+      result = ctx.variant == 0 ? module_(input) : variants_.at(ctx.variant - 1)(input);
     } catch (py::error_already_set&) {
       // Out of budget inside the stage reaches here as a Python RuntimeError;
       // the executor and its retries must see it as what it is.

@@ -2,11 +2,17 @@
 // other stage, taking the GIL for the call. Its parameters and buffers are
 // registered on the C++ side too (the same tensors), so the planners see
 // their bytes; names are the Python ones with '.' written as '_'.
+//
+// A module offers operator variants through an attribute
+// `memtrain_variants`: a dict from a variant's name to a callable that
+// computes what the module's forward computes, from the same parameters,
+// keeping less for the backward (for instance by checkpointing inside).
 #pragma once
 
 #include <pybind11/pybind11.h>
 
 #include <string>
+#include <vector>
 
 #include "runtime/model/stage_module.h"
 
@@ -19,9 +25,12 @@ class PythonStage : public runtime::StageModule {
   ~PythonStage() override;
 
   torch::Tensor forward(const torch::Tensor& input, runtime::StepContext& ctx) override;
+  std::vector<std::string> variant_names() const override { return variant_names_; }
 
  private:
-  pybind11::object module_;  // touched only with the GIL held
+  pybind11::object module_;                 // touched only with the GIL held
+  std::vector<pybind11::object> variants_;  // variant i + 1's callable
+  std::vector<std::string> variant_names_;
   std::string name_;
   bool has_buffers_ = false;
 };

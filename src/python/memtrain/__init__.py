@@ -71,11 +71,15 @@ class Module(torch.nn.Module):
       step, for N% budgets and to check that the budget is feasible.
     collect_steps: steps run with every stage checkpointed while memtrain
       learns how each stage's memory grows with the input size.
+    bandwidth: the host link planner "swap" offloads activations over, in
+      bytes/s or text such as "25GB/s"; measured once when not given. Each
+      step's own copies refine it.
 
     Calling the module under torch.no_grad() runs the stages plainly.
     """
 
-    def __init__(self, stages, budget, planner="mimose", sample=None, collect_steps=4, _prediction_scale=1.0):
+    def __init__(self, stages, budget, planner="mimose", sample=None, collect_steps=4, bandwidth=None,
+                 _prediction_scale=1.0):
         super().__init__()
         named = _stages_of(stages)
         for i, (name, stage) in enumerate(named):
@@ -93,7 +97,7 @@ class Module(torch.nn.Module):
             if not isinstance(sample, torch.Tensor):
                 raise TypeError(f"sample is a {type(sample).__name__}; expected a torch.Tensor")
         self._runner = _native.Runner([s for _, s in named], [f"{n} ({type(s).__name__})" for n, s in named],
-                                      budget, planner, collect_steps, _prediction_scale)
+                                      budget, planner, collect_steps, bandwidth, _prediction_scale)
         if sample is not None:
             self._runner.calibrate(sample)
 

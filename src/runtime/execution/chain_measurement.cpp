@@ -116,6 +116,18 @@ predict::ChainSample faster_of(const predict::ChainSample& a, const predict::Cha
   return out;
 }
 
+int collection_rounds(const StagedModel& model, bool uses_variants) {
+  return uses_variants ? model.max_variant_count() : 1;
+}
+
+std::vector<int> collection_variants(const StagedModel& model, int round) {
+  std::vector<int> variants(model.size(), 0);
+  for (int i = 0; i < model.size(); ++i) {
+    variants[i] = std::min(round, static_cast<int>(model.stage_variant_names(i).size()));
+  }
+  return variants;
+}
+
 std::vector<predict::StageConstants> stage_constants(const StagedModel& model, int optimizer_slots) {
   std::vector<predict::StageConstants> constants;
   for (int i = 0; i < model.size(); ++i) {

@@ -26,6 +26,12 @@ std::vector<Seconds> copy_issue_seconds(const ExecutionResult& result);
 // rest of the machine only ever adds time).
 predict::ChainSample faster_of(const predict::ChainSample& a, const predict::ChainSample& b);
 
+// Collection runs measure a model's operator variants in turn when the
+// planner chooses variants: how many runs that takes, and per stage the
+// variant run `round` measures (its last one when it has fewer).
+int collection_rounds(const StagedModel& model, bool uses_variants);
+std::vector<int> collection_variants(const StagedModel& model, int round);
+
 // The model's fixed per-stage costs: weights and buffers, and gradients plus
 // `optimizer_slots` optimizer tensors per weight (2 for Adam).
 std::vector<predict::StageConstants> stage_constants(const StagedModel& model, int optimizer_slots);

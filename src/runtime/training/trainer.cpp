@@ -104,8 +104,10 @@ std::int64_t Trainer::planning_size(const Signature& sig) const {
 
 Schedule Trainer::collection_schedule(int round) const {
   if (host_weights_) return plan::weight_swap_collection_schedule(model_->size(), options_.micro_batches);
-  return plan::schedule_for_collection(model_->size(), collection_variants(round));
+  return plan::schedule_for_collection(model_->size(), collection_variants(*model_, round));
 }
+
+int Trainer::variant_rounds() const { return collection_rounds(*model_, planner_->uses_variants()); }
 
 Schedule Trainer::fallback_schedule() const {
   if (host_weights_) return plan::per_layer_swap_schedule(model_->size(), options_.micro_batches, false);
@@ -128,16 +130,6 @@ void Trainer::observe_update_times(const ExecutionResult& result) {
     const Seconds measured = host_weights_->update_seconds(r.op.stage);
     t = t > 0 ? std::min(t, measured) : measured;
   }
-}
-
-int Trainer::variant_rounds() const { return planner_->uses_variants() ? model_->max_variant_count() : 1; }
-
-std::vector<int> Trainer::collection_variants(int round) const {
-  std::vector<int> variants(model_->size(), 0);
-  for (int i = 0; i < model_->size(); ++i) {
-    variants[i] = std::min(round, static_cast<int>(model_->stage_variant_names(i).size()));
-  }
-  return variants;
 }
 
 Error Trainer::below_minimum(const Signature& sig, Bytes minimum) const {

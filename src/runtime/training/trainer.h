@@ -220,8 +220,6 @@ class Trainer {
   void observe_update_times(const ExecutionResult& result);
   // Collection runs: one per variant when the planner chooses variants.
   int variant_rounds() const;
-  // Per stage, the variant collection round `round` runs (its last one when it has fewer).
-  std::vector<int> collection_variants(int round) const;
   StepContext context_for(const Batch& batch);
   Error below_minimum(const Signature& sig, Bytes minimum) const;
 

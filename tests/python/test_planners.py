@@ -1,0 +1,148 @@
+"""The planners beyond recomputation: `swap` offloads what the stages save,
+`joint` runs the operator variants a stage offers; both exact. And torch's
+own saved-tensor hooks keep working beside memtrain."""
+
+import gc
+import hashlib
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+import memtrain
+
+
+class Residual(nn.Module):
+    """x + MLP(x) with dropout. `lean` computes the same but recomputes the
+    first linear layer, its activation and dropout in the backward (torch's
+    non-reentrant checkpoint) rather than keep them: offered to memtrain as
+    an operator variant, cheaper to rerun than the whole stage."""
+
+    def __init__(self, width=128):
+        super().__init__()
+        self.up, self.down, self.drop = nn.Linear(width, 4 * width), nn.Linear(4 * width, width), nn.Dropout(0.1)
+        self.memtrain_variants = {"checkpointed": self.lean}
+
+    def hidden(self, x):
+        return self.drop(torch.nn.functional.gelu(self.up(x)))
+
+    def forward(self, x):
+        return x + self.down(self.hidden(x))
+
+    def lean(self, x):
+        return x + self.down(checkpoint(self.hidden, x, use_reentrant=False))
+
+
+def residual_model(layers=6, seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(*[Residual() for _ in range(layers)], nn.Linear(128, 10))
+
+
+ROWS = [256, 512, 384, 128, 512, 320, 448, 480, 192, 512, 400, 240]
+
+
+def digest(tensors):
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().numpy().tobytes())
+    return h.hexdigest()
+
+
+def plain_digests():
+    """Each step's gradients of the plain model, as digests: kept as
+    tensors they would count against the budget of the model under test."""
+    model, digests = residual_model(), []
+    for step, rows in enumerate(ROWS):
+        x = torch.randn(rows, 128, generator=torch.Generator().manual_seed(step))
+        torch.manual_seed(100 + step)
+        model.zero_grad(set_to_none=True)
+        model(x).square().mean().backward()
+        digests.append(digest(p.grad for p in model.parameters()))
+    return digests
+
+
+def run_planned(planner, budget, **options):
+    expected = plain_digests()
+    m = memtrain.Module(residual_model(), budget=budget, planner=planner,
+                        sample=torch.randn(max(ROWS), 128), **options)
+    schedules = []
+    for step, rows in enumerate(ROWS):
+        x = torch.randn(rows, 128, generator=torch.Generator().manual_seed(step))
+        torch.manual_seed(100 + step)
+        m.zero_grad(set_to_none=True)
+        m(x).square().mean().backward()
+        assert digest(p.grad for p in m.parameters()) == expected[step], f"step {step}: gradients differ"
+        s = m.last_step
+        if s["plan"] != "collect":
+            assert s["peak_bytes"] <= s["budget_bytes"], s
+            schedules.append(s["schedule"])
+    return schedules
+
+
+def test_swap_offloads_saved_tensors_exactly():
+    # A fast link makes offloading cheaper than recomputing.
+    schedules = run_planned("swap", "55%", bandwidth="40GB/s")
+    assert any(op.startswith("Off") for s in schedules for op in s), schedules
+
+
+def test_joint_runs_a_stages_variants_exactly():
+    schedules = run_planned("joint", "60%")
+    assert any(op.endswith(".v1") for s in schedules for op in s), schedules
+
+
+def test_variants_that_are_not_a_dict_are_refused():
+    stage = Residual()
+    stage.memtrain_variants = [stage.lean]
+    with pytest.raises(memtrain.UsageError, match="memtrain_variants is a list"):
+        memtrain.Module([stage, nn.Linear(128, 10)], budget="1GiB")
+
+
+@pytest.mark.parametrize("bandwidth", ["fast", -1, 0, True])
+def test_bandwidth_that_is_not_a_rate(bandwidth):
+    with pytest.raises(memtrain.UsageError, match="bandwidth"):
+        memtrain.Module(residual_model(), budget="1GiB", planner="swap", bandwidth=bandwidth)
+
+
+def test_torch_saved_tensor_hooks_work_beside_memtrain():
+    packed = []
+
+    def pack(t):
+        packed.append(t.shape)
+        return t
+
+    class Hooked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(16, 16)
+
+        def forward(self, x):
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                return torch.tanh(self.linear(x))
+
+    m = memtrain.Module([Hooked(), Hooked()], budget="1GiB", planner="optimal", collect_steps=0,
+                        sample=torch.randn(4, 16))
+    packed.clear()
+    m(torch.randn(4, 16)).sum().backward()
+    assert packed, "a stage's own saved-tensor hooks were not called"
+    # And in the caller's code, with a memtrain.Module alive.
+    packed.clear()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        torch.tanh(torch.randn(3, requires_grad=True)).sum().backward()
+    assert packed
+
+
+def test_the_least_budget_leaves_room_for_the_callers_tensors():
+    def least():
+        try:
+            memtrain.Module(residual_model(), budget=1 << 20, planner="optimal", sample=torch.randn(512, 128))
+        except memtrain.Infeasible as e:
+            return e.min_bytes
+        pytest.fail("a budget of 1 MiB was accepted")
+
+    alone = least()
+    gc.collect()  # the refused module, in a cycle with the exception's frames
+    kept = torch.empty(8 << 20, dtype=torch.uint8)  # the caller's own 8 MiB, alive while it trains
+    with_kept = least()
+    del kept
+    assert abs((with_kept - alone) - (8 << 20)) <= (256 << 10), (alone, with_kept)
