@@ -4,23 +4,27 @@ Transformer written in plain PyTorch, trained on Brown sentences whose
 lengths change every step.
 
 For each budget (N% of the plain model's peak at the longest batch):
-- memtrain.Module runs --steps steps beside the plain model on the same
-  batches and seeds; every step's gradients must be bit-equal to the plain
-  model's, and no step's measured peak may exceed the budget;
+- memtrain.Module trains --steps steps on the batches and seeds of the
+  plain run; every step's gradients must be bit-equal to the plain run's,
+  and no step's measured peak may exceed the budget;
 - every checkpoint_sequential segment count is measured at the longest batch;
-  the fastest one whose peak fits the budget is timed on the same batches.
+  the fastest one whose peak fits the budget is its rival.
 Memory is what memtrain's counting allocator sees: every tensor of the
-process (weights, gradients, Adam's state, the batch, activations).
-Step times are medians, measured in one run, side by side.
+process (weights, gradients, Adam's state, the batch, activations). So each
+contender runs in a process of its own; the processes take turns, step by
+step, so that their times are measured side by side.
 
     scripts/bench.sh python            # or: /usr/bin/python3 bench/python_bench.py
 """
 
 import argparse
 import datetime
+import hashlib
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 
@@ -31,27 +35,14 @@ from torch.utils.checkpoint import checkpoint_sequential
 
 import memtrain
 
-
-class Block(nn.Module):
-    def __init__(self, width, heads, dropout):
-        super().__init__()
-        self.norm1 = nn.LayerNorm(width)
-        self.attn = nn.MultiheadAttention(width, heads, dropout=dropout, batch_first=True)
-        self.norm2 = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width),
-                                 nn.Dropout(dropout))
-
-    def forward(self, x):
-        h = self.norm1(x)
-        x = x + self.attn(h, h, h, need_weights=False)[0]
-        return x + self.mlp(self.norm2(x))
+# The tests' plain-PyTorch Transformer (dropout 0.1), not memtrain's own models.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
+from models import transformer  # noqa: E402
 
 
 def make_model(args, words, tags):
-    torch.manual_seed(args.seed)
-    return nn.Sequential(nn.Embedding(words, args.width), *[Block(args.width, args.heads, 0.1)
-                                                           for _ in range(args.layers)],
-                         nn.LayerNorm(args.width), nn.Linear(args.width, tags))
+    return transformer(vocab=words, width=args.width, heads=args.heads, layers=args.layers, classes=tags,
+                       seed=args.seed)
 
 
 def loss_of(logits, targets):
@@ -64,106 +55,141 @@ def batches(args):
     return data, longest, [data.next() for _ in range(args.steps)]
 
 
-def checkpointed_step(model, segments):
-    """One step of the model with checkpoint_sequential over the stages after
-    the embedding (reentrant checkpointing needs an input that requires grad)."""
-    stages = list(model.children())
+def digest(tensors):
+    """A fingerprint of the tensors' bytes: equal digests, bit-equal tensors."""
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
+
+class Training:
+    """Trains a model with Adam, one step per call, through `step(x, y)`
+    (forward and backward). Records each step's seconds, peak bytes (forward,
+    backward and update) and gradient digest."""
+
+    def __init__(self, model, step):
+        self.model, self.step = model, step
+        self.opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        self.times, self.peaks, self.grads = [], [], []
+
+    def __call__(self, index, x, y):
+        torch.manual_seed(1000 + index)  # the same draws for every contender at a step
+        memtrain.reset_peak()
+        t0 = time.perf_counter()
+        self.opt.zero_grad(set_to_none=True)
+        self.step(x, y)
+        t1 = time.perf_counter()
+        self.grads.append(digest(p.grad for p in self.model.parameters()))
+        t2 = time.perf_counter()
+        self.opt.step()
+        self.times.append(t1 - t0 + time.perf_counter() - t2)
+        self.peaks.append(memtrain.memory_stats()["peak_bytes"])
+
+
+def plain_step(model):
     def step(x, y):
-        h = stages[0](x)
-        out = checkpoint_sequential(nn.Sequential(*stages[1:]), segments, h) if segments > 0 else \
-            nn.Sequential(*stages[1:])(h)
-        loss = loss_of(out, y)
-        loss.backward()
-        return loss
+        loss_of(model(x), y).backward()
     return step
 
 
-def peak_of(step, x, y, model, opt):
-    """Peak bytes of one training step (update included) at input (x, y)."""
-    opt.zero_grad()
-    memtrain.reset_peak()
-    step(x, y)
-    opt.step()
-    peak = memtrain.memory_stats()["peak_bytes"]
-    opt.zero_grad()
-    return peak
+def checkpointed_step(model, segments):
+    """checkpoint_sequential over the stages after the embedding (reentrant
+    checkpointing needs an input that requires grad)."""
+    stages = list(model.children())
+    rest = nn.Sequential(*stages[1:])
+
+    def step(x, y):
+        loss_of(checkpoint_sequential(rest, segments, stages[0](x)), y).backward()
+    return step
 
 
-def timed(step, data, model, opt):
-    times = []
-    for x, y in data:
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        step(x, y)
-        opt.step()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def run_role(args):
+    """One contender in this process. `reference` measures and prints at
+    once; the others prepare, print "ready", then run step i on each "step i"
+    line from stdin (answering "done"), and print their record as JSON on "end"."""
+    data, longest, steps = batches(args)
+    model = make_model(args, data.words, data.tags)
+    record = {}
+    if args.role == "reference":
+        # The plain training step at the longest batch, Adam's state included.
+        t = Training(model, plain_step(model))
+        for i in range(3):
+            t(i, *longest)
+        print(json.dumps({"reference": max(t.peaks)}))
+        return
+    if args.role == "plain":
+        t = Training(model, plain_step(model))
+    elif args.role == "checkpoint":
+        # Its peak at the longest batch: the most of two steps, the second with Adam's state.
+        t = Training(model, checkpointed_step(model, args.segments))
+        t(-1, *longest)
+        t(-2, *longest)
+        record["peak"] = max(t.peaks)
+        t.times, t.peaks, t.grads = [], [], []
+    else:
+        m = t = None
+        try:
+            m = memtrain.Module(model, budget=args.budget_bytes, planner=args.planner, sample=longest[0])
+        except memtrain.Infeasible as e:
+            record["least"] = e.min_bytes
+        if m is not None:
+            plans = record["plans"] = {}
+
+            def step(x, y):
+                loss_of(m(x), y).backward()
+                plans[m.last_step["plan"]] = plans.get(m.last_step["plan"], 0) + 1
+            t = Training(m, step)
+    print("ready" if t is not None else "idle", flush=True)  # idle: a budget below the least
+    for line in sys.stdin:
+        words = line.split()
+        if words[0] == "end":
+            break
+        i = int(words[1])
+        t(i, *steps[i])
+        print("done", flush=True)
+    if t is not None:
+        record.update({"times": t.times, "peaks": t.peaks, "grads": t.grads, "final": digest(t.model.parameters())})
+    print(json.dumps(record), flush=True)
 
 
-def plain_peak(args, longest, words, tags):
-    """The plain model's training-step peak at the longest batch, Adam's state included."""
-    model = make_model(args, words, tags)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    step = checkpointed_step(model, 0)
-    return max(peak_of(step, longest[0], longest[1], model, opt) for _ in range(3))
+class Contender:
+    """One contender's process. Contenders live side by side, each with only
+    its own model, gradients and Adam's state in its (counted) memory, and
+    take turns step by step: one computes at a time, and what slows the
+    machine down slows them alike, so their times compare."""
+
+    def __init__(self, args, *role):
+        common = ["--steps", args.steps, "--checkpoint-steps", args.checkpoint_steps, "--planner", args.planner,
+                  "--batch", args.batch, "--width", args.width, "--heads", args.heads, "--layers", args.layers,
+                  "--vocab", args.vocab, "--seed", args.seed, "--collect-steps", args.collect_steps]
+        command = [sys.executable, os.path.abspath(__file__)] + [str(a) for a in common + list(role)]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def expect(self, *words):
+        line = self.process.stdout.readline().strip()
+        if line not in words:
+            raise RuntimeError(f"contender {self.process.args[-2:]} answered {line!r}, expected one of {words}")
+        return line
+
+    def step(self, i):
+        self.process.stdin.write(f"step {i}\n")
+        self.process.stdin.flush()
+        self.expect("done")
+
+    def record(self):
+        if self.process.args[-1] != "reference":
+            self.process.stdin.write("end\n")
+        self.process.stdin.close()
+        out = self.process.stdout.read()
+        if self.process.wait() != 0:
+            raise RuntimeError(f"contender {self.process.args[-2:]} failed")
+        return json.loads(out.strip().splitlines()[-1])
 
 
-def run_budget(args, percent, reference, longest, data, words, tags, report):
-    plain = make_model(args, words, tags)
-    m = memtrain.Module(make_model(args, words, tags), budget=int(reference * percent / 100), planner=args.planner,
-                        sample=longest[0])
-    opt_plain = torch.optim.Adam(plain.parameters(), lr=1e-3)
-    opt_m = torch.optim.Adam(m.parameters(), lr=1e-3)
-    violations = unequal = 0
-    t_plain, t_m, plans = [], [], {}
-    for step, (x, y) in enumerate(data):
-        torch.manual_seed(1000 + step)
-        t0 = time.perf_counter()
-        opt_plain.zero_grad(set_to_none=True)
-        loss_of(plain(x), y).backward()
-        grads = [p.grad.clone() for p in plain.parameters()]
-        opt_plain.step()
-        t_plain.append(time.perf_counter() - t0)
-        torch.manual_seed(1000 + step)
-        memtrain.reset_peak()
-        t0 = time.perf_counter()
-        opt_m.zero_grad(set_to_none=True)
-        loss_of(m(x), y).backward()
-        same = all(torch.equal(g, q.grad) for g, q in zip(grads, m.parameters()))
-        opt_m.step()
-        t_m.append(time.perf_counter() - t0)
-        s = m.last_step
-        plans[s["plan"]] = plans.get(s["plan"], 0) + 1
-        unequal += not same
-        violations += s["peak_bytes"] > m.budget_bytes
-    equal_params = all(torch.equal(p, q) for p, q in zip(plain.parameters(), m.parameters()))
-    # Planned steps only: the first steps measure every stage, whatever the budget.
-    planned = slice(args.collect_steps, None)
-    row = {"percent": percent, "budget": m.budget_bytes, "violations": violations, "unequal": unequal,
-           "equal_params": equal_params, "memtrain": statistics.median(t_m[planned]),
-           "plain": statistics.median(t_plain[planned]), "plans": plans}
-
-    # checkpoint_sequential: every segment count, its peak at the longest batch.
-    fits = []
-    for segments in range(0, args.layers + 3):
-        model = make_model(args, words, tags)
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-        step = checkpointed_step(model, segments)
-        peak = max(peak_of(step, longest[0], longest[1], model, opt) for _ in range(2))
-        if peak <= m.budget_bytes:
-            fits.append((segments, peak, model, opt, step))
-    if fits:
-        times = [(timed(step, data[planned][:args.checkpoint_steps], model, opt), segments, peak)
-                 for segments, peak, model, opt, step in fits]
-        best = min(times)
-        # memtrain's time on the same steps, for the ratio.
-        row["checkpoint"] = best[0]
-        row["segments"] = best[1]
-        row["checkpoint_peak"] = best[2]
-        row["memtrain_same_steps"] = statistics.median(t_m[planned][:args.checkpoint_steps])
-    report.append(row)
-    print(row, file=sys.stderr, flush=True)
+def reference_peak(args):
+    # With the same batches alive as every contender: they count too.
+    return Contender(args, "--role", "reference").record()["reference"]
 
 
 def publish(name, text, path):
@@ -188,40 +214,112 @@ def main():
     p.add_argument("--layers", type=int, default=6)
     p.add_argument("--vocab", type=int, default=10000)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--collect-steps", type=int, default=4)
+    p.add_argument("--collect-steps", type=int, default=4, help="memtrain.Module's collection steps (its default)")
+    p.add_argument("--role", choices=["reference", "plain", "checkpoint", "memtrain"], help=argparse.SUPPRESS)
+    p.add_argument("--segments", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--budget-bytes", type=int, help=argparse.SUPPRESS)
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "BENCHMARKS.md"))
     args = p.parse_args()
 
-    data, longest, steps = batches(args)
-    words, tags = data.words, data.tags
-    report = []
-    reference = plain_peak(args, longest, words, tags)
-    for percent in [int(b) for b in args.budgets.split(",")]:
-        run_budget(args, percent, reference, longest, steps, words, tags, report)
+    if args.role:
+        run_role(args)
+        return
+
+    data, longest, _ = batches(args)
+    planned = slice(args.collect_steps, None)  # collection steps measure every stage, whatever the budget
+    timed = range(args.steps)[planned][:args.checkpoint_steps]
+    n = len(timed)
+    reference = reference_peak(args)
+    percents = [int(b) for b in args.budgets.split(",")]
+    plain_process = Contender(args, "--role", "plain")
+    checkpoint_processes = [Contender(args, "--role", "checkpoint", "--segments", s)
+                            for s in range(1, args.layers + 3)]
+    memtrain_processes = [Contender(args, "--role", "memtrain", "--budget-bytes", int(reference * p / 100))
+                          for p in percents]
+    for c in [plain_process] + checkpoint_processes:
+        c.expect("ready")
+    training = [c for c in memtrain_processes if c.expect("ready", "idle") == "ready"]
+    for i in range(args.steps):
+        takers = [plain_process] + training + (checkpoint_processes if i in timed else [])
+        k = i % len(takers)  # each takes every turn position in rotation
+        for c in takers[k:] + takers[:k]:
+            c.step(i)
+        if (i + 1) % 20 == 0:
+            print(f"step {i + 1} of {args.steps}", file=sys.stderr, flush=True)
+    plain = plain_process.record()
+    checkpointed = []
+    for segments, c in enumerate(checkpoint_processes, start=1):
+        r = c.record()
+        r["segments"] = segments
+        checkpointed.append(r)
+    records = [c.record() for c in memtrain_processes]
+    for c in checkpointed:
+        print(f"checkpoint_sequential {c['segments']}: peak {c['peak']} bytes, {statistics.mean(c['times']):.4f} s/step",
+              file=sys.stderr, flush=True)
+
+    rows = []
+    for percent in percents:
+        budget = int(reference * percent / 100)
+        r = records.pop(0)
+        if "least" in r:
+            rows.append({"percent": percent, "budget": budget, "least": r["least"]})
+            print(f"{percent}%: infeasible, least {r['least']} bytes", file=sys.stderr, flush=True)
+            continue
+        r.update({"percent": percent, "budget": budget, "violations": sum(p > budget for p in r["peaks"]),
+                  "unequal": sum(g != h for g, h in zip(r["grads"], plain["grads"])),
+                  "equal_params": r["final"] == plain["final"]})
+        fitting = [c for c in checkpointed if c["peak"] <= budget]
+        if fitting:
+            r["checkpoint"] = min(fitting, key=lambda c: statistics.mean(c["times"]))
+        rows.append(r)
+        print(f"{percent}%: {r['violations']} over budget, {r['unequal']} unequal, plans {r['plans']}, "
+              f"{statistics.mean(r['times'][planned]):.4f} s/step", file=sys.stderr, flush=True)
 
     cpu = platform.processor() or platform.machine()
     lines = [
         "## memtrain.Module against checkpoint_sequential (Python)\n",
-        f"`/usr/bin/python3 bench/python_bench.py {' '.join(sys.argv[1:])}` ({datetime.date.today()}, {os.cpu_count()} "
+        f"`{' '.join(['/usr/bin/python3', 'bench/python_bench.py'] + sys.argv[1:])}` ({datetime.date.today()}, {os.cpu_count()} "
         f"cores {cpu}, torch {torch.__version__}, {torch.get_num_threads()} threads). A {args.layers}-block "
         f"Transformer tagger (width {args.width}, {args.heads} heads, dropout 0.1) as a plain `nn.Sequential`, "
-        f"Adam, Brown batches of {args.batch} sentences (longest {tuple(longest[0].shape)}), planner "
+        f"Adam, {args.steps} Brown batches of {args.batch} sentences (longest {tuple(longest[0].shape)}), planner "
         f"`{args.planner}`. Budget: N% of the plain model's training-step peak at the longest batch "
         f"({reference / 2**20:.1f} MiB: weights, gradients, Adam's state, batch, activations; everything in the "
-        "process counted). Times: median step over the planned steps (collection steps left out); the checkpoint column is "
-        "the fastest segment count whose measured peak at the longest batch fits the budget, timed on the first "
-        f"{args.checkpoint_steps} of the same steps.\n",
-        "| budget | steps over budget | steps with unequal gradients | final parameters equal | plain s/step "
-        "| memtrain s/step | memtrain / plain | fastest fitting checkpoint_sequential | its s/step | its speed / "
-        "memtrain's (same steps) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "process counted). Each contender trains in a process of its own, so only its own tensors count against its "
+        "budget; the processes take turns step by step, so machine noise falls on all of them alike. A step's peak covers its forward, backward "
+        "and Adam update. Gradients are compared with the plain run's, step by step, by SHA-256 of their bytes. "
+        "Times are means over the steps after memtrain's collection steps (the last column also gives the ratio of medians). The checkpoint_sequential column is the "
+        "fastest segment count whose peak at the longest batch fits the budget, timed on the first "
+        f"{n} of those steps; the last column compares it with memtrain on the same {n} steps.\n",
+        "| budget | steps over budget | steps with unequal gradients | final parameters equal | memtrain plans "
+        "| plain s/step | memtrain s/step | memtrain / plain | fastest fitting checkpoint_sequential | its s/step "
+        "| memtrain's speed / its |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in report:
-        ck = (f"{r['segments']} segments, peak {r['checkpoint_peak'] / 2**20:.1f} MiB", f"{r['checkpoint']:.4f}",
-              f"{r['checkpoint'] / r['memtrain_same_steps']:.2f}x") if "checkpoint" in r else ("none fits", "-", "-")
+    plain_time = statistics.mean(plain["times"][planned])
+    for r in rows:
+        if "least" in r:
+            lines.append(f"| {r['percent']}% ({r['budget'] / 2**20:.1f} MiB) | below the least budget of "
+                         f"`{args.planner}`, {r['least'] / 2**20:.1f} MiB | | | | | | | | | |")
+            continue
+        mine = statistics.mean(r["times"][planned])
+        plans = ", ".join(f"{k} {v}" for k, v in sorted(r["plans"].items()))
+        if "checkpoint" in r:
+            c = r["checkpoint"]
+            ck_time = statistics.mean(c["times"])
+            same = statistics.mean(r["times"][planned][:n])
+            medians = statistics.median(c["times"]) / statistics.median(r["times"][planned][:n])
+            what = "1 segment (nothing checkpointed)" if c["segments"] == 1 else f"{c['segments']} segments"
+            ck = (f"{what}, peak {c['peak'] / 2**20:.1f} MiB", f"{ck_time:.4f}",
+                  f"{ck_time / same:.2f}x (medians {medians:.2f}x)")
+        else:
+            ck = ("none fits", "-", "-")
         lines.append(f"| {r['percent']}% ({r['budget'] / 2**20:.1f} MiB) | {r['violations']} / {args.steps} | "
-                     f"{r['unequal']} | {'yes' if r['equal_params'] else 'no'} | {r['plain']:.4f} | "
-                     f"{r['memtrain']:.4f} | {r['memtrain'] / r['plain']:.3f} | {ck[0]} | {ck[1]} | {ck[2]} |")
+                     f"{r['unequal']} | {'yes' if r['equal_params'] else 'no'} | {plans} | {plain_time:.4f} | "
+                     f"{mine:.4f} | {mine / plain_time:.3f} | {ck[0]} | {ck[1]} | {ck[2]} |")
+    lines += ["", "checkpoint_sequential, every segment count (peak at the longest batch, mean s/step):", "",
+              "| segments | peak | s/step |", "|---|---|---|"]
+    for c in checkpointed:
+        lines.append(f"| {c['segments']} | {c['peak'] / 2**20:.1f} MiB | {statistics.mean(c['times']):.4f} |")
     publish("python_bench", "\n".join(lines) + "\n", args.out)
     print("\n".join(lines))
 

@@ -1,4 +1,5 @@
-"""Small plain-PyTorch models the tests wrap: nothing here is memtrain's."""
+"""Plain-PyTorch models the tests and bench/python_bench.py wrap: nothing
+here is memtrain's."""
 
 import torch
 from torch import nn
