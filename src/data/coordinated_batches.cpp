@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/process_shared.h"
 #include "core/seconds_since.h"
 #include "data/prep_pipeline.h"
 
@@ -47,21 +48,6 @@ struct SlotHeader {
 using Clock = std::chrono::steady_clock;
 
 std::int64_t align64(std::int64_t n) { return (n + 63) / 64 * 64; }
-
-// Gone, or a zombie: it exited and only its parent has not collected it yet.
-bool process_gone(std::int32_t pid) {
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
-  if (!f) return false;
-  char state = 0;
-  // pid (comm) state ...; comm may hold spaces, so the state follows the last ')'.
-  char line[512];
-  const size_t n = std::fread(line, 1, sizeof(line) - 1, f);
-  std::fclose(f);
-  line[n] = '\0';
-  if (const char* close = std::strrchr(line, ')'); close && close[1] == ' ') state = close[2];
-  return state == 'Z' || state == 'X';
-}
 
 void pause_briefly() { std::this_thread::sleep_for(std::chrono::microseconds(200)); }
 
@@ -127,12 +113,7 @@ CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache*
       if (p == MAP_FAILED)
         throw Error("coordination group " + name + ": cannot map shared memory: " + std::strerror(errno));
       auto* s = static_cast<Segment*>(p);  // zero-filled by ftruncate
-      pthread_mutexattr_t attr;
-      pthread_mutexattr_init(&attr);
-      pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-      pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-      pthread_mutex_init(&s->mutex, &attr);
-      pthread_mutexattr_destroy(&attr);
+      init_process_shared_mutex(&s->mutex);
       s->jobs = coordination_.jobs;
       s->slots = slots;
       s->slot_stride = stride;
@@ -253,12 +234,7 @@ void CoordinatedBatcher::leave() {
 }
 
 void CoordinatedBatcher::lock() const {
-  const int r = pthread_mutex_lock(&segment_->mutex);
-  // A job died holding the lock: its changes are whole fields, so go on.
-  if (r == EOWNERDEAD)
-    pthread_mutex_consistent(&segment_->mutex);
-  else if (r != 0)
-    throw Error("coordination group " + coordination_.name + ": cannot lock the group: " + std::strerror(r));
+  lock_process_shared_mutex(&segment_->mutex, "coordination group " + coordination_.name);
 }
 
 void CoordinatedBatcher::unlock() const { pthread_mutex_unlock(&segment_->mutex); }
