@@ -1,0 +1,291 @@
+#include "jobs/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "core/error.h"
+#include "core/seconds_since.h"
+
+extern char** environ;
+
+namespace memtrain::jobs {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr Seconds kWatchPeriod = 0.02;  // the launcher looks at its jobs this often
+
+std::string last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+std::int32_t spawn_job(const LaunchOptions& o, size_t index, const std::string& report, const std::string& log) {
+  std::vector<std::string> argv = {o.program, "train"};
+  argv.insert(argv.end(), o.jobs[index].train_args.begin(), o.jobs[index].train_args.end());
+  for (const std::string& a :
+       {std::string("--share"), o.group.name, std::string("--share-label"), "job " + std::to_string(index + 1),
+        std::string("--json"), report, std::string("--quiet")})
+    argv.push_back(a);
+  std::vector<char*> raw;
+  for (std::string& a : argv) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&files, 1, 2);
+  pid_t pid = 0;
+  const int r = posix_spawn(&pid, o.program.c_str(), &files, nullptr, raw.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  if (r != 0) throw Error("cannot start " + o.program + " (log " + log + "): " + std::strerror(r));
+  return static_cast<std::int32_t>(pid);
+}
+
+const MemberState* member_of(const GroupState& g, std::int32_t pid) {
+  for (const MemberState& m : g.members) {
+    if (m.pid == pid) return &m;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+LaunchResult launch(const LaunchOptions& o) {
+  GroupSettings settings = o.group;
+  settings.expected_jobs = o.jobs.empty() ? o.hosted_jobs : 0;
+  for (const JobSpec& j : o.jobs) settings.expected_jobs += j.start_after_steps == 0 ? 1 : 0;
+  if (!o.jobs.empty() && ::mkdir(o.work_dir.c_str(), 0755) != 0 && errno != EEXIST)
+    throw Error("jobs: cannot make the work folder " + o.work_dir + ": " + std::strerror(errno));
+  std::unique_ptr<JobGroup> group = JobGroup::create(settings);
+  const Clock::time_point start = Clock::now();
+  LaunchResult result;
+  result.jobs.resize(o.jobs.size());
+  std::vector<bool> started(o.jobs.size(), false), ended(o.jobs.size(), false), killed(o.jobs.size(), false);
+  auto spawn = [&](size_t i) {
+    JobOutcome& out = result.jobs[i];
+    out.report_path = o.work_dir + "/job-" + std::to_string(i + 1) + ".json";
+    out.log_path = o.work_dir + "/job-" + std::to_string(i + 1) + ".log";
+    std::remove(out.report_path.c_str());
+    out.pid = spawn_job(o, i, out.report_path, out.log_path);
+    out.launched = true;
+    out.started = seconds_since(start);
+    started[i] = true;
+    if (o.progress) std::fprintf(stderr, "memtrain jobs: job %zu started, pid %d\n", i + 1, out.pid);
+  };
+  try {
+    for (size_t i = 0; i < o.jobs.size(); ++i) {
+      if (o.jobs[i].start_after_steps == 0) spawn(i);
+    }
+    while (true) {
+      group->reap();
+      const GroupState g = group->state();
+      std::int64_t steps = 0;
+      for (const MemberState& m : g.members) steps += m.steps;
+      bool all_ended = true, running = false;
+      for (size_t i = 0; i < o.jobs.size(); ++i) {
+        JobOutcome& out = result.jobs[i];
+        if (!started[i] && steps >= o.jobs[i].start_after_steps) spawn(i);
+        if (!started[i] || ended[i]) {
+          all_ended = all_ended && ended[i];
+          continue;
+        }
+        const MemberState* m = member_of(g, out.pid);
+        if (!killed[i] && o.jobs[i].kill_after_steps >= 0 && m && m->steps >= o.jobs[i].kill_after_steps) {
+          ::kill(out.pid, SIGKILL);
+          killed[i] = true;
+          out.ended = seconds_since(start);  // its end, as far as the group is concerned
+        }
+        int status = 0;
+        if (::waitpid(out.pid, &status, WNOHANG) != out.pid) {
+          all_ended = false;
+          running = true;
+          continue;
+        }
+        ended[i] = true;
+        if (!killed[i]) out.ended = seconds_since(start);
+        if (WIFEXITED(status)) out.exit_code = WEXITSTATUS(status);
+        if (WIFSIGNALED(status)) out.signal = WTERMSIG(status);
+        group->reap();
+        const MemberState* after = member_of(group->state(), out.pid);
+        if (after && after->reclaimed > 0) out.reclaimed_after = seconds_since(start) - out.ended;
+        if (killed[i])
+          out.error =
+              "killed with SIGKILL after " + std::to_string(o.jobs[i].kill_after_steps) + " steps (--kill-after)";
+        else if (out.signal)
+          out.error = "killed by signal " + std::to_string(out.signal);
+        else if (out.exit_code != 0)
+          out.error = last_line(out.log_path);
+        if (o.progress) {
+          std::fprintf(stderr, "memtrain jobs: job %zu (pid %d) %s\n", i + 1, out.pid,
+                       out.exit_code == 0 ? "completed"
+                       : out.signal       ? ("killed by signal " + std::to_string(out.signal)).c_str()
+                                          : ("failed: " + out.error).c_str());
+        }
+      }
+      if (o.jobs.empty()) {
+        int settled = 0;
+        for (const MemberState& m : g.members) settled += m.status != MemberState::Joined ? 1 : 0;
+        all_ended =
+            static_cast<int>(g.members.size()) >= o.hosted_jobs && settled == static_cast<int>(g.members.size());
+      }
+      if (!o.jobs.empty() && !running) {
+        // No job runs to take the steps the waiting ones wait for.
+        for (size_t i = 0; i < o.jobs.size(); ++i) {
+          if (started[i]) continue;
+          result.jobs[i].error = "not started: the group ended after " + std::to_string(steps) + " steps, before the " +
+                                 std::to_string(o.jobs[i].start_after_steps) + " it waited for (--start-after)";
+        }
+        break;
+      }
+      if (all_ended) break;
+      std::this_thread::sleep_for(std::chrono::duration<double>(kWatchPeriod));
+    }
+  } catch (...) {
+    for (size_t i = 0; i < o.jobs.size(); ++i) {
+      if (started[i] && !ended[i]) {
+        ::kill(result.jobs[i].pid, SIGKILL);
+        ::waitpid(result.jobs[i].pid, nullptr, 0);
+      }
+    }
+    throw;
+  }
+  result.group = group->state();
+  for (const MemberState& m : result.group.members) {
+    const bool ours =
+        std::any_of(result.jobs.begin(), result.jobs.end(), [&](const JobOutcome& j) { return j.pid == m.pid; });
+    if (ours) continue;
+    JobOutcome hand;  // joined by hand
+    hand.pid = m.pid;
+    hand.exit_code = m.status == MemberState::Finished ? 0 : -1;
+    result.jobs.push_back(hand);
+  }
+  Seconds first = -1, last = 0;
+  for (const JobOutcome& j : result.jobs) {
+    if (!j.launched) continue;
+    first = first < 0 ? j.started : std::min(first, j.started);
+    last = std::max(last, j.ended);
+  }
+  result.makespan = first < 0 ? seconds_since(start) : last - first;
+  return result;
+}
+
+namespace {
+
+nlohmann::json read_report(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return nullptr;
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+nlohmann::json jobs_report(const LaunchOptions& o, const LaunchResult& r) {
+  using nlohmann::json;
+  json jobs = json::array();
+  long violations = r.group.budget >= 0 && r.group.max_live > r.group.budget ? 1 : 0;
+  std::vector<double> slowdowns;
+  for (size_t i = 0; i < r.jobs.size(); ++i) {
+    const JobOutcome& out = r.jobs[i];
+    const MemberState* m = member_of(r.group, out.pid);
+    const json report = out.launched ? read_report(out.report_path) : json();
+    const bool completed = out.exit_code == 0 && m && m->status == MemberState::Finished;
+    const Seconds seconds = out.launched ? out.ended - out.started : 0;
+    json j = {{"index", i + 1},
+              {"pid", out.pid},
+              {"label", m ? m->label : std::string()},
+              {"completed", completed},
+              {"exit_code", out.signal ? json() : json(out.exit_code)},
+              {"signal", out.signal ? json(out.signal) : json()},
+              {"error", out.error.empty() ? json() : json(out.error)},
+              {"seconds", out.launched ? json(seconds) : json()},
+              {"started_seconds", out.launched ? json(out.started) : json()},
+              {"steps", m ? m->steps : 0},
+              {"wait_seconds", m ? m->wait_seconds : 0},
+              {"calibrate_wait_seconds", m ? m->calibrate_wait_seconds : 0},
+              {"peak_bytes", m ? m->peak : 0},
+              {"reference_peak_bytes", m ? m->reference : 0},
+              {"least_budget_bytes", m ? m->least_largest : 0},
+              {"reclaimed_bytes", m ? m->reclaimed : 0},
+              {"reclaimed_after_seconds", out.reclaimed_after >= 0 ? json(out.reclaimed_after) : json()},
+              {"lease_delay_steps",
+               m && m->others_steps_to_first_lease >= 0 ? json(m->others_steps_to_first_lease) : json()}};
+    if (o.jobs.size() > i) j["args"] = o.jobs[i].train_args;
+    // From the job's own report: samples, retries, violations, and the
+    // Simulator's peaks and times for what ran and for keeping everything.
+    json samples_per_second, retries, msr, eor, cbr;
+    if (report.is_object()) {
+      double samples = 0, planned = 0, plain_planned = 0, plain_all = 0;
+      double peak = 0, plain_peak = 0;
+      for (const json& step : report.at("steps")) {
+        if (step.at("plan") != "collect") {  // collection steps measure, they do not schedule
+          peak = std::max(peak, step.at("peak_bytes").get<double>());
+          plain_peak = std::max(plain_peak, step.value("predicted_plain_peak_bytes", 0.0));
+        }
+        const json& shape = step.at("input_shape");
+        samples += shape.empty() ? 1 : shape.at(0).get<double>();
+        const json& plain = step.value("predicted_plain_seconds", json());
+        if (plain.is_number()) plain_all += plain.get<double>();
+        if (step.at("plan") != "collect" && plain.is_number() && step.at("predicted_schedule_seconds").is_number()) {
+          planned += step.at("predicted_schedule_seconds").get<double>();
+          plain_planned += plain.get<double>();
+        }
+      }
+      samples_per_second = seconds > 0 ? json(samples / seconds) : json();
+      retries = report.at("summary").at("retries");
+      violations += report.at("summary").at("violations").get<long>();
+      if (plain_peak > 0) msr = 1 - peak / plain_peak;
+      if (plain_planned > 0) {
+        const double e = planned / plain_planned - 1;
+        eor = e;
+        if (e > 0 && msr.is_number()) cbr = msr.get<double>() / e;  // EOR 0: CBR unbounded, reported null
+      }
+      if (completed && plain_all > 0) slowdowns.push_back(seconds / plain_all);
+    }
+    j["samples_per_second"] = samples_per_second;
+    j["retries"] = retries;
+    j["msr"] = msr;
+    j["eor"] = eor;
+    j["cbr"] = cbr;
+    jobs.push_back(std::move(j));
+  }
+  double sum = 0, squares = 0;
+  for (double x : slowdowns) {
+    sum += x;
+    squares += x * x;
+  }
+  const json jain = slowdowns.empty() ? json() : json(sum * sum / (static_cast<double>(slowdowns.size()) * squares));
+  return {{"budget_bytes", r.group.budget},
+          {"policy", policy_name(o.group.policy)},
+          {"group", o.group.name},
+          {"summary",
+           {{"makespan_seconds", r.makespan},
+            {"violations", violations},
+            {"max_total_live_bytes", r.group.max_live},
+            {"calibration_max_total_live_bytes", r.group.calibration_max_live},
+            {"jain_index", jain},
+            {"refusals", r.group.refusals},
+            {"refused", r.group.refused.empty() ? json() : json(r.group.refused)}}},
+          {"jobs", jobs}};
+}
+
+}  // namespace memtrain::jobs

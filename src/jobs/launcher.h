@@ -1,0 +1,57 @@
+// `memtrain jobs`: starts a job group and its jobs, each a `memtrain train
+// --share` process of its own, watches them until all have ended, and
+// reclaims the memory of any that dies on the way.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "jobs/job_group.h"
+
+namespace memtrain::jobs {
+
+struct JobSpec {
+  std::vector<std::string> train_args;  // flags of `memtrain train`
+  // Starts once the group's jobs have taken this many steps together (0: at once).
+  std::int64_t start_after_steps = 0;
+  // Killed with SIGKILL once it has taken this many steps (-1: never); for
+  // checking that a dead job loses the others nothing.
+  std::int64_t kill_after_steps = -1;
+};
+
+struct LaunchOptions {
+  GroupSettings group;        // expected_jobs: set from the jobs that start at once
+  std::vector<JobSpec> jobs;  // none: host the group for jobs started by hand
+  int hosted_jobs = 0;        // with no jobs: how many to wait for
+  std::string program;        // the memtrain executable
+  std::string work_dir;       // each job's JSON report and log go here
+  bool progress = true;       // a line on stderr as each job starts and ends
+};
+
+struct JobOutcome {
+  std::int32_t pid = 0;
+  bool launched = false;  // started by the launcher (else: joined by hand)
+  int exit_code = -1;     // -1: killed by a signal
+  int signal = 0;
+  std::string error;               // the job's last line on stderr when it failed
+  Seconds started = 0, ended = 0;  // since the launch
+  Seconds reclaimed_after = -1;    // from its end to its bytes being free again; -1: none held
+  std::string log_path, report_path;
+};
+
+struct LaunchResult {
+  GroupState group;              // at the end
+  std::vector<JobOutcome> jobs;  // in --job order, then jobs that joined by hand
+  Seconds makespan = 0;          // first start to last end
+};
+
+LaunchResult launch(const LaunchOptions& options);
+
+// The report `memtrain jobs --json` writes (docs/jobs.md): the group's
+// summary and each job's figures, from the launch and the jobs' own reports.
+nlohmann::json jobs_report(const LaunchOptions& options, const LaunchResult& result);
+
+}  // namespace memtrain::jobs

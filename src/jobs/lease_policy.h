@@ -1,0 +1,66 @@
+// How a device budget shared by several jobs is leased to them, step by
+// step. Before each step a job asks for a lease: `want` (its predicted peak
+// for this step's input under its fastest plan), `least` (the least budget
+// its planner can work with for that input) and the predicted step time at
+// a few budgets between the two. A policy grants it some bytes, tells it to
+// wait, or says it can never be granted enough. Whatever it grants, the
+// leases and the memory the other jobs hold never add up to more than the
+// budget.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+
+namespace memtrain::jobs {
+
+enum class Policy {
+  Static,        // an equal split of the budget
+  Proportional,  // split in proportion to each job's unconstrained peak at its largest input
+  Fcfs,          // requests in arrival order, each granted its whole want; wait when short
+  Arbiter,       // per-step leases sized where they buy time; older requests first
+};
+
+Policy parse_policy(const std::string& text);  // UsageError names the valid ones
+const char* policy_name(Policy policy);
+extern const char* const kPolicyNames;  // "static, proportional, fcfs or arbiter"
+
+constexpr int kCurvePoints = 6;  // budgets a request prices its step at
+
+// A step's predicted time under a budget.
+struct BudgetPoint {
+  Bytes bytes = 0;
+  Seconds seconds = 0;
+};
+
+// What a policy sees of one job of the group.
+struct JobView {
+  bool present = false;     // joined, and neither finished nor gone
+  Bytes live = 0;           // bytes it holds now
+  Bytes lease = 0;          // bytes leased to it now (its step's budget; its resident bytes between steps)
+  Bytes resident = 0;       // bytes it keeps between steps (weights, optimizer state)
+  Bytes reference = 0;      // unconstrained peak at its largest input
+  bool waiting = false;     // it has a request open
+  std::int64_t ticket = 0;  // arrival order of that request
+  Bytes want = 0, least = 0;
+  std::vector<BudgetPoint> curve;  // ascending bytes; the last point is `want`
+};
+
+struct Decision {
+  enum Kind { Grant, Wait, Never } kind = Wait;
+  Bytes bytes = 0;  // Grant: the step's budget, at least `least`
+  std::string why;  // Never: why no wait will help
+};
+
+// The decision on `requester`'s open request. `expected_jobs`: the jobs the
+// group was started with (static and proportional split among at least these).
+Decision decide(Policy policy, const std::vector<JobView>& jobs, int requester, Bytes budget, int expected_jobs);
+
+// The arbiter's choice on a curve: the fewest bytes whose predicted time is
+// within `slack` of the fastest.
+Bytes knee_of(const std::vector<BudgetPoint>& curve, double slack);
+constexpr double kArbiterSlack = 0.05;
+
+}  // namespace memtrain::jobs

@@ -1,0 +1,148 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "jobs/lease_policy.h"
+
+namespace memtrain::jobs {
+namespace {
+
+// A job between steps: it holds (and is leased) its resident bytes.
+JobView idle(Bytes resident, Bytes reference = 0) {
+  JobView j;
+  j.present = true;
+  j.live = j.lease = j.resident = resident;
+  j.reference = reference;
+  return j;
+}
+
+// A job mid-step under `lease`, holding `live`.
+JobView running(Bytes resident, Bytes lease, Bytes live) {
+  JobView j = idle(resident);
+  j.lease = lease;
+  j.live = live;
+  return j;
+}
+
+JobView asking(JobView j, std::int64_t ticket, Bytes least, Bytes want, std::vector<BudgetPoint> curve = {}) {
+  j.waiting = true;
+  j.ticket = ticket;
+  j.least = least;
+  j.want = want;
+  j.curve = curve.empty() ? std::vector<BudgetPoint>{{want, 1.0}} : curve;
+  return j;
+}
+
+TEST(LeasePolicy, NamesParseBackAndUnknownOnesAreRefusedWithTheValidOnes) {
+  for (Policy p : {Policy::Static, Policy::Proportional, Policy::Fcfs, Policy::Arbiter})
+    EXPECT_EQ(parse_policy(policy_name(p)), p);
+  try {
+    parse_policy("tensile");
+    FAIL() << "tensile is not built";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("static, proportional, fcfs or arbiter"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LeasePolicy, StaticGrantsAnEqualShareOnceTheOthersLeaveRoom) {
+  // 900 bytes for 3 jobs: 300 each, whatever the requester wants.
+  std::vector<JobView> jobs = {asking(idle(100), 1, 200, 800), running(100, 300, 250), idle(100)};
+  Decision d = decide(Policy::Static, jobs, 0, 900, 3);
+  EXPECT_EQ(d.kind, Decision::Grant);
+  EXPECT_EQ(d.bytes, 300);
+  // A job started late and counted in: still equal shares of the jobs present.
+  jobs.push_back(idle(50));
+  EXPECT_EQ(decide(Policy::Static, jobs, 0, 900, 3).bytes, 225);
+  // The second job holds more than its share (an unenforced planner): wait.
+  jobs.pop_back();
+  jobs[1].live = 550;
+  EXPECT_EQ(decide(Policy::Static, jobs, 0, 900, 3).kind, Decision::Wait);
+}
+
+TEST(LeasePolicy, StaticNeverGrantsAShareBelowTheInputsLeast) {
+  const std::vector<JobView> jobs = {asking(idle(100), 1, 350, 800), idle(100), idle(100)};
+  const Decision d = decide(Policy::Static, jobs, 0, 900, 3);
+  EXPECT_EQ(d.kind, Decision::Never);
+  EXPECT_NE(d.why.find("share"), std::string::npos) << d.why;
+}
+
+TEST(LeasePolicy, ProportionalSplitsByUnconstrainedPeaks) {
+  const std::vector<JobView> jobs = {asking(idle(10, 100), 1, 50, 400), idle(10, 300)};
+  EXPECT_EQ(decide(Policy::Proportional, jobs, 0, 1000, 2).bytes, 250);
+  std::vector<JobView> other = {idle(10, 100), asking(idle(10, 300), 1, 50, 900)};
+  EXPECT_EQ(decide(Policy::Proportional, other, 1, 1000, 2).bytes, 750);
+}
+
+TEST(LeasePolicy, FcfsServesRequestsInOrderEachItsWholeWant) {
+  // Job 1 asked first and waits for room; job 0, asking later, waits behind it
+  // even though its own want would fit now.
+  std::vector<JobView> jobs = {asking(idle(100), 5, 150, 300), asking(idle(100), 4, 150, 700), running(100, 500, 480)};
+  EXPECT_EQ(decide(Policy::Fcfs, jobs, 1, 1000, 3).kind, Decision::Wait);  // 1000-100-500 = 400 free < 700
+  EXPECT_EQ(decide(Policy::Fcfs, jobs, 0, 1000, 3).kind, Decision::Wait);
+  jobs[2] = idle(100);  // the running job settles
+  const Decision first = decide(Policy::Fcfs, jobs, 1, 1000, 3);
+  EXPECT_EQ(first.kind, Decision::Grant);
+  EXPECT_EQ(first.bytes, 700);
+  // A want beyond all the others ever leave is capped at that, not waited for forever.
+  std::vector<JobView> greedy = {asking(idle(100), 1, 150, 5000), idle(300)};
+  EXPECT_EQ(decide(Policy::Fcfs, greedy, 0, 1000, 2).bytes, 700);
+}
+
+TEST(LeasePolicy, NoPolicyGrantsWhatTheOthersResidentBytesNeverLeave) {
+  for (Policy p : {Policy::Static, Policy::Proportional, Policy::Fcfs, Policy::Arbiter}) {
+    const std::vector<JobView> jobs = {asking(idle(100), 1, 700, 900), idle(400, 1), idle(10, 1)};
+    const Decision d = decide(p, jobs, 0, 1000, 3);
+    EXPECT_EQ(d.kind, Decision::Never) << policy_name(p);
+    EXPECT_NE(d.why.find("other jobs"), std::string::npos) << policy_name(p) << ": " << d.why;
+  }
+}
+
+TEST(LeasePolicy, GrantsAndWhatTheOthersHoldNeverPassTheBudget) {
+  // Every policy, many situations: a grant plus the others' holdings fits.
+  for (Policy p : {Policy::Static, Policy::Proportional, Policy::Fcfs, Policy::Arbiter}) {
+    for (Bytes other_live = 100; other_live <= 900; other_live += 50) {
+      for (Bytes want = 200; want <= 1200; want += 100) {
+        const std::vector<BudgetPoint> curve = {{200, 3.0}, {want / 2 + 100, 2.0}, {want, 1.0}};
+        const std::vector<JobView> jobs = {asking(idle(100, 500), 1, 200, want, curve),
+                                           running(100, other_live, other_live), idle(50, 500)};
+        const Decision d = decide(p, jobs, 0, 1200, 3);
+        if (d.kind != Decision::Grant) continue;
+        EXPECT_GE(d.bytes, 200) << policy_name(p);
+        EXPECT_LE(d.bytes + other_live + 50, 1200) << policy_name(p) << " other " << other_live << " want " << want;
+      }
+    }
+  }
+}
+
+TEST(LeasePolicy, ArbiterGrantsTheKneeNotTheWholeWant) {
+  // Past 600 bytes the step is within 5% of its fastest: the rest stays free.
+  const std::vector<BudgetPoint> curve = {{400, 2.0}, {500, 1.2}, {600, 1.03}, {700, 1.0}};
+  EXPECT_EQ(knee_of(curve, kArbiterSlack), 600);
+  std::vector<JobView> jobs = {asking(idle(100), 1, 400, 700, curve), idle(100)};
+  Decision d = decide(Policy::Arbiter, jobs, 0, 2000, 2);
+  EXPECT_EQ(d.bytes, 600);
+  // Short of the knee: the most the room holds on the curve, rather than waiting.
+  jobs[1] = running(100, 1450, 1400);
+  d = decide(Policy::Arbiter, jobs, 0, 2000, 2);  // 550 free
+  EXPECT_EQ(d.kind, Decision::Grant);
+  EXPECT_EQ(d.bytes, 500);
+  // Short of the least: wait.
+  jobs[1] = running(100, 1650, 1600);
+  EXPECT_EQ(decide(Policy::Arbiter, jobs, 0, 2000, 2).kind, Decision::Wait);
+}
+
+TEST(LeasePolicy, ArbiterKeepsWhatAnOlderRequestLacksOfItsLeast) {
+  // Job 1 asked first and needs 500 more than it holds; job 0's grant must
+  // leave that, so job 1 cannot starve behind later, smaller requests.
+  const std::vector<BudgetPoint> curve = {{300, 2.0}, {600, 1.0}};
+  std::vector<JobView> jobs = {asking(idle(100), 2, 300, 600, curve), asking(idle(100), 1, 600, 900),
+                               running(100, 400, 400)};
+  // 2000 - 100 - 400 = 1500 free now; 500 kept for job 1 leaves 1000: the knee fits.
+  EXPECT_EQ(decide(Policy::Arbiter, jobs, 0, 2000, 3).bytes, 600);
+  jobs[2] = running(100, 1000, 1000);  // 900 free, 500 kept: 400 left, the curve's 300
+  EXPECT_EQ(decide(Policy::Arbiter, jobs, 0, 2000, 3).bytes, 300);
+  jobs[2] = running(100, 1200, 1200);  // 700 free, 500 kept: 200 < least
+  EXPECT_EQ(decide(Policy::Arbiter, jobs, 0, 2000, 3).kind, Decision::Wait);
+}
+
+}  // namespace
+}  // namespace memtrain::jobs
