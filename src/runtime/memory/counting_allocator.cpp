@@ -26,6 +26,7 @@ struct Header {
   // allocator's DataPtr, whose context need not be its data; nullptr: the
   // block came from LibTorch's default CPU allocator.
   c10::DataPtr* held;
+  bool shared;  // also charged to the pool's shared account
 };
 static_assert(sizeof(Header) <= kHeader, "header must fit its slot");
 
@@ -46,7 +47,7 @@ void free_block(void* data) {
   char* block = static_cast<char*>(data) - kHeader;
   const Header h = *reinterpret_cast<Header*>(block);
   if (h.pool)
-    h.pool->refund(h.bytes);
+    h.pool->refund(h.bytes, h.shared);
   else
     g_unpooled.fetch_sub(h.bytes);
   if (h.held)
@@ -69,9 +70,10 @@ class CountingAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) MEMTRAIN_ALLOCATE_CONST override {
     PoolCounters* pool = t_current;
     const Bytes bytes = static_cast<Bytes>(n);
+    bool shared = false;
     if (pool) {
       try {
-        pool->charge(bytes);  // throws OutOfBudget before anything is allocated
+        shared = pool->charge(bytes);  // throws OutOfBudget before anything is allocated
       } catch (const OutOfBudget& refused) {
         ++t_refusals;
         t_last_refusal = std::make_unique<OutOfBudget>(refused);
@@ -93,12 +95,12 @@ class CountingAllocator final : public c10::Allocator {
     } catch (...) {
       delete held;
       if (pool)
-        pool->refund(bytes);
+        pool->refund(bytes, shared);
       else
         g_unpooled.fetch_sub(bytes);
       throw;
     }
-    *reinterpret_cast<Header*>(block) = Header{pool, bytes, held};
+    *reinterpret_cast<Header*>(block) = Header{pool, bytes, held, shared};
     void* data = block + kHeader;
     return c10::DataPtr(data, data, &free_block, c10::Device(c10::DeviceType::CPU));
   }

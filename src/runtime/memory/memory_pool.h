@@ -16,6 +16,8 @@ struct Allocator;
 
 namespace memtrain::runtime {
 
+class SharedAccount;
+
 // Shared between a MemoryPool and its live allocations, so that a tensor
 // that outlives its pool can still be freed safely.
 struct PoolCounters {
@@ -30,11 +32,14 @@ struct PoolCounters {
   // allocator. A CUDA build's host pool takes pinned memory, so copies to and
   // from it run asynchronously at the link's full speed.
   std::atomic<c10::Allocator*> source{nullptr};
+  // Also charged with every allocation, when set (MemoryPool::share).
+  std::atomic<SharedAccount*> account{nullptr};
 
   // Charges `bytes`; throws OutOfBudget (charging nothing) when enforced and
-  // over budget.
-  void charge(Bytes bytes);
-  void refund(Bytes bytes);
+  // over budget, or when the shared account refuses. Returns whether the
+  // shared account was charged, to pass to refund().
+  bool charge(Bytes bytes);
+  void refund(Bytes bytes, bool shared);
   void release();  // drops one reference; deletes this at zero
 };
 
@@ -60,6 +65,11 @@ class MemoryPool {
 
   // Blocks allocated from now on come from `source` (nullptr: the default).
   void allocate_from(c10::Allocator* source) { counters_->source.store(source); }
+
+  // Charges every allocation from now on to `account` as well (nullptr:
+  // stops). The account must outlive the allocations charged to it, or be
+  // detached first; an allocation freed after that is refunded to the pool only.
+  void share(SharedAccount* account) { counters_->account.store(account); }
 
   PoolCounters* counters() { return counters_; }
 

@@ -154,6 +154,8 @@ void Trainer::calibrate() {
   // Calibration runs are measurements, not training: unenforced, no buffer
   // updates, gradients discarded, random generators rewound.
   memory_.set_enforced(false);
+  // Other jobs calibrate in turn: none of them measures beside another.
+  if (options_.lease) options_.lease->begin_calibration();
   const RngSnapshot rng = RngSnapshot::capture(generator_);
   auto measure = [&](const Schedule& schedule) {
     StepContext ctx = context_for(largest);
@@ -165,7 +167,8 @@ void Trainer::calibrate() {
   };
   // With the weights in host memory, the step with everything on the device
   // is never run (it is what does not fit): its peak is simulated below.
-  if (options_.budget.is_percent && !options_.least_budget && !host_weights_) {
+  // Nor on a shared device, where it would take the others' memory.
+  if (options_.budget.is_percent && !options_.least_budget && !host_weights_ && !options_.lease) {
     reference_peak_ = measure(plan::schedule_keeping_everything(n)).peak;
   }
   // One collection run per variant when the planner chooses variants.
@@ -188,7 +191,7 @@ void Trainer::calibrate() {
   }
   observe_resident(largest);
   largest_chain_ = completed(chain_from_samples(samples, stage_constants(*model_, Adam::kSlots)));
-  if (host_weights_ && options_.budget.is_percent && !options_.least_budget) {
+  if (options_.lease || (host_weights_ && options_.budget.is_percent && !options_.least_budget)) {
     // As `memtrain simulate` does: N% of one micro-batch's step with the
     // weights, gradients and optimizer state all on the device.
     Chain on_device = largest_chain_;
@@ -196,6 +199,17 @@ void Trainer::calibrate() {
     reference_peak_ = sim::simulate(on_device, plan::schedule_keeping_everything(n)).peak_bytes;
   }
 
+  const std::int64_t width =
+      options_.bucket > 0 ? options_.bucket : std::max<std::int64_t>(1, planning_size(largest.signature) / 64);
+  bucket_width_ = width;
+  if (options_.lease) {
+    const Schedule frugal = plan::most_frugal_schedule(*planner_, largest_chain_, &largest_chain_, fallback_schedule());
+    budget_ = options_.lease->calibrated(reference_peak_, sim::simulate(largest_chain_, frugal).peak_bytes);
+    memory_.set_enforced(options_.enforce && planner_->respects_budget());
+    use_budget(budget_);
+    calibrated_ = true;
+    return;
+  }
   if (options_.least_budget) {
     const Plan least = planner_->plan({largest_chain_, 0, &largest_chain_});
     budget_ = least.feasible ? least.peak_bytes : least.min_budget_bytes;
@@ -206,16 +220,61 @@ void Trainer::calibrate() {
   } else {
     budget_ = options_.budget.resolve(reference_peak_);
   }
-  memory_.set_budget(budget_);
   memory_.set_enforced(options_.enforce && planner_->respects_budget());
   if (planner_->respects_budget()) {
     const Plan p = planner_->plan({largest_chain_, budget_, &largest_chain_});
     if (!p.feasible) throw below_minimum(largest_signature_, p.min_budget_bytes);
   }
-  const std::int64_t width =
-      options_.bucket > 0 ? options_.bucket : std::max<std::int64_t>(1, planning_size(largest.signature) / 64);
-  cache_ = std::make_unique<predict::PlanCache>(width);
+  use_budget(budget_);
   calibrated_ = true;
+}
+
+void Trainer::use_budget(Bytes budget) {
+  step_budget_ = budget;
+  memory_.set_budget(budget);
+  std::unique_ptr<predict::PlanCache>& cache = caches_[budget];
+  if (!cache) cache = std::make_unique<predict::PlanCache>(bucket_width_);
+  cache_ = cache.get();
+}
+
+StepLeaseRequest Trainer::lease_request(std::int64_t size, bool collecting) {
+  StepLeaseRequest r;
+  if (collecting) {
+    // The collection schedule at the largest input: the predictor knows
+    // little yet, and a collection step cannot plan around a short lease.
+    Bytes most = 0;
+    for (int v = 0; v < variant_rounds(); ++v)
+      most = std::max(most, sim::simulate(largest_chain_, collection_schedule(v)).peak_bytes);
+    r.want = r.least = most;
+    r.curve = {{most, 0}};
+    return r;
+  }
+  const std::int64_t bucket = cache_->bucket_of(size);
+  if (const auto hit = lease_requests_.find(bucket); hit != lease_requests_.end()) return hit->second;
+  const Chain chain = planning_chain(size);
+  const sim::SimResult frugal = sim::simulate(chain, most_frugal(size));
+  r.least = frugal.peak_bytes;
+  r.want = r.least;
+  if (planner_->respects_budget()) {
+    const Bytes everything = sim::simulate(chain, plan::schedule_keeping_everything(model_->size())).peak_bytes;
+    const Plan fastest = planner_->plan({chain, std::max(everything, r.least), &largest_chain_});
+    if (fastest.feasible) r.want = std::max(fastest.peak_bytes, r.least);
+  } else {
+    r.least = r.want = planner_->plan({chain, 0, &largest_chain_}).peak_bytes;
+  }
+  // The step's predicted time at budgets from least to want: where a policy
+  // can see what memory buys this job.
+  constexpr int kPoints = 6;
+  Seconds last = frugal.time;
+  for (int i = 0; i < kPoints; ++i) {
+    const Bytes b = r.least + (r.want - r.least) * i / (kPoints - 1);
+    if (!r.curve.empty() && b == r.curve.back().first) continue;
+    const Plan p = planner_->plan({chain, b, &largest_chain_});
+    if (p.feasible) last = p.time;
+    r.curve.emplace_back(b, last);
+  }
+  lease_requests_[bucket] = r;
+  return r;
 }
 
 void Trainer::observe_resident(const Batch& batch) {
@@ -239,10 +298,15 @@ Chain Trainer::completed(Chain chain) const {
   return chain;
 }
 
-Plan Trainer::plan_for(std::int64_t size) {
+Chain Trainer::planning_chain(std::int64_t size) {
   Chain chain = predicted_chain(cache_->planning_size(size));
   if (options_.prediction_scale != 1.0) scale_activation_memory(chain, options_.prediction_scale);
-  return planner_->plan({chain, plan::stricter_budget(budget_, chain, cache_->strictness(size)), &largest_chain_});
+  return chain;
+}
+
+Plan Trainer::plan_for(std::int64_t size) {
+  const Chain chain = planning_chain(size);
+  return planner_->plan({chain, plan::stricter_budget(step_budget_, chain, cache_->strictness(size)), &largest_chain_});
 }
 
 Schedule Trainer::most_frugal(std::int64_t size) {
@@ -278,9 +342,29 @@ StepRecord Trainer::step() {
   rec.step = static_cast<std::int64_t>(records_.size()) + 1;
   rec.epoch = source_.epoch();
   rec.signature = batch.signature;
-  rec.budget_bytes = budget_;
   const std::int64_t size = planning_size(batch.signature);
   observe_resident(batch);
+  // A shared device: the step runs under what the group leases it, and the
+  // lease shrinks again however the step ends.
+  struct Settle {
+    StepLease* lease;
+    bool taken = false;
+    ~Settle() {
+      if (!lease) return;
+      try {
+        lease->settle(taken);
+      } catch (const std::exception&) {
+      }
+    }
+  } settle{options_.lease};
+  if (options_.lease) {
+    const bool collecting = static_cast<int>(records_.size()) < options_.collect_steps;
+    const StepLeaseRequest request = lease_request(size, collecting);
+    rec.lease_want_bytes = request.want;
+    rec.lease_least_bytes = request.least;
+    use_budget(options_.lease->acquire(request, &rec.lease_wait_seconds));
+  }
+  rec.budget_bytes = step_budget_;
 
   Choice choice = choose(size);
   rec.plan = choice.kind;
@@ -290,7 +374,8 @@ StepRecord Trainer::step() {
   record_run(choice.schedule, size, result, rec);
   update(size, result, rec);
 
-  rec.violation = rec.peak_bytes > budget_;
+  rec.violation = rec.peak_bytes > step_budget_;
+  settle.taken = true;
   if (rec.plan != PlanKind::Collect) {
     prediction_error_.record(rec.predicted_peak_bytes, rec.peak_bytes);
     time_prediction_error_.record(rec.predicted_schedule_seconds, rec.schedule_seconds);
@@ -356,6 +441,12 @@ void Trainer::record_run(const Schedule& schedule, std::int64_t size, const Exec
   const sim::SimResult predicted = sim::simulate(predicted_chain(size), schedule);
   rec.predicted_peak_bytes = predicted.peak_bytes;
   rec.predicted_schedule_seconds = predicted.time;
+  if (options_.lease) {
+    const sim::SimResult plain =
+        sim::simulate(predicted_chain(size), plan::schedule_keeping_everything(model_->size()));
+    rec.predicted_plain_seconds = plain.time;
+    rec.predicted_plain_peak_bytes = plain.peak_bytes;
+  }
   rec.schedule_seconds = result.seconds;
   rec.copies = result.copies;
   if (options_.refine_link) {
@@ -377,8 +468,8 @@ void Trainer::update(std::int64_t size, const ExecutionResult& result, StepRecor
   // Only with room for the update's temporary, so it never stops half way.
   memory_.synchronize();
   const Bytes before_update = memory_.live();
-  if (memory_.enforced() && before_update + optimizer_->update_temp_bytes() > budget_) {
-    throw Error("step " + std::to_string(rec.step) + ": budget " + format_bytes(budget_) +
+  if (memory_.enforced() && before_update + optimizer_->update_temp_bytes() > step_budget_) {
+    throw Error("step " + std::to_string(rec.step) + ": budget " + format_bytes(step_budget_) +
                 " leaves no room for the optimizer update (" + format_bytes(optimizer_->update_temp_bytes()) +
                 " on top of " + format_bytes(before_update) + ")");
   }
@@ -424,15 +515,16 @@ TrainSummary Trainer::summary() const {
     if (r.violation) ++s.violations;
     total += r.seconds;
     s.data_wait_seconds += r.data_wait_seconds;
+    s.lease_wait_seconds += r.lease_wait_seconds;
     if (r.plan == PlanKind::New) {
       new_total += r.planning_seconds;
       ++new_plans;
     }
     if (r.plan == PlanKind::Cached) cached_total += r.planning_seconds;
   }
-  if (cache_) {
-    s.cache_hits = cache_->hits();
-    s.cache_misses = cache_->misses();
+  for (const auto& [budget, cache] : caches_) {
+    s.cache_hits += cache->hits();
+    s.cache_misses += cache->misses();
   }
   s.median_prediction_error = prediction_error_.median();
   s.max_prediction_error = prediction_error_.max();

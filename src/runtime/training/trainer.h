@@ -22,6 +22,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,7 @@
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/adam.h"
 #include "runtime/model/staged_model.h"
+#include "runtime/training/step_lease.h"
 
 namespace memtrain::runtime {
 
@@ -79,6 +81,10 @@ struct TrainerOptions {
   // `micro_batches` micro-batches, split by rows.
   bool weights_on_host = false;
   int micro_batches = 1;
+  // A device shared with other jobs: each step's budget is leased from it
+  // (`budget` and `least_budget` are then the group's business). Calibration
+  // runs only frugal schedules and simulates the unconstrained peak.
+  StepLease* lease = nullptr;
 };
 
 // Where a step's schedule came from.
@@ -99,8 +105,14 @@ struct StepRecord {
   int recomputed_forwards = 0;      // forwards beyond one per stage
   Bytes predicted_peak_bytes = -1;  // simulated on the predicted chain; -1: none
   Bytes peak_bytes = 0;             // measured, update included
-  Bytes budget_bytes = 0;
-  bool violation = false;         // peak_bytes > budget_bytes
+  Bytes budget_bytes = 0;           // this step's: the lease when the device is shared
+  bool violation = false;           // peak_bytes > budget_bytes
+  Seconds lease_wait_seconds = 0;   // waiting for the lease (0 unless shared)
+  // Shared device: what the step asked for, and the Simulator's times on
+  // the predicted chain for the schedule run and for keeping everything.
+  Bytes lease_want_bytes = 0, lease_least_bytes = 0;
+  Seconds predicted_plain_seconds = -1;
+  Bytes predicted_plain_peak_bytes = -1;
   int retries = 0;                // out-of-budget attempts before this one ran
   Seconds seconds = 0;            // wall time of the whole step, data wait included
   Seconds data_wait_seconds = 0;  // waiting for the batch: the input pipeline's stall
@@ -148,6 +160,7 @@ struct TrainSummary {
   double to_device_bandwidth = 0;
   Seconds mean_new_plan_seconds = 0;  // planning time per new size
   Seconds mean_cached_plan_seconds = 0;
+  Seconds lease_wait_seconds = 0;  // all steps' waits for their leases
 };
 
 class Trainer {
@@ -192,6 +205,15 @@ class Trainer {
     Seconds planning_seconds = 0;
   };
   Choice choose(std::int64_t size);  // size: planning_size() of the batch
+  // What planners see for `size`: the prediction at its bucket's edge,
+  // scaled by options.prediction_scale.
+  Chain planning_chain(std::int64_t size);
+  // A shared device: this size's lease request (cached per plan bucket),
+  // and the budget the next steps run under.
+  StepLeaseRequest lease_request(std::int64_t size, bool collecting);
+  void use_budget(Bytes budget);
+  // Calibration's budget on a shared device: the group's.
+  void calibrate_shared(Bytes least_largest);
   // The steps of step(), in order. Runs `choice` on `batch`; a run out of
   // budget is rolled back (gradients, staged updates, buffers, generator)
   // and retried with a stricter schedule, which `choice` and `rec` then name.
@@ -232,13 +254,18 @@ class Trainer {
   std::unique_ptr<HostWeights> host_weights_;  // weights in host memory; null: on the device
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<predict::ChainPredictor> predictor_;
-  std::unique_ptr<predict::PlanCache> cache_;
-  predict::PredictionError prediction_error_;       // of peaks
-  predict::PredictionError time_prediction_error_;  // of schedule times
+  // One plan cache per step budget: one unless leases change the budget.
+  std::map<Bytes, std::unique_ptr<predict::PlanCache>> caches_;
+  predict::PlanCache* cache_ = nullptr;
+  std::int64_t bucket_width_ = 1;
+  std::map<std::int64_t, StepLeaseRequest> lease_requests_;  // by plan bucket
+  predict::PredictionError prediction_error_;                // of peaks
+  predict::PredictionError time_prediction_error_;           // of schedule times
   at::Generator generator_;
 
   bool calibrated_ = false;
-  Bytes budget_ = 0;
+  Bytes budget_ = 0;       // the run's budget (a shared device: the group's)
+  Bytes step_budget_ = 0;  // the budget steps plan and run under now
   Bytes reference_peak_ = 0;
   Bytes extra_resident_ = 0;           // the most observe_resident() has seen
   std::vector<Seconds> update_times_;  // per stage, the shortest host update seen; weights on host

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "runtime/memory/counting_allocator.h"
 #include "runtime/memory/device_memory.h"
+#include "runtime/memory/shared_account.h"
 
 namespace memtrain::runtime {
 namespace {
@@ -50,6 +51,52 @@ TEST(MemoryPool, EnforcedBudgetThrowsOutOfBudgetAndChargesNothing) {
   pool.set_enforced(false);
   torch::Tensor c = torch::empty({200}, torch::kFloat32);
   EXPECT_EQ(pool.peak(), 1200) << "unenforced: counted, not refused";
+}
+
+// Another process's view of one budget: charges count here too.
+class CountingAccount : public SharedAccount {
+ public:
+  explicit CountingAccount(Bytes budget) : budget_(budget) {}
+  bool charge(Bytes bytes) override {
+    if (live_ + bytes > budget_) return false;
+    live_ += bytes;
+    return true;
+  }
+  void refund(Bytes bytes) override { live_ -= bytes; }
+  std::string name() const override { return "job group test"; }
+  Bytes live() const override { return live_; }
+  Bytes budget() const override { return budget_; }
+
+ private:
+  Bytes budget_, live_ = 0;
+};
+
+TEST(MemoryPool, ASharedAccountRefusesPastItsBudgetEvenWhenThePoolIsNotEnforced) {
+  MemoryPool pool("device");
+  CountingAccount account(1000);
+  PoolScope scope(&pool);
+  torch::Tensor before = torch::empty({50}, torch::kFloat32);  // not charged: the pool shares from now on
+  pool.share(&account);
+  torch::Tensor a = torch::empty({100}, torch::kFloat32);
+  EXPECT_EQ(account.live(), 400);
+  try {
+    torch::Tensor b = torch::empty({200}, torch::kFloat32);
+    FAIL() << "allocated past the shared budget";
+  } catch (const OutOfBudget& e) {
+    EXPECT_EQ(e.budget(), 1000);
+    EXPECT_NE(std::string(e.what()).find("job group test"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(pool.live(), 600) << "the refused block is charged nowhere";
+  EXPECT_EQ(account.live(), 400);
+  before = torch::Tensor();
+  EXPECT_EQ(account.live(), 400) << "a block from before sharing is refunded to the pool only";
+  a = torch::Tensor();
+  EXPECT_EQ(account.live(), 0);
+  torch::Tensor c = torch::empty({10}, torch::kFloat32);
+  pool.share(nullptr);  // detached: c's free later touches the pool only
+  c = torch::Tensor();
+  EXPECT_EQ(account.live(), 40);
+  EXPECT_EQ(pool.live(), 0);
 }
 
 TEST(MemoryPool, OutOfBudgetSurfacesThroughAutogradBackward) {

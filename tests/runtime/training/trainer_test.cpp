@@ -305,6 +305,68 @@ class SlowSource : public BatchSource {
   double seconds_;
 };
 
+// A device shared with other jobs, as one job sees it: every step leases
+// half way between what its input needs at least and what it wants.
+class HalfwayLease : public StepLease {
+ public:
+  void begin_calibration() override { ++calibrations; }
+  Bytes calibrated(Bytes reference_peak, Bytes least) override {
+    reference = reference_peak;
+    least_largest = least;
+    return reference_peak;
+  }
+  Bytes acquire(const StepLeaseRequest& r, Seconds* waited) override {
+    EXPECT_EQ(settles.size(), requests.size()) << "the previous lease was settled";
+    requests.push_back(r);
+    grants.push_back(r.least + (r.want - r.least) / 2);
+    *waited = 0.25;
+    return grants.back();
+  }
+  void settle(bool step_taken) override { settles.push_back(step_taken); }
+
+  int calibrations = 0;
+  Bytes reference = 0, least_largest = 0;
+  std::vector<StepLeaseRequest> requests;
+  std::vector<Bytes> grants;
+  std::vector<bool> settles;
+};
+
+TEST(Trainer, OnASharedDeviceEachStepRunsWithinItsLeaseAndTrainsExactly) {
+  const TrainingRun plain = train(options("none"), 12);
+  for (const char* planner : {"mimose", "optimal"}) {
+    HalfwayLease lease;
+    TrainerOptions o = options(planner);
+    o.lease = &lease;
+    const TrainingRun r = train(o, 12);
+    expect_same_training(plain, r, planner);
+    EXPECT_EQ(lease.calibrations, 1);
+    EXPECT_GT(lease.least_largest, 0);
+    EXPECT_LT(lease.least_largest, lease.reference) << "the frugal schedule needs less than keeping everything";
+    ASSERT_EQ(lease.requests.size(), 12u);
+    EXPECT_EQ(lease.settles, std::vector<bool>(12, true));
+    EXPECT_EQ(r.summary.violations, 0) << planner;
+    EXPECT_NEAR(r.summary.lease_wait_seconds, 12 * 0.25, 1e-9);
+    long below_want = 0;
+    for (size_t k = 0; k < r.records.size(); ++k) {
+      const StepRecord& rec = r.records[k];
+      const StepLeaseRequest& q = lease.requests[k];
+      EXPECT_EQ(rec.budget_bytes, lease.grants[k]) << "step " << k + 1;
+      EXPECT_LE(rec.peak_bytes, rec.budget_bytes) << "step " << k + 1;
+      EXPECT_EQ(rec.lease_want_bytes, q.want);
+      EXPECT_LE(q.least, q.want);
+      ASSERT_FALSE(q.curve.empty());
+      EXPECT_EQ(q.curve.front().first, q.least);
+      EXPECT_EQ(q.curve.back().first, q.want);
+      for (size_t i = 1; i < q.curve.size(); ++i) {
+        EXPECT_GT(q.curve[i].first, q.curve[i - 1].first);
+        EXPECT_LE(q.curve[i].second, q.curve[i - 1].second) << "more memory never costs time";
+      }
+      below_want += rec.plan != PlanKind::Collect && lease.grants[k] < q.want;
+    }
+    EXPECT_GT(below_want, 3) << planner << " planned for leases short of its want";
+  }
+}
+
 TEST(Trainer, RecordsHowLongEachStepWaitedForItsBatch) {
   const auto data = tiny_tagging();
   CpuDeviceMemory memory;

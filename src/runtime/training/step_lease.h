@@ -1,0 +1,33 @@
+// A trainer's side of a device shared with other jobs: before each step it
+// asks for the step's budget (a lease) with what it predicts this input
+// needs, and after the step the lease shrinks to what the trainer keeps.
+// Calibration takes turns with the other jobs and publishes what it found.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "core/units.h"
+
+namespace memtrain::runtime {
+
+struct StepLeaseRequest {
+  Bytes want = 0;   // predicted peak under the planner's fastest plan
+  Bytes least = 0;  // the least budget the planner can work with
+  // Predicted schedule time at budgets from `least` to `want`, ascending.
+  std::vector<std::pair<Bytes, Seconds>> curve;
+};
+
+class StepLease {
+ public:
+  virtual ~StepLease() = default;
+  virtual void begin_calibration() = 0;  // waits for this job's turn
+  // Ends the turn with the largest input's unconstrained peak and least
+  // budget; waits for the group to start and returns its whole budget.
+  virtual Bytes calibrated(Bytes reference, Bytes least_largest) = 0;
+  // Blocks until granted; the step's budget, at least request.least.
+  virtual Bytes acquire(const StepLeaseRequest& request, Seconds* waited) = 0;
+  virtual void settle(bool step_taken) = 0;
+};
+
+}  // namespace memtrain::runtime
