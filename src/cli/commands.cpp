@@ -21,6 +21,7 @@ const char* kUsage =
     "  profile    measure peak memory and step time of memory methods over batch sizes (CSV)\n"
     "  advise     fit PAPAYA's model to such measurements and say which method and batch pay off\n"
     "  data       dataset tools: `data pack` writes Fashion-MNIST or Brown as tar shards, `data bench` caches\n"
+    "  jobs       several training jobs, each its own process, sharing one device budget under a policy\n"
     "  stalls     where an epoch from packed shards waits: fetching, preprocessing; what-if cache and threads\n"
     "\n"
     "memtrain <command> --help describes each command's flags.\n";
@@ -42,8 +43,9 @@ int run_memtrain(const std::vector<std::string>& args) {
     if (args[0] == "stalls") return run_stalls(rest);
     if (args[0] == "simulate") return run_simulate(rest);
     if (args[0] == "calibrate") return run_calibrate(rest);
+    if (args[0] == "jobs") return run_jobs(rest);
     throw UsageError("unknown command '" + args[0] +
-                     "'; known: advise, calibrate, data, plan, profile, simulate, stalls, train");
+                     "'; known: advise, calibrate, data, jobs, plan, profile, simulate, stalls, train");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "memtrain: %s\n", e.what());
     return 2;

@@ -19,5 +19,6 @@ int run_data(const std::vector<std::string>& args);
 int run_stalls(const std::vector<std::string>& args);
 int run_simulate(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);
+int run_jobs(const std::vector<std::string>& args);
 
 }  // namespace memtrain::cli

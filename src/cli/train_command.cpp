@@ -11,6 +11,7 @@
 #include "cli/json_file.h"
 #include "cli/planner_flags.h"
 #include "cli/progress_bar.h"
+#include "cli/shared_device.h"
 #include "cli/train_report.h"
 #include "cli/workload_flags.h"
 #include "core/chain_json.h"
@@ -58,6 +59,9 @@ const char* kTrainHelp =
     "  --threads N                  CPU threads (default: all cores)\n"
     "  --device cpu|cuda[:N]        where to train (default cpu)\n"
     "  --quiet                      no progress bar\n"
+    "  --share NAME                 join job group NAME (started by memtrain jobs): the device budget is\n"
+    "                               the group's, each step's budget a lease from it (no --budget)\n"
+    "  --share-label TEXT           how the group's messages name this job (memtrain jobs: \"job N\")\n"
     "\n"
     "GRAPHS\n"
     "  --model unet                 a U-Net labelling every pixel of Fashion-MNIST images with the\n"
@@ -118,6 +122,12 @@ int run_train(const std::vector<std::string>& args) {
   const std::string json_path = flags.text("json", "");
   const std::string chain_path = flags.text("save-chain", "");
   const bool quiet = flags.has("quiet");
+  const std::string share = flags.text("share", "");
+  const std::string share_label = flags.text("share-label", "");
+  if (share.empty() && !share_label.empty())
+    throw UsageError("train: --share-label names a job of a group; give --share too");
+  if (!share.empty() && flags.has("budget"))
+    throw UsageError("train: --share takes the group's budget; give --budget to memtrain jobs, not here");
   flags.check_all_used();
   const Workload workload(workload_flags);
   std::unique_ptr<runtime::BatchSource> batches = workload.batches(batch, options.seed);
@@ -125,6 +135,14 @@ int run_train(const std::vector<std::string>& args) {
   use_compute_threads(threads);
   if (epochs > 0) steps = epochs * batches->batches_per_epoch();
   std::unique_ptr<runtime::DeviceMemory> memory = runtime::make_device_memory(device);
+  std::unique_ptr<SharedDevice> shared;
+  if (!share.empty()) {
+    std::string label =
+        model + " " + options.planner + " batch " + std::to_string(batch) + " seed " + std::to_string(options.seed);
+    if (!share_label.empty()) label = share_label + " (" + label + ")";
+    shared = std::make_unique<SharedDevice>(share, *memory, device, label, 10.0);
+    options.lease = shared.get();
+  }
   if (measure_link) {
     const runtime::LinkRates link =
         runtime::measure_link(*memory, runtime::kDefaultLinkCopyBytes, runtime::kDefaultLinkRepeats);
@@ -140,7 +158,9 @@ int run_train(const std::vector<std::string>& args) {
                trainer.model().size(), options.planner.c_str(), memory->describe().c_str());
   trainer.calibrate();
   std::string budget = format_bytes(trainer.budget_bytes());
-  if (options.budget.is_percent) {
+  if (shared) {
+    budget += " shared by job group " + share + ", leased step by step";
+  } else if (options.budget.is_percent) {
     budget += " = " + options.budget.describe() + " of the unconstrained peak " +
               format_bytes(trainer.summary().reference_peak_bytes);
   }
@@ -161,6 +181,7 @@ int run_train(const std::vector<std::string>& args) {
   if (!quiet) trainer.on_step = [&](const runtime::StepRecord& r) { bar.update(r); };
   for (std::int64_t s = 0; s < steps; ++s) trainer.step();
   if (!quiet) bar.finish();
+  if (shared) shared->finish();
 
   const runtime::TrainSummary sum = trainer.summary();
   std::printf(

@@ -18,6 +18,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
         {"recomputed_forwards", r.recomputed_forwards},
         {"predicted_peak_bytes", r.predicted_peak_bytes >= 0 ? json(r.predicted_peak_bytes) : json()},
         {"peak_bytes", r.peak_bytes},
+        {"budget_bytes", r.budget_bytes},
         {"violation", r.violation},
         {"retries", r.retries},
         {"seconds", r.seconds},
@@ -27,6 +28,13 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
         {"predicted_schedule_seconds", r.predicted_schedule_seconds >= 0 ? json(r.predicted_schedule_seconds) : json()},
         {"loss", r.loss},
         {"accuracy", r.accuracy}};
+    if (r.predicted_plain_seconds >= 0) {  // a shared device
+      step["lease_wait_seconds"] = r.lease_wait_seconds;
+      step["lease_want_bytes"] = r.lease_want_bytes;
+      step["lease_least_bytes"] = r.lease_least_bytes;
+      step["predicted_plain_seconds"] = r.predicted_plain_seconds;
+      step["predicted_plain_peak_bytes"] = r.predicted_plain_peak_bytes;
+    }
     add_copy_stats(step, r.copies);
     steps.push_back(std::move(step));
   }
@@ -64,7 +72,8 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
                    {"to_host_bandwidth", s.to_host_bandwidth},
                    {"to_device_bandwidth", s.to_device_bandwidth},
                    {"mean_new_plan_seconds", s.mean_new_plan_seconds},
-                   {"mean_cached_plan_seconds", s.mean_cached_plan_seconds}}}};
+                   {"mean_cached_plan_seconds", s.mean_cached_plan_seconds},
+                   {"lease_wait_seconds", s.lease_wait_seconds}}}};
   // Copy figures over the planned steps: collection steps swap everything whatever the planner.
   json& summary = report["summary"];
   const CopyStats& c = s.planned_copies;

@@ -1,0 +1,205 @@
+// `memtrain jobs`: several training jobs, each its own process, sharing one
+// device budget under a policy.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/json_file.h"
+#include "core/error.h"
+#include "core/parse_number.h"
+#include "jobs/launcher.h"
+
+namespace memtrain::cli {
+
+namespace {
+
+const char* kJobsHelp =
+    "usage: memtrain jobs --budget B --policy P --job \"TRAIN FLAGS\" [--job \"TRAIN FLAGS\" ...] [flags]\n"
+    "\n"
+    "Runs each --job as its own `memtrain train` process (with those flags: model, data, batch,\n"
+    "steps, seed, planner) on one device whose memory they share. Every allocation of every job\n"
+    "is charged to one counter that never passes the budget; before each step a job asks for a\n"
+    "lease (its predicted peak for that input) and the policy decides what it gets.\n"
+    "\n"
+    "  --budget B           bytes (300MiB) or N% of the sum of the starting jobs' unconstrained\n"
+    "                       peaks at their largest inputs\n"
+    "  --policy P           static (equal split), proportional (split by unconstrained peak),\n"
+    "                       fcfs (requests in order, each its whole want), arbiter (per-step leases\n"
+    "                       where memory buys time; older requests first)\n"
+    "  --job \"FLAGS\"        one job; repeat for more\n"
+    "  --json FILE          the group's report: summary and per-job figures (docs/jobs.md)\n"
+    "  --name NAME          the group's name (default jobs-<pid>); `memtrain train --share NAME`\n"
+    "                       joins it by hand\n"
+    "  --expect N           with no --job: host the group for N jobs started by hand\n"
+    "  --start-after J:S    start job J once the group has taken S steps (a job joining late)\n"
+    "  --kill-after J:S     kill job J with SIGKILL after its S-th step (the others must lose nothing)\n"
+    "  --work-dir DIR       where each job's log and JSON go (default: a new folder under /tmp)\n"
+    "  --device cpu         the shared device (default cpu)\n"
+    "  --quiet              no line per job started and ended\n";
+
+// "a b 'c d'" -> {a, b, c d}
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (char c : text) {
+    if (quote) {
+      if (c == quote)
+        quote = 0;
+      else
+        word += c;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(word);
+      word.clear();
+      in_word = false;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (quote) throw UsageError("--job '" + text + "' has an unclosed quote");
+  if (in_word) words.push_back(word);
+  return words;
+}
+
+// "J:S" with 1 <= J <= jobs and S >= min_steps.
+std::pair<size_t, std::int64_t> job_and_steps(const std::string& flag, const std::string& text, size_t jobs) {
+  const size_t colon = text.find(':');
+  const auto j = parse_whole_integer(text.substr(0, colon));
+  const auto s = colon == std::string::npos ? std::nullopt : parse_whole_integer(text.substr(colon + 1));
+  if (!j || !s || *j < 1 || *j > static_cast<std::int64_t>(jobs) || *s < 0) {
+    throw UsageError(flag + " '" + text + "' is not J:S; expected a job number 1.." + std::to_string(jobs) +
+                     " and a step count >= 0");
+  }
+  return {static_cast<size_t>(*j - 1), *s};
+}
+
+std::string program_path() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) throw Error("jobs: cannot find the memtrain executable (/proc/self/exe)");
+  path[n] = '\0';
+  return path;
+}
+
+}  // namespace
+
+int run_jobs(const std::vector<std::string>& args) {
+  jobs::LaunchOptions o;
+  std::map<std::string, std::string> single;
+  std::vector<std::string> start_after, kill_after;
+  bool quiet = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kJobsHelp, stdout);
+      return 0;
+    }
+    if (a == "--quiet") {
+      quiet = true;
+      continue;
+    }
+    static const std::set<std::string> known = {"--budget", "--policy",      "--job",        "--json",     "--name",
+                                                "--expect", "--start-after", "--kill-after", "--work-dir", "--device"};
+    if (!known.count(a)) throw UsageError("jobs: unknown flag '" + a + "'; see memtrain jobs --help");
+    if (i + 1 >= args.size()) throw UsageError("jobs: " + a + " needs a value");
+    const std::string& value = args[++i];
+    if (a == "--job") {
+      jobs::JobSpec spec;
+      spec.train_args = split_words(value);
+      for (const std::string& w : spec.train_args) {
+        if (w == "--share" || w == "--share-label" || w == "--budget" || w == "--json" || w == "--device") {
+          throw UsageError("--job '" + value + "': " + w + " is the group's to set; give it to memtrain jobs");
+        }
+      }
+      o.jobs.push_back(spec);
+    } else if (a == "--start-after") {
+      start_after.push_back(value);
+    } else if (a == "--kill-after") {
+      kill_after.push_back(value);
+    } else {
+      if (single.count(a)) throw UsageError("jobs: " + a + " is given twice");
+      single[a] = value;
+    }
+  }
+  auto get = [&](const std::string& flag, const std::string& fallback) {
+    const auto it = single.find(flag);
+    return it == single.end() ? fallback : it->second;
+  };
+  if (!single.count("--budget")) throw UsageError("jobs: --budget is required (bytes, or N% of the jobs' peaks)");
+  if (!single.count("--policy"))
+    throw UsageError(std::string("jobs: --policy is required; expected ") + jobs::kPolicyNames);
+  o.group.budget = parse_budget(get("--budget", ""), "--budget");
+  o.group.policy = jobs::parse_policy(get("--policy", ""));
+  o.group.device = get("--device", "cpu");
+  if (o.group.device != "cpu") {
+    throw UsageError("jobs: --device " + o.group.device + " is not supported for sharing yet; expected cpu");
+  }
+  o.group.name = get("--name", "jobs-" + std::to_string(::getpid()));
+  if (single.count("--expect")) {
+    const std::int64_t n = parse_whole_integer(get("--expect", "")).value_or(0);
+    if (n < 1 || n > jobs::kMaxJobs)
+      throw UsageError("jobs: --expect '" + get("--expect", "") + "' is out of range; expected 1.." +
+                       std::to_string(jobs::kMaxJobs));
+    if (!o.jobs.empty()) throw UsageError("jobs: --expect is for jobs started by hand; give it without --job");
+    o.hosted_jobs = static_cast<int>(n);
+  } else if (o.jobs.empty()) {
+    throw UsageError("jobs: give at least one --job (or --name and --expect N to host jobs started by hand)");
+  }
+  for (const std::string& t : start_after) {
+    const auto [j, s] = job_and_steps("--start-after", t, o.jobs.size());
+    o.jobs[j].start_after_steps = s;
+  }
+  for (const std::string& t : kill_after) {
+    const auto [j, s] = job_and_steps("--kill-after", t, o.jobs.size());
+    o.jobs[j].kill_after_steps = s;
+  }
+  bool any_at_once = o.jobs.empty();
+  for (const jobs::JobSpec& j : o.jobs) any_at_once = any_at_once || j.start_after_steps == 0;
+  if (!any_at_once) throw UsageError("jobs: every job waits (--start-after); at least one must start at once");
+  o.work_dir = get("--work-dir", "");
+  if (o.work_dir.empty()) {
+    char dir[] = "/tmp/memtrain-jobs-XXXXXX";
+    if (!::mkdtemp(dir)) throw Error("jobs: cannot make a work folder under /tmp");
+    o.work_dir = dir;
+  }
+  o.program = program_path();
+  o.progress = !quiet;
+  const std::string json_path = get("--json", "");
+
+  const jobs::LaunchResult result = jobs::launch(o);
+  const nlohmann::json report = jobs::jobs_report(o, result);
+  if (!json_path.empty()) write_json_file(report, json_path);
+  const nlohmann::json& sum = report.at("summary");
+  std::printf("memtrain jobs: policy %s, budget %s; makespan %.2f s; largest total live %s; %ld violations\n",
+              jobs::policy_name(o.group.policy), format_bytes(result.group.budget).c_str(), result.makespan,
+              format_bytes(result.group.max_live).c_str(), sum.at("violations").get<long>());
+  bool ok = true;
+  for (const nlohmann::json& j : report.at("jobs")) {
+    const size_t i = j.at("index").get<size_t>() - 1;
+    const bool meant_to_die = i < o.jobs.size() && o.jobs[i].kill_after_steps >= 0;
+    if (!j.at("completed").get<bool>() && !meant_to_die) ok = false;
+    std::printf("memtrain jobs: job %zu (pid %d) %s: %lld steps, peak %s, waited %.2f s for leases%s%s\n", i + 1,
+                j.at("pid").get<int>(), j.at("completed").get<bool>() ? "completed" : "did not complete",
+                static_cast<long long>(j.at("steps").get<std::int64_t>()),
+                format_bytes(j.at("peak_bytes").get<Bytes>()).c_str(), j.at("wait_seconds").get<double>(),
+                j.at("error").is_string() ? "; " : "",
+                j.at("error").is_string() ? j.at("error").get<std::string>().c_str() : "");
+  }
+  if (!result.group.refused.empty()) {
+    std::fprintf(stderr, "memtrain: jobs: %s\n", result.group.refused.c_str());
+    return 1;
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace memtrain::cli

@@ -1,0 +1,128 @@
+// `memtrain jobs` end to end: real `memtrain train` processes sharing one
+// budget, one of them killed, one joining late.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/temp_dir.h"
+
+namespace memtrain {
+namespace {
+
+using nlohmann::json;
+
+// Small jobs: the tagger on short sentences, one compute thread.
+const std::string kJob = "--steps 6 --batch 8 --threads 1 --max-length 40";
+
+int memtrain(const std::string& args, const std::string& log) {
+  const int status = std::system((std::string(MEMTRAIN_CLI) + " " + args + " > '" + log + "' 2>&1").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string text_of(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+json json_of(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+std::vector<double> losses(const json& train_report) {
+  std::vector<double> out;
+  for (const json& s : train_report.at("steps")) out.push_back(s.at("loss").get<double>());
+  return out;
+}
+
+TEST(JobsCommand, AKilledJobsMemoryIsReclaimedALateOneIsLeasedAndTheOthersTrainAsAlone) {
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/jobs.log";
+  const int status = memtrain("jobs --budget 100% --policy arbiter --job '" + kJob + "' --job '" + kJob +
+                                  " --seed 2' --job '" + kJob + " --seed 3' --kill-after 2:2 --start-after 3:3" +
+                                  " --json " + dir.path() + "/jobs.json --work-dir " + dir.path() + "/work --quiet",
+                              log);
+  ASSERT_EQ(status, 0) << text_of(log);
+  const json r = json_of(dir.path() + "/jobs.json");
+  EXPECT_EQ(r.at("policy"), "arbiter");
+  const double budget = r.at("budget_bytes").get<double>();
+  EXPECT_GT(budget, 0);
+  const json& sum = r.at("summary");
+  EXPECT_EQ(sum.at("violations").get<long>(), 0);
+  EXPECT_LE(sum.at("max_total_live_bytes").get<double>(), budget);
+  EXPECT_GT(sum.at("max_total_live_bytes").get<double>(), 0);
+  EXPECT_GT(sum.at("makespan_seconds").get<double>(), 0);
+  const double jain = sum.at("jain_index").get<double>();
+  EXPECT_GT(jain, 0);
+  EXPECT_LE(jain, 1 + 1e-12);
+
+  const json& jobs = r.at("jobs");
+  ASSERT_EQ(jobs.size(), 3u);
+  for (int i : {0, 2}) {
+    const json& j = jobs[i];
+    EXPECT_TRUE(j.at("completed").get<bool>()) << j.dump();
+    EXPECT_EQ(j.at("steps").get<long>(), 6);
+    EXPECT_GT(j.at("samples_per_second").get<double>(), 0);
+    EXPECT_GT(j.at("peak_bytes").get<double>(), 0);
+    EXPECT_LE(j.at("peak_bytes").get<double>(), budget);
+    EXPECT_TRUE(j.at("msr").is_number()) << j.dump();
+    EXPECT_GE(j.at("eor").get<double>(), -1e-9) << "a schedule is never faster than keeping everything";
+    EXPECT_GE(j.at("wait_seconds").get<double>(), 0);
+    EXPECT_GT(j.at("pid").get<long>(), 0);
+  }
+  const json& killed = jobs[1];
+  EXPECT_FALSE(killed.at("completed").get<bool>());
+  EXPECT_EQ(killed.at("signal").get<int>(), 9);
+  EXPECT_GE(killed.at("steps").get<long>(), 2);
+  EXPECT_GT(killed.at("reclaimed_bytes").get<double>(), 0) << "it held its weights when killed";
+  EXPECT_TRUE(killed.at("reclaimed_after_seconds").is_number());
+  const json& late = jobs[2];
+  EXPECT_GT(late.at("started_seconds").get<double>(), jobs[0].at("started_seconds").get<double>());
+  EXPECT_LE(late.at("lease_delay_steps").get<long>(), 2) << "leased within two of the others' steps";
+
+  // Sharing changes budgets, never results: job 1 trains as it does alone.
+  const std::string alone = dir.path() + "/alone.json";
+  ASSERT_EQ(memtrain("train " + kJob + " --budget 100% --json " + alone + " --quiet", dir.path() + "/alone.log"), 0)
+      << text_of(dir.path() + "/alone.log");
+  EXPECT_EQ(losses(json_of(dir.path() + "/work/job-1.json")), losses(json_of(alone)));
+}
+
+TEST(JobsCommand, ABudgetBelowWhatTheJobsNeedNamesEachJobAndItsLeast) {
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/jobs.log";
+  const int status = memtrain("jobs --budget 1MiB --policy fcfs --job '" + kJob + "' --job '" + kJob +
+                                  " --model gpt' --work-dir " + dir.path() + "/work --quiet",
+                              log);
+  EXPECT_EQ(status, 1);
+  const std::string out = text_of(log);
+  EXPECT_NE(out.find("budget 1.0 MiB (1048576 bytes) is below what the jobs need"), std::string::npos) << out;
+  EXPECT_NE(out.find("job 1 (transformer mimose batch 8 seed 1) needs at least"), std::string::npos) << out;
+  EXPECT_NE(out.find("job 2 (gpt mimose batch 8 seed 1) needs at least"), std::string::npos) << out;
+}
+
+TEST(JobsCommand, BadFlagsAreRefusedWithWhatWouldBeValid) {
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/jobs.log";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"jobs --budget 50% --policy tensile --job '--steps 1'", "expected static, proportional, fcfs or arbiter"},
+      {"jobs --policy fcfs --job '--steps 1'", "--budget is required"},
+      {"jobs --budget 50% --policy fcfs --job '--steps 1 --budget 10MiB'", "--budget is the group's to set"},
+      {"jobs --budget 50% --policy fcfs --job '--steps 1' --kill-after 3:1", "expected a job number 1..1"},
+      {"jobs --budget 50% --policy fcfs --job '--steps 1' --device cuda", "expected cpu"},
+      {"train --share-label x --steps 1", "give --share too"},
+      {"train --share g --budget 10MiB --steps 1", "give --budget to memtrain jobs"},
+  };
+  for (const auto& [args, message] : cases) {
+    EXPECT_EQ(memtrain(args, log), 2) << args << "\n" << text_of(log);
+    EXPECT_NE(text_of(log).find(message), std::string::npos) << args << "\n" << text_of(log);
+  }
+}
+
+}  // namespace
+}  // namespace memtrain
