@@ -11,7 +11,8 @@ DATA_PREFIX=${MEMTRAIN_DATA_PREFIX:-/usr/local/share/memtrain}
 # planner's mixed-integer program; libturbojpeg0-dev encodes and decodes the
 # JPEG shards of `memtrain data pack`; clang-format-14 checks the sources'
 # style (a test); python3-torch, pybind11-dev and python3-pytest build and
-# test the Python module (python3-torch loads libtorch-dev's libtorch).
+# test the Python module (python3-torch loads libtorch-dev's libtorch);
+# libgloo-dev has the Gloo headers of LibTorch's c10d (ranks, --ranks).
 # libopenblas0-openmp: Debian's LibTorch links the generic
 # libblas.so.3, which otherwise resolves to netlib's reference BLAS (8x slower
 # here); OpenBLAS's OpenMP build, not its pthreads one, because LibTorch's own
@@ -20,7 +21,7 @@ DATA_PREFIX=${MEMTRAIN_DATA_PREFIX:-/usr/local/share/memtrain}
 packages=(g++ cmake ninja-build ccache git pkg-config ca-certificates
           libtorch-dev libopenblas0-openmp libgtest-dev nlohmann-json3-dev zlib1g-dev
           dataset-fashion-mnist gnuplot-nox coinor-libcbc-dev libturbojpeg0-dev clang-format-14
-          python3-torch pybind11-dev python3-pytest)
+          python3-torch pybind11-dev python3-pytest libgloo-dev)
 
 missing=()
 for p in "${packages[@]}"; do

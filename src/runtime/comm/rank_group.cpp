@@ -1,0 +1,299 @@
+#include "runtime/comm/rank_group.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "core/parse_number.h"
+
+namespace memtrain::runtime {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kHeartbeatPeriod{200};
+// How long a peer's heartbeat may stand still before it counts as gone:
+// several periods, so a busy machine does not blame a live rank.
+constexpr milliseconds kStaleAfter{2000};
+// A store that does not answer within this is gone (its host died).
+constexpr milliseconds kDiagnoseTimeout{3000};
+
+std::string alive_key(int rank) { return "memtrain/alive/" + std::to_string(rank); }
+std::string progress_key(int rank) { return "memtrain/at/" + std::to_string(rank); }
+std::string failed_key(int rank) { return "memtrain/failed/" + std::to_string(rank); }
+
+std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text_of(const std::vector<std::uint8_t>& b) { return {b.begin(), b.end()}; }
+
+milliseconds to_ms(Seconds s) { return milliseconds(static_cast<std::int64_t>(s * 1000)); }
+
+c10::intrusive_ptr<c10d::TCPStore> open_store(const std::string& host, int port, bool serve, int world,
+                                              milliseconds timeout) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<std::uint16_t>(port);
+  o.isServer = serve;
+  o.numWorkers = world;
+  o.waitWorkers = false;
+  o.timeout = timeout;
+  return c10::make_intrusive<c10d::TCPStore>(host, o);
+}
+
+bool is_loopback(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
+
+// The first line of a transport error: Gloo's carry a source location and
+// sometimes a backtrace.
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+}  // namespace
+
+void parse_master(const std::string& text, const std::string& flag, RankAddress& address) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+    throw UsageError(flag + " \"" + text + "\" is not HOST:PORT (e.g. 10.0.0.1:29500 or 127.0.0.1:29500)");
+  }
+  address.host = text.substr(0, colon);
+  const std::string port = text.substr(colon + 1);
+  const auto value = parse_whole_integer(port);
+  if (!value || *value < 1 || *value > 65535)
+    throw UsageError(flag + " port \"" + port + "\" is out of range; expected 1..65535");
+  address.port = static_cast<int>(*value);
+}
+
+// ---- RendezvousHost
+
+struct RendezvousHost::Impl {
+  c10::intrusive_ptr<c10d::TCPStore> store;
+};
+
+RendezvousHost::RendezvousHost(const std::string& host, int world, Seconds timeout) : impl_(std::make_unique<Impl>()) {
+  impl_->store = open_store(host, 0, true, world, to_ms(timeout));
+}
+
+RendezvousHost::~RendezvousHost() = default;
+
+int RendezvousHost::port() const { return impl_->store->getPort(); }
+
+std::string RendezvousHost::failure_of(int rank) const {
+  try {
+    if (impl_->store->check({failed_key(rank)})) return text_of(impl_->store->get(failed_key(rank)));
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
+// ---- RankGroup
+
+struct RankGroup::Impl {
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  std::atomic<std::int64_t> collectives{0};
+  // The heartbeat: its own thread, so a rank busy computing still beats;
+  // one that is killed or stopped does not.
+  std::thread beat;
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+};
+
+RankGroup::RankGroup(const RankAddress& address) : address_(address), impl_(std::make_unique<Impl>()) {
+  if (address.world < 1) throw UsageError("world size " + std::to_string(address.world) + " must be >= 1");
+  if (address.rank < 0 || address.rank >= address.world) {
+    throw UsageError("rank " + std::to_string(address.rank) + " is out of range for a world of " +
+                     std::to_string(address.world) + "; expected 0.." + std::to_string(address.world - 1));
+  }
+  if (!(address.timeout > 0)) throw UsageError("timeout must be > 0 seconds");
+  const std::string where = address.host + ":" + std::to_string(address.port);
+  try {
+    impl_->store = open_store(address.host, address.port, !address.launcher_serves_store && address.rank == 0,
+                              address.world, to_ms(address.timeout));
+    auto options = c10d::ProcessGroupGloo::Options::create(to_ms(address.timeout));
+    if (const char* iface = std::getenv("MEMTRAIN_GLOO_IFNAME")) {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
+    } else if (is_loopback(address.host)) {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    } else {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
+    options->threads = 1;  // one collective at a time, in the order they are issued
+    impl_->store->set(alive_key(address.rank), bytes_of("0"));
+    impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, address.rank, address.world, options);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error("rank " + std::to_string(address.rank) + " of " + std::to_string(address.world) +
+                " could not meet the others at " + where + " within " + format_number("%g", address.timeout) +
+                " s: " + first_line(e.what()));
+  }
+  impl_->beat = std::thread([impl = impl_.get(), rank = address.rank] {
+    std::unique_lock<std::mutex> lock(impl->mutex);
+    while (!impl->stopping) {
+      lock.unlock();
+      try {
+        impl->store->add(alive_key(rank), 1);
+        impl->store->set(progress_key(rank), bytes_of(std::to_string(impl->collectives.load())));
+      } catch (const std::exception&) {
+        // The store is gone: the next collective finds out and says so.
+      }
+      lock.lock();
+      impl->wake.wait_for(lock, kHeartbeatPeriod, [impl] { return impl->stopping; });
+    }
+  });
+}
+
+RankGroup::~RankGroup() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->beat.joinable()) impl_->beat.join();
+}
+
+template <typename F>
+void RankGroup::collective(const char* what, F&& run) {
+  ++impl_->collectives;
+  try {
+    run();
+  } catch (const RankFailure&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw diagnose(what, e.what());
+  }
+}
+
+void RankGroup::broadcast(std::vector<torch::Tensor>& tensors, int root) {
+  if (world() == 1) return;
+  collective("broadcast", [&] {
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (torch::Tensor& t : tensors) {
+      std::vector<at::Tensor> one{t};
+      c10d::BroadcastOptions o;
+      o.rootRank = root;
+      works.push_back(impl_->group->broadcast(one, o));
+    }
+    for (auto& w : works) w->wait();
+  });
+}
+
+void RankGroup::sum(std::vector<torch::Tensor>& tensors) {
+  if (world() == 1) return;
+  collective("all-reduce", [&] {
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (torch::Tensor& t : tensors) {
+      std::vector<at::Tensor> one{t};
+      works.push_back(impl_->group->allreduce(one));
+    }
+    for (auto& w : works) w->wait();
+  });
+}
+
+void RankGroup::ordered_sum(std::vector<torch::Tensor>& tensors) {
+  if (world() == 1) return;
+  const int r = rank(), last = world() - 1;
+  collective("ordered all-reduce", [&] {
+    // Along the ranks: rank r adds its values to the sum of ranks 0..r-1.
+    std::vector<c10::intrusive_ptr<c10d::Work>> sends;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      torch::Tensor& t = tensors[i];
+      const int tag = static_cast<int>(i);
+      if (r > 0) {
+        std::vector<at::Tensor> incoming{torch::empty_like(t)};
+        impl_->group->recv(incoming, r - 1, tag)->wait();
+        // (sum of 0..r-1) + x_r: addition commutes exactly, so in place is fine.
+        t.add_(incoming[0]);
+      }
+      if (r < last) {
+        std::vector<at::Tensor> out{t};
+        sends.push_back(impl_->group->send(out, r + 1, tag));
+      }
+    }
+    for (auto& w : sends) w->wait();
+  });
+  broadcast(tensors, last);
+}
+
+std::vector<std::vector<double>> RankGroup::gather(const std::vector<double>& values) {
+  const auto count = static_cast<std::int64_t>(values.size());
+  torch::Tensor mine = torch::tensor(values, torch::kDouble);
+  if (world() == 1) return {values};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < world(); ++r) outputs[0].push_back(torch::empty({count}, torch::kDouble));
+  std::vector<at::Tensor> inputs{mine};
+  collective("gather", [&] { impl_->group->allgather(outputs, inputs)->wait(); });
+  std::vector<std::vector<double>> all;
+  for (const at::Tensor& t : outputs[0]) {
+    const double* p = t.data_ptr<double>();
+    all.emplace_back(p, p + count);
+  }
+  return all;
+}
+
+void RankGroup::fail(const std::string& why) noexcept {
+  try {
+    impl_->store->set(failed_key(rank()), bytes_of(why));
+  } catch (...) {
+  }
+}
+
+RankFailure RankGroup::diagnose(const char* what, const std::string& error) {
+  const std::string me = "rank " + std::to_string(rank()) + " of " + std::to_string(world());
+  const std::string transport = first_line(error);
+  const std::string store_at = address_.host + ":" + std::to_string(address_.port);
+  try {
+    // A fresh connection with a short timeout: the group's own may be wedged.
+    const auto store = open_store(address_.host, address_.port, false, world(), kDiagnoseTimeout);
+    auto reported = [&]() -> std::optional<RankFailure> {
+      for (int r = 0; r < world(); ++r) {
+        if (r != rank() && store->check({failed_key(r)})) {
+          return RankFailure(r, me + ": " + what + " failed because rank " + std::to_string(r) +
+                                    " gave up: " + text_of(store->get(failed_key(r))));
+        }
+      }
+      return std::nullopt;
+    };
+    if (auto f = reported()) return *f;
+    std::vector<std::int64_t> before(world());
+    for (int r = 0; r < world(); ++r) before[r] = r == rank() ? 0 : store->add(alive_key(r), 0);
+    std::this_thread::sleep_for(kStaleAfter);
+    if (auto f = reported()) return *f;
+    for (int r = 0; r < world(); ++r) {
+      if (r != rank() && store->add(alive_key(r), 0) == before[r]) {
+        return RankFailure(
+            r, me + ": " + what + " failed: rank " + std::to_string(r) + " died or stopped (no heartbeat for " +
+                   format_number("%.1f", kStaleAfter.count() / 1000.0) + " s; transport: " + transport + ")");
+      }
+    }
+    const std::int64_t mine = impl_->collectives.load();
+    for (int r = 0; r < world(); ++r) {
+      if (r == rank() || !store->check({progress_key(r)})) continue;
+      const std::int64_t theirs = std::stoll(text_of(store->get(progress_key(r))));
+      if (theirs < mine) {
+        return RankFailure(r, me + ": " + what + " failed: rank " + std::to_string(r) +
+                                  " is alive but did not reach it within the timeout (" +
+                                  format_number("%g", address_.timeout) + " s; it is at collective " +
+                                  std::to_string(theirs) + ", this rank at " + std::to_string(mine) +
+                                  "); transport: " + transport);
+      }
+    }
+  } catch (const std::exception& e) {
+    if (!address_.launcher_serves_store) {
+      return RankFailure(0, me + ": " + what + " failed and the store at " + store_at +
+                                " does not answer: rank 0, which serves it, died or stopped (transport: " + transport +
+                                ")");
+    }
+    return RankFailure(-1, me + ": " + what + " failed and the launcher's store at " + store_at +
+                               " does not answer (transport: " + transport + ")");
+  }
+  return RankFailure(
+      -1, me + ": " + what + " failed; every other rank is alive and as far along (transport: " + transport + ")");
+}
+
+}  // namespace memtrain::runtime

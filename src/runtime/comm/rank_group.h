@@ -1,0 +1,102 @@
+// A data-parallel job's ranks, on c10d: a TCPStore to meet at and a Gloo
+// process group for the collectives. This is the only place memtrain names
+// c10d, so a LibTorch whose process-group API moves (PyTorch 2.x split
+// Backend from ProcessGroup) changes this file alone.
+//
+// A collective that fails (a peer died, hung past the timeout, or gave up
+// with an error of its own) throws RankFailure naming the rank to blame:
+// every rank writes a heartbeat and its progress to the store, and a rank
+// that fails says why before it exits (fail()).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "core/error.h"
+#include "core/units.h"
+
+namespace memtrain::runtime {
+
+// Where rank `rank` of `world` meets the others: the store at host:port.
+struct RankAddress {
+  std::string host = "127.0.0.1";
+  int port = 29500;
+  int rank = 0;
+  int world = 1;
+  Seconds timeout = 60;  // a collective or the meeting waits this long for a peer
+  // A launcher serves the store (RendezvousHost); otherwise rank 0 does.
+  bool launcher_serves_store = false;
+};
+
+// "HOST:PORT" -> host and port; UsageError naming `flag` otherwise.
+void parse_master(const std::string& text, const std::string& flag, RankAddress& address);
+
+// A peer failed: which one, and how it was seen.
+class RankFailure : public Error {
+ public:
+  RankFailure(int blamed_rank, const std::string& what) : Error(what), blamed_rank_(blamed_rank) {}
+  int blamed_rank() const { return blamed_rank_; }  // -1: could not tell
+
+ private:
+  int blamed_rank_;
+};
+
+// The store a launcher serves for the ranks it starts, on a free port of
+// `host`; it outlives any rank, so a dead rank 0 is named like any other.
+class RendezvousHost {
+ public:
+  RendezvousHost(const std::string& host, int world, Seconds timeout);
+  ~RendezvousHost();
+  int port() const;
+  // The failure a rank reported with RankGroup::fail(), or "".
+  std::string failure_of(int rank) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+class RankGroup {
+ public:
+  // Meets the other ranks (waits up to address.timeout for all of them).
+  explicit RankGroup(const RankAddress& address);
+  ~RankGroup();
+  RankGroup(const RankGroup&) = delete;
+  RankGroup& operator=(const RankGroup&) = delete;
+
+  int rank() const { return address_.rank; }
+  int world() const { return address_.world; }
+  Seconds timeout() const { return address_.timeout; }
+
+  // In place, every tensor: rank `root`'s values everywhere.
+  void broadcast(std::vector<torch::Tensor>& tensors, int root = 0);
+  // In place, every tensor: the sum over ranks, in whatever order the
+  // transport adds (ring); fast.
+  void sum(std::vector<torch::Tensor>& tensors);
+  // In place: ((x_0 + x_1) + x_2) + ... in rank order, so the result is
+  // bit for bit what one process adding the ranks' values in turn gets.
+  // Each tensor travels rank to rank and back; `scratch` bytes per tensor.
+  void ordered_sum(std::vector<torch::Tensor>& tensors);
+  // Every rank's `values` (each rank the same count), in rank order.
+  std::vector<std::vector<double>> gather(const std::vector<double>& values);
+
+  // Tells the others this rank gives up and why, so their failure names it.
+  void fail(const std::string& why) noexcept;
+
+ private:
+  template <typename F>
+  void collective(const char* what, F&& run);
+  // Who is to blame for a failed collective: a reported failure, a stale
+  // heartbeat or a rank behind this one.
+  RankFailure diagnose(const char* what, const std::string& error);
+
+  RankAddress address_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace memtrain::runtime

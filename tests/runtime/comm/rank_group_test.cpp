@@ -1,0 +1,187 @@
+// Real ranks: forked processes meeting over loopback through a store the
+// test serves, as `memtrain train --ranks N` does.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "runtime/comm/rank_group.h"
+
+namespace memtrain::runtime {
+namespace {
+
+// Runs body(group) in `world` forked ranks; each child writes what it
+// reports to a file and exits 0 on success, 1 on an exception (its message
+// in the file). Returns the files' contents and the exit statuses.
+struct RankOutcome {
+  int status = -1;
+  std::string text;
+};
+
+std::vector<RankOutcome> run_ranks(int world, Seconds timeout, const std::function<std::string(RankGroup&)>& body,
+                                   const std::function<void(int rank)>& before = nullptr) {
+  RendezvousHost host("127.0.0.1", world, timeout);
+  char dir_template[] = "/tmp/memtrain-ranks-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      std::ofstream out(dir + "/" + std::to_string(r));
+      int code = 0;
+      try {
+        if (before) before(r);
+        RankAddress a;
+        a.port = host.port();
+        a.rank = r;
+        a.world = world;
+        a.timeout = timeout;
+        a.launcher_serves_store = true;
+        RankGroup group(a);
+        out << body(group);
+      } catch (const std::exception& e) {
+        out << e.what();
+        code = 1;
+      }
+      out.close();
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<RankOutcome> outcomes(world);
+  for (int r = 0; r < world; ++r) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    outcomes[r].status = status;
+    std::ifstream in(dir + "/" + std::to_string(r));
+    std::stringstream text;
+    text << in.rdbuf();
+    outcomes[r].text = text.str();
+  }
+  return outcomes;
+}
+
+std::string hex(const torch::Tensor& t) {
+  std::ostringstream out;
+  const torch::Tensor c = t.contiguous();
+  const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+  for (std::size_t i = 0; i < c.nbytes(); ++i) out << std::hex << static_cast<int>(p[i]) << ".";
+  return out.str();
+}
+
+// What rank r contributes: values whose sum depends on the order of adding.
+torch::Tensor contribution(int rank) {
+  torch::manual_seed(100 + rank);
+  return torch::randn({257}).mul_(std::pow(10.0, 3 * rank));
+}
+
+TEST(RankGroup, OrderedSumIsTheSumInRankOrderBitForBit) {
+  for (int world : {2, 3}) {
+    const auto outcomes = run_ranks(world, 20, [](RankGroup& g) {
+      std::vector<torch::Tensor> ts{contribution(g.rank()), contribution(g.rank()).mul(-0.5)};
+      g.ordered_sum(ts);
+      return hex(ts[0]) + "|" + hex(ts[1]);
+    });
+    torch::Tensor a = contribution(0), b = contribution(0).mul(-0.5);
+    for (int r = 1; r < world; ++r) {
+      a = a + contribution(r);
+      b = b + contribution(r).mul(-0.5);
+    }
+    for (int r = 0; r < world; ++r) {
+      ASSERT_EQ(outcomes[r].status, 0) << outcomes[r].text;
+      EXPECT_EQ(outcomes[r].text, hex(a) + "|" + hex(b)) << "rank " << r << " of " << world;
+    }
+  }
+}
+
+TEST(RankGroup, SumBroadcastAndGatherAgreeOnEveryRank) {
+  const int world = 3;
+  const auto outcomes = run_ranks(world, 20, [](RankGroup& g) {
+    std::vector<torch::Tensor> s{torch::full({5}, static_cast<float>(g.rank() + 1))};
+    g.sum(s);
+    std::vector<torch::Tensor> b{torch::full({3}, static_cast<float>(10 * g.rank() + 7))};
+    g.broadcast(b, 1);
+    const auto all = g.gather({static_cast<double>(g.rank()), 0.5 * g.rank()});
+    std::ostringstream out;
+    out << s[0].sum().item<float>() << " " << b[0][2].item<float>();
+    for (const auto& v : all) out << " " << v[0] << "/" << v[1];
+    return out.str();
+  });
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(outcomes[r].status, 0) << outcomes[r].text;
+    EXPECT_EQ(outcomes[r].text, "30 17 0/0 1/0.5 2/1");  // (1+2+3)*5, rank 1's 17, every rank's pair
+  }
+}
+
+TEST(RankGroup, AKilledRankIsNamedByTheOthers) {
+  const int world = 3;
+  const auto outcomes = run_ranks(world, 30, [](RankGroup& g) {
+    std::vector<torch::Tensor> t{torch::ones({4})};
+    g.sum(t);  // everyone met
+    if (g.rank() == 2) raise(SIGKILL);
+    g.sum(t);
+    return std::string("finished");
+  });
+  EXPECT_TRUE(WIFSIGNALED(outcomes[2].status));
+  for (int r : {0, 1}) {
+    EXPECT_EQ(WEXITSTATUS(outcomes[r].status), 1) << outcomes[r].text;
+    EXPECT_NE(outcomes[r].text.find("rank 2 died or stopped"), std::string::npos) << outcomes[r].text;
+  }
+}
+
+TEST(RankGroup, AFailedRankSaysWhy) {
+  const int world = 2;
+  const auto outcomes = run_ranks(world, 30, [](RankGroup& g) {
+    std::vector<torch::Tensor> t{torch::ones({4})};
+    if (g.rank() == 1) {
+      g.fail("rank 1: budget 1 MiB is below the minimum");
+      _exit(3);
+    }
+    g.sum(t);
+    return std::string("finished");
+  });
+  EXPECT_EQ(WEXITSTATUS(outcomes[1].status), 3);
+  EXPECT_EQ(WEXITSTATUS(outcomes[0].status), 1);
+  EXPECT_NE(outcomes[0].text.find("rank 1 gave up: rank 1: budget 1 MiB is below the minimum"), std::string::npos)
+      << outcomes[0].text;
+}
+
+TEST(RankGroup, AHungRankIsNamedAfterTheTimeout) {
+  const int world = 2;
+  const auto outcomes = run_ranks(world, 2, [](RankGroup& g) {
+    std::vector<torch::Tensor> t{torch::ones({4})};
+    g.sum(t);
+    if (g.rank() == 1) {
+      // Alive (heartbeat beating) but never reaching the next collective.
+      sleep(6);
+      _exit(4);
+    }
+    g.sum(t);
+    return std::string("finished");
+  });
+  EXPECT_EQ(WEXITSTATUS(outcomes[0].status), 1);
+  EXPECT_NE(outcomes[0].text.find("rank 1 is alive but did not reach it"), std::string::npos) << outcomes[0].text;
+}
+
+TEST(RankGroup, BadAddressesAreRefused) {
+  RankAddress a;
+  a.world = 2;
+  a.rank = 2;
+  EXPECT_THROW(RankGroup{a}, UsageError);
+  RankAddress m;
+  EXPECT_THROW(parse_master("nohost", "--master", m), UsageError);
+  EXPECT_THROW(parse_master("host:99999", "--master", m), UsageError);
+  parse_master("10.1.2.3:29400", "--master", m);
+  EXPECT_EQ(m.host, "10.1.2.3");
+  EXPECT_EQ(m.port, 29400);
+}
+
+}  // namespace
+}  // namespace memtrain::runtime
