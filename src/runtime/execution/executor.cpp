@@ -197,7 +197,10 @@ class LibTorchBackend : public ScheduleBackend {
       result_.loss += parts_[op.micro].loss_weight * loss;
       ms.grad.mul_(parts_[op.micro].loss_weight);
     } else {
-      result_.loss = loss;
+      // One part of a step the trainer split: its share of the step's loss.
+      const double weight = ctx_.loss_weight;
+      result_.loss = weight * loss;
+      if (weight != 1) ms.grad.mul_(weight);
     }
   }
 

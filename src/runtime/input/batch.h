@@ -19,4 +19,9 @@ struct Batch {
   Bytes bytes() const;
 };
 
+// Part `part` of `parts` of `batch`, split by rows as evenly as they go, the
+// first parts one row longer (views of batch's tensors). The rows a
+// micro-batch runs, and a rank's slice of the ranks' global batch.
+Batch batch_rows(const Batch& batch, int part, int parts);
+
 }  // namespace memtrain::runtime

@@ -50,6 +50,7 @@ class Adam {
   // arguments in.
   Bytes update_temp_bytes() const;
   long steps() const { return steps_; }
+  void restore_steps(long steps) { steps_ = steps; }  // resuming from a checkpoint
 
   // Seconds one update takes per byte of weights on the host (CPU), timed
   // on scratch tensors of `bytes` (the fastest of `repeats` after one

@@ -20,6 +20,10 @@ struct StepContext {
   // Which implementation a stage runs (StageModule::variant_names): set by
   // the executor for a forward with grad, 0 otherwise.
   int variant = 0;
+  // The share of the step's loss this run carries: its counted targets over
+  // the whole step's (a micro-batch's, or a rank's part of the ranks' batch),
+  // so the parts' gradients add up to the whole step's. 1: the whole step.
+  double loss_weight = 1;
 
   // Written by the loss stage.
   double correct = 0;  // examples or tokens predicted right

@@ -16,6 +16,7 @@
 #include "runtime/execution/chain_measurement.h"
 #include "runtime/model/buffer_snapshot.h"
 #include "runtime/model/rng_snapshot.h"
+#include "runtime/training/checkpoint_file.h"
 #include "sim/simulator.h"
 
 namespace memtrain::runtime {
@@ -45,11 +46,13 @@ void check_options(const TrainerOptions& o) {
     throw UsageError("micro-batches (micro_batches) " + std::to_string(o.micro_batches) +
                      " is out of range; expected >= 1");
   }
-  if (o.micro_batches > 1 && !o.weights_on_host) {
-    throw UsageError(std::to_string(o.micro_batches) +
-                     " micro-batches split a step for weight swapping; they need the weights in host memory "
-                     "(weights_on_host)");
+  if (o.ranks && o.weights_on_host) {
+    throw UsageError(
+        "ranks with the weights in host memory are not supported: the host updates run inside the schedule, "
+        "before the ranks' gradients could be summed; keep the weights on the device");
   }
+  if (o.ranks && o.lease) throw UsageError("ranks on a shared device (job groups) are not supported");
+  if (o.deterministic_reduce && !o.ranks) throw UsageError("deterministic_reduce orders the ranks' sum; give ranks");
   if (o.weights_on_host && !(o.device_to_host_bandwidth > 0 && o.host_to_device_bandwidth > 0)) {
     throw UsageError(
         "weights in host memory need the host link's bandwidth to plan their copies: set "
@@ -82,6 +85,34 @@ Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory fact
   }
   predictor_ = std::make_unique<predict::ChainPredictor>(stage_constants(*model_, Adam::kSlots), options_.margin);
   generator_ = memory_.make_generator(options_.seed);
+  if (options_.ranks) start_ranks();
+}
+
+void Trainer::start_ranks() {
+  RankGroup& ranks = *options_.ranks;
+  // The ranks must split the same global batches the same way.
+  const std::vector<double> mine{static_cast<double>(options_.seed), static_cast<double>(options_.micro_batches),
+                                 options_.deterministic_reduce ? 1.0 : 0.0,
+                                 static_cast<double>(model_->parameter_count())};
+  const auto all = ranks.gather(mine);
+  const char* names[] = {"seed", "micro-batches", "deterministic reduce (1: on)", "parameter count"};
+  for (int r = 0; r < ranks.world(); ++r) {
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      if (all[r][i] != all[0][i]) {
+        throw UsageError("rank " + std::to_string(r) + " has " + names[i] + " " + format_number("%.0f", all[r][i]) +
+                         " but rank 0 has " + names[i] + " " + format_number("%.0f", all[0][i]) +
+                         "; every rank of a job must train the same model on the same seed the same way");
+      }
+    }
+  }
+  // Parameters and buffers start as rank 0's.
+  const auto scope = memory_.activate();
+  std::vector<torch::Tensor> state;
+  for (const torch::Tensor& p : model_->parameters()) state.push_back(p.detach());
+  for (int i = 0; i < model_->size(); ++i) {
+    for (const torch::Tensor& b : model_->stage(i).buffers(/*recurse=*/true)) state.push_back(b);
+  }
+  ranks.broadcast(state, 0);
 }
 
 Trainer::~Trainer() = default;
@@ -145,6 +176,8 @@ void Trainer::calibrate() {
   const Batch largest = source_.largest(memory_.device());
   largest_signature_ = largest.signature;
   const std::int64_t rows = largest.signature.shape.empty() ? 1 : largest.signature.shape[0];
+  // A step split on the device runs its first (largest) part at a time.
+  const Batch measured = split_steps() ? batch_rows(largest, 0, options_.micro_batches) : largest;
   if (options_.micro_batches > rows) {
     throw UsageError(std::to_string(options_.micro_batches) + " micro-batches are more than the " +
                      std::to_string(rows) + " examples of the largest batch (" + largest.signature.describe() +
@@ -158,9 +191,9 @@ void Trainer::calibrate() {
   if (options_.lease) options_.lease->begin_calibration();
   const RngSnapshot rng = RngSnapshot::capture(generator_);
   auto measure = [&](const Schedule& schedule) {
-    StepContext ctx = context_for(largest);
+    StepContext ctx = context_for(measured);
     ctx.update_buffers = false;
-    ExecutionResult r = executor_->run(schedule, largest, ctx);
+    ExecutionResult r = executor_->run(schedule, measured, ctx);
     discard_gradients();
     rng.restore(generator_);
     return r;
@@ -339,7 +372,7 @@ StepRecord Trainer::step() {
   const Batch batch = source_.next(memory_.device());
   StepRecord rec;
   rec.data_wait_seconds = seconds_since(t0);
-  rec.step = static_cast<std::int64_t>(records_.size()) + 1;
+  rec.step = steps_done() + 1;
   rec.epoch = source_.epoch();
   rec.signature = batch.signature;
   const std::int64_t size = planning_size(batch.signature);
@@ -366,12 +399,13 @@ StepRecord Trainer::step() {
   }
   rec.budget_bytes = step_budget_;
 
+  const StepParts parts = split(batch);
   Choice choice = choose(size);
   rec.plan = choice.kind;
   rec.planning_seconds = choice.planning_seconds;
-  StepContext ctx = context_for(batch);
-  const ExecutionResult result = run_with_retries(batch, size, choice, ctx, rec);
-  record_run(choice.schedule, size, result, rec);
+  const StepRun run = run_with_retries(parts, size, choice, rec);
+  const ExecutionResult& result = run.result;
+  record_run(choice.schedule, size, result, static_cast<int>(parts.batches.size()), rec);
   update(size, result, rec);
 
   rec.violation = rec.peak_bytes > step_budget_;
@@ -380,30 +414,137 @@ StepRecord Trainer::step() {
     prediction_error_.record(rec.predicted_peak_bytes, rec.peak_bytes);
     time_prediction_error_.record(rec.predicted_schedule_seconds, rec.schedule_seconds);
   }
-  rec.loss = result.loss;
-  rec.accuracy = ctx.counted > 0 ? ctx.correct / ctx.counted : 0;
+  record_outcome(run, rec);
   rec.seconds = seconds_since(t0);
   records_.push_back(rec);
   if (on_step) on_step(rec);
   return rec;
 }
 
-ExecutionResult Trainer::run_with_retries(const Batch& batch, std::int64_t size, Choice& choice, StepContext& ctx,
-                                          StepRecord& rec) {
+Trainer::StepParts Trainer::split(const Batch& batch) {
+  StepParts p;
+  if (!split_steps()) {
+    p.batches = {batch};
+    p.loss_weights = {1};
+    return p;
+  }
+  const int m = options_.micro_batches;
+  const int world = options_.ranks ? options_.ranks->world() : 1;
+  const int rank = options_.ranks ? options_.ranks->rank() : 0;
+  // Every global part's seed, drawn by every rank from its copy of the
+  // step's generator: part g of the job draws the same masks whichever
+  // process runs it.
+  const torch::Tensor seeds =
+      torch::empty({world * m}, torch::TensorOptions().dtype(torch::kLong).device(generator_.device()))
+          .random_(0, std::int64_t{1} << 62, generator_)
+          .cpu();
+  std::vector<double> counted;
+  for (int i = 0; i < m; ++i) {
+    p.batches.push_back(m > 1 ? batch_rows(batch, i, m) : batch);
+    p.seeds.push_back(static_cast<std::uint64_t>(seeds[rank * m + i].item<std::int64_t>()));
+    counted.push_back(p.batches.back().targets.ne(-100).sum().item<double>());
+  }
+  double all = 0;
+  if (options_.ranks) {
+    for (const std::vector<double>& theirs : options_.ranks->gather(counted)) {
+      for (double c : theirs) all += c;
+    }
+  } else {
+    for (double c : counted) all += c;
+  }
+  for (double c : counted) p.loss_weights.push_back(c / std::max(1.0, all));
+  return p;
+}
+
+Trainer::StepRun Trainer::run_parts(const Schedule& schedule, const StepParts& parts) {
+  StepRun run;
+  for (std::size_t i = 0; i < parts.batches.size(); ++i) {
+    const Batch& batch = parts.batches[i];
+    StepContext ctx = context_for(batch);
+    if (!parts.seeds.empty()) ctx.generator = memory_.make_generator(parts.seeds[i]);
+    ctx.loss_weight = parts.loss_weights[i];
+    ExecutionResult r = executor_->run(schedule, batch, ctx);
+    run.losses.push_back(r.loss);
+    run.correct.push_back(ctx.correct);
+    run.counted.push_back(ctx.counted);
+    if (i == 0) {
+      run.result = std::move(r);
+      continue;
+    }
+    // The predictor learns from the part that needed the most: a later
+    // part's backward adds into gradients the earlier ones left.
+    const double loss = run.result.loss + r.loss;
+    const Seconds seconds = run.result.seconds + r.seconds;
+    CopyStats copies = run.result.copies;
+    copies += r.copies;
+    if (r.peak > run.result.peak) run.result = std::move(r);
+    run.result.loss = loss;
+    run.result.seconds = seconds;
+    run.result.copies = copies;
+  }
+  return run;
+}
+
+void Trainer::record_outcome(const StepRun& run, StepRecord& rec) {
+  if (!options_.ranks) {
+    double correct = 0, counted = 0;
+    for (std::size_t i = 0; i < run.counted.size(); ++i) {
+      correct += run.correct[i];
+      counted += run.counted[i];
+    }
+    rec.loss = run.result.loss;
+    rec.accuracy = counted > 0 ? correct / counted : 0;
+    return;
+  }
+  // Every part's loss, added in the job's order: what one process running
+  // the parts in turn reports.
+  std::vector<double> mine = run.losses;
+  mine.insert(mine.end(), run.correct.begin(), run.correct.end());
+  mine.insert(mine.end(), run.counted.begin(), run.counted.end());
+  const std::size_t m = run.losses.size();
+  double loss = 0, correct = 0, counted = 0;
+  for (const std::vector<double>& theirs : options_.ranks->gather(mine)) {
+    for (std::size_t i = 0; i < m; ++i) {
+      loss += theirs[i];
+      correct += theirs[m + i];
+      counted += theirs[2 * m + i];
+    }
+  }
+  rec.loss = loss;
+  rec.accuracy = counted > 0 ? correct / counted : 0;
+}
+
+void Trainer::reduce_gradients(StepRecord& rec) {
+  const Clock::time_point t0 = Clock::now();
+  std::vector<torch::Tensor> grads;
+  for (torch::Tensor& p : model_->parameters()) {
+    // Every rank sends the same list: a weight this rank's slice left
+    // untouched contributes zeros.
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    grads.push_back(p.grad());
+  }
+  if (options_.deterministic_reduce) {
+    options_.ranks->ordered_sum(grads);
+  } else {
+    options_.ranks->sum(grads);
+  }
+  rec.reduce_seconds = seconds_since(t0);
+}
+
+Trainer::StepRun Trainer::run_with_retries(const StepParts& parts, std::int64_t size, Choice& choice, StepRecord& rec) {
   const RngSnapshot start = RngSnapshot::capture(generator_);
   const BufferSnapshot buffers = BufferSnapshot::capture(*model_, memory_);
   std::vector<Schedule> failed;  // schedules this step already ran out of budget with
   auto tried = [&](const Schedule& s) { return std::find(failed.begin(), failed.end(), s) != failed.end(); };
   while (true) {
     try {
-      return executor_->run(choice.schedule, batch, ctx);
+      return run_parts(choice.schedule, parts);
     } catch (const OutOfBudget& oob) {
       // Roll back: no gradient (or staged update, or batch-norm statistic)
       // of the failed attempt survives, and the retry draws the same random numbers.
       discard_gradients();
       buffers.restore();
       start.restore(generator_);
-      ctx = context_for(batch);
       ++rec.retries;
       ++retries_;
       const Clock::time_point tp = Clock::now();
@@ -412,7 +553,7 @@ ExecutionResult Trainer::run_with_retries(const Batch& batch, std::int64_t size,
       Plan p = plan_for(size);
       Schedule next = p.feasible ? p.schedule : most_frugal(size);
       if (tried(next)) next = fallback_schedule();
-      const std::string where = "step " + std::to_string(rec.step) + ": input " + batch.signature.describe();
+      const std::string where = "step " + std::to_string(rec.step) + ": input " + rec.signature.describe();
       if (tried(next)) {
         throw Error(where + " does not fit the budget even with the most frugal schedule (planner " + planner_->name() +
                     "'s least, or every stage checkpointed): " + oob.what());
@@ -435,12 +576,13 @@ ExecutionResult Trainer::run_with_retries(const Batch& batch, std::int64_t size,
   }
 }
 
-void Trainer::record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result, StepRecord& rec) {
+void Trainer::record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result, int parts,
+                         StepRecord& rec) {
   rec.schedule = schedule.to_string();
   rec.recomputed_forwards = schedule.recomputed_forwards(model_->size());
   const sim::SimResult predicted = sim::simulate(predicted_chain(size), schedule);
   rec.predicted_peak_bytes = predicted.peak_bytes;
-  rec.predicted_schedule_seconds = predicted.time;
+  rec.predicted_schedule_seconds = predicted.time * parts;
   if (options_.lease) {
     const sim::SimResult plain =
         sim::simulate(predicted_chain(size), plan::schedule_keeping_everything(model_->size()));
@@ -465,21 +607,110 @@ void Trainer::update(std::int64_t size, const ExecutionResult& result, StepRecor
     rec.peak_bytes = result.peak;
     return;
   }
-  // Only with room for the update's temporary, so it never stops half way.
+  // Only with room for the update's temporary (and the ordered sum's
+  // incoming copy of one gradient), so neither stops half way.
   memory_.synchronize();
   const Bytes before_update = memory_.live();
-  if (memory_.enforced() && before_update + optimizer_->update_temp_bytes() > step_budget_) {
+  Bytes temporary = optimizer_->update_temp_bytes();
+  if (options_.ranks && options_.deterministic_reduce) {
+    for (const torch::Tensor& p : model_->parameters()) temporary = std::max(temporary, static_cast<Bytes>(p.nbytes()));
+  }
+  if (memory_.enforced() && before_update + temporary > step_budget_) {
     throw Error("step " + std::to_string(rec.step) + ": budget " + format_bytes(step_budget_) +
-                " leaves no room for the optimizer update (" + format_bytes(optimizer_->update_temp_bytes()) +
-                " on top of " + format_bytes(before_update) + ")");
+                " leaves no room for the optimizer update (" + format_bytes(temporary) + " on top of " +
+                format_bytes(before_update) + ")");
   }
   memory_.reset_peak();
+  if (options_.ranks) reduce_gradients(rec);
   optimizer_->step();
   memory_.synchronize();
   const Bytes update_peak = memory_.peak();
   optimizer_->zero_grad();
   predictor_->observe(size, sample_execution(result, model_->size(), update_peak - before_update));
   rec.peak_bytes = std::max(result.peak, update_peak);
+}
+
+namespace {
+
+constexpr std::int64_t kCheckpointVersion = 1;
+
+std::vector<torch::Tensor> model_buffers(StagedModel& model) {
+  std::vector<torch::Tensor> out;
+  for (int i = 0; i < model.size(); ++i) {
+    for (const torch::Tensor& b : model.stage(i).buffers(/*recurse=*/true)) out.push_back(b);
+  }
+  return out;
+}
+
+}  // namespace
+
+void Trainer::save_checkpoint(const std::string& path) {
+  if (host_weights_)
+    throw UsageError("checkpoints keep weights on the device; weights in host memory are not supported");
+  const std::vector<torch::Tensor> params = model_->parameters(), buffers = model_buffers(*model_);
+  std::vector<torch::Tensor> out{
+      torch::tensor({kCheckpointVersion, steps_done(), std::int64_t{optimizer_->steps()},
+                     static_cast<std::int64_t>(params.size()), static_cast<std::int64_t>(buffers.size())},
+                    torch::kLong)};
+  out.insert(out.end(), params.begin(), params.end());
+  out.insert(out.end(), buffers.begin(), buffers.end());
+  for (std::size_t k = 0; k < params.size(); ++k) out.push_back(optimizer_->first_moment(k));
+  for (std::size_t k = 0; k < params.size(); ++k) out.push_back(optimizer_->second_moment(k));
+  out.push_back(generator_.get_state());
+  out.push_back(at::detail::getDefaultCPUGenerator().get_state());
+  write_checkpoint_file(path, out);
+  // Every rank's file is written before any is put in place.
+  if (options_.ranks) options_.ranks->gather({static_cast<double>(steps_done())});
+  publish_checkpoint_file(path);
+}
+
+void Trainer::resume(const std::string& path) {
+  if (host_weights_)
+    throw UsageError("checkpoints keep weights on the device; weights in host memory are not supported");
+  if (!records_.empty()) throw UsageError("resume: this trainer already trained; resume before the first step");
+  const std::vector<torch::Tensor> in = read_checkpoint_file(path);
+  const std::vector<torch::Tensor> params = model_->parameters(), buffers = model_buffers(*model_);
+  const std::size_t n = params.size(), nb = buffers.size();
+  const auto fail = [&](const std::string& why) { return Error("checkpoint " + path + ": " + why); };
+  if (in.empty() || in[0].numel() != 5 || in[0].scalar_type() != torch::kLong) throw fail("no header");
+  const torch::Tensor meta = in[0];
+  if (meta[0].item<std::int64_t>() != kCheckpointVersion)
+    throw fail("version " + std::to_string(meta[0].item<std::int64_t>()) + "; this memtrain reads version 1");
+  if (meta[3].item<std::int64_t>() != static_cast<std::int64_t>(n) ||
+      meta[4].item<std::int64_t>() != static_cast<std::int64_t>(nb) || in.size() != 1 + 3 * n + nb + 2) {
+    throw fail("it holds " + std::to_string(meta[3].item<std::int64_t>()) + " weights and " +
+               std::to_string(meta[4].item<std::int64_t>()) + " buffers; this model has " + std::to_string(n) +
+               " and " + std::to_string(nb));
+  }
+  const std::int64_t step = meta[1].item<std::int64_t>();
+  if (options_.ranks) {
+    const auto all = options_.ranks->gather({static_cast<double>(step)});
+    for (int r = 0; r < options_.ranks->world(); ++r) {
+      if (all[r][0] != all[0][0]) {
+        throw Error("rank " + std::to_string(r) + "'s checkpoint is at step " + format_number("%.0f", all[r][0]) +
+                    " but rank 0's at step " + format_number("%.0f", all[0][0]) + "; resume every rank from one step");
+      }
+    }
+  }
+  torch::NoGradGuard no_grad;
+  const auto copy_into = [&](const torch::Tensor& to, const torch::Tensor& from, const std::string& what) {
+    if (!to.sizes().equals(from.sizes()) || to.scalar_type() != from.scalar_type())
+      throw fail(what + " has shape " + c10::str(from.sizes()) + "; this model's is " + c10::str(to.sizes()));
+    to.copy_(from);
+  };
+  std::size_t at = 1;
+  for (std::size_t k = 0; k < n; ++k) copy_into(params[k], in[at++], "weight " + std::to_string(k));
+  for (std::size_t k = 0; k < nb; ++k) copy_into(buffers[k], in[at++], "buffer " + std::to_string(k));
+  for (std::size_t k = 0; k < n; ++k) copy_into(optimizer_->first_moment(k), in[at++], "moment " + std::to_string(k));
+  for (std::size_t k = 0; k < n; ++k) copy_into(optimizer_->second_moment(k), in[at++], "moment " + std::to_string(k));
+  generator_.set_state(in[at++]);
+  at::Generator global = at::detail::getDefaultCPUGenerator();
+  global.set_state(in[at++]);
+  optimizer_->restore_steps(meta[2].item<std::int64_t>());
+  // The data position: the batches already trained, drawn and dropped.
+  const auto scope = memory_.activate();
+  for (std::int64_t s = 0; s < step; ++s) source_.next(memory_.device());
+  first_step_ = step;
 }
 
 const char* plan_kind_name(PlanKind kind) {

@@ -12,6 +12,15 @@
 // optimizer update runs only after a step's backward has finished, and only
 // with room for its one temporary, so no update is ever half applied.
 //
+// A step may run in parts: micro-batches (plain gradient accumulation with
+// the weights on the device), and, with ranks, this rank's slice of the
+// ranks' global batch. Every part's loss carries its share of the global
+// count of what the loss averages over (tokens, images), and its dropout
+// draws from a generator seeded per global part, so N ranks compute what one
+// process running the N slices as N micro-batches computes. The ranks' gradients are
+// summed before the update (in rank order with deterministic_reduce: then bit
+// for bit that one process's), and parameters start as rank 0's.
+//
 // With the weights in host memory (Harmony) the model and Adam live in the
 // host pool, HostWeights moves them, and each step is split into
 // micro-batches: the planners plan the chain of the step's largest
@@ -39,6 +48,7 @@
 #include "predict/link_estimate.h"
 #include "predict/plan_cache.h"
 #include "predict/prediction_error.h"
+#include "runtime/comm/rank_group.h"
 #include "runtime/execution/executor.h"
 #include "runtime/execution/host_weights.h"
 #include "runtime/input/batch_source.h"
@@ -78,9 +88,18 @@ struct TrainerOptions {
   bool refine_link = true;
   // Weights, gradients and Adam state in host memory, swapped in by the
   // schedule (planners swap and swap-naive); a step then runs in
-  // `micro_batches` micro-batches, split by rows.
+  // `micro_batches` micro-batches, split by rows (schedules name them).
+  // With the weights on the device, micro-batches are plain gradient
+  // accumulation: the step's schedule runs once per micro-batch.
   bool weights_on_host = false;
   int micro_batches = 1;
+  // Data parallelism: this process is one rank of `ranks` (not owned), and
+  // the batch source gives this rank's slice of each global batch
+  // (RankSliceBatches). Gradients are summed over the ranks before the update.
+  RankGroup* ranks = nullptr;
+  // Sum the ranks' gradients in rank order: slower, and bit for bit one
+  // process running the ranks' slices as micro-batches.
+  bool deterministic_reduce = false;
   // A device shared with other jobs: each step's budget is leased from it
   // (`budget` and `least_budget` are then the group's business). Calibration
   // runs only frugal schedules and simulates the unconstrained peak.
@@ -121,6 +140,7 @@ struct StepRecord {
   double accuracy = 0;                      // fraction of counted tokens or images right
   CopyStats copies;                         // what the step's copies moved and cost
   Seconds schedule_seconds = 0;             // the schedule's wall time (the update excluded)
+  Seconds reduce_seconds = 0;               // summing the ranks' gradients (0 with one rank)
   Seconds predicted_schedule_seconds = -1;  // simulated on the predicted chain; -1: none
 };
 
@@ -179,6 +199,18 @@ class Trainer {
   void calibrate();
   StepRecord step();  // calibrates first if needed
 
+  // Everything the next step depends on (weights, buffers, Adam's state,
+  // the random generators, how many batches were trained), written to
+  // `path` atomically; with ranks, every rank writes its own and none is
+  // put in place before all are written. Weights on the device only.
+  void save_checkpoint(const std::string& path);
+  // Continues where save_checkpoint() left off: the next step trains the
+  // batch an uninterrupted run would, with the same weights and draws, so
+  // it ends bit for bit the same. Before the first step.
+  void resume(const std::string& path);
+  // Steps trained, those before a resume included.
+  std::int64_t steps_done() const { return first_step_ + static_cast<std::int64_t>(records_.size()); }
+
   const std::vector<StepRecord>& records() const { return records_; }
   TrainSummary summary() const;
   Bytes budget_bytes() const { return budget_; }
@@ -204,6 +236,26 @@ class Trainer {
     PlanKind kind = PlanKind::New;
     Seconds planning_seconds = 0;
   };
+  // A step's batch as the executor runs it: whole, or in parts.
+  struct StepParts {
+    std::vector<Batch> batches;
+    std::vector<std::uint64_t> seeds;  // each part's dropout generator; empty: the trainer's
+    std::vector<double> loss_weights;  // each part's share of the step's loss
+  };
+  // One attempt at a step, over all its parts.
+  struct StepRun {
+    ExecutionResult result;  // ops and peak of the part that needed most; loss, seconds and copies of all
+    std::vector<double> losses, correct, counted;  // per part
+  };
+  bool split_steps() const { return !host_weights_ && (options_.micro_batches > 1 || options_.ranks); }
+  // Splits the step's batch (drawing its parts' seeds, and with ranks
+  // learning the global count of what the loss averages over).
+  StepParts split(const Batch& batch);
+  StepRun run_parts(const Schedule& schedule, const StepParts& parts);
+  // The ranks' gradients summed, in place on every rank.
+  void reduce_gradients(StepRecord& rec);
+  // The step's loss and accuracy over all parts (and ranks).
+  void record_outcome(const StepRun& run, StepRecord& rec);
   Choice choose(std::int64_t size);  // size: planning_size() of the batch
   // What planners see for `size`: the prediction at its bucket's edge,
   // scaled by options.prediction_scale.
@@ -212,15 +264,18 @@ class Trainer {
   // and the budget the next steps run under.
   StepLeaseRequest lease_request(std::int64_t size, bool collecting);
   void use_budget(Bytes budget);
+  // Ranks: check they agree, and start every one from rank 0's weights.
+  void start_ranks();
   // Calibration's budget on a shared device: the group's.
   void calibrate_shared(Bytes least_largest);
   // The steps of step(), in order. Runs `choice` on `batch`; a run out of
   // budget is rolled back (gradients, staged updates, buffers, generator)
   // and retried with a stricter schedule, which `choice` and `rec` then name.
-  ExecutionResult run_with_retries(const Batch& batch, std::int64_t size, Choice& choice, StepContext& ctx,
-                                   StepRecord& rec);
-  // What the run copied and waited for, and what the Simulator predicted for it.
-  void record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result, StepRecord& rec);
+  StepRun run_with_retries(const StepParts& parts, std::int64_t size, Choice& choice, StepRecord& rec);
+  // What the run copied and waited for, and what the Simulator predicted for
+  // it (for each of its `parts` runs of the schedule).
+  void record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result, int parts,
+                  StepRecord& rec);
   // The optimizer step (on the device with room for its temporary, or the
   // host's staged updates made current), then the predictor's observation.
   void update(std::int64_t size, const ExecutionResult& result, StepRecord& rec);
@@ -274,6 +329,7 @@ class Trainer {
   Signature largest_signature_;
   Chain largest_chain_;
   std::vector<StepRecord> records_;
+  std::int64_t first_step_ = 0;  // steps trained before a resume
   long retries_ = 0;
 };
 

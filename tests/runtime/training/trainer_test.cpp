@@ -140,6 +140,29 @@ TEST(Trainer, AMispredictionIsRetriedWithoutLosingOrRepeatingABatch) {
   }
 }
 
+// Micro-batches with the weights on the device: plain gradient accumulation.
+// Without dropout it trains as the whole batch does (up to rounding); with
+// it, a checkpointed or retried split step trains exactly as a plain split one.
+TEST(Trainer, MicroBatchesOnTheDeviceAccumulateTheWholeBatchsGradient) {
+  TrainerOptions whole = options("none");
+  TrainerOptions split = whole;
+  split.micro_batches = 4;
+  const TrainingRun a = train(whole, 8, 0.0), b = train(split, 8, 0.0);
+  ASSERT_EQ(a.records.size(), b.records.size());
+  for (std::size_t i = 0; i < a.records.size(); ++i)
+    EXPECT_NEAR(a.records[i].loss, b.records[i].loss, 1e-6 * std::abs(a.records[i].loss)) << "step " << i + 1;
+
+  const TrainingRun plain = train(split, 10);
+  TrainerOptions faulty = options("optimal", "75%");
+  faulty.micro_batches = 4;
+  faulty.prediction_scale = 0.3;
+  const TrainingRun retried = train(faulty, 10);
+  EXPECT_GT(retried.summary.retries, 0);
+  EXPECT_EQ(retried.summary.violations, 0);
+  expect_same_training(plain, retried, "split steps, checkpointed and retried");
+  for (const StepRecord& r : retried.records) EXPECT_EQ(r.signature.shape.at(0), 16) << "the step's whole batch";
+}
+
 // Operator variants in training: `joint` measures them while collecting,
 // chooses them, and trains exactly as a plain run at a budget `optimal`
 // cannot meet.

@@ -161,9 +161,6 @@ TEST(TrainerWeightsOnHost, RefusesWhatDoesNotGoTogether) {
   on_device.weights_on_host = false;
   on_device.micro_batches = 1;
   expect_usage_error(on_device, "swaps weights kept in host memory; it needs weights_on_host");
-  on_device.planner = "swap";
-  on_device.micro_batches = 2;
-  expect_usage_error(on_device, "they need the weights in host memory (weights_on_host)");
   TrainerOptions no_link = host_options("swap", budget);
   no_link.device_to_host_bandwidth = 0;
   expect_usage_error(no_link, "bandwidth");
