@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/json_file.h"
+#include "cli/memtrain_program.h"
 #include "core/error.h"
 #include "core/parse_number.h"
 #include "jobs/launcher.h"
@@ -81,14 +82,6 @@ std::pair<size_t, std::int64_t> job_and_steps(const std::string& flag, const std
                      " and a step count >= 0");
   }
   return {static_cast<size_t>(*j - 1), *s};
-}
-
-std::string program_path() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) throw Error("jobs: cannot find the memtrain executable (/proc/self/exe)");
-  path[n] = '\0';
-  return path;
 }
 
 }  // namespace
@@ -172,7 +165,7 @@ int run_jobs(const std::vector<std::string>& args) {
     if (!::mkdtemp(dir)) throw Error("jobs: cannot make a work folder under /tmp");
     o.work_dir = dir;
   }
-  o.program = program_path();
+  o.program = memtrain_program();
   o.progress = !quiet;
   const std::string json_path = get("--json", "");
 

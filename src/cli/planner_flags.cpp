@@ -45,11 +45,11 @@ LinkFlags parse_link_flags(Flags& flags) {
   return l;
 }
 
-WeightFlags parse_weight_flags(Flags& flags) {
+WeightFlags parse_weight_flags(Flags& flags, bool accumulate_on_device) {
   WeightFlags w;
   w.on_host = flags.choice("weights-on", "device", {"device", "host"}) == "host";
   w.micro_batches = static_cast<int>(flags.integer("micro-batches", 1, 1, 4096));
-  if (w.micro_batches > 1 && !w.on_host) {
+  if (w.micro_batches > 1 && !w.on_host && !accumulate_on_device) {
     throw UsageError("--micro-batches " + std::to_string(w.micro_batches) +
                      " splits a step for weight swapping; it needs --weights-on host");
   }

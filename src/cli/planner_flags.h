@@ -30,12 +30,13 @@ struct LinkFlags {
 LinkFlags parse_link_flags(Flags& flags);
 
 // Where weights live, --weights-on device|host (default device), and
-// --micro-batches N (default 1), which only the weight-swapping planners
-// use and so needs --weights-on host.
+// --micro-batches N (default 1). Split steps with the weights on the device
+// are plain gradient accumulation, which `train` runs (accumulate_on_device)
+// and the Simulator does not price: there they need --weights-on host.
 struct WeightFlags {
   bool on_host = false;
   int micro_batches = 1;
 };
-WeightFlags parse_weight_flags(Flags& flags);
+WeightFlags parse_weight_flags(Flags& flags, bool accumulate_on_device = false);
 
 }  // namespace memtrain::cli

@@ -1,5 +1,9 @@
 // `memtrain train`: load a dataset, build a model, train it under a budget.
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -11,12 +15,14 @@
 #include "cli/json_file.h"
 #include "cli/planner_flags.h"
 #include "cli/progress_bar.h"
+#include "cli/rank_launcher.h"
 #include "cli/shared_device.h"
 #include "cli/train_report.h"
 #include "cli/workload_flags.h"
 #include "core/chain_json.h"
 #include "core/error.h"
 #include "plan/registry.h"
+#include "runtime/input/rank_slice_batches.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/memory/link_calibration.h"
 #include "runtime/training/trainer.h"
@@ -44,7 +50,8 @@ const char* kTrainHelp =
     "  --weights-on host            weights, gradients and Adam state live in host memory and the\n"
     "                               schedule swaps them in (planners swap and swap-naive); N% budgets\n"
     "                               are then of one micro-batch's simulated step with all of it on the device\n"
-    "  --micro-batches N            with --weights-on host: split each step into N micro-batches by rows\n"
+    "  --micro-batches N            split each step into N micro-batches by rows: with --weights-on host\n"
+    "                               for weight swapping, otherwise plain gradient accumulation\n"
     "  --steps N                    training steps (default 40)\n"
     "  --epochs N                   train N whole epochs instead of --steps\n"
     "  --batch N                    sentences or images per batch (default 32)\n"
@@ -63,6 +70,27 @@ const char* kTrainHelp =
     "                               the group's, each step's budget a lease from it (no --budget)\n"
     "  --share-label TEXT           how the group's messages name this job (memtrain jobs: \"job N\")\n"
     "\n"
+    "RANKS (data parallelism on c10d with Gloo)\n"
+    "  --ranks N                    start N ranks on this machine, meeting over loopback; --batch is\n"
+    "                               per rank, and rank r takes the r-th slice of each global batch\n"
+    "  --rank R --world N --master HOST:PORT\n"
+    "                               one rank of a job started by hand or by a cluster's launcher, one\n"
+    "                               per node; rank 0 serves the meeting point on HOST:PORT\n"
+    "  --deterministic-reduce       sum the ranks' gradients in rank order: bit for bit one process\n"
+    "                               with --micro-batches N on the N slices (default: Gloo's ring sum)\n"
+    "  --timeout S                  a rank that dies or hangs makes the others exit within 2 S,\n"
+    "                               naming it (default 60)\n"
+    "  Each rank plans its own steps under its own --budget; rank 0 prints the progress and the\n"
+    "  summary and writes --json FILE, rank r > 0 writes FILE.rank<r>. --threads defaults to the\n"
+    "  cores divided by the ranks on this machine.\n"
+    "\n"
+    "CHECKPOINTS\n"
+    "  --checkpoint-dir D --checkpoint-every K\n"
+    "                               every K steps write weights, Adam's state, the random generators\n"
+    "                               and the data position to D (one file per rank, written then renamed)\n"
+    "  --resume                     continue from D's checkpoint up to --steps in all: the result is\n"
+    "                               bit for bit an uninterrupted run's\n"
+    "\n"
     "GRAPHS\n"
     "  --model unet                 a U-Net labelling every pixel of Fashion-MNIST images with the\n"
     "                               garment's class (or background): a graph with long skips, not a\n"
@@ -77,7 +105,10 @@ const char* kTrainHelp =
 }  // namespace
 
 int run_train(const std::vector<std::string>& args) {
-  Flags flags(args, with_workload_switches({"help", "quiet", "no-enforce", "fixed-link"}), "train");
+  Flags flags(args,
+              with_workload_switches(
+                  {"help", "quiet", "no-enforce", "fixed-link", "deterministic-reduce", "launched", "resume"}),
+              "train");
   if (flags.has("help")) {
     std::fputs(expand_help(kTrainHelp).c_str(), stdout);
     return 0;
@@ -88,7 +119,7 @@ int run_train(const std::vector<std::string>& args) {
   runtime::TrainerOptions options;
   options.planner = flags.text("planner", "mimose");
   options.planner_options = parse_planner_options(flags);
-  const WeightFlags weights = parse_weight_flags(flags);
+  const WeightFlags weights = parse_weight_flags(flags, true);
   options.weights_on_host = weights.on_host;
   options.micro_batches = weights.micro_batches;
   // A bad name or weight placement is refused before data loads.
@@ -116,8 +147,31 @@ int run_train(const std::vector<std::string>& args) {
   if (flags.has("steps") && flags.has("epochs")) throw UsageError("train: give --steps or --epochs, not both");
   std::int64_t steps = flags.integer("steps", 40, 1, INT64_MAX / 2);
   const std::int64_t epochs = flags.integer("epochs", 0, 0, 100000);
-  const int threads =
-      static_cast<int>(flags.integer("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
+  // Ranks: started here (--ranks), or this process is one (--rank/--world/--master).
+  const int launch = static_cast<int>(flags.integer("ranks", 0, 1, 256));
+  const bool by_hand = flags.has("rank") || flags.has("world") || flags.has("master");
+  if (launch > 0 && by_hand) {
+    throw UsageError(
+        "train: --ranks N starts the ranks itself; --rank, --world and --master start one rank of a job "
+        "launched by hand or by a cluster's launcher");
+  }
+  runtime::RankAddress address;
+  if (by_hand) {
+    if (!flags.has("rank") || !flags.has("world") || !flags.has("master"))
+      throw UsageError("train: one rank of a job needs all of --rank R, --world N and --master HOST:PORT");
+    address.world = static_cast<int>(flags.integer("world", 1, 1, 4096));
+    address.rank = static_cast<int>(flags.integer("rank", 0, 0, address.world - 1));
+    runtime::parse_master(flags.text("master", ""), "--master", address);
+    address.launcher_serves_store = flags.has("launched");
+  }
+  address.timeout = flags.real("timeout", 60, 0.1, 86400);
+  const bool ranked = by_hand || launch > 0;
+  if (!ranked && (flags.has("deterministic-reduce") || flags.has("timeout")))
+    throw UsageError("train: --deterministic-reduce and --timeout are for ranks; give --ranks N or --rank/--world");
+  options.deterministic_reduce = flags.has("deterministic-reduce");
+  const int local_ranks = launch > 0 ? launch : 1;
+  const int threads = static_cast<int>(flags.integer(
+      "threads", std::max(1u, std::thread::hardware_concurrency() / static_cast<unsigned>(local_ranks)), 1, 1024));
   const std::string device = flags.text("device", "cpu");
   const std::string json_path = flags.text("json", "");
   const std::string chain_path = flags.text("save-chain", "");
@@ -128,99 +182,184 @@ int run_train(const std::vector<std::string>& args) {
     throw UsageError("train: --share-label names a job of a group; give --share too");
   if (!share.empty() && flags.has("budget"))
     throw UsageError("train: --share takes the group's budget; give --budget to memtrain jobs, not here");
+  const std::string checkpoint_dir = flags.text("checkpoint-dir", "");
+  const std::int64_t checkpoint_every = flags.integer("checkpoint-every", 0, 1, INT64_MAX);
+  const bool resume = flags.has("resume");
+  if (checkpoint_dir.empty() && (checkpoint_every > 0 || resume))
+    throw UsageError("train: --checkpoint-every and --resume need --checkpoint-dir D");
+  if (!checkpoint_dir.empty() && weights.on_host)
+    throw UsageError("train: checkpoints keep the weights on the device; --weights-on host is not supported with them");
+  if (ranked && !share.empty()) throw UsageError("train: ranks cannot join a job group (--share)");
+  if (ranked && weights.on_host)
+    throw UsageError("train: ranks keep the weights on the device; --weights-on host is not supported with ranks");
   flags.check_all_used();
-  const Workload workload(workload_flags);
-  std::unique_ptr<runtime::BatchSource> batches = workload.batches(batch, options.seed);
+  if (launch > 0) {
+    std::vector<std::string> rank_args;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == "--ranks") {
+        ++i;
+        continue;
+      }
+      if (args[i].rfind("--ranks=", 0) == 0) continue;
+      rank_args.push_back(args[i]);
+    }
+    // Each rank's share of the cores, unless the flags say otherwise.
+    if (!flags.has("threads")) {
+      rank_args.push_back("--threads");
+      rank_args.push_back(std::to_string(threads));
+    }
+    return launch_ranks(rank_args, launch, address.timeout);
+  }
+  std::unique_ptr<runtime::RankGroup> group;
+  if (by_hand) {
+    group = std::make_unique<runtime::RankGroup>(address);
+    options.ranks = group.get();
+  }
+  // A rank that fails says why, so the others name it and its reason.
+  try {
+    const Workload workload(workload_flags);
+    const int world = group ? group->world() : 1;
+    std::unique_ptr<runtime::BatchSource> batches = workload.batches(batch * world, options.seed);
+    if (group) batches = std::make_unique<runtime::RankSliceBatches>(std::move(batches), group->rank(), world);
+    const int rank = group ? group->rank() : 0;
+    const bool speaks = rank == 0;  // rank 0 speaks for the job; the others report failures only
 
-  use_compute_threads(threads);
-  if (epochs > 0) steps = epochs * batches->batches_per_epoch();
-  std::unique_ptr<runtime::DeviceMemory> memory = runtime::make_device_memory(device);
-  std::unique_ptr<SharedDevice> shared;
-  if (!share.empty()) {
-    std::string label =
-        model + " " + options.planner + " batch " + std::to_string(batch) + " seed " + std::to_string(options.seed);
-    if (!share_label.empty()) label = share_label + " (" + label + ")";
-    shared = std::make_unique<SharedDevice>(share, *memory, device, label, 10.0);
-    options.lease = shared.get();
-  }
-  if (measure_link) {
-    const runtime::LinkRates link =
-        runtime::measure_link(*memory, runtime::kDefaultLinkCopyBytes, runtime::kDefaultLinkRepeats);
-    if (!(options.device_to_host_bandwidth > 0)) options.device_to_host_bandwidth = link.device_to_host;
-    if (!(options.host_to_device_bandwidth > 0)) options.host_to_device_bandwidth = link.host_to_device;
-    std::fprintf(stderr, "memtrain: host link measured (no --bandwidth or --calibration): %s/s to host, %s/s back\n",
-                 format_bytes(static_cast<Bytes>(options.device_to_host_bandwidth)).c_str(),
-                 format_bytes(static_cast<Bytes>(options.host_to_device_bandwidth)).c_str());
-  }
-  runtime::Trainer trainer(options, *memory, workload.model_factory(), *batches);
-  std::fprintf(stderr, "memtrain: %s; model %s (%lld parameters, %d stages); planner %s; device %s\n",
-               batches->describe().c_str(), model.c_str(), static_cast<long long>(trainer.model().parameter_count()),
-               trainer.model().size(), options.planner.c_str(), memory->describe().c_str());
-  trainer.calibrate();
-  std::string budget = format_bytes(trainer.budget_bytes());
-  if (shared) {
-    budget += " shared by job group " + share + ", leased step by step";
-  } else if (options.budget.is_percent) {
-    budget += " = " + options.budget.describe() + " of the unconstrained peak " +
-              format_bytes(trainer.summary().reference_peak_bytes);
-  }
-  std::fprintf(stderr, "memtrain: largest input %s; budget %s (%s)\n", trainer.largest_signature().describe().c_str(),
-               budget.c_str(), trainer.planner().respects_budget() && options.enforce ? "enforced" : "not enforced");
-  if (options.weights_on_host) {
-    std::fprintf(
-        stderr,
-        "memtrain: weights, gradients and Adam state in host memory (%s, %.2fx the budget); "
-        "%d micro-batches per step\n",
-        format_bytes(trainer.largest_chain().model_state_bytes()).c_str(),
-        static_cast<double>(trainer.largest_chain().model_state_bytes()) / static_cast<double>(trainer.budget_bytes()),
-        options.micro_batches);
-  }
-  if (!chain_path.empty()) write_chain_file(trainer.largest_chain(), chain_path);
+    use_compute_threads(threads);
+    if (epochs > 0) steps = epochs * batches->batches_per_epoch();
+    std::unique_ptr<runtime::DeviceMemory> memory = runtime::make_device_memory(device);
+    std::unique_ptr<SharedDevice> shared;
+    if (!share.empty()) {
+      std::string label =
+          model + " " + options.planner + " batch " + std::to_string(batch) + " seed " + std::to_string(options.seed);
+      if (!share_label.empty()) label = share_label + " (" + label + ")";
+      shared = std::make_unique<SharedDevice>(share, *memory, device, label, 10.0);
+      options.lease = shared.get();
+    }
+    if (measure_link) {
+      const runtime::LinkRates link =
+          runtime::measure_link(*memory, runtime::kDefaultLinkCopyBytes, runtime::kDefaultLinkRepeats);
+      if (!(options.device_to_host_bandwidth > 0)) options.device_to_host_bandwidth = link.device_to_host;
+      if (!(options.host_to_device_bandwidth > 0)) options.host_to_device_bandwidth = link.host_to_device;
+      if (speaks)
+        std::fprintf(stderr,
+                     "memtrain: host link measured (no --bandwidth or --calibration): %s/s to host, %s/s back\n",
+                     format_bytes(static_cast<Bytes>(options.device_to_host_bandwidth)).c_str(),
+                     format_bytes(static_cast<Bytes>(options.host_to_device_bandwidth)).c_str());
+    }
+    runtime::Trainer trainer(options, *memory, workload.model_factory(), *batches);
+    if (speaks)
+      std::fprintf(stderr, "memtrain: %s; model %s (%lld parameters, %d stages); planner %s; device %s\n",
+                   batches->describe().c_str(), model.c_str(),
+                   static_cast<long long>(trainer.model().parameter_count()), trainer.model().size(),
+                   options.planner.c_str(), memory->describe().c_str());
+    const std::string checkpoint =
+        checkpoint_dir.empty() ? "" : checkpoint_dir + "/memtrain-rank" + std::to_string(rank) + ".ckpt";
+    if (!checkpoint.empty() && ::mkdir(checkpoint_dir.c_str(), 0755) != 0 && errno != EEXIST)
+      throw Error("train: cannot make the checkpoint folder " + checkpoint_dir + ": " + std::strerror(errno));
+    if (resume) {
+      trainer.resume(checkpoint);
+      if (speaks)
+        std::fprintf(stderr, "memtrain: resumed from %s after step %lld\n", checkpoint.c_str(),
+                     static_cast<long long>(trainer.steps_done()));
+    }
+    trainer.calibrate();
+    std::string budget = format_bytes(trainer.budget_bytes());
+    if (shared) {
+      budget += " shared by job group " + share + ", leased step by step";
+    } else if (options.budget.is_percent) {
+      budget += " = " + options.budget.describe() + " of the unconstrained peak " +
+                format_bytes(trainer.summary().reference_peak_bytes);
+    }
+    if (speaks)
+      std::fprintf(stderr, "memtrain: largest input %s; budget %s (%s)\n",
+                   trainer.largest_signature().describe().c_str(), budget.c_str(),
+                   trainer.planner().respects_budget() && options.enforce ? "enforced" : "not enforced");
+    if (group && speaks) {
+      std::fprintf(stderr,
+                   "memtrain: rank 0 of %d; each takes %lld of the %lld rows of a global batch; gradients summed %s\n",
+                   group->world(), static_cast<long long>(batch), static_cast<long long>(batch * group->world()),
+                   options.deterministic_reduce ? "in rank order (deterministic)" : "by Gloo's ring all-reduce");
+    }
+    if (options.weights_on_host) {
+      std::fprintf(stderr,
+                   "memtrain: weights, gradients and Adam state in host memory (%s, %.2fx the budget); "
+                   "%d micro-batches per step\n",
+                   format_bytes(trainer.largest_chain().model_state_bytes()).c_str(),
+                   static_cast<double>(trainer.largest_chain().model_state_bytes()) /
+                       static_cast<double>(trainer.budget_bytes()),
+                   options.micro_batches);
+    }
+    if (!chain_path.empty()) write_chain_file(trainer.largest_chain(), chain_path);
 
-  ProgressBar bar(stderr, steps);
-  if (!quiet) trainer.on_step = [&](const runtime::StepRecord& r) { bar.update(r); };
-  for (std::int64_t s = 0; s < steps; ++s) trainer.step();
-  if (!quiet) bar.finish();
-  if (shared) shared->finish();
+    ProgressBar bar(stderr, std::max<std::int64_t>(1, steps - trainer.steps_done()));
+    if (!quiet && speaks) trainer.on_step = [&](const runtime::StepRecord& r) { bar.update(r); };
+    while (trainer.steps_done() < steps) {
+      trainer.step();
+      if (checkpoint_every > 0 && trainer.steps_done() % checkpoint_every == 0) trainer.save_checkpoint(checkpoint);
+    }
+    if (!quiet && speaks) bar.finish();
+    if (shared) shared->finish();
 
-  const runtime::TrainSummary sum = trainer.summary();
-  std::printf(
-      "memtrain: %ld steps, mean %.3f s/step; max peak %s of budget %s; %ld violations; %ld retries; "
-      "plan cache %ld hits / %ld new; prediction error median %.2f%% max %.2f%%\n",
-      sum.steps, sum.mean_step_seconds, format_bytes(sum.max_peak_bytes).c_str(),
-      format_bytes(sum.budget_bytes).c_str(), sum.violations, sum.retries, sum.cache_hits, sum.cache_misses,
-      100 * sum.median_prediction_error, 100 * sum.max_prediction_error);
-  const CopyStats& copies = sum.planned_copies;
-  if (copies.bytes() > 0) {
-    const auto per_step = [&](Bytes b) { return format_bytes(static_cast<Bytes>(sum.per_planned_step(b))); };
-    std::printf(
-        "memtrain: swapped %s per planned step (%s to host, %s back; %s of it weights and gradients; "
-        "%ld collection steps left out); %.1f%% of copy time hidden under compute (%.1f%% to host, %.1f%% "
-        "back); simulated schedule time off by %.1f%% (median)\n",
-        per_step(copies.bytes()).c_str(), per_step(copies.to_host_bytes).c_str(),
-        per_step(copies.to_device_bytes).c_str(), per_step(copies.weight_bytes).c_str(), sum.collection_steps,
-        100 * copies.hidden_fraction(), 100 * copies.hidden_fraction(CopyDirection::ToHost),
-        100 * copies.hidden_fraction(CopyDirection::ToDevice), 100 * sum.median_time_prediction_error);
+    const runtime::TrainSummary sum = trainer.summary();
+    if (speaks)
+      std::printf(
+          "memtrain: %ld steps, mean %.3f s/step; max peak %s of budget %s; %ld violations; %ld retries; "
+          "plan cache %ld hits / %ld new; prediction error median %.2f%% max %.2f%%\n",
+          sum.steps, sum.mean_step_seconds, format_bytes(sum.max_peak_bytes).c_str(),
+          format_bytes(sum.budget_bytes).c_str(), sum.violations, sum.retries, sum.cache_hits, sum.cache_misses,
+          100 * sum.median_prediction_error, 100 * sum.max_prediction_error);
+    if (group && speaks) {
+      Seconds reduce = 0;
+      for (const runtime::StepRecord& r : trainer.records()) reduce += r.reduce_seconds;
+      std::printf("memtrain: %d ranks; loss %.6f at the last step; summing gradients took %.3f s per step (mean)\n",
+                  world, trainer.records().empty() ? 0.0 : trainer.records().back().loss,
+                  sum.steps ? reduce / static_cast<double>(sum.steps) : 0.0);
+    }
+    const CopyStats& copies = sum.planned_copies;
+    if (copies.bytes() > 0 && speaks) {
+      const auto per_step = [&](Bytes b) { return format_bytes(static_cast<Bytes>(sum.per_planned_step(b))); };
+      std::printf(
+          "memtrain: swapped %s per planned step (%s to host, %s back; %s of it weights and gradients; "
+          "%ld collection steps left out); %.1f%% of copy time hidden under compute (%.1f%% to host, %.1f%% "
+          "back); simulated schedule time off by %.1f%% (median)\n",
+          per_step(copies.bytes()).c_str(), per_step(copies.to_host_bytes).c_str(),
+          per_step(copies.to_device_bytes).c_str(), per_step(copies.weight_bytes).c_str(), sum.collection_steps,
+          100 * copies.hidden_fraction(), 100 * copies.hidden_fraction(CopyDirection::ToHost),
+          100 * copies.hidden_fraction(CopyDirection::ToDevice), 100 * sum.median_time_prediction_error);
+    }
+    nlohmann::json pipeline;
+    if (const auto counters = batches->pipeline_counters(); counters && speaks) {
+      std::printf("memtrain: input pipeline waited %.2f s of %.2f s (%.1f%%); %s\n", sum.data_wait_seconds,
+                  sum.mean_step_seconds * static_cast<double>(sum.steps), 100 * sum.data_wait_fraction,
+                  counters->summary.c_str());
+      for (const std::string& note : counters->notes) std::printf("memtrain: %s\n", note.c_str());
+      pipeline = counters->fields;
+    }
+    if (!json_path.empty()) {
+      RunInfo info{model,
+                   workload_flags.shards.dir.empty() ? workload_flags.data : workload_flags.shards.dir,
+                   device,
+                   options.seed,
+                   pipeline,
+                   threads,
+                   loaded_blas_library().path,
+                   rank,
+                   world,
+                   options.deterministic_reduce};
+      write_json_file(train_report(trainer, info), rank > 0 ? json_path + ".rank" + std::to_string(rank) : json_path);
+    }
+    return 0;
+  } catch (const runtime::RankFailure&) {
+    throw;
+  } catch (const UsageError& e) {
+    if (group) group->fail("rank " + std::to_string(address.rank) + ": " + e.what());
+    throw;
+  } catch (const std::exception& e) {
+    if (!group) throw;
+    const std::string why = "rank " + std::to_string(address.rank) + ": " + e.what();
+    group->fail(why);
+    throw Error(why);
   }
-  nlohmann::json pipeline;
-  if (const auto counters = batches->pipeline_counters()) {
-    std::printf("memtrain: input pipeline waited %.2f s of %.2f s (%.1f%%); %s\n", sum.data_wait_seconds,
-                sum.mean_step_seconds * static_cast<double>(sum.steps), 100 * sum.data_wait_fraction,
-                counters->summary.c_str());
-    for (const std::string& note : counters->notes) std::printf("memtrain: %s\n", note.c_str());
-    pipeline = counters->fields;
-  }
-  if (!json_path.empty()) {
-    RunInfo info{model,
-                 workload_flags.shards.dir.empty() ? workload_flags.data : workload_flags.shards.dir,
-                 device,
-                 options.seed,
-                 pipeline,
-                 threads,
-                 loaded_blas_library().path};
-    write_json_file(train_report(trainer, info), json_path);
-  }
-  return 0;
 }
 
 }  // namespace memtrain::cli

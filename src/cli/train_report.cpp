@@ -4,6 +4,18 @@
 
 namespace memtrain::cli {
 
+std::string parameter_digest(runtime::StagedModel& model) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (const torch::Tensor& p : model.parameters()) {
+    const torch::Tensor c = p.detach().cpu().contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
+    for (std::size_t i = 0; i < c.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ULL;
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(h));
+  return text;
+}
+
 nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info) {
   using nlohmann::json;
   json steps = json::array();
@@ -26,6 +38,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
         {"data_wait_seconds", r.data_wait_seconds},
         {"schedule_seconds", r.schedule_seconds},
         {"predicted_schedule_seconds", r.predicted_schedule_seconds >= 0 ? json(r.predicted_schedule_seconds) : json()},
+        {"reduce_seconds", r.reduce_seconds},
         {"loss", r.loss},
         {"accuracy", r.accuracy}};
     if (r.predicted_plain_seconds >= 0) {  // a shared device
@@ -49,6 +62,10 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
                  {"blas_library", info.blas_library.empty() ? nlohmann::json() : nlohmann::json(info.blas_library)},
                  {"weights_on_host", trainer.weights_on_host()},
                  {"micro_batches", trainer.micro_batches()},
+                 {"rank", info.rank},
+                 {"world", info.world},
+                 {"deterministic_reduce", info.deterministic_reduce},
+                 {"parameter_digest", parameter_digest(const_cast<runtime::Trainer&>(trainer).model())},
                  {"reference_peak_bytes", s.reference_peak_bytes},
                  {"largest_input_shape", trainer.largest_signature().shape},
                  {"input_pipeline", info.input_pipeline},

@@ -18,7 +18,13 @@ struct RunInfo {
   nlohmann::json input_pipeline;  // counters of packed-shard input; null for in-memory datasets
   int cpu_threads = 0;            // LibTorch's intra-op threads
   std::string blas_library;       // the BLAS library loaded, links resolved; "" when none
+  int rank = 0, world = 1;        // data parallelism: this rank of how many
+  bool deterministic_reduce = false;
 };
+
+// A digest of every parameter's bytes (FNV-1a, 64 bits, in hex): two runs
+// whose parameters are bit for bit equal have the same.
+std::string parameter_digest(runtime::StagedModel& model);
 
 nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info);
 

@@ -196,6 +196,9 @@ TEST(Commands, SimulatePricesASwapPlanWithItsTransfers) {
   expect_between_the_two_ways(s);
   expect_refused({"simulate", "--chain", chain, "--budget", "50%", "--bandwidth", "25GB"},
                  "--bandwidth '25GB' is not a bandwidth; expected a size per second such as 25GB/s or 800MiB/s");
+  // The Simulator prices split steps only for weight swapping.
+  expect_refused({"simulate", "--chain", chain, "--budget", "50%", "--micro-batches", "4"},
+                 "it needs --weights-on host");
   // Where the weights live must suit the planner, said before any planning.
   expect_refused({"simulate", "--chain", chain, "--budget", "50%", "--planner", "optimal", "--weights-on", "host"},
                  "planner optimal cannot plan weights in host memory; with --weights-on host expected one of: swap, "
@@ -376,7 +379,6 @@ TEST(Commands, TrainsAGptWithItsWeightsInHostMemory) {
                  "planner swap-naive swaps weights kept in host memory; it needs --weights-on host");
   expect_refused({"train", "--model", "gpt", "--planner", "optimal", "--weights-on", "host", "--bandwidth", "25GB/s"},
                  "expected one of: swap, swap-naive");
-  expect_refused({"train", "--model", "gpt", "--micro-batches", "4"}, "it needs --weights-on host");
 }
 
 // `stalls` on a small packed dataset: the fields the issue names, consistent

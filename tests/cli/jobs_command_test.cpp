@@ -8,38 +8,20 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support/memtrain_runs.h"
 #include "support/temp_dir.h"
 
 namespace memtrain {
 namespace {
 
 using nlohmann::json;
+using testing::json_of;
+using testing::losses;
+using testing::memtrain;
+using testing::text_of;
 
 // Small jobs: the tagger on short sentences, one compute thread.
 const std::string kJob = "--steps 6 --batch 8 --threads 1 --max-length 40";
-
-int memtrain(const std::string& args, const std::string& log) {
-  const int status = std::system((std::string(MEMTRAIN_CLI) + " " + args + " > '" + log + "' 2>&1").c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string text_of(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-json json_of(const std::string& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
-
-std::vector<double> losses(const json& train_report) {
-  std::vector<double> out;
-  for (const json& s : train_report.at("steps")) out.push_back(s.at("loss").get<double>());
-  return out;
-}
 
 TEST(JobsCommand, AKilledJobsMemoryIsReclaimedALateOneIsLeasedAndTheOthersTrainAsAlone) {
   testing::TempDir dir;

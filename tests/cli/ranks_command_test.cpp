@@ -1,0 +1,209 @@
+// `memtrain train` with ranks end to end: real rank processes meeting over
+// loopback through c10d, against one process on the same global batches.
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/memtrain_runs.h"
+#include "support/temp_dir.h"
+
+extern char** environ;
+
+namespace memtrain {
+namespace {
+
+using nlohmann::json;
+using testing::json_of;
+using testing::losses;
+using testing::memtrain;
+using testing::text_of;
+using Clock = std::chrono::steady_clock;
+
+// The tagger under half its peak (stages recomputed), one compute thread per
+// process: the comparisons need the same kernels' threads on both sides.
+const std::string kRun = "train --steps 5 --threads 1 --planner optimal --quiet";
+
+TEST(RanksCommand, DeterministicRanksEqualOneProcessWithMicroBatchesBitForBit) {
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/log";
+  for (int n : {2, 3}) {
+    const std::string ranks = dir.path() + "/ranks.json", micro = dir.path() + "/micro.json";
+    ASSERT_EQ(
+        memtrain(kRun + " --batch 4 --ranks " + std::to_string(n) + " --deterministic-reduce --json " + ranks, log), 0)
+        << text_of(log);
+    ASSERT_EQ(memtrain(kRun + " --batch " + std::to_string(4 * n) + " --micro-batches " + std::to_string(n) +
+                           " --json " + micro,
+                       log),
+              0)
+        << text_of(log);
+    const json r = json_of(ranks), m = json_of(micro);
+    EXPECT_EQ(r.at("world").get<int>(), n);
+    EXPECT_EQ(losses(r), losses(m)) << n << " ranks";  // exact: dropout included
+    EXPECT_EQ(r.at("parameter_digest"), m.at("parameter_digest")) << n << " ranks";
+    // Every rank ends with the same weights.
+    for (int k = 1; k < n; ++k) {
+      const json other = json_of(ranks + ".rank" + std::to_string(k));
+      EXPECT_EQ(other.at("rank").get<int>(), k);
+      EXPECT_EQ(other.at("parameter_digest"), r.at("parameter_digest"));
+      EXPECT_EQ(losses(other), losses(r));
+    }
+  }
+}
+
+TEST(RanksCommand, RingSummedRanksMatchOneProcessOnTheConcatenatedBatch) {
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/log", ranks = dir.path() + "/r.json", one = dir.path() + "/one.json";
+  // No dropout: the single process draws its masks over the whole batch.
+  ASSERT_EQ(memtrain(kRun + " --dropout 0 --budget 65% --batch 4 --ranks 3 --json " + ranks, log), 0) << text_of(log);
+  ASSERT_EQ(memtrain(kRun + " --dropout 0 --budget 65% --batch 12 --json " + one, log), 0) << text_of(log);
+  const std::vector<double> a = losses(json_of(ranks)), b = losses(json_of(one));
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6 * std::abs(b[i])) << "step " << i + 1;
+}
+
+// A free loopback port (the kernel's pick, released for the ranks to use).
+int free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+pid_t start(const std::string& args, const std::string& log) {
+  const std::string command = "exec " + std::string(MEMTRAIN_CLI) + " " + args + " > '" + log + "' 2>&1";
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  pid_t pid = 0;
+  EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  return pid;
+}
+
+TEST(RanksCommand, AKilledRankIsNamedByEveryOtherRankWithinTwiceTheTimeout) {
+  testing::TempDir dir;
+  const int port = free_port();
+  const double timeout = 10;
+  const std::string common =
+      "train --steps 100000 --batch 2 --threads 1 --max-length 40 --budget 100% --quiet --world 3 --master "
+      "127.0.0.1:" +
+      std::to_string(port) + " --timeout 10 --checkpoint-every 1 --checkpoint-dir " + dir.path() + "/ckpt";
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 3; ++r)
+    pids.push_back(start(common + " --rank " + std::to_string(r), dir.path() + "/" + std::to_string(r)));
+  // Once the ranks have met and trained (rank 1's first checkpoint is
+  // written only after every rank's), kill rank 1 mid-run. Loading the
+  // corpus takes a while on a loaded machine: wait for it, not for a time.
+  const std::string trained = dir.path() + "/ckpt/memtrain-rank1.ckpt";
+  for (int i = 0; i < 2400 && ::access(trained.c_str(), F_OK) != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(::access(trained.c_str(), F_OK), 0) << text_of(dir.path() + "/0");
+  ::kill(pids[1], SIGKILL);
+  const Clock::time_point killed = Clock::now();
+  for (int r : {0, 2}) {
+    int status = 0;
+    ::waitpid(pids[r], &status, 0);
+    const double after = std::chrono::duration<double>(Clock::now() - killed).count();
+    const std::string log = text_of(dir.path() + "/" + std::to_string(r));
+    ASSERT_TRUE(WIFEXITED(status)) << log;
+    EXPECT_NE(WEXITSTATUS(status), 0) << log;
+    EXPECT_NE(log.find("rank 1 died or stopped"), std::string::npos) << log;
+    EXPECT_LT(after, 2 * timeout) << log;
+  }
+  ::waitpid(pids[1], nullptr, 0);
+}
+
+// A rank killed mid-run, the job resumed from its last checkpoint: it ends
+// with the parameters of a run never interrupted.
+TEST(RanksCommand, AJobResumedAfterAKilledRankEndsAsAnUninterruptedOne) {
+  testing::TempDir dir;
+  const std::string small = " --steps 30 --batch 2 --threads 1 --max-length 40 --budget 100% --quiet";
+  const std::string whole = dir.path() + "/whole.json", resumed = dir.path() + "/resumed.json";
+  const std::string log = dir.path() + "/log", checkpoints = dir.path() + "/ckpt";
+  ASSERT_EQ(memtrain("train --ranks 2 --deterministic-reduce" + small + " --json " + whole, log), 0) << text_of(log);
+
+  const int port = free_port();
+  const std::string common =
+      "train --world 2 --deterministic-reduce --timeout 10 --master 127.0.0.1:" + std::to_string(port) + small +
+      " --checkpoint-dir " + checkpoints + " --checkpoint-every 2";
+  const pid_t r0 = start(common + " --rank 0", dir.path() + "/0");
+  const pid_t r1 = start(common + " --rank 1", dir.path() + "/1");
+  const std::string first = checkpoints + "/memtrain-rank1.ckpt";
+  for (int i = 0; i < 1200 && ::access(first.c_str(), F_OK) != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(::access(first.c_str(), F_OK), 0) << text_of(dir.path() + "/0");
+  ::kill(r1, SIGKILL);
+  int s0 = 0;
+  ::waitpid(r0, &s0, 0);
+  ::waitpid(r1, nullptr, 0);
+  const std::string log0 = text_of(dir.path() + "/0");
+  if (log0.find("30 steps") == std::string::npos) {  // rank 1 died before the job's end
+    EXPECT_NE(WEXITSTATUS(s0), 0) << log0;
+    EXPECT_NE(log0.find("rank 1"), std::string::npos) << log0;
+  }
+
+  ASSERT_EQ(memtrain("train --ranks 2 --deterministic-reduce" + small + " --checkpoint-dir " + checkpoints +
+                         " --resume --json " + resumed,
+                     log),
+            0)
+      << text_of(log);
+  const json a = json_of(whole), b = json_of(resumed);
+  EXPECT_EQ(a.at("parameter_digest"), b.at("parameter_digest"));
+  const std::vector<double> la = losses(a), lb = losses(b);
+  ASSERT_GT(lb.size(), 0u);
+  ASSERT_LT(lb.size(), la.size()) << "the resumed run started after step 1";
+  EXPECT_EQ(b.at("steps")[0].at("step").get<long>(), static_cast<long>(la.size() - lb.size()) + 1);
+  EXPECT_EQ(std::vector<double>(la.end() - static_cast<long>(lb.size()), la.end()), lb);
+}
+
+TEST(RanksCommand, RanksThatDisagreeOrFlagsThatDoNotFitAreRefused) {
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/log";
+  EXPECT_EQ(memtrain("train --ranks 2 --rank 0", log), 2);
+  EXPECT_NE(text_of(log).find("--ranks N starts the ranks itself"), std::string::npos) << text_of(log);
+  EXPECT_EQ(memtrain("train --deterministic-reduce", log), 2);
+  EXPECT_NE(text_of(log).find("are for ranks"), std::string::npos) << text_of(log);
+  EXPECT_EQ(memtrain("train --rank 0 --world 2", log), 2);
+  EXPECT_NE(text_of(log).find("needs all of --rank R, --world N and --master"), std::string::npos) << text_of(log);
+  EXPECT_EQ(memtrain("train --rank 0 --world 2 --master nowhere", log), 2);
+  EXPECT_NE(text_of(log).find("is not HOST:PORT"), std::string::npos) << text_of(log);
+  EXPECT_EQ(memtrain("train --resume", log), 2);
+  EXPECT_NE(text_of(log).find("need --checkpoint-dir D"), std::string::npos) << text_of(log);
+  EXPECT_EQ(memtrain("train --ranks 2 --weights-on host --planner swap", log), 2);
+  EXPECT_NE(text_of(log).find("not supported with ranks"), std::string::npos) << text_of(log);
+
+  // Two ranks started by hand with different seeds: both refuse, naming the seed.
+  const int port = free_port();
+  const std::string common =
+      "train --steps 2 --batch 2 --threads 1 --max-length 40 --budget 100% --quiet --world 2 --timeout 20 "
+      "--master 127.0.0.1:" +
+      std::to_string(port);
+  const pid_t r0 = start(common + " --rank 0 --seed 1", dir.path() + "/0");
+  const pid_t r1 = start(common + " --rank 1 --seed 2", dir.path() + "/1");
+  int s0 = 0, s1 = 0;
+  ::waitpid(r0, &s0, 0);
+  ::waitpid(r1, &s1, 0);
+  EXPECT_EQ(WEXITSTATUS(s0), 2) << text_of(dir.path() + "/0");
+  EXPECT_NE(text_of(dir.path() + "/0").find("rank 1 has seed 2 but rank 0 has seed 1"), std::string::npos)
+      << text_of(dir.path() + "/0");
+  EXPECT_NE(WEXITSTATUS(s1), 0);
+}
+
+}  // namespace
+}  // namespace memtrain
