@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -46,6 +47,11 @@ c10::intrusive_ptr<c10d::TCPStore> open_store(const std::string& host, int port,
   return c10::make_intrusive<c10d::TCPStore>(host, o);
 }
 
+// A peer that dies mid-send would otherwise kill this process with SIGPIPE
+// (the transport writes to its closed socket) before the failure can be
+// diagnosed and named; ignored, the write fails with EPIPE and throws.
+void ignore_broken_pipes() { std::signal(SIGPIPE, SIG_IGN); }
+
 bool is_loopback(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
 
 // The first line of a transport error: Gloo's carry a source location and
@@ -74,6 +80,7 @@ struct RendezvousHost::Impl {
 };
 
 RendezvousHost::RendezvousHost(const std::string& host, int world, Seconds timeout) : impl_(std::make_unique<Impl>()) {
+  ignore_broken_pipes();
   impl_->store = open_store(host, 0, true, world, to_ms(timeout));
 }
 
@@ -111,6 +118,7 @@ RankGroup::RankGroup(const RankAddress& address) : address_(address), impl_(std:
   }
   if (!(address.timeout > 0)) throw UsageError("timeout must be > 0 seconds");
   const std::string where = address.host + ":" + std::to_string(address.port);
+  ignore_broken_pipes();
   try {
     impl_->store = open_store(address.host, address.port, !address.launcher_serves_store && address.rank == 0,
                               address.world, to_ms(address.timeout));

@@ -148,6 +148,7 @@ TEST(RankGroup, AFailedRankSaysWhy) {
     return std::string("finished");
   });
   EXPECT_EQ(WEXITSTATUS(outcomes[1].status), 3);
+  EXPECT_TRUE(WIFEXITED(outcomes[0].status)) << "rank 0 killed by signal " << WTERMSIG(outcomes[0].status);
   EXPECT_EQ(WEXITSTATUS(outcomes[0].status), 1);
   EXPECT_NE(outcomes[0].text.find("rank 1 gave up: rank 1: budget 1 MiB is below the minimum"), std::string::npos)
       << outcomes[0].text;
