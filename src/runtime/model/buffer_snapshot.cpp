@@ -9,11 +9,9 @@ namespace memtrain::runtime {
 BufferSnapshot BufferSnapshot::capture(StagedModel& model, DeviceMemory& memory) {
   BufferSnapshot s;
   const PoolScope host(&memory.host());
-  for (int i = 0; i < model.size(); ++i) {
-    for (const torch::Tensor& b : model.stage(i).buffers(/*recurse=*/true)) {
-      s.live_.push_back(b);
-      s.copies_.push_back(b.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true));
-    }
+  for (const torch::Tensor& b : model.buffers()) {
+    s.live_.push_back(b);
+    s.copies_.push_back(b.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true));
   }
   return s;
 }

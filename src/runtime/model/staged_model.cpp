@@ -66,6 +66,14 @@ std::vector<torch::Tensor> StagedModel::parameters() const {
   return params;
 }
 
+std::vector<torch::Tensor> StagedModel::buffers() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& s : stages_) {
+    for (const auto& b : s->buffers(/*recurse=*/true)) out.push_back(b);
+  }
+  return out;
+}
+
 Bytes StagedModel::stage_param_bytes(int i) const {
   Bytes total = stage_weight_bytes(i);
   for (const auto& b : stages_.at(i)->buffers()) total += static_cast<Bytes>(b.nbytes());

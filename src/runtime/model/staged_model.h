@@ -33,6 +33,8 @@ class StagedModel {
   int max_variant_count() const;
 
   std::vector<torch::Tensor> parameters() const;
+  // Every stage's buffers (batch-norm statistics), in stage order.
+  std::vector<torch::Tensor> buffers() const;
   // Weights and buffers (batch-norm statistics) of stage i: resident bytes.
   Bytes stage_param_bytes(int i) const;
   // Trainable weights of stage i alone: what gradients and optimizer state scale with.

@@ -109,9 +109,7 @@ void Trainer::start_ranks() {
   const auto scope = memory_.activate();
   std::vector<torch::Tensor> state;
   for (const torch::Tensor& p : model_->parameters()) state.push_back(p.detach());
-  for (int i = 0; i < model_->size(); ++i) {
-    for (const torch::Tensor& b : model_->stage(i).buffers(/*recurse=*/true)) state.push_back(b);
-  }
+  for (const torch::Tensor& b : model_->buffers()) state.push_back(b);
   ranks.broadcast(state, 0);
 }
 
@@ -634,20 +632,12 @@ namespace {
 
 constexpr std::int64_t kCheckpointVersion = 1;
 
-std::vector<torch::Tensor> model_buffers(StagedModel& model) {
-  std::vector<torch::Tensor> out;
-  for (int i = 0; i < model.size(); ++i) {
-    for (const torch::Tensor& b : model.stage(i).buffers(/*recurse=*/true)) out.push_back(b);
-  }
-  return out;
-}
-
 }  // namespace
 
 void Trainer::save_checkpoint(const std::string& path) {
   if (host_weights_)
     throw UsageError("checkpoints keep weights on the device; weights in host memory are not supported");
-  const std::vector<torch::Tensor> params = model_->parameters(), buffers = model_buffers(*model_);
+  const std::vector<torch::Tensor> params = model_->parameters(), buffers = model_->buffers();
   std::vector<torch::Tensor> out{
       torch::tensor({kCheckpointVersion, steps_done(), std::int64_t{optimizer_->steps()},
                      static_cast<std::int64_t>(params.size()), static_cast<std::int64_t>(buffers.size())},
@@ -669,7 +659,7 @@ void Trainer::resume(const std::string& path) {
     throw UsageError("checkpoints keep weights on the device; weights in host memory are not supported");
   if (!records_.empty()) throw UsageError("resume: this trainer already trained; resume before the first step");
   const std::vector<torch::Tensor> in = read_checkpoint_file(path);
-  const std::vector<torch::Tensor> params = model_->parameters(), buffers = model_buffers(*model_);
+  const std::vector<torch::Tensor> params = model_->parameters(), buffers = model_->buffers();
   const std::size_t n = params.size(), nb = buffers.size();
   const auto fail = [&](const std::string& why) { return Error("checkpoint " + path + ": " + why); };
   if (in.empty() || in[0].numel() != 5 || in[0].scalar_type() != torch::kLong) throw fail("no header");
