@@ -78,6 +78,9 @@ const char* kTrainHelp =
     "                               per node; rank 0 serves the meeting point on HOST:PORT\n"
     "  --deterministic-reduce       sum the ranks' gradients in rank order: bit for bit one process\n"
     "                               with --micro-batches N on the N slices (default: Gloo's ring sum)\n"
+    "  --shard-optimizer            each rank keeps Adam's state for 1/N of the weights and updates\n"
+    "                               those (ZeRO-1), then the ranks share the updated weights: bit for\n"
+    "                               bit the unsharded result, with less memory per rank\n"
     "  --timeout S                  a rank that dies or hangs makes the others exit within 2 S,\n"
     "                               naming it (default 60)\n"
     "  Each rank plans its own steps under its own --budget; rank 0 prints the progress and the\n"
@@ -106,8 +109,8 @@ const char* kTrainHelp =
 
 int run_train(const std::vector<std::string>& args) {
   Flags flags(args,
-              with_workload_switches(
-                  {"help", "quiet", "no-enforce", "fixed-link", "deterministic-reduce", "launched", "resume"}),
+              with_workload_switches({"help", "quiet", "no-enforce", "fixed-link", "deterministic-reduce",
+                                      "shard-optimizer", "launched", "resume"}),
               "train");
   if (flags.has("help")) {
     std::fputs(expand_help(kTrainHelp).c_str(), stdout);
@@ -166,9 +169,13 @@ int run_train(const std::vector<std::string>& args) {
   }
   address.timeout = flags.real("timeout", 60, 0.1, 86400);
   const bool ranked = by_hand || launch > 0;
-  if (!ranked && (flags.has("deterministic-reduce") || flags.has("timeout")))
-    throw UsageError("train: --deterministic-reduce and --timeout are for ranks; give --ranks N or --rank/--world");
+  if (!ranked && (flags.has("deterministic-reduce") || flags.has("shard-optimizer") || flags.has("timeout"))) {
+    throw UsageError(
+        "train: --deterministic-reduce, --shard-optimizer and --timeout are for ranks; give --ranks N or "
+        "--rank/--world");
+  }
   options.deterministic_reduce = flags.has("deterministic-reduce");
+  options.shard_optimizer = flags.has("shard-optimizer");
   const int local_ranks = launch > 0 ? launch : 1;
   const int threads = static_cast<int>(flags.integer(
       "threads", std::max(1u, std::thread::hardware_concurrency() / static_cast<unsigned>(local_ranks)), 1, 1024));
@@ -280,6 +287,10 @@ int run_train(const std::vector<std::string>& args) {
                    group->world(), static_cast<long long>(batch), static_cast<long long>(batch * group->world()),
                    options.deterministic_reduce ? "in rank order (deterministic)" : "by Gloo's ring all-reduce");
     }
+    if (group && speaks && options.shard_optimizer) {
+      std::fprintf(stderr, "memtrain: optimizer state sharded: this rank keeps %s of Adam's moments\n",
+                   format_bytes(trainer.summary().optimizer_state_bytes).c_str());
+    }
     if (options.weights_on_host) {
       std::fprintf(stderr,
                    "memtrain: weights, gradients and Adam state in host memory (%s, %.2fx the budget); "
@@ -345,7 +356,8 @@ int run_train(const std::vector<std::string>& args) {
                    loaded_blas_library().path,
                    rank,
                    world,
-                   options.deterministic_reduce};
+                   options.deterministic_reduce,
+                   options.shard_optimizer};
       write_json_file(train_report(trainer, info), rank > 0 ? json_path + ".rank" + std::to_string(rank) : json_path);
     }
     return 0;

@@ -39,6 +39,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
         {"schedule_seconds", r.schedule_seconds},
         {"predicted_schedule_seconds", r.predicted_schedule_seconds >= 0 ? json(r.predicted_schedule_seconds) : json()},
         {"reduce_seconds", r.reduce_seconds},
+        {"share_seconds", r.share_seconds},
         {"loss", r.loss},
         {"accuracy", r.accuracy}};
     if (r.predicted_plain_seconds >= 0) {  // a shared device
@@ -65,6 +66,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
                  {"rank", info.rank},
                  {"world", info.world},
                  {"deterministic_reduce", info.deterministic_reduce},
+                 {"shard_optimizer", info.shard_optimizer},
                  {"parameter_digest", parameter_digest(const_cast<runtime::Trainer&>(trainer).model())},
                  {"reference_peak_bytes", s.reference_peak_bytes},
                  {"largest_input_shape", trainer.largest_signature().shape},
@@ -90,7 +92,8 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
                    {"to_device_bandwidth", s.to_device_bandwidth},
                    {"mean_new_plan_seconds", s.mean_new_plan_seconds},
                    {"mean_cached_plan_seconds", s.mean_cached_plan_seconds},
-                   {"lease_wait_seconds", s.lease_wait_seconds}}}};
+                   {"lease_wait_seconds", s.lease_wait_seconds},
+                   {"optimizer_state_bytes", s.optimizer_state_bytes}}}};
   // Copy figures over the planned steps: collection steps swap everything whatever the planner.
   json& summary = report["summary"];
   const CopyStats& c = s.planned_copies;

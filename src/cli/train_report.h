@@ -20,6 +20,7 @@ struct RunInfo {
   std::string blas_library;       // the BLAS library loaded, links resolved; "" when none
   int rank = 0, world = 1;        // data parallelism: this rank of how many
   bool deterministic_reduce = false;
+  bool shard_optimizer = false;
 };
 
 // A digest of every parameter's bytes (FNV-1a, 64 bits, in hex): two runs

@@ -77,6 +77,39 @@ TEST(RanksCommand, RingSummedRanksMatchOneProcessOnTheConcatenatedBatch) {
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6 * std::abs(b[i])) << "step " << i + 1;
 }
 
+TEST(RanksCommand, AShardedOptimizerUpdatesBitForBitTheSameWithAThirdOfTheState) {
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/log", whole = dir.path() + "/whole.json", sharded = dir.path() + "/s.json";
+  const std::string run = kRun + " --batch 2 --ranks 3 --deterministic-reduce --budget 100%";
+  ASSERT_EQ(memtrain(run + " --json " + whole, log), 0) << text_of(log);
+  ASSERT_EQ(memtrain(run + " --shard-optimizer --checkpoint-dir " + dir.path() + "/ckpt --checkpoint-every 5 --json " +
+                         sharded,
+                     log),
+            0)
+      << text_of(log);
+  const json w = json_of(whole);
+  const auto state = [](const json& j) { return j.at("summary").at("optimizer_state_bytes").get<double>(); };
+  double total = 0;
+  for (int r = 0; r < 3; ++r) {
+    const json s = json_of(r == 0 ? sharded : sharded + ".rank" + std::to_string(r));
+    EXPECT_TRUE(s.at("shard_optimizer").get<bool>());
+    EXPECT_EQ(s.at("parameter_digest"), w.at("parameter_digest")) << "rank " << r;
+    EXPECT_EQ(losses(s), losses(w)) << "rank " << r;
+    EXPECT_LE(state(s), (1.0 / 3 + 0.05) * state(w)) << "rank " << r;
+    total += state(s);
+    // The state a rank does not keep is memory it does not use.
+    const double saved = state(w) - state(s);
+    EXPECT_LE(s.at("reference_peak_bytes").get<double>(), w.at("reference_peak_bytes").get<double>() - 0.9 * saved)
+        << "rank " << r;
+  }
+  EXPECT_EQ(total, state(w));  // every element's moments kept once
+
+  // A shard's checkpoint is that rank's: resuming without the shard is refused, saying why.
+  EXPECT_NE(memtrain(run + " --checkpoint-dir " + dir.path() + "/ckpt --resume", log), 0);
+  EXPECT_NE(text_of(log).find("optimizer shard; this run keeps the whole optimizer state"), std::string::npos)
+      << text_of(log);
+}
+
 // A free loopback port (the kernel's pick, released for the ranks to use).
 int free_port() {
   const int s = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -181,6 +214,7 @@ TEST(RanksCommand, RanksThatDisagreeOrFlagsThatDoNotFitAreRefused) {
   for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
            {"--ranks 2 --rank 0", "--ranks N starts the ranks itself"},
            {"--deterministic-reduce", "are for ranks"},
+           {"--shard-optimizer", "are for ranks"},
            {"--rank 0 --world 2", "needs all of --rank R, --world N and --master"},
            {"--rank 0 --world 2 --master nowhere", "is not HOST:PORT"},
            {"--resume", "need --checkpoint-dir D"},

@@ -128,11 +128,16 @@ std::vector<int> collection_variants(const StagedModel& model, int round) {
   return variants;
 }
 
-std::vector<predict::StageConstants> stage_constants(const StagedModel& model, int optimizer_slots) {
+std::vector<predict::StageConstants> stage_constants(const StagedModel& model, int optimizer_slots,
+                                                     const std::vector<Bytes>& optimizer_bytes) {
+  MEMTRAIN_ASSERT(optimizer_bytes.empty() || optimizer_bytes.size() == static_cast<size_t>(model.size()),
+                  "optimizer bytes for every stage");
   std::vector<predict::StageConstants> constants;
   for (int i = 0; i < model.size(); ++i) {
-    constants.push_back({model.stage_name(i), model.stage_param_bytes(i),
-                         model.stage_weight_bytes(i) * (1 + optimizer_slots), model.stage_variant_names(i),
+    const Bytes optimizer =
+        optimizer_bytes.empty() ? model.stage_weight_bytes(i) * optimizer_slots : optimizer_bytes.at(i);
+    constants.push_back({model.stage_name(i), model.stage_param_bytes(i), model.stage_weight_bytes(i) + optimizer,
+                         model.stage_variant_names(i),
                          /*variants_recompute=*/true, model.stage_weight_bytes(i)});
   }
   return constants;

@@ -33,8 +33,10 @@ int collection_rounds(const StagedModel& model, bool uses_variants);
 std::vector<int> collection_variants(const StagedModel& model, int round);
 
 // The model's fixed per-stage costs: weights and buffers, and gradients plus
-// `optimizer_slots` optimizer tensors per weight (2 for Adam).
-std::vector<predict::StageConstants> stage_constants(const StagedModel& model, int optimizer_slots);
+// `optimizer_slots` optimizer tensors per weight (2 for Adam), or, given,
+// `optimizer_bytes[i]` of optimizer state on stage i (a sharded optimizer's).
+std::vector<predict::StageConstants> stage_constants(const StagedModel& model, int optimizer_slots,
+                                                     const std::vector<Bytes>& optimizer_bytes = {});
 
 // A complete chain from a sample that exercised every field (a collection
 // step does); throws memtrain::Error naming the first missing field.

@@ -61,13 +61,34 @@ void fused_update(float* w_out, float* m_out, float* v_out, const float* w, cons
 
 }  // namespace
 
-Adam::Adam(std::vector<torch::Tensor> params, AdamOptions options) : params_(std::move(params)), options_(options) {
+Adam::Adam(std::vector<torch::Tensor> params, AdamOptions options, std::vector<ElementRange> owned)
+    : params_(std::move(params)), owned_(std::move(owned)), sharded_(!owned_.empty()), options_(options) {
   torch::NoGradGuard no_grad;
-  for (torch::Tensor& p : params_) {
-    p.mutable_grad() = torch::zeros_like(p);
-    m_.push_back(torch::zeros_like(p));
-    v_.push_back(torch::zeros_like(p));
+  if (!sharded_) {
+    for (const torch::Tensor& p : params_) owned_.push_back({0, p.numel()});
   }
+  MEMTRAIN_ASSERT(owned_.size() == params_.size(), "an owned range per parameter");
+  for (size_t k = 0; k < params_.size(); ++k) {
+    torch::Tensor& p = params_[k];
+    MEMTRAIN_ASSERT(owned_[k].begin >= 0 && owned_[k].end <= p.numel() && owned_[k].size() >= 0,
+                    "owned elements lie within the parameter");
+    p.mutable_grad() = torch::zeros_like(p);
+    if (sharded_) {
+      // Flat views of the weight are taken per update: it must be one block.
+      MEMTRAIN_ASSERT(p.is_contiguous(), "a sharded optimizer's parameters are contiguous");
+      m_.push_back(torch::zeros({owned_[k].size()}, p.options()));
+      v_.push_back(torch::zeros({owned_[k].size()}, p.options()));
+    } else {
+      m_.push_back(torch::zeros_like(p));
+      v_.push_back(torch::zeros_like(p));
+    }
+  }
+}
+
+Bytes Adam::state_bytes() const {
+  Bytes total = 0;
+  for (size_t k = 0; k < m_.size(); ++k) total += static_cast<Bytes>(m_[k].nbytes() + v_[k].nbytes());
+  return total;
 }
 
 void Adam::zero_grad() {
@@ -81,13 +102,22 @@ Bytes Adam::update_temp_bytes() const {
     return kScalarAllowance;
   }
   Bytes largest = 0;
-  for (const torch::Tensor& p : params_) largest = std::max<Bytes>(largest, static_cast<Bytes>(p.nbytes()));
+  for (const torch::Tensor& m : m_) largest = std::max<Bytes>(largest, static_cast<Bytes>(m.nbytes()));
   return largest + kScalarAllowance;
 }
 
 void Adam::step() {
   ++steps_;
-  for (size_t k = 0; k < params_.size(); ++k) apply(params_[k], m_[k], v_[k], params_[k].grad(), steps_);
+  for (size_t k = 0; k < params_.size(); ++k) {
+    if (!sharded_) {
+      apply(params_[k], m_[k], v_[k], params_[k].grad(), steps_);
+      continue;
+    }
+    const ElementRange& r = owned_[k];
+    if (r.size() == 0) continue;
+    const auto part = [&](const torch::Tensor& t) { return t.detach().view({-1}).narrow(0, r.begin, r.size()); };
+    apply(part(params_[k]), m_[k], v_[k], part(params_[k].grad()), steps_);
+  }
 }
 
 void Adam::apply(torch::Tensor w, torch::Tensor m, torch::Tensor v, const torch::Tensor& g, long t) const {

@@ -3,6 +3,11 @@
 // every step's resident bytes are the same. On the host (CPU tensors) an
 // update is one fused pass that allocates nothing; elsewhere it runs op by
 // op and needs one temporary the size of the largest weight tensor.
+//
+// Sharded (ZeRO-1), it keeps the moments of the weight elements it owns
+// alone and updates only those; every element gets the same float
+// operations as unsharded, so the ranks' shards together update bit for
+// bit what one unsharded Adam does.
 #pragma once
 
 #include <vector>
@@ -10,6 +15,7 @@
 #include <torch/types.h>
 
 #include "core/units.h"
+#include "runtime/model/optimizer_shard.h"
 
 namespace memtrain::runtime {
 
@@ -24,8 +30,9 @@ struct AdamOptions {
 class Adam {
  public:
   // Allocates .grad (zeros) and both moments for every parameter, on the
-  // current thread's memory scope.
-  Adam(std::vector<torch::Tensor> params, AdamOptions options);
+  // current thread's memory scope. `owned` (one range per parameter; empty:
+  // all of every one) keeps moments and updates for those elements only.
+  Adam(std::vector<torch::Tensor> params, AdamOptions options, std::vector<ElementRange> owned = {});
 
   void zero_grad();
   void step();
@@ -39,6 +46,11 @@ class Adam {
   void apply_into(torch::Tensor w_out, torch::Tensor m_out, torch::Tensor v_out, const torch::Tensor& w,
                   const torch::Tensor& m, const torch::Tensor& v, const torch::Tensor& g, long t) const;
   const std::vector<torch::Tensor>& params() const { return params_; }
+  // The elements of parameter k this optimizer updates (all, unless sharded).
+  const ElementRange& owned(size_t k) const { return owned_.at(k); }
+  bool sharded() const { return sharded_; }
+  // Bytes of both moments, for the owned elements.
+  Bytes state_bytes() const;
   torch::Tensor& first_moment(size_t k) { return m_.at(k); }
   torch::Tensor& second_moment(size_t k) { return v_.at(k); }
   // Counts a step whose updates were applied weight by weight through apply().
@@ -59,6 +71,8 @@ class Adam {
 
  private:
   std::vector<torch::Tensor> params_, m_, v_;
+  std::vector<ElementRange> owned_;
+  bool sharded_ = false;
   AdamOptions options_;
   long steps_ = 0;
 };

@@ -53,6 +53,8 @@ void check_options(const TrainerOptions& o) {
   }
   if (o.ranks && o.lease) throw UsageError("ranks on a shared device (job groups) are not supported");
   if (o.deterministic_reduce && !o.ranks) throw UsageError("deterministic_reduce orders the ranks' sum; give ranks");
+  if (o.shard_optimizer && !o.ranks)
+    throw UsageError("shard_optimizer splits the optimizer state over ranks; give ranks");
   if (o.weights_on_host && !(o.device_to_host_bandwidth > 0 && o.host_to_device_bandwidth > 0)) {
     throw UsageError(
         "weights in host memory need the host link's bandwidth to plan their copies: set "
@@ -76,14 +78,22 @@ Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory fact
   model_ = std::make_unique<StagedModel>(factory());
   if (!options_.weights_on_host) model_->to(memory_.device());
   model_->train(true);
-  optimizer_ = std::make_unique<Adam>(model_->parameters(), options_.adam);
+  if (options_.shard_optimizer) {
+    std::vector<std::int64_t> numels;
+    for (const torch::Tensor& p : model_->parameters()) numels.push_back(p.numel());
+    for (int r = 0; r < options_.ranks->world(); ++r)
+      shards_.push_back(optimizer_shard(numels, r, options_.ranks->world()));
+    optimizer_ = std::make_unique<Adam>(model_->parameters(), options_.adam, shards_.at(options_.ranks->rank()));
+  } else {
+    optimizer_ = std::make_unique<Adam>(model_->parameters(), options_.adam);
+  }
   executor_ = std::make_unique<Executor>(*model_, memory_);
   if (options_.weights_on_host) {
     host_weights_ = std::make_unique<HostWeights>(*model_, *optimizer_, memory_);
     executor_->set_host_weights(host_weights_.get());
     update_times_.assign(model_->size(), 0);
   }
-  predictor_ = std::make_unique<predict::ChainPredictor>(stage_constants(*model_, Adam::kSlots), options_.margin);
+  predictor_ = std::make_unique<predict::ChainPredictor>(model_constants(), options_.margin);
   generator_ = memory_.make_generator(options_.seed);
   if (options_.ranks) start_ranks();
 }
@@ -93,9 +103,10 @@ void Trainer::start_ranks() {
   // The ranks must split the same global batches the same way.
   const std::vector<double> mine{static_cast<double>(options_.seed), static_cast<double>(options_.micro_batches),
                                  options_.deterministic_reduce ? 1.0 : 0.0,
-                                 static_cast<double>(model_->parameter_count())};
+                                 static_cast<double>(model_->parameter_count()), options_.shard_optimizer ? 1.0 : 0.0};
   const auto all = ranks.gather(mine);
-  const char* names[] = {"seed", "micro-batches", "deterministic reduce (1: on)", "parameter count"};
+  const char* names[] = {"seed", "micro-batches", "deterministic reduce (1: on)", "parameter count",
+                         "optimizer sharding (1: on)"};
   for (int r = 0; r < ranks.world(); ++r) {
     for (std::size_t i = 0; i < mine.size(); ++i) {
       if (all[r][i] != all[0][i]) {
@@ -114,6 +125,20 @@ void Trainer::start_ranks() {
 }
 
 Trainer::~Trainer() = default;
+
+std::vector<predict::StageConstants> Trainer::model_constants() const {
+  if (!optimizer_->sharded()) return stage_constants(*model_, Adam::kSlots);
+  std::vector<Bytes> optimizer_bytes;
+  std::size_t k = 0;
+  for (int i = 0; i < model_->size(); ++i) {
+    Bytes stage = 0;
+    for (const torch::Tensor& p : model_->stage(i).parameters()) {
+      stage += optimizer_->owned(k++).size() * static_cast<Bytes>(p.element_size()) * Adam::kSlots;
+    }
+    optimizer_bytes.push_back(stage);
+  }
+  return stage_constants(*model_, Adam::kSlots, optimizer_bytes);
+}
 
 StepContext Trainer::context_for(const Batch& batch) {
   StepContext ctx;
@@ -221,7 +246,7 @@ void Trainer::calibrate() {
     predictor_->observe(planning_size(largest.signature), samples.back());
   }
   observe_resident(largest);
-  largest_chain_ = completed(chain_from_samples(samples, stage_constants(*model_, Adam::kSlots)));
+  largest_chain_ = completed(chain_from_samples(samples, model_constants()));
   if (options_.lease || (host_weights_ && options_.budget.is_percent && !options_.least_budget)) {
     // As `memtrain simulate` does: N% of one micro-batch's step with the
     // weights, gradients and optimizer state all on the device.
@@ -529,6 +554,22 @@ void Trainer::reduce_gradients(StepRecord& rec) {
   rec.reduce_seconds = seconds_since(t0);
 }
 
+void Trainer::share_weights(StepRecord& rec) {
+  const Clock::time_point t0 = Clock::now();
+  torch::NoGradGuard no_grad;
+  const std::vector<torch::Tensor> params = model_->parameters();
+  // Rank by rank, in the same order everywhere: its updated elements, in place.
+  for (int r = 0; r < static_cast<int>(shards_.size()); ++r) {
+    std::vector<torch::Tensor> pieces;
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      const ElementRange& owned = shards_[r][k];
+      if (owned.size() > 0) pieces.push_back(params[k].detach().view({-1}).narrow(0, owned.begin, owned.size()));
+    }
+    options_.ranks->broadcast(pieces, r);
+  }
+  rec.share_seconds = seconds_since(t0);
+}
+
 Trainer::StepRun Trainer::run_with_retries(const StepParts& parts, std::int64_t size, Choice& choice, StepRecord& rec) {
   const RngSnapshot start = RngSnapshot::capture(generator_);
   const BufferSnapshot buffers = BufferSnapshot::capture(*model_, memory_);
@@ -621,6 +662,7 @@ void Trainer::update(std::int64_t size, const ExecutionResult& result, StepRecor
   memory_.reset_peak();
   if (options_.ranks) reduce_gradients(rec);
   optimizer_->step();
+  if (optimizer_->sharded()) share_weights(rec);
   memory_.synchronize();
   const Bytes update_peak = memory_.peak();
   optimizer_->zero_grad();
@@ -630,7 +672,8 @@ void Trainer::update(std::int64_t size, const ExecutionResult& result, StepRecor
 
 namespace {
 
-constexpr std::int64_t kCheckpointVersion = 1;
+constexpr std::int64_t kCheckpointVersion = 2;
+constexpr std::int64_t kCheckpointHeader = 7;
 
 }  // namespace
 
@@ -638,10 +681,11 @@ void Trainer::save_checkpoint(const std::string& path) {
   if (host_weights_)
     throw UsageError("checkpoints keep weights on the device; weights in host memory are not supported");
   const std::vector<torch::Tensor> params = model_->parameters(), buffers = model_->buffers();
-  std::vector<torch::Tensor> out{
-      torch::tensor({kCheckpointVersion, steps_done(), std::int64_t{optimizer_->steps()},
-                     static_cast<std::int64_t>(params.size()), static_cast<std::int64_t>(buffers.size())},
-                    torch::kLong)};
+  // A sharded optimizer's moments are this rank's shard: the header says whose.
+  std::vector<torch::Tensor> out{torch::tensor(
+      {kCheckpointVersion, steps_done(), std::int64_t{optimizer_->steps()}, static_cast<std::int64_t>(params.size()),
+       static_cast<std::int64_t>(buffers.size()), std::int64_t{shard_world()}, std::int64_t{shard_rank()}},
+      torch::kLong)};
   out.insert(out.end(), params.begin(), params.end());
   out.insert(out.end(), buffers.begin(), buffers.end());
   for (std::size_t k = 0; k < params.size(); ++k) out.push_back(optimizer_->first_moment(k));
@@ -662,10 +706,22 @@ void Trainer::resume(const std::string& path) {
   const std::vector<torch::Tensor> params = model_->parameters(), buffers = model_->buffers();
   const std::size_t n = params.size(), nb = buffers.size();
   const auto fail = [&](const std::string& why) { return Error("checkpoint " + path + ": " + why); };
-  if (in.empty() || in[0].numel() != 5 || in[0].scalar_type() != torch::kLong) throw fail("no header");
+  if (in.empty() || in[0].dim() != 1 || in[0].numel() < 1 || in[0].scalar_type() != torch::kLong)
+    throw fail("no header");
   const torch::Tensor meta = in[0];
-  if (meta[0].item<std::int64_t>() != kCheckpointVersion)
-    throw fail("version " + std::to_string(meta[0].item<std::int64_t>()) + "; this memtrain reads version 1");
+  if (meta[0].item<std::int64_t>() != kCheckpointVersion || meta.numel() != kCheckpointHeader) {
+    throw fail("version " + std::to_string(meta[0].item<std::int64_t>()) + "; this memtrain reads version " +
+               std::to_string(kCheckpointVersion));
+  }
+  const auto shard_text = [](std::int64_t world, std::int64_t rank) {
+    return world == 0 ? std::string("the whole optimizer state")
+                      : "rank " + std::to_string(rank) + " of " + std::to_string(world) + "'s optimizer shard";
+  };
+  if (meta[5].item<std::int64_t>() != shard_world() || meta[6].item<std::int64_t>() != shard_rank()) {
+    throw fail("it holds " + shard_text(meta[5].item<std::int64_t>(), meta[6].item<std::int64_t>()) +
+               "; this run keeps " + shard_text(shard_world(), shard_rank()) +
+               " (resume with the ranks and --shard-optimizer it was written with)");
+  }
   if (meta[3].item<std::int64_t>() != static_cast<std::int64_t>(n) ||
       meta[4].item<std::int64_t>() != static_cast<std::int64_t>(nb) || in.size() != 1 + 3 * n + nb + 2) {
     throw fail("it holds " + std::to_string(meta[3].item<std::int64_t>()) + " weights and " +
@@ -758,6 +814,7 @@ TrainSummary Trainer::summary() const {
   s.data_wait_fraction = total > 0 ? s.data_wait_seconds / total : 0;
   s.mean_new_plan_seconds = new_plans ? new_total / static_cast<double>(new_plans) : 0;
   s.mean_cached_plan_seconds = s.cache_hits ? cached_total / static_cast<double>(s.cache_hits) : 0;
+  s.optimizer_state_bytes = optimizer_->state_bytes();
   return s;
 }
 

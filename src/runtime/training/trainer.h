@@ -100,6 +100,10 @@ struct TrainerOptions {
   // Sum the ranks' gradients in rank order: slower, and bit for bit one
   // process running the ranks' slices as micro-batches.
   bool deterministic_reduce = false;
+  // ZeRO-1: each rank keeps Adam's moments for 1/ranks of the weights'
+  // elements and updates those; the ranks then share the updated weights.
+  // Bit for bit the unsharded update.
+  bool shard_optimizer = false;
   // A device shared with other jobs: each step's budget is leased from it
   // (`budget` and `least_budget` are then the group's business). Calibration
   // runs only frugal schedules and simulates the unconstrained peak.
@@ -141,6 +145,7 @@ struct StepRecord {
   CopyStats copies;                         // what the step's copies moved and cost
   Seconds schedule_seconds = 0;             // the schedule's wall time (the update excluded)
   Seconds reduce_seconds = 0;               // summing the ranks' gradients (0 with one rank)
+  Seconds share_seconds = 0;                // a sharded optimizer: sharing the updated weights
   Seconds predicted_schedule_seconds = -1;  // simulated on the predicted chain; -1: none
 };
 
@@ -180,7 +185,8 @@ struct TrainSummary {
   double to_device_bandwidth = 0;
   Seconds mean_new_plan_seconds = 0;  // planning time per new size
   Seconds mean_cached_plan_seconds = 0;
-  Seconds lease_wait_seconds = 0;  // all steps' waits for their leases
+  Seconds lease_wait_seconds = 0;   // all steps' waits for their leases
+  Bytes optimizer_state_bytes = 0;  // Adam's moments held by this process (its shard's when sharded)
 };
 
 class Trainer {
@@ -254,6 +260,13 @@ class Trainer {
   StepRun run_parts(const Schedule& schedule, const StepParts& parts);
   // The ranks' gradients summed, in place on every rank.
   void reduce_gradients(StepRecord& rec);
+  // A sharded optimizer: every rank's updated elements to every other rank.
+  void share_weights(StepRecord& rec);
+  // Whose optimizer shard this process keeps: 0 and 0 when unsharded.
+  int shard_world() const { return optimizer_->sharded() ? options_.ranks->world() : 0; }
+  int shard_rank() const { return optimizer_->sharded() ? options_.ranks->rank() : 0; }
+  // The model's fixed per-stage costs, with this rank's optimizer shard.
+  std::vector<predict::StageConstants> model_constants() const;
   // The step's loss and accuracy over all parts (and ranks).
   void record_outcome(const StepRun& run, StepRecord& rec);
   Choice choose(std::int64_t size);  // size: planning_size() of the batch
@@ -305,6 +318,7 @@ class Trainer {
   BatchSource& source_;
   std::unique_ptr<StagedModel> model_;
   std::unique_ptr<Adam> optimizer_;
+  std::vector<std::vector<ElementRange>> shards_;  // a sharded optimizer: per rank, its elements of each weight
   std::unique_ptr<plan::Planner> planner_;
   std::unique_ptr<HostWeights> host_weights_;  // weights in host memory; null: on the device
   std::unique_ptr<Executor> executor_;
