@@ -132,15 +132,27 @@ RankGroup::RankGroup(const RankAddress& address) : address_(address), impl_(std:
     }
     options->threads = 1;  // one collective at a time, in the order they are issued
     impl_->store->set(alive_key(address.rank), bytes_of("0"));
+    // Beating from here on, a rank that dies while the others wait to meet it is named like any other.
+    start_heartbeat();
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, address.rank, address.world, options);
   } catch (const UsageError&) {
+    stop_heartbeat();
     throw;
   } catch (const std::exception& e) {
-    throw Error("rank " + std::to_string(address.rank) + " of " + std::to_string(address.world) +
-                " could not meet the others at " + where + " within " + format_number("%g", address.timeout) +
-                " s: " + first_line(e.what()));
+    const std::string met_not = "rank " + std::to_string(address.rank) + " of " + std::to_string(address.world) +
+                                " could not meet the others at " + where + " within " +
+                                format_number("%g", address.timeout) + " s";
+    if (!impl_->store) throw Error(met_not + ": " + first_line(e.what()));
+    // Who kept the others waiting: a rank that never arrived, died or gave up.
+    const RankFailure why = diagnose(("meeting the others at " + where).c_str(), e.what());
+    stop_heartbeat();
+    if (why.blamed_rank() >= 0) throw why;
+    throw Error(met_not + ": " + first_line(e.what()));
   }
-  impl_->beat = std::thread([impl = impl_.get(), rank = address.rank] {
+}
+
+void RankGroup::start_heartbeat() {
+  impl_->beat = std::thread([impl = impl_.get(), rank = address_.rank] {
     std::unique_lock<std::mutex> lock(impl->mutex);
     while (!impl->stopping) {
       lock.unlock();
@@ -156,7 +168,7 @@ RankGroup::RankGroup(const RankAddress& address) : address_(address), impl_(std:
   });
 }
 
-RankGroup::~RankGroup() {
+void RankGroup::stop_heartbeat() noexcept {
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->stopping = true;
@@ -164,6 +176,8 @@ RankGroup::~RankGroup() {
   impl_->wake.notify_all();
   if (impl_->beat.joinable()) impl_->beat.join();
 }
+
+RankGroup::~RankGroup() { stop_heartbeat(); }
 
 template <typename F>
 void RankGroup::collective(const char* what, F&& run) {
@@ -268,12 +282,22 @@ RankFailure RankGroup::diagnose(const char* what, const std::string& error) {
       return std::nullopt;
     };
     if (auto f = reported()) return *f;
+    for (int r = 0; r < world(); ++r) {
+      if (r != rank() && !store->check({alive_key(r)})) {
+        return RankFailure(r, me + ": " + what + " failed: rank " + std::to_string(r) +
+                                  " never arrived (it did not start, or died before reaching the store)");
+      }
+    }
     std::vector<std::int64_t> before(world());
-    for (int r = 0; r < world(); ++r) before[r] = r == rank() ? 0 : store->add(alive_key(r), 0);
+    // Read, never created: another rank diagnosing at once must still see who never arrived.
+    const auto beats = [&](int r) -> std::int64_t {
+      return store->check({alive_key(r)}) ? std::stoll(text_of(store->get(alive_key(r)))) : -1;
+    };
+    for (int r = 0; r < world(); ++r) before[r] = r == rank() ? 0 : beats(r);
     std::this_thread::sleep_for(kStaleAfter);
     if (auto f = reported()) return *f;
     for (int r = 0; r < world(); ++r) {
-      if (r != rank() && store->add(alive_key(r), 0) == before[r]) {
+      if (r != rank() && beats(r) == before[r]) {
         return RankFailure(
             r, me + ": " + what + " failed: rank " + std::to_string(r) + " died or stopped (no heartbeat for " +
                    format_number("%.1f", kStaleAfter.count() / 1000.0) + " s; transport: " + transport + ")");

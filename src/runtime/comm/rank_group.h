@@ -93,6 +93,8 @@ class RankGroup {
   // Who is to blame for a failed collective: a reported failure, a stale
   // heartbeat or a rank behind this one.
   RankFailure diagnose(const char* what, const std::string& error);
+  void start_heartbeat();
+  void stop_heartbeat() noexcept;
 
   RankAddress address_;
   struct Impl;

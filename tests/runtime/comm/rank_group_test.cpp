@@ -171,6 +171,20 @@ TEST(RankGroup, AHungRankIsNamedAfterTheTimeout) {
   EXPECT_NE(outcomes[0].text.find("rank 1 is alive but did not reach it"), std::string::npos) << outcomes[0].text;
 }
 
+TEST(RankGroup, ARankThatNeverArrivesIsNamedByTheOthers) {
+  const int world = 3;
+  const auto outcomes = run_ranks(
+      world, 3, [](RankGroup&) { return std::string("met"); },
+      [](int rank) {
+        if (rank == 2) _exit(3);  // dies before it reaches the store
+      });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(WEXITSTATUS(outcomes[r].status), 1) << outcomes[r].text;
+    EXPECT_NE(outcomes[r].text.find("rank 2 never arrived"), std::string::npos) << outcomes[r].text;
+  }
+  EXPECT_EQ(WEXITSTATUS(outcomes[2].status), 3);
+}
+
 TEST(RankGroup, BadAddressesAreRefused) {
   RankAddress a;
   a.world = 2;
