@@ -11,9 +11,7 @@
 //  - faults: rank 1 of 2 killed (SIGKILL) after a checkpoint: how long rank 0
 //    takes to exit and whether it names rank 1; the job resumed from the
 //    checkpoint against the uninterrupted run.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +31,7 @@
 #include "cli/flags.h"
 #include "core/error.h"
 #include "core/units.h"
+#include "runtime/comm/rank_group.h"
 
 namespace memtrain::bench {
 
@@ -77,19 +76,6 @@ double mean_step(const json& report, const char* field, std::size_t skip) {
 double state_bytes(const json& report) { return report["summary"]["optimizer_state_bytes"].get<double>(); }
 
 std::string mib(double bytes) { return fixed(bytes / (1 << 20), 1); }
-
-// A free loopback port (the kernel's pick, released for rank 0 to serve on).
-int free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
 
 std::string text_of(const std::string& path) {
   std::ifstream in(path);
@@ -196,7 +182,7 @@ int run(const std::vector<std::string>& args) {
 
   // Rank 1 of 2 killed after a checkpoint, then the job resumed.
   const std::string checkpoints = dir + "/ckpt";
-  const int port = free_port();
+  const int port = runtime::free_loopback_port();
   std::vector<std::string> by_hand =
       with(models[0].flags, {"--batch", n_text(batch), "--world", "2", "--deterministic-reduce", "--timeout",
                              fixed(timeout, 0), "--master", "127.0.0.1:" + std::to_string(port), "--checkpoint-dir",

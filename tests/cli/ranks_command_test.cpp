@@ -1,9 +1,7 @@
 // `memtrain train` with ranks end to end: real rank processes meeting over
 // loopback through c10d, against one process on the same global batches.
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/comm/rank_group.h"
 #include "support/memtrain_runs.h"
 #include "support/temp_dir.h"
 
@@ -110,19 +109,6 @@ TEST(RanksCommand, AShardedOptimizerUpdatesBitForBitTheSameWithAThirdOfTheState)
       << text_of(log);
 }
 
-// A free loopback port (the kernel's pick, released for the ranks to use).
-int free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
-
 pid_t start(const std::string& args, const std::string& log) {
   const std::string command = "exec " + std::string(MEMTRAIN_CLI) + " " + args + " > '" + log + "' 2>&1";
   const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
@@ -133,7 +119,7 @@ pid_t start(const std::string& args, const std::string& log) {
 
 TEST(RanksCommand, AKilledRankIsNamedByEveryOtherRankWithinTwiceTheTimeout) {
   testing::TempDir dir;
-  const int port = free_port();
+  const int port = runtime::free_loopback_port();
   const double timeout = 10;
   const std::string common =
       "train --steps 100000 --batch 2 --threads 1 --max-length 40 --budget 100% --quiet --world 3 --master "
@@ -173,7 +159,7 @@ TEST(RanksCommand, AJobResumedAfterAKilledRankEndsAsAnUninterruptedOne) {
   const std::string log = dir.path() + "/log", checkpoints = dir.path() + "/ckpt";
   ASSERT_EQ(memtrain("train --ranks 2 --deterministic-reduce" + small + " --json " + whole, log), 0) << text_of(log);
 
-  const int port = free_port();
+  const int port = runtime::free_loopback_port();
   const std::string common =
       "train --world 2 --deterministic-reduce --timeout 10 --master 127.0.0.1:" + std::to_string(port) + small +
       " --checkpoint-dir " + checkpoints + " --checkpoint-every 2";
@@ -224,7 +210,7 @@ TEST(RanksCommand, RanksThatDisagreeOrFlagsThatDoNotFitAreRefused) {
   }
 
   // Two ranks started by hand with different seeds: both refuse, naming the seed.
-  const int port = free_port();
+  const int port = runtime::free_loopback_port();
   const std::string common =
       "train --steps 2 --batch 2 --threads 1 --max-length 40 --budget 100% --quiet --world 2 --timeout 20 "
       "--master 127.0.0.1:" +

@@ -1,9 +1,15 @@
 #include "runtime/comm/rank_group.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -59,6 +65,21 @@ bool is_loopback(const std::string& host) { return host == "127.0.0.1" || host =
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 }  // namespace
+
+int free_loopback_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (s < 0) throw Error(std::string("cannot open a socket: ") + std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+                  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  const int error = errno;
+  ::close(s);
+  if (!ok) throw Error(std::string("cannot find a free loopback port: ") + std::strerror(error));
+  return ntohs(a.sin_port);
+}
 
 void parse_master(const std::string& text, const std::string& flag, RankAddress& address) {
   const auto colon = text.rfind(':');

@@ -32,6 +32,10 @@ struct RankAddress {
   bool launcher_serves_store = false;
 };
 
+// A TCP port free on loopback now (the kernel's pick, released again): where
+// rank 0 of ranks started by hand on one machine can serve the store.
+int free_loopback_port();
+
 // "HOST:PORT" -> host and port; UsageError naming `flag` otherwise.
 void parse_master(const std::string& text, const std::string& flag, RankAddress& address);
 
