@@ -1,6 +1,8 @@
 """A memtrain.Module computes what the plain model computes, bit for bit,
 under budgets that force recomputation, with dropout and changing sizes."""
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -68,6 +70,12 @@ def test_gradients_equal_the_plain_model(planner, budget):
     assert recomputed > 0, "a budget this low must make memtrain recompute"
 
 
+def recomputes(schedule):
+    """Some stage's forward runs more than once: dropped ("Fn") or checkpointed ("Fck") and rerun."""
+    stages = [re.sub(r"\D", "", op) for op in schedule if op.startswith("F")]
+    return len(stages) > len(set(stages))
+
+
 def test_dropout_masks_replayed_on_recompute():
     torch.manual_seed(3)
     x = torch.randn(300, 64)
@@ -83,7 +91,7 @@ def test_dropout_masks_replayed_on_recompute():
         for p, q in zip(plain.parameters(), wrapped.parameters()):
             assert torch.equal(p.grad, q.grad), f"step {step}"
         s = wrapped.last_step
-        recomputing_steps += s["plan"] != "collect" and any(op.startswith("Fn") for op in s["schedule"])
+        recomputing_steps += s["plan"] != "collect" and recomputes(s["schedule"])
     assert recomputing_steps > 0
 
 
