@@ -468,12 +468,8 @@ Trainer::StepParts Trainer::split(const Batch& batch) {
     counted.push_back(p.batches.back().targets.ne(-100).sum().item<double>());
   }
   double all = 0;
-  if (options_.ranks) {
-    for (const std::vector<double>& theirs : options_.ranks->gather(counted)) {
-      for (double c : theirs) all += c;
-    }
-  } else {
-    for (double c : counted) all += c;
+  for (const std::vector<double>& theirs : across_ranks(counted)) {
+    for (double c : theirs) all += c;
   }
   for (double c : counted) p.loss_weights.push_back(c / std::max(1.0, all));
   return p;
@@ -496,29 +492,21 @@ Trainer::StepRun Trainer::run_parts(const Schedule& schedule, const StepParts& p
     }
     // The predictor learns from the part that needed the most: a later
     // part's backward adds into gradients the earlier ones left.
-    const double loss = run.result.loss + r.loss;
     const Seconds seconds = run.result.seconds + r.seconds;
     CopyStats copies = run.result.copies;
     copies += r.copies;
     if (r.peak > run.result.peak) run.result = std::move(r);
-    run.result.loss = loss;
     run.result.seconds = seconds;
     run.result.copies = copies;
   }
   return run;
 }
 
+std::vector<std::vector<double>> Trainer::across_ranks(const std::vector<double>& mine) {
+  return options_.ranks ? options_.ranks->gather(mine) : std::vector<std::vector<double>>{mine};
+}
+
 void Trainer::record_outcome(const StepRun& run, StepRecord& rec) {
-  if (!options_.ranks) {
-    double correct = 0, counted = 0;
-    for (std::size_t i = 0; i < run.counted.size(); ++i) {
-      correct += run.correct[i];
-      counted += run.counted[i];
-    }
-    rec.loss = run.result.loss;
-    rec.accuracy = counted > 0 ? correct / counted : 0;
-    return;
-  }
   // Every part's loss, added in the job's order: what one process running
   // the parts in turn reports.
   std::vector<double> mine = run.losses;
@@ -526,7 +514,7 @@ void Trainer::record_outcome(const StepRun& run, StepRecord& rec) {
   mine.insert(mine.end(), run.counted.begin(), run.counted.end());
   const std::size_t m = run.losses.size();
   double loss = 0, correct = 0, counted = 0;
-  for (const std::vector<double>& theirs : options_.ranks->gather(mine)) {
+  for (const std::vector<double>& theirs : across_ranks(mine)) {
     for (std::size_t i = 0; i < m; ++i) {
       loss += theirs[i];
       correct += theirs[m + i];

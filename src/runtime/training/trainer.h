@@ -250,7 +250,7 @@ class Trainer {
   };
   // One attempt at a step, over all its parts.
   struct StepRun {
-    ExecutionResult result;  // ops and peak of the part that needed most; loss, seconds and copies of all
+    ExecutionResult result;  // ops and peak of the part that needed most; seconds and copies of all
     std::vector<double> losses, correct, counted;  // per part
   };
   bool split_steps() const { return !host_weights_ && (options_.micro_batches > 1 || options_.ranks); }
@@ -267,6 +267,8 @@ class Trainer {
   int shard_rank() const { return optimizer_->sharded() ? options_.ranks->rank() : 0; }
   // The model's fixed per-stage costs, with this rank's optimizer shard.
   std::vector<predict::StageConstants> model_constants() const;
+  // Every rank's `mine`, in rank order; without ranks, this process's alone.
+  std::vector<std::vector<double>> across_ranks(const std::vector<double>& mine);
   // The step's loss and accuracy over all parts (and ranks).
   void record_outcome(const StepRun& run, StepRecord& rec);
   Choice choose(std::int64_t size);  // size: planning_size() of the batch
