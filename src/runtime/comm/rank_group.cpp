@@ -36,6 +36,8 @@ constexpr milliseconds kDiagnoseTimeout{3000};
 std::string alive_key(int rank) { return "memtrain/alive/" + std::to_string(rank); }
 std::string progress_key(int rank) { return "memtrain/at/" + std::to_string(rank); }
 std::string failed_key(int rank) { return "memtrain/failed/" + std::to_string(rank); }
+// What a rank's diagnosis found: "BLAMED\nCAUSE" (BLAMED -1: no one).
+std::string verdict_key(int rank) { return "memtrain/verdict/" + std::to_string(rank); }
 
 std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 std::string text_of(const std::vector<std::uint8_t>& b) { return {b.begin(), b.end()}; }
@@ -129,6 +131,10 @@ struct RankGroup::Impl {
   std::mutex mutex;
   std::condition_variable wake;
   bool stopping = false;
+  // This rank failed (diagnosed a peer or gave up): a store it serves must
+  // outlive the others' diagnoses.
+  bool failed = false;
+  int blamed = -1;
 };
 
 RankGroup::RankGroup(const RankAddress& address) : address_(address), impl_(std::make_unique<Impl>()) {
@@ -166,6 +172,7 @@ RankGroup::RankGroup(const RankAddress& address) : address_(address), impl_(std:
     if (!impl_->store) throw Error(met_not + ": " + first_line(e.what()));
     // Who kept the others waiting: a rank that never arrived, died or gave up.
     const RankFailure why = diagnose(("meeting the others at " + where).c_str(), e.what());
+    linger_for_the_others();
     stop_heartbeat();
     if (why.blamed_rank() >= 0) throw why;
     throw Error(met_not + ": " + first_line(e.what()));
@@ -198,7 +205,33 @@ void RankGroup::stop_heartbeat() noexcept {
   if (impl_->beat.joinable()) impl_->beat.join();
 }
 
-RankGroup::~RankGroup() { stop_heartbeat(); }
+bool RankGroup::serves_store() const { return !address_.launcher_serves_store && address_.rank == 0; }
+
+void RankGroup::linger_for_the_others() noexcept {
+  if (!impl_->failed || !serves_store() || world() == 1) return;
+  try {
+    // Closing the group's connections now makes the others' collectives
+    // fail at once rather than after their timeout.
+    impl_->group.reset();
+    const auto accounted_for = [&] {
+      for (int r = 0; r < world(); ++r) {
+        if (r == rank() || r == impl_->blamed) continue;
+        if (!impl_->store->check({failed_key(r)}) && !impl_->store->check({verdict_key(r)})) return false;
+      }
+      return true;
+    };
+    // Bounded: a rank that died as well never reports.
+    const auto deadline = std::chrono::steady_clock::now() + to_ms(address_.timeout);
+    while (!accounted_for() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(milliseconds(50));
+  } catch (const std::exception&) {
+  }
+}
+
+RankGroup::~RankGroup() {
+  linger_for_the_others();
+  stop_heartbeat();
+}
 
 template <typename F>
 void RankGroup::collective(const char* what, F&& run) {
@@ -280,6 +313,7 @@ std::vector<std::vector<double>> RankGroup::gather(const std::vector<double>& va
 }
 
 void RankGroup::fail(const std::string& why) noexcept {
+  impl_->failed = true;
   try {
     impl_->store->set(failed_key(rank()), bytes_of(why));
   } catch (...) {
@@ -287,66 +321,92 @@ void RankGroup::fail(const std::string& why) noexcept {
 }
 
 RankFailure RankGroup::diagnose(const char* what, const std::string& error) {
+  impl_->failed = true;
   const std::string me = "rank " + std::to_string(rank()) + " of " + std::to_string(world());
+  const std::string failed = me + ": " + what + " failed";
   const std::string transport = first_line(error);
   const std::string store_at = address_.host + ":" + std::to_string(address_.port);
+  std::optional<RankFailure> found;
   try {
     // A fresh connection with a short timeout: the group's own may be wedged.
     const auto store = open_store(address_.host, address_.port, false, world(), kDiagnoseTimeout);
+    // Blames rank r for `cause` and tells the others, whose own diagnosis
+    // may come too late to see what this one saw (a dead rank's heartbeat
+    // goes stale for everyone; so does a lingering store host's).
+    const auto blame = [&](int r, const std::string& cause) {
+      impl_->blamed = r;
+      store->set(verdict_key(rank()), bytes_of(std::to_string(r) + "\n" + cause));
+      return RankFailure(r, failed + ": " + cause);
+    };
     auto reported = [&]() -> std::optional<RankFailure> {
       for (int r = 0; r < world(); ++r) {
         if (r != rank() && store->check({failed_key(r)})) {
-          return RankFailure(r, me + ": " + what + " failed because rank " + std::to_string(r) +
-                                    " gave up: " + text_of(store->get(failed_key(r))));
+          impl_->blamed = r;
+          store->set(verdict_key(rank()), bytes_of(std::to_string(r) + "\nrank " + std::to_string(r) + " gave up"));
+          return RankFailure(
+              r, failed + " because rank " + std::to_string(r) + " gave up: " + text_of(store->get(failed_key(r))));
         }
+      }
+      // Another rank's finding, unless it blames no one.
+      for (int q = 0; q < world(); ++q) {
+        if (q == rank() || !store->check({verdict_key(q)})) continue;
+        const std::string v = text_of(store->get(verdict_key(q)));
+        const auto newline = v.find('\n');
+        const int r = std::stoi(v.substr(0, newline));
+        const std::string cause = v.substr(newline + 1);
+        if (r < 0) continue;
+        if (r == rank()) return blame(r, "rank " + std::to_string(q) + " found this rank at fault: " + cause);
+        return blame(r, cause + " (as rank " + std::to_string(q) + " found)");
       }
       return std::nullopt;
     };
-    if (auto f = reported()) return *f;
-    for (int r = 0; r < world(); ++r) {
-      if (r != rank() && !store->check({alive_key(r)})) {
-        return RankFailure(r, me + ": " + what + " failed: rank " + std::to_string(r) +
-                                  " never arrived (it did not start, or died before reaching the store)");
+    found = [&]() -> std::optional<RankFailure> {
+      if (auto f = reported()) return f;
+      for (int r = 0; r < world(); ++r) {
+        if (r != rank() && !store->check({alive_key(r)}))
+          return blame(
+              r, "rank " + std::to_string(r) + " never arrived (it did not start, or died before reaching the store)");
       }
-    }
-    std::vector<std::int64_t> before(world());
-    // Read, never created: another rank diagnosing at once must still see who never arrived.
-    const auto beats = [&](int r) -> std::int64_t {
-      return store->check({alive_key(r)}) ? std::stoll(text_of(store->get(alive_key(r)))) : -1;
-    };
-    for (int r = 0; r < world(); ++r) before[r] = r == rank() ? 0 : beats(r);
-    std::this_thread::sleep_for(kStaleAfter);
-    if (auto f = reported()) return *f;
-    for (int r = 0; r < world(); ++r) {
-      if (r != rank() && beats(r) == before[r]) {
-        return RankFailure(
-            r, me + ": " + what + " failed: rank " + std::to_string(r) + " died or stopped (no heartbeat for " +
-                   format_number("%.1f", kStaleAfter.count() / 1000.0) + " s; transport: " + transport + ")");
+      std::vector<std::int64_t> before(world());
+      // Read, never created: another rank diagnosing at once must still see who never arrived.
+      const auto beats = [&](int r) -> std::int64_t {
+        return store->check({alive_key(r)}) ? std::stoll(text_of(store->get(alive_key(r)))) : -1;
+      };
+      for (int r = 0; r < world(); ++r) before[r] = r == rank() ? 0 : beats(r);
+      std::this_thread::sleep_for(kStaleAfter);
+      if (auto f = reported()) return f;
+      for (int r = 0; r < world(); ++r) {
+        if (r != rank() && beats(r) == before[r]) {
+          return blame(r, "rank " + std::to_string(r) + " died or stopped (no heartbeat for " +
+                              format_number("%.1f", kStaleAfter.count() / 1000.0) + " s; transport: " + transport +
+                              ")");
+        }
       }
-    }
-    const std::int64_t mine = impl_->collectives.load();
-    for (int r = 0; r < world(); ++r) {
-      if (r == rank() || !store->check({progress_key(r)})) continue;
-      const std::int64_t theirs = std::stoll(text_of(store->get(progress_key(r))));
-      if (theirs < mine) {
-        return RankFailure(r, me + ": " + what + " failed: rank " + std::to_string(r) +
-                                  " is alive but did not reach it within the timeout (" +
-                                  format_number("%g", address_.timeout) + " s; it is at collective " +
-                                  std::to_string(theirs) + ", this rank at " + std::to_string(mine) +
-                                  "); transport: " + transport);
+      const std::int64_t mine = impl_->collectives.load();
+      for (int r = 0; r < world(); ++r) {
+        if (r == rank() || !store->check({progress_key(r)})) continue;
+        const std::int64_t theirs = std::stoll(text_of(store->get(progress_key(r))));
+        if (theirs < mine) {
+          return blame(r, "rank " + std::to_string(r) + " is alive but did not reach it within the timeout (" +
+                              format_number("%g", address_.timeout) + " s; it is at collective " +
+                              std::to_string(theirs) + ", this rank at " + std::to_string(mine) +
+                              "); transport: " + transport);
+        }
       }
-    }
+      store->set(verdict_key(rank()), bytes_of("-1\nno one"));
+      return std::nullopt;
+    }();
   } catch (const std::exception& e) {
     if (!address_.launcher_serves_store) {
-      return RankFailure(0, me + ": " + what + " failed and the store at " + store_at +
+      return RankFailure(0, failed + " and the store at " + store_at +
                                 " does not answer: rank 0, which serves it, died or stopped (transport: " + transport +
                                 ")");
     }
-    return RankFailure(-1, me + ": " + what + " failed and the launcher's store at " + store_at +
-                               " does not answer (transport: " + transport + ")");
+    return RankFailure(
+        -1, failed + " and the launcher's store at " + store_at + " does not answer (transport: " + transport + ")");
   }
-  return RankFailure(
-      -1, me + ": " + what + " failed; every other rank is alive and as far along (transport: " + transport + ")");
+  if (found) return *found;
+  return RankFailure(-1, failed + "; every other rank is alive and as far along (transport: " + transport + ")");
 }
 
 }  // namespace memtrain::runtime

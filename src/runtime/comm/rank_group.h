@@ -6,7 +6,8 @@
 // A collective that fails (a peer died, hung past the timeout, or gave up
 // with an error of its own) throws RankFailure naming the rank to blame:
 // every rank writes a heartbeat and its progress to the store, and a rank
-// that fails says why before it exits (fail()).
+// that fails says why before it exits (fail()). What one rank finds it
+// tells the others, so they blame the same rank.
 #pragma once
 
 #include <cstdint>
@@ -99,6 +100,11 @@ class RankGroup {
   RankFailure diagnose(const char* what, const std::string& error);
   void start_heartbeat();
   void stop_heartbeat() noexcept;
+  bool serves_store() const;
+  // After a failure, a rank serving the store keeps it up (at most the
+  // timeout) until every other rank has said why it failed, so none of
+  // them blames the store's host for going away.
+  void linger_for_the_others() noexcept;
 
   RankAddress address_;
   struct Impl;

@@ -1,13 +1,16 @@
 // Real ranks: forked processes meeting over loopback through a store the
-// test serves, as `memtrain train --ranks N` does.
+// test serves, as `memtrain train --ranks N` does, or rank 0 serves, as
+// ranks started by hand do.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include <torch/torch.h>
@@ -25,9 +28,14 @@ struct RankOutcome {
   std::string text;
 };
 
+enum class StoreHost { kLauncher, kRankZero };
+
 std::vector<RankOutcome> run_ranks(int world, Seconds timeout, const std::function<std::string(RankGroup&)>& body,
-                                   const std::function<void(int rank)>& before = nullptr) {
-  RendezvousHost host("127.0.0.1", world, timeout);
+                                   const std::function<void(int rank)>& before = nullptr,
+                                   StoreHost store = StoreHost::kLauncher) {
+  std::optional<RendezvousHost> host;
+  if (store == StoreHost::kLauncher) host.emplace("127.0.0.1", world, timeout);
+  const int port = host ? host->port() : free_loopback_port();
   char dir_template[] = "/tmp/memtrain-ranks-XXXXXX";
   const std::string dir = mkdtemp(dir_template);
   std::vector<pid_t> pids;
@@ -39,11 +47,11 @@ std::vector<RankOutcome> run_ranks(int world, Seconds timeout, const std::functi
       try {
         if (before) before(r);
         RankAddress a;
-        a.port = host.port();
+        a.port = port;
         a.rank = r;
         a.world = world;
         a.timeout = timeout;
-        a.launcher_serves_store = true;
+        a.launcher_serves_store = store == StoreHost::kLauncher;
         RankGroup group(a);
         out << body(group);
       } catch (const std::exception& e) {
@@ -134,6 +142,55 @@ TEST(RankGroup, AKilledRankIsNamedByTheOthers) {
     EXPECT_EQ(WEXITSTATUS(outcomes[r].status), 1) << outcomes[r].text;
     EXPECT_NE(outcomes[r].text.find("rank 2 died or stopped"), std::string::npos) << outcomes[r].text;
   }
+}
+
+// Rank 0 serves the store and finds rank 1 dead long before rank 2 gets to
+// its next collective: rank 0 keeps the store up until rank 2 has looked,
+// so rank 2 too names rank 1, not the store's host for leaving.
+TEST(RankGroup, ARankThatServesTheStoreOutlastsTheOthersDiagnoses) {
+  const int world = 3;
+  const auto outcomes = run_ranks(
+      world, 30,
+      [](RankGroup& g) {
+        std::vector<torch::Tensor> t{torch::ones({4})};
+        g.sum(t);
+        if (g.rank() == 1) raise(SIGKILL);
+        if (g.rank() == 2) sleep(5);  // rank 0 has diagnosed rank 1 by now
+        g.broadcast(t, 1);            // rank 0 hears from dead rank 1 directly
+        return std::string("finished");
+      },
+      nullptr, StoreHost::kRankZero);
+  EXPECT_TRUE(WIFSIGNALED(outcomes[1].status));
+  for (int r : {0, 2}) {
+    EXPECT_EQ(WEXITSTATUS(outcomes[r].status), 1) << outcomes[r].text;
+    EXPECT_NE(outcomes[r].text.find("rank 1 died or stopped"), std::string::npos) << outcomes[r].text;
+  }
+}
+
+// Rank 0 serves the store and gives up: the others hear why, at once.
+TEST(RankGroup, ARankThatServesTheStoreAndGivesUpSaysWhy) {
+  const int world = 2;
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcomes = run_ranks(
+      world, 30,
+      [](RankGroup& g) -> std::string {
+        std::vector<torch::Tensor> t{torch::ones({4})};
+        g.sum(t);
+        if (g.rank() == 0) {
+          g.fail("rank 0: the data ran out");
+          throw Error("rank 0: the data ran out");
+        }
+        sleep(2);  // rank 0 has given up by now
+        g.sum(t);
+        return "finished";
+      },
+      nullptr, StoreHost::kRankZero);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(WEXITSTATUS(outcomes[0].status), 1) << outcomes[0].text;
+  EXPECT_EQ(WEXITSTATUS(outcomes[1].status), 1) << outcomes[1].text;
+  EXPECT_NE(outcomes[1].text.find("rank 0 gave up: rank 0: the data ran out"), std::string::npos) << outcomes[1].text;
+  // Its connections closed, rank 1 did not wait out the 30 s timeout.
+  EXPECT_LT(seconds, 25) << outcomes[1].text;
 }
 
 TEST(RankGroup, AFailedRankSaysWhy) {
