@@ -22,31 +22,35 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-pid_t start_rank(const std::string& program, std::vector<std::string> argv) {
+pid_t start_rank(const std::string& program, std::vector<std::string> argv, const std::string& command) {
   std::vector<char*> raw;
   for (std::string& a : argv) raw.push_back(a.data());
   raw.push_back(nullptr);
   pid_t pid = 0;
   const int r = posix_spawn(&pid, program.c_str(), nullptr, nullptr, raw.data(), environ);
-  if (r != 0) throw Error("train: cannot start " + program + ": " + std::strerror(r));
+  if (r != 0) throw Error(command + ": cannot start " + program + ": " + std::strerror(r));
   return pid;
 }
 
 }  // namespace
 
-int launch_ranks(const std::vector<std::string>& train_args, int ranks, Seconds timeout) {
+int launch_ranks(const std::vector<std::string>& command, const std::vector<std::string>& args, int ranks,
+                 Seconds timeout) {
+  std::string name;
+  for (const std::string& word : command) name += (name.empty() ? "" : " ") + word;
   const runtime::RendezvousHost store("127.0.0.1", ranks, timeout);
   const std::string program = memtrain_program();
   std::vector<pid_t> pids;
   for (int r = 0; r < ranks; ++r) {
-    std::vector<std::string> argv{program, "train"};
-    argv.insert(argv.end(), train_args.begin(), train_args.end());
+    std::vector<std::string> argv{program};
+    argv.insert(argv.end(), command.begin(), command.end());
+    argv.insert(argv.end(), args.begin(), args.end());
     for (const std::string& a :
          {std::string("--rank"), std::to_string(r), std::string("--world"), std::to_string(ranks),
           std::string("--master"), "127.0.0.1:" + std::to_string(store.port()), std::string("--launched")})
       argv.push_back(a);
     try {
-      pids.push_back(start_rank(program, argv));
+      pids.push_back(start_rank(program, argv, name));
     } catch (...) {
       for (pid_t p : pids) ::kill(p, SIGKILL);
       for (pid_t p : pids) ::waitpid(p, nullptr, 0);

@@ -15,6 +15,7 @@
 #include "cli/json_file.h"
 #include "cli/planner_flags.h"
 #include "cli/progress_bar.h"
+#include "cli/rank_flags.h"
 #include "cli/rank_launcher.h"
 #include "cli/shared_device.h"
 #include "cli/train_report.h"
@@ -151,24 +152,11 @@ int run_train(const std::vector<std::string>& args) {
   std::int64_t steps = flags.integer("steps", 40, 1, INT64_MAX / 2);
   const std::int64_t epochs = flags.integer("epochs", 0, 0, 100000);
   // Ranks: started here (--ranks), or this process is one (--rank/--world/--master).
-  const int launch = static_cast<int>(flags.integer("ranks", 0, 1, 256));
-  const bool by_hand = flags.has("rank") || flags.has("world") || flags.has("master");
-  if (launch > 0 && by_hand) {
-    throw UsageError(
-        "train: --ranks N starts the ranks itself; --rank, --world and --master start one rank of a job "
-        "launched by hand or by a cluster's launcher");
-  }
-  runtime::RankAddress address;
-  if (by_hand) {
-    if (!flags.has("rank") || !flags.has("world") || !flags.has("master"))
-      throw UsageError("train: one rank of a job needs all of --rank R, --world N and --master HOST:PORT");
-    address.world = static_cast<int>(flags.integer("world", 1, 1, 4096));
-    address.rank = static_cast<int>(flags.integer("rank", 0, 0, address.world - 1));
-    runtime::parse_master(flags.text("master", ""), "--master", address);
-    address.launcher_serves_store = flags.has("launched");
-  }
-  address.timeout = flags.real("timeout", 60, 0.1, 86400);
-  const bool ranked = by_hand || launch > 0;
+  const RankFlags rank_flags = read_rank_flags(flags, "train");
+  const int launch = rank_flags.launch;
+  const bool by_hand = rank_flags.by_hand;
+  runtime::RankAddress address = rank_flags.address;
+  const bool ranked = rank_flags.ranked();
   if (!ranked && (flags.has("deterministic-reduce") || flags.has("shard-optimizer") || flags.has("timeout"))) {
     throw UsageError(
         "train: --deterministic-reduce, --shard-optimizer and --timeout are for ranks; give --ranks N or "
@@ -201,21 +189,13 @@ int run_train(const std::vector<std::string>& args) {
     throw UsageError("train: ranks keep the weights on the device; --weights-on host is not supported with ranks");
   flags.check_all_used();
   if (launch > 0) {
-    std::vector<std::string> rank_args;
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      if (args[i] == "--ranks") {
-        ++i;
-        continue;
-      }
-      if (args[i].rfind("--ranks=", 0) == 0) continue;
-      rank_args.push_back(args[i]);
-    }
+    std::vector<std::string> rank_args = args_without_ranks(args);
     // Each rank's share of the cores, unless the flags say otherwise.
     if (!flags.has("threads")) {
       rank_args.push_back("--threads");
       rank_args.push_back(std::to_string(threads));
     }
-    return launch_ranks(rank_args, launch, address.timeout);
+    return launch_ranks({"train"}, rank_args, launch, address.timeout);
   }
   std::unique_ptr<runtime::RankGroup> group;
   if (by_hand) {

@@ -1,19 +1,17 @@
 #include "cli/train_report.h"
 
 #include "cli/copy_stats_json.h"
+#include "core/fnv1a.h"
 
 namespace memtrain::cli {
 
 std::string parameter_digest(runtime::StagedModel& model) {
-  std::uint64_t h = 1469598103934665603ULL;
+  Fnv1a h;
   for (const torch::Tensor& p : model.parameters()) {
     const torch::Tensor c = p.detach().cpu().contiguous();
-    const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
-    for (std::size_t i = 0; i < c.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ULL;
+    h.add(c.data_ptr(), c.nbytes());
   }
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(h));
-  return text;
+  return hex_digest(h.value());
 }
 
 nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info) {

@@ -226,5 +226,55 @@ TEST(RanksCommand, RanksThatDisagreeOrFlagsThatDoNotFitAreRefused) {
   EXPECT_NE(WEXITSTATUS(s1), 0);
 }
 
+// CoorDL's partitioned cache across 3 rank processes, each cache 35% of the
+// dataset: from the second epoch on storage is not read at all (independent
+// caches: about 65%), and every sample arrives byte for byte.
+TEST(RanksCommand, APartitionedCacheReadsStorageOnlyInTheFirstEpochAndDeliversEveryByte) {
+  testing::TempDir dir;
+  const std::string data = dir.path() + "/fm", log = dir.path() + "/log";
+  ASSERT_EQ(
+      memtrain("data pack --from fashion-mnist --out " + data + " --resolution 32 --limit 600 --shard-size 64KiB", log),
+      0)
+      << text_of(log);
+  const std::string bench = "data bench --data " + data + " --cache-size 35% --cache-policy minio --epochs 3 --warm";
+  const std::string one = dir.path() + "/one.json", split = dir.path() + "/split.json",
+                    partitioned = dir.path() + "/partitioned.json";
+  ASSERT_EQ(memtrain(bench + " --json " + one, log), 0) << text_of(log);
+  ASSERT_EQ(memtrain(bench + " --ranks 3 --json " + split, log), 0) << text_of(log);
+  ASSERT_EQ(memtrain(bench + " --ranks 3 --partitioned-cache --json " + partitioned, log), 0) << text_of(log);
+  const json o = json_of(one), s = json_of(split), p = json_of(partitioned);
+  ASSERT_EQ(p.at("ranks"), 3);
+  EXPECT_TRUE(p.at("partitioned_cache").get<bool>());
+  for (int e = 0; e < 3; ++e) {
+    const json& pe = p.at("epochs").at(e);
+    // Every rank's samples together are one process's epoch, byte for byte.
+    EXPECT_EQ(pe.at("digest"), o.at("epochs").at(e).at("digest")) << "epoch " << e;
+    EXPECT_EQ(s.at("epochs").at(e).at("digest"), o.at("epochs").at(e).at("digest")) << "epoch " << e;
+    EXPECT_EQ(pe.at("samples"), 600);
+    ASSERT_EQ(pe.at("ranks").size(), 3u);
+    EXPECT_GT(pe.at("peer_bytes_read").get<double>(), 0.5 * p.at("dataset_bytes").get<double>()) << "epoch " << e;
+    if (e == 0) {
+      EXPECT_EQ(pe.at("storage_bytes_read"), p.at("dataset_bytes"));
+      continue;
+    }
+    EXPECT_LE(pe.at("storage_fraction").get<double>(), 0.05) << "epoch " << e;
+    EXPECT_GE(s.at("epochs").at(e).at("storage_fraction").get<double>(), 0.5) << "epoch " << e;
+  }
+}
+
+TEST(RanksCommand, APartitionedCacheWithoutRanksOrWithEvictionIsRefused) {
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/log";
+  const std::string bench = "data bench --data " + dir.path() + " --cache-size 35% --epochs 1";
+  EXPECT_EQ(memtrain(bench + " --cache-policy minio --partitioned-cache", log), 2);
+  EXPECT_NE(text_of(log).find("--partitioned-cache divides the dataset between ranks; give --ranks N"),
+            std::string::npos)
+      << text_of(log);
+  EXPECT_EQ(memtrain(bench + " --cache-policy lru --ranks 2 --partitioned-cache", log), 2);
+  EXPECT_NE(text_of(log).find("give --cache-policy minio, not lru"), std::string::npos) << text_of(log);
+  EXPECT_EQ(memtrain(bench + " --cache-policy minio --timeout 5", log), 2);
+  EXPECT_NE(text_of(log).find("--timeout is for ranks"), std::string::npos) << text_of(log);
+}
+
 }  // namespace
 }  // namespace memtrain

@@ -312,6 +312,20 @@ std::vector<std::vector<double>> RankGroup::gather(const std::vector<double>& va
   return all;
 }
 
+std::vector<std::string> RankGroup::exchange(const std::string& name, const std::string& text) {
+  if (world() == 1) return {text};
+  const auto key = [&](int r) { return "memtrain/exchange/" + name + "/" + std::to_string(r); };
+  std::vector<std::string> all(world());
+  collective("exchange", [&] {
+    impl_->store->set(key(rank()), bytes_of(text));
+    for (int r = 0; r < world(); ++r) {
+      impl_->store->wait({key(r)}, to_ms(address_.timeout));
+      all[r] = text_of(impl_->store->get(key(r)));
+    }
+  });
+  return all;
+}
+
 void RankGroup::fail(const std::string& why) noexcept {
   impl_->failed = true;
   try {

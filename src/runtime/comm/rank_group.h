@@ -88,6 +88,9 @@ class RankGroup {
   void ordered_sum(std::vector<torch::Tensor>& tensors);
   // Every rank's `values` (each rank the same count), in rank order.
   std::vector<std::vector<double>> gather(const std::vector<double>& values);
+  // Every rank's `text` under `name` (e.g. where it serves something), in
+  // rank order; through the store, so any length.
+  std::vector<std::string> exchange(const std::string& name, const std::string& text);
 
   // Tells the others this rank gives up and why, so their failure names it.
   void fail(const std::string& why) noexcept;
