@@ -319,11 +319,14 @@ int run_train(const std::vector<std::string>& args) {
           100 * copies.hidden_fraction(CopyDirection::ToDevice), 100 * sum.median_time_prediction_error);
     }
     nlohmann::json pipeline;
-    if (const auto counters = batches->pipeline_counters(); counters && speaks) {
-      std::printf("memtrain: input pipeline waited %.2f s of %.2f s (%.1f%%); %s\n", sum.data_wait_seconds,
-                  sum.mean_step_seconds * static_cast<double>(sum.steps), 100 * sum.data_wait_fraction,
-                  counters->summary.c_str());
-      for (const std::string& note : counters->notes) std::printf("memtrain: %s\n", note.c_str());
+    // Every rank's report has its own pipeline's counters; rank 0 prints its own.
+    if (const auto counters = batches->pipeline_counters()) {
+      if (speaks) {
+        std::printf("memtrain: input pipeline waited %.2f s of %.2f s (%.1f%%); %s\n", sum.data_wait_seconds,
+                    sum.mean_step_seconds * static_cast<double>(sum.steps), 100 * sum.data_wait_fraction,
+                    counters->summary.c_str());
+        for (const std::string& note : counters->notes) std::printf("memtrain: %s\n", note.c_str());
+      }
       pipeline = counters->fields;
     }
     if (!json_path.empty()) {

@@ -262,6 +262,27 @@ TEST(RanksCommand, APartitionedCacheReadsStorageOnlyInTheFirstEpochAndDeliversEv
   }
 }
 
+// Ranks training from packed shards: every rank's report carries its own
+// input pipeline's counters, not only rank 0's.
+TEST(RanksCommand, EveryRankReportsItsInputPipeline) {
+  testing::TempDir dir;
+  const std::string data = dir.path() + "/fm", log = dir.path() + "/log", report = dir.path() + "/train.json";
+  ASSERT_EQ(memtrain("data pack --from fashion-mnist --out " + data + " --resolution 32 --limit 64", log), 0)
+      << text_of(log);
+  ASSERT_EQ(memtrain("train --model resnet --width 4 --data " + data +
+                         " --batch 4 --min-scale 16 --max-scale 24 --steps 2 --budget 90% --prep-threads 1 "
+                         "--threads 1 --quiet --ranks 2 --json " +
+                         report,
+                     log),
+            0)
+      << text_of(log);
+  for (const std::string& path : {report, report + ".rank1"}) {
+    const json j = json_of(path);
+    ASSERT_TRUE(j.at("input_pipeline").is_object()) << path;
+    EXPECT_GT(j.at("input_pipeline").at("samples_delivered").get<int>(), 0) << path;
+  }
+}
+
 TEST(RanksCommand, APartitionedCacheWithoutRanksOrWithEvictionIsRefused) {
   testing::TempDir dir;
   const std::string log = dir.path() + "/log";
