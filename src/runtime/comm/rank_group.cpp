@@ -19,6 +19,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "core/parse_number.h"
+#include "runtime/comm/tensor_buckets.h"
 
 namespace memtrain::runtime {
 
@@ -245,55 +246,74 @@ void RankGroup::collective(const char* what, F&& run) {
   }
 }
 
-void RankGroup::broadcast(std::vector<torch::Tensor>& tensors, int root) {
+// Runs `start` (which issues a collective on a bucket's flat copy) bucket
+// by bucket, at most two in flight, and copies each back when it is done.
+template <typename Start>
+void RankGroup::bucketed(std::vector<torch::Tensor>& tensors, Bytes bucket_bytes, Start&& start) {
+  struct InFlight {
+    std::size_t bucket;
+    torch::Tensor flat;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  const std::vector<std::vector<std::size_t>> buckets = tensor_buckets(tensors, bucket_bytes);
+  std::vector<InFlight> flying;
+  const auto land = [&] {
+    flying.front().work->wait();
+    unflatten_bucket(flying.front().flat, tensors, buckets[flying.front().bucket]);
+    flying.erase(flying.begin());
+  };
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    if (flying.size() == 2) land();
+    torch::Tensor flat = flatten_bucket(tensors, buckets[k]);
+    std::vector<at::Tensor> one{flat};
+    flying.push_back({k, flat, start(one)});
+  }
+  while (!flying.empty()) land();
+}
+
+void RankGroup::broadcast(std::vector<torch::Tensor>& tensors, int root, Bytes bucket_bytes) {
   if (world() == 1) return;
   collective("broadcast", [&] {
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    for (torch::Tensor& t : tensors) {
-      std::vector<at::Tensor> one{t};
+    bucketed(tensors, bucket_bytes, [&](std::vector<at::Tensor>& one) {
       c10d::BroadcastOptions o;
       o.rootRank = root;
-      works.push_back(impl_->group->broadcast(one, o));
-    }
-    for (auto& w : works) w->wait();
+      return impl_->group->broadcast(one, o);
+    });
   });
 }
 
-void RankGroup::sum(std::vector<torch::Tensor>& tensors) {
+void RankGroup::sum(std::vector<torch::Tensor>& tensors, Bytes bucket_bytes) {
   if (world() == 1) return;
   collective("all-reduce", [&] {
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    for (torch::Tensor& t : tensors) {
-      std::vector<at::Tensor> one{t};
-      works.push_back(impl_->group->allreduce(one));
-    }
-    for (auto& w : works) w->wait();
+    bucketed(tensors, bucket_bytes, [&](std::vector<at::Tensor>& one) { return impl_->group->allreduce(one); });
   });
 }
 
-void RankGroup::ordered_sum(std::vector<torch::Tensor>& tensors) {
+void RankGroup::ordered_sum(std::vector<torch::Tensor>& tensors, Bytes bucket_bytes) {
   if (world() == 1) return;
   const int r = rank(), last = world() - 1;
   collective("ordered all-reduce", [&] {
-    // Along the ranks: rank r adds its values to the sum of ranks 0..r-1.
-    std::vector<c10::intrusive_ptr<c10d::Work>> sends;
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      torch::Tensor& t = tensors[i];
-      const int tag = static_cast<int>(i);
+    // Bucket by bucket, along the ranks: rank r adds its values to the sum
+    // of ranks 0..r-1, and the last rank's sum goes to every rank. Element
+    // by element that is the same addition whatever the buckets.
+    const std::vector<std::vector<std::size_t>> buckets = tensor_buckets(tensors, bucket_bytes);
+    for (std::size_t k = 0; k < buckets.size(); ++k) {
+      torch::Tensor flat = flatten_bucket(tensors, buckets[k]);
+      const int tag = static_cast<int>(k);
       if (r > 0) {
-        std::vector<at::Tensor> incoming{torch::empty_like(t)};
+        std::vector<at::Tensor> incoming{torch::empty_like(flat)};
         impl_->group->recv(incoming, r - 1, tag)->wait();
         // (sum of 0..r-1) + x_r: addition commutes exactly, so in place is fine.
-        t.add_(incoming[0]);
+        flat.add_(incoming[0]);
       }
-      if (r < last) {
-        std::vector<at::Tensor> out{t};
-        sends.push_back(impl_->group->send(out, r + 1, tag));
-      }
+      std::vector<at::Tensor> one{flat};
+      if (r < last) impl_->group->send(one, r + 1, tag)->wait();
+      c10d::BroadcastOptions o;
+      o.rootRank = last;
+      impl_->group->broadcast(one, o)->wait();
+      unflatten_bucket(flat, tensors, buckets[k]);
     }
-    for (auto& w : sends) w->wait();
   });
-  broadcast(tensors, last);
 }
 
 std::vector<std::vector<double>> RankGroup::gather(const std::vector<double>& values) {

@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "runtime/comm/tensor_buckets.h"
 
 namespace memtrain::runtime {
 
@@ -77,15 +78,17 @@ class RankGroup {
   int world() const { return address_.world; }
   Seconds timeout() const { return address_.timeout; }
 
+  // Collectives on many tensors move them as buckets of at most
+  // `bucket_bytes` (tensor_buckets.h).
   // In place, every tensor: rank `root`'s values everywhere.
-  void broadcast(std::vector<torch::Tensor>& tensors, int root = 0);
+  void broadcast(std::vector<torch::Tensor>& tensors, int root = 0, Bytes bucket_bytes = kBucketBytes);
   // In place, every tensor: the sum over ranks, in whatever order the
   // transport adds (ring); fast.
-  void sum(std::vector<torch::Tensor>& tensors);
+  void sum(std::vector<torch::Tensor>& tensors, Bytes bucket_bytes = kBucketBytes);
   // In place: ((x_0 + x_1) + x_2) + ... in rank order, so the result is
   // bit for bit what one process adding the ranks' values in turn gets.
-  // Each tensor travels rank to rank and back; `scratch` bytes per tensor.
-  void ordered_sum(std::vector<torch::Tensor>& tensors);
+  // Each bucket travels rank to rank and back.
+  void ordered_sum(std::vector<torch::Tensor>& tensors, Bytes bucket_bytes = kBucketBytes);
   // Every rank's `values` (each rank the same count), in rank order.
   std::vector<std::vector<double>> gather(const std::vector<double>& values);
   // Every rank's `text` under `name` (e.g. where it serves something), in
@@ -98,6 +101,8 @@ class RankGroup {
  private:
   template <typename F>
   void collective(const char* what, F&& run);
+  template <typename Start>
+  void bucketed(std::vector<torch::Tensor>& tensors, Bytes bucket_bytes, Start&& start);
   // Who is to blame for a failed collective: a reported failure, a stale
   // heartbeat or a rank behind this one.
   RankFailure diagnose(const char* what, const std::string& error);

@@ -535,25 +535,30 @@ void Trainer::reduce_gradients(StepRecord& rec) {
     grads.push_back(p.grad());
   }
   if (options_.deterministic_reduce) {
-    options_.ranks->ordered_sum(grads);
+    options_.ranks->ordered_sum(grads, bucket_bytes_);
   } else {
-    options_.ranks->sum(grads);
+    options_.ranks->sum(grads, bucket_bytes_);
   }
   rec.reduce_seconds = seconds_since(t0);
+}
+
+std::vector<torch::Tensor> Trainer::shard_pieces(int r) const {
+  std::vector<torch::Tensor> pieces;
+  const std::vector<torch::Tensor> params = model_->parameters();
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    const ElementRange& owned = shards_[r][k];
+    if (owned.size() > 0) pieces.push_back(params[k].detach().view({-1}).narrow(0, owned.begin, owned.size()));
+  }
+  return pieces;
 }
 
 void Trainer::share_weights(StepRecord& rec) {
   const Clock::time_point t0 = Clock::now();
   torch::NoGradGuard no_grad;
-  const std::vector<torch::Tensor> params = model_->parameters();
   // Rank by rank, in the same order everywhere: its updated elements, in place.
   for (int r = 0; r < static_cast<int>(shards_.size()); ++r) {
-    std::vector<torch::Tensor> pieces;
-    for (std::size_t k = 0; k < params.size(); ++k) {
-      const ElementRange& owned = shards_[r][k];
-      if (owned.size() > 0) pieces.push_back(params[k].detach().view({-1}).narrow(0, owned.begin, owned.size()));
-    }
-    options_.ranks->broadcast(pieces, r);
+    std::vector<torch::Tensor> pieces = shard_pieces(r);
+    options_.ranks->broadcast(pieces, r, bucket_bytes_);
   }
   rec.share_seconds = seconds_since(t0);
 }
@@ -634,13 +639,23 @@ void Trainer::update(std::int64_t size, const ExecutionResult& result, StepRecor
     rec.peak_bytes = result.peak;
     return;
   }
-  // Only with room for the update's temporary (and the ordered sum's
-  // incoming copy of one gradient), so neither stops half way.
+  // Only with room for the update's temporary (and, with ranks, the flat
+  // copies of the buckets the gradients and shared weights travel in: one
+  // after the other), so none stops half way. The buckets are as large as
+  // the room left allows: at worst one tensor each, which needs no copy.
   memory_.synchronize();
   const Bytes before_update = memory_.live();
   Bytes temporary = optimizer_->update_temp_bytes();
-  if (options_.ranks && options_.deterministic_reduce) {
-    for (const torch::Tensor& p : model_->parameters()) temporary = std::max(temporary, static_cast<Bytes>(p.nbytes()));
+  if (options_.ranks) {
+    const std::vector<torch::Tensor> params = model_->parameters();
+    const Bytes room = memory_.enforced() ? step_budget_ - before_update : INT64_MAX;
+    bucket_bytes_ = bucket_bytes_within(params, options_.deterministic_reduce, room);
+    for (std::size_t r = 0; r < shards_.size(); ++r)
+      bucket_bytes_ = std::min(bucket_bytes_, bucket_bytes_within(shard_pieces(static_cast<int>(r)), false, room));
+    temporary = std::max(temporary, bucket_temporary_bytes(params, options_.deterministic_reduce, bucket_bytes_));
+    for (std::size_t r = 0; r < shards_.size(); ++r) {
+      temporary = std::max(temporary, bucket_temporary_bytes(shard_pieces(static_cast<int>(r)), false, bucket_bytes_));
+    }
   }
   if (memory_.enforced() && before_update + temporary > step_budget_) {
     throw Error("step " + std::to_string(rec.step) + ": budget " + format_bytes(step_budget_) +

@@ -49,6 +49,7 @@
 #include "predict/plan_cache.h"
 #include "predict/prediction_error.h"
 #include "runtime/comm/rank_group.h"
+#include "runtime/comm/tensor_buckets.h"
 #include "runtime/execution/executor.h"
 #include "runtime/execution/host_weights.h"
 #include "runtime/input/batch_source.h"
@@ -260,6 +261,8 @@ class Trainer {
   StepRun run_parts(const Schedule& schedule, const StepParts& parts);
   // The ranks' gradients summed, in place on every rank.
   void reduce_gradients(StepRecord& rec);
+  // Rank r's part of the weights (its optimizer shard), as views.
+  std::vector<torch::Tensor> shard_pieces(int r) const;
   // A sharded optimizer: every rank's updated elements to every other rank.
   void share_weights(StepRecord& rec);
   // Whose optimizer shard this process keeps: 0 and 0 when unsharded.
@@ -321,6 +324,7 @@ class Trainer {
   std::unique_ptr<StagedModel> model_;
   std::unique_ptr<Adam> optimizer_;
   std::vector<std::vector<ElementRange>> shards_;  // a sharded optimizer: per rank, its elements of each weight
+  Bytes bucket_bytes_ = kBucketBytes;              // with ranks: the largest bucket a collective moves this step
   std::unique_ptr<plan::Planner> planner_;
   std::unique_ptr<HostWeights> host_weights_;  // weights in host memory; null: on the device
   std::unique_ptr<Executor> executor_;

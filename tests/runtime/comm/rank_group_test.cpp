@@ -109,6 +109,48 @@ TEST(RankGroup, OrderedSumIsTheSumInRankOrderBitForBit) {
   }
 }
 
+// Tensors of several shapes that buckets of 1 KiB group as
+// {0, 1, 2}, {3} (alone: larger than a bucket), {4, 5}.
+std::vector<torch::Tensor> bucketed_tensors(int rank) {
+  std::vector<torch::Tensor> ts;
+  const std::vector<std::vector<std::int64_t>> shapes{{10}, {4, 8}, {3}, {300}, {2, 3, 5}, {40}};
+  for (std::size_t k = 0; k < shapes.size(); ++k)
+    ts.push_back(torch::randn(shapes[k], at::detail::createCPUGenerator(static_cast<std::uint64_t>(100 * rank) + k)));
+  return ts;
+}
+
+TEST(RankGroup, TensorsInBucketsAreSummedAndBroadcastAsOneByOne) {
+  const Bytes bucket = 1024;
+  ASSERT_EQ(tensor_buckets(bucketed_tensors(0), bucket).size(), 3u);
+  const int world = 3;
+  const auto outcomes = run_ranks(world, 20, [&](RankGroup& g) {
+    std::vector<torch::Tensor> ordered = bucketed_tensors(g.rank()), ring = bucketed_tensors(g.rank()),
+                               shared = bucketed_tensors(g.rank());
+    g.ordered_sum(ordered, bucket);
+    g.sum(ring, bucket);
+    g.broadcast(shared, 2, bucket);
+    std::string out;
+    for (std::size_t k = 0; k < ordered.size(); ++k) {
+      // The ring may add in another order: equal within rounding.
+      const bool ring_close = torch::allclose(ring[k], ordered[k], 1e-5, 1e-6);
+      out += hex(ordered[k]) + "|" + hex(shared[k]) + "|" + (ring_close ? "close" : "far") + ";";
+    }
+    return out;
+  });
+  std::vector<torch::Tensor> sums = bucketed_tensors(0);
+  for (int r = 1; r < world; ++r) {
+    const std::vector<torch::Tensor> theirs = bucketed_tensors(r);
+    for (std::size_t k = 0; k < sums.size(); ++k) sums[k] = sums[k] + theirs[k];
+  }
+  const std::vector<torch::Tensor> roots = bucketed_tensors(2);
+  std::string expected;
+  for (std::size_t k = 0; k < sums.size(); ++k) expected += hex(sums[k]) + "|" + hex(roots[k]) + "|close;";
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(outcomes[r].status, 0) << outcomes[r].text;
+    EXPECT_EQ(outcomes[r].text, expected) << "rank " << r;
+  }
+}
+
 TEST(RankGroup, SumBroadcastAndGatherAgreeOnEveryRank) {
   const int world = 3;
   const auto outcomes = run_ranks(world, 20, [](RankGroup& g) {
