@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,7 @@
 #include "cli/json_file.h"
 #include "cli/planner_flags.h"
 #include "cli/profile_flags.h"
+#include "cli/rank_advice.h"
 #include "cli/workload_flags.h"
 #include "core/error.h"
 #include "core/parse_number.h"
@@ -45,6 +47,18 @@ const char* kAdviseHelp =
     "  --validate                   run each method at its predicted best batch and print\n"
     "                               predicted against measured throughput and peak memory\n"
     "  --batch-limit N              largest batch considered (default 1048576)\n"
+    "\n"
+    "Across ranks (data parallelism, as `train --ranks`):\n"
+    "  --ranks LIST                 rank counts on this machine, e.g. 2,4: for each, measures the\n"
+    "                               ranks' all-reduce at the model's gradient size and how much slower\n"
+    "                               they compute at once (`comm bench`), then predicts per method the\n"
+    "                               batch per rank with the highest throughput, its step time (compute\n"
+    "                               + all-reduce + the step's small gathers) and the job's samples/s;\n"
+    "                               with --validate, runs each (`profile --ranks`) and prints measured\n"
+    "                               against predicted. The sweep runs with the threads each rank gets\n"
+    "                               (--threads, default the cores divided by the largest count); `vs 1\n"
+    "                               rank` compares with one process of those threads.\n"
+    "  --timeout S                  with --ranks: a rank that does not answer within S seconds is named\n"
     "\n"
     "To measure here or to validate:\n"
     "WORKLOAD"
@@ -180,6 +194,30 @@ void plot_advice(const predict::Advice& a, const std::vector<predict::Measuremen
   std::printf("wrote %s\n", path.c_str());
 }
 
+// advise's flags that a `profile --ranks` run takes too: the workload's and
+// the profile's, without what advise or the run sets itself.
+std::vector<std::string> profile_args_of(const std::vector<std::string>& args) {
+  const std::vector<std::string> dropped_values{"device-memory", "headroom", "from-csv",    "csv",
+                                                "json",          "plot",     "batch-limit", "ranks",
+                                                "timeout",       "method",   "batches",     "threads"};
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--validate") continue;
+    bool dropped = false;
+    for (const std::string& name : dropped_values) {
+      if (a == "--" + name) {
+        ++i;
+        dropped = true;
+      } else if (a.rfind("--" + name + "=", 0) == 0) {
+        dropped = true;
+      }
+    }
+    if (!dropped) out.push_back(a);
+  }
+  return out;
+}
+
 std::vector<Validation> validate(const predict::Advice& a, const Workload& workload, const ProfileRequest& request) {
   std::vector<Validation> out;
   for (const predict::MethodAdvice& m : a.methods) {
@@ -252,9 +290,25 @@ int run_advise(const std::vector<std::string>& args) {
   const bool measure_here = from_csv.empty();
   if (!measure_here && !csv_path.empty())
     throw UsageError("advise: --csv writes measurements taken here; not with --from-csv");
+  std::optional<RankAdviceRequest> ranks;
+  if (flags.has("ranks")) {
+    if (!measure_here)
+      throw UsageError("advise: --ranks measures the ranks' communication and the methods here; not with --from-csv");
+    ranks.emplace();
+    ranks->ranks = parse_rank_counts(flags.text("ranks", ""));
+    ranks->timeout = flags.real("timeout", 60, 0.1, 86400);
+    ranks->validate = run_validation;
+    ranks->profile_args = profile_args_of(args);
+  } else if (flags.has("timeout")) {
+    throw UsageError("advise: --timeout is for ranks; give --ranks LIST");
+  }
+  const bool threads_given = flags.has("threads");
   const WorkloadFlags workload_flags = read_workload_flags(flags);
   std::optional<ProfileRequest> request;
   if (measure_here || run_validation) request = read_profile_flags(flags);
+  if (ranks && !threads_given) {
+    request->threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / ranks->ranks.back()));
+  }
   flags.check_all_used();
 
   std::optional<Workload> workload;
@@ -274,9 +328,12 @@ int run_advise(const std::vector<std::string>& args) {
     use_compute_threads(request->threads);  // as the sweep does, when there was none
     validation = validate(advice, *workload, *request);
   }
-  if (!json_path.empty()) {
-    write_json_file(advice_json(advice, validation), json_path);
+  nlohmann::json report = advice_json(advice, validation);
+  if (ranks) {
+    if (!workload) workload.emplace(workload_flags);
+    report["ranks"] = advise_ranks(advice, *workload, *request, *ranks);
   }
+  if (!json_path.empty()) write_json_file(report, json_path);
   plot_advice(advice, rows, plot_path, terminal);
   return 0;
 }

@@ -20,6 +20,7 @@ const char* kUsage =
     "  calibrate  measure this machine's stage times and host-link bandwidths into a chain file\n"
     "  profile    measure peak memory and step time of memory methods over batch sizes (CSV)\n"
     "  advise     fit PAPAYA's model to such measurements and say which method and batch pay off\n"
+    "  comm       `comm bench`: all-reduce time by size over ranks, compute slowdown of ranks sharing a machine\n"
     "  data       dataset tools: `data pack` writes Fashion-MNIST or Brown as tar shards, `data bench` caches\n"
     "  jobs       several training jobs, each its own process, sharing one device budget under a policy\n"
     "  stalls     where an epoch from packed shards waits: fetching, preprocessing; what-if cache and threads\n"
@@ -44,8 +45,9 @@ int run_memtrain(const std::vector<std::string>& args) {
     if (args[0] == "simulate") return run_simulate(rest);
     if (args[0] == "calibrate") return run_calibrate(rest);
     if (args[0] == "jobs") return run_jobs(rest);
+    if (args[0] == "comm") return run_comm(rest);
     throw UsageError("unknown command '" + args[0] +
-                     "'; known: advise, calibrate, data, jobs, plan, profile, simulate, stalls, train");
+                     "'; known: advise, calibrate, comm, data, jobs, plan, profile, simulate, stalls, train");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "memtrain: %s\n", e.what());
     return 2;

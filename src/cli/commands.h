@@ -20,5 +20,6 @@ int run_stalls(const std::vector<std::string>& args);
 int run_simulate(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);
 int run_jobs(const std::vector<std::string>& args);
+int run_comm(const std::vector<std::string>& args);
 
 }  // namespace memtrain::cli

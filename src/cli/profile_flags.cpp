@@ -76,7 +76,8 @@ ProfileRequest read_profile_flags(Flags& flags) {
   return r;
 }
 
-std::vector<runtime::ProfilePoint> run_profile_sweep(const Workload& workload, const ProfileRequest& request) {
+std::vector<runtime::ProfilePoint> run_profile_sweep(const Workload& workload, const ProfileRequest& request,
+                                                     bool report) {
   use_compute_threads(request.threads);
   std::vector<runtime::ProfilePoint> points;
   for (const runtime::ProfileMethod& m : request.methods) {
@@ -84,10 +85,11 @@ std::vector<runtime::ProfilePoint> run_profile_sweep(const Workload& workload, c
       runtime::ProfilePoint p = runtime::profile_batch(
           m, b, workload.model_factory(),
           [&](std::int64_t batch) { return workload.batches(batch, request.options.seed); }, request.options);
-      std::fprintf(stderr, "memtrain: %-20s batch %5lld  input %-12s peak %12s  step %8.4f s  %8.1f samples/s\n",
-                   m.name.c_str(), static_cast<long long>(b), p.signature.c_str(),
-                   format_bytes(p.measurement.peak_bytes).c_str(), p.measurement.step_seconds,
-                   static_cast<double>(b) / p.measurement.step_seconds);
+      if (report)
+        std::fprintf(stderr, "memtrain: %-20s batch %5lld  input %-12s peak %12s  step %8.4f s  %8.1f samples/s\n",
+                     m.name.c_str(), static_cast<long long>(b), p.signature.c_str(),
+                     format_bytes(p.measurement.peak_bytes).c_str(), p.measurement.step_seconds,
+                     static_cast<double>(b) / p.measurement.step_seconds);
       points.push_back(std::move(p));
     }
   }

@@ -30,8 +30,10 @@ ProfileRequest read_profile_flags(Flags& flags);
 // "4,8,16" -> {4, 8, 16}; UsageError naming `what` for anything else.
 std::vector<std::int64_t> parse_batch_list(const std::string& text, const std::string& what);
 
-// One measurement per method and batch, with a line on stderr for each.
-std::vector<runtime::ProfilePoint> run_profile_sweep(const Workload& workload, const ProfileRequest& request);
+// One measurement per method and batch, with a line on stderr for each
+// when `report`.
+std::vector<runtime::ProfilePoint> run_profile_sweep(const Workload& workload, const ProfileRequest& request,
+                                                     bool report = true);
 
 // The measurements as CSV (predict/measurement.h); Error naming the path.
 void write_measurements_file(const std::vector<predict::Measurement>& rows, const std::string& path);

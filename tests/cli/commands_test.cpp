@@ -60,8 +60,9 @@ void expect_refused(const std::vector<std::string>& args, const std::string& mes
 
 TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   EXPECT_EQ(run({}).status, 2);
-  expect_refused({"fly"},
-                 "unknown command 'fly'; known: advise, calibrate, data, jobs, plan, profile, simulate, stalls, train");
+  expect_refused(
+      {"fly"},
+      "unknown command 'fly'; known: advise, calibrate, comm, data, jobs, plan, profile, simulate, stalls, train");
   expect_refused({"train", "--planner", "rotor"},
                  "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static, swap");
   expect_refused({"train", "--budget", "150%"}, "--budget '150%' is not a valid percentage");

@@ -297,5 +297,105 @@ TEST(RanksCommand, APartitionedCacheWithoutRanksOrWithEvictionIsRefused) {
   EXPECT_NE(text_of(log).find("--timeout is for ranks"), std::string::npos) << text_of(log);
 }
 
+TEST(RanksCommand, CommBenchMeasuresAllReducesAndFitsThem) {
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/log", report = dir.path() + "/comm.json";
+  ASSERT_EQ(memtrain("comm bench --ranks 2 --threads 1 --sizes 64KiB,1MiB --tensors 1,16 --repeats 3 "
+                     "--compute-seconds 0.05 --json " +
+                         report,
+                     log),
+            0)
+      << text_of(log);
+  const json j = json_of(report);
+  EXPECT_EQ(j["ranks"], 2);
+  EXPECT_EQ(j["threads"], 1);
+  ASSERT_EQ(j["all_reduce"].size(), 4u);
+  for (const json& p : j["all_reduce"]) {
+    EXPECT_GT(p["seconds"].get<double>(), 0) << p;
+    EXPECT_EQ(p["repeats"].size(), 3u) << p;
+  }
+  EXPECT_EQ(j["all_reduce"][3]["bytes"], 1 << 20);
+  EXPECT_EQ(j["all_reduce"][3]["tensors"], 16);
+  EXPECT_GT(j["compute"]["slowdown"].get<double>(), 0);
+  EXPECT_GT(j["small_gather_seconds"].get<double>(), 0);
+  const json& fit = j["fit"];
+  for (const char* k : {"latency", "per_tensor", "seconds_per_byte"}) EXPECT_GE(fit[k].get<double>(), 0) << k;
+  EXPECT_GT(fit["latency"].get<double>() + fit["per_tensor"].get<double>() + fit["seconds_per_byte"].get<double>(), 0);
+}
+
+// The small tagger, one thread per process.
+const std::string kSmallTagger =
+    " --layers 1 --width 32 --heads 2 --vocab 2000 --max-length 24 --threads 1 --warmup 1 --timed-steps 3";
+
+TEST(RanksCommand, ProfileOverRanksTimesTheDataParallelStep) {
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/log", csv = dir.path() + "/p.csv", report = dir.path() + "/p.json";
+  ASSERT_EQ(memtrain("profile --ranks 2 --method none,checkpoint --batches 2,4 --csv " + csv + " --json " + report +
+                         kSmallTagger,
+                     log),
+            0)
+      << text_of(log);
+  const json j = json_of(report);
+  EXPECT_EQ(j["ranks"], 2);
+  EXPECT_EQ(j["threads"], 1);
+  ASSERT_EQ(j["measurements"].size(), 4u);
+  for (const json& m : j["measurements"]) {
+    EXPECT_GT(m["step_seconds"].get<double>(), 0) << m;
+    EXPECT_EQ(m["timed_step_seconds"].size(), 3u) << m;
+  }
+  EXPECT_NE(text_of(csv).find("checkpoint,4,"), std::string::npos) << text_of(csv);
+}
+
+TEST(RanksCommand, AdviseAcrossRanksPredictsAndMeasuresEachRankCount) {
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/log", report = dir.path() + "/a.json";
+  ASSERT_EQ(memtrain("advise --ranks 2 --validate --method none --batches 2,4,6,8 --batch-limit 8 --device-memory 1GiB "
+                     "--plot " +
+                         dir.path() + "/a.svg --json " + report + kSmallTagger,
+                     log),
+            0)
+      << text_of(log);
+  const json j = json_of(report);
+  ASSERT_EQ(j["ranks"].size(), 1u);
+  const json& r = j["ranks"][0];
+  EXPECT_EQ(r["ranks"], 2);
+  EXPECT_GT(r["gradient_bytes"].get<double>(), 0);
+  EXPECT_GT(r["gradient_tensors"].get<int>(), 1);
+  ASSERT_EQ(r["methods"].size(), 1u);
+  const json& m = r["methods"][0];
+  EXPECT_EQ(m["method"], "none");
+  const int batch = m["batch"].get<int>();
+  EXPECT_GE(batch, 1);
+  EXPECT_LE(batch, 8);
+  const double step = m["predicted_step_seconds"].get<double>();
+  EXPECT_NEAR(step, m["predicted_compute_seconds"].get<double>() + m["predicted_communication_seconds"].get<double>(),
+              1e-9);
+  EXPECT_GT(m["predicted_communication_seconds"].get<double>(), 0);
+  EXPECT_NEAR(m["predicted_throughput"].get<double>(), 2 * batch / step, 1e-6);
+  EXPECT_GT(m["measured_step_seconds"].get<double>(), 0);
+  EXPECT_EQ(r["recommended"], "none");
+}
+
+TEST(RanksCommand, CommBenchAdviseAndProfileRefuseRankFlagsThatDoNotFit) {
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/log";
+  EXPECT_EQ(memtrain("comm bench --sizes 1MiB", log), 2);
+  EXPECT_NE(text_of(log).find("comm bench measures ranks; give --ranks N"), std::string::npos) << text_of(log);
+  EXPECT_EQ(memtrain("comm bench --ranks 2 --sizes 1MiB,2", log), 2);
+  EXPECT_NE(text_of(log).find("'2' is below 4 bytes"), std::string::npos) << text_of(log);
+  EXPECT_EQ(memtrain("comm bench --ranks 2 --tensors 0", log), 2);
+  EXPECT_NE(text_of(log).find("'0' is not a count"), std::string::npos) << text_of(log);
+  EXPECT_EQ(memtrain("advise --device-memory 1GiB --ranks 1", log), 2);
+  EXPECT_NE(text_of(log).find("'1' is not a rank count; expected whole numbers 2..256"), std::string::npos)
+      << text_of(log);
+  EXPECT_EQ(memtrain("advise --device-memory 1GiB --ranks 2 --from-csv " + dir.path() + "/none.csv", log), 2);
+  EXPECT_NE(text_of(log).find("--ranks measures the ranks' communication and the methods here"), std::string::npos)
+      << text_of(log);
+  EXPECT_EQ(memtrain("advise --device-memory 1GiB --timeout 5", log), 2);
+  EXPECT_NE(text_of(log).find("advise: --timeout is for ranks"), std::string::npos) << text_of(log);
+  EXPECT_EQ(memtrain("profile --timeout 5", log), 2);
+  EXPECT_NE(text_of(log).find("profile: --timeout is for ranks"), std::string::npos) << text_of(log);
+}
+
 }  // namespace
 }  // namespace memtrain

@@ -53,6 +53,7 @@ ProfilePoint profile_batch(const ProfileMethod& method, std::int64_t batch, cons
   o.adam = options.adam;
   // A measurement, not a guarantee: the peak is recorded, not enforced.
   o.enforce = false;
+  o.ranks = options.ranks;
   Trainer trainer(o, *memory, model, source);
   trainer.calibrate();
   for (int s = 0; s < options.warmup_steps; ++s) trainer.step();
@@ -63,6 +64,10 @@ ProfilePoint profile_batch(const ProfileMethod& method, std::int64_t batch, cons
   for (int s = 0; s < options.timed_steps; ++s) {
     const StepRecord r = trainer.step();
     p.timed_seconds.push_back(r.seconds);
+    if (options.ranks) {
+      for (const std::vector<double>& theirs : options.ranks->gather({r.seconds}))
+        p.timed_seconds.back() = std::max(p.timed_seconds.back(), theirs[0]);
+    }
     peak = std::max(peak, r.peak_bytes);
     p.signature = r.signature.describe();
   }

@@ -45,6 +45,10 @@ struct ProfileOptions {
   std::string device = "cpu";
   plan::PlannerOptions planner_options;
   AdamOptions adam;
+  // Data parallelism: this process is one rank (not owned); every rank runs
+  // the same input and sums its gradients with the others', and a timed
+  // step counts as long as the slowest rank's.
+  RankGroup* ranks = nullptr;
 };
 
 struct ProfilePoint {
