@@ -14,8 +14,11 @@
 // and CoorDL's partitioned cache (section ranks_bench_cache): `memtrain data
 // bench` on packed Fashion-MNIST, one process against 3 ranks with
 // independent caches and with a partitioned one, each cache 35% of the
-// dataset: storage bytes per epoch and every sample's bytes (digests).
-// --part training|cache runs one of the two.
+// dataset: storage bytes per epoch and every sample's bytes (digests);
+// and PAPAYA's model across ranks (section ranks_bench_advise): `memtrain
+// advise --ranks 2,4 --validate` for the tagger and the GPT, predicted
+// against measured step time per rank count and method.
+// --part training|cache|advise runs one of the three.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -184,18 +187,89 @@ void publish_partitioned_cache(const std::string& out_path, std::int64_t images,
   publish("ranks_bench_cache", md.str(), out_path);
 }
 
+// `advise --ranks 2,4 --validate` for one model: its report.
+json rank_advice(const std::vector<std::string>& model_flags, const std::string& batches, const std::string& dir,
+                 int& index) {
+  std::vector<std::string> args = {"advise",
+                                   "--device-memory",
+                                   "4GiB",
+                                   "--method",
+                                   "none,checkpoint:optimal",
+                                   "--batches",
+                                   batches,
+                                   "--ranks",
+                                   "2,4",
+                                   "--validate",
+                                   "--threads",
+                                   "1",
+                                   "--plot",
+                                   dir + "/advise" + std::to_string(index) + ".svg"};
+  args.insert(args.end(), model_flags.begin(), model_flags.end());
+  return read_json_file(run_with_json(args, dir + "/advise" + std::to_string(index++)));
+}
+
+void publish_rank_advice(const std::string& out_path) {
+  char pattern[] = "/tmp/memtrain-ranks-advise-XXXXXX";
+  const std::string dir = ::mkdtemp(pattern);
+  int index = 0;
+  const std::vector<std::pair<std::string, json>> runs = {
+      {"tagger", rank_advice({"--batch-limit", "16"}, "1,2,3,4,6,8,12,16", dir, index)},
+      {"gpt", rank_advice({"--model", "gpt", "--batch-limit", "8"}, "1,2,3,4,6,8", dir, index)}};
+  std::ostringstream md;
+  md << "## PAPAYA's model across ranks (CPU)\n\n"
+     << "Command: `build/bench/ranks_bench --part advise` (or `scripts/bench.sh ranks --part advise`)  \n"
+     << "Machine: " << machine() << "  \n"
+     << "Date: " << today() << "  \n"
+     << "Runs: `memtrain advise --device-memory 4GiB --method none,checkpoint:optimal --threads 1 --ranks 2,4 "
+        "--validate`, the tagger at batches 1,2,3,4,6,8,12,16 (largest batch considered 16) and the GPT (`--model "
+        "gpt`) at 1,2,3,4,6,8 (largest 8). Each rank count's communication is measured by `comm bench` at the model's "
+        "gradient "
+        "size; the predicted step is the one-process fit's time at that batch times the measured compute slowdown of "
+        "the ranks at once, plus the fitted all-reduce and the step's two small gathers; measured is `profile "
+        "--ranks N` at that batch (median of 3 timed steps, the slowest rank's). Every process computes with one "
+        "thread; on 2 cores, 4 ranks share them.\n\n"
+     << "| model | ranks | gradients | slowdown | method | batch per rank | compute s | all-reduce s | predicted "
+        "step s | measured step s | error | samples/s (predicted) |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  double worst = 0;
+  for (const auto& [name, report] : runs) {
+    for (const json& r : report["ranks"]) {
+      for (const json& m : r["methods"]) {
+        const double predicted = m["predicted_step_seconds"].get<double>();
+        const double measured = m["measured_step_seconds"].get<double>();
+        const double error = predicted / measured - 1;
+        worst = std::max(worst, std::fabs(error));
+        md << "| " << name << " | " << r["ranks"].get<int>() << " | " << mib(r["gradient_bytes"].get<double>())
+           << " MiB in " << r["gradient_tensors"].get<int>() << " | " << fixed(r["compute_slowdown"].get<double>(), 2)
+           << "x | " << m["method"].get<std::string>() << " | " << m["batch"].get<int>() << " | "
+           << fixed(m["predicted_compute_seconds"].get<double>(), 3) << " | "
+           << fixed(m["predicted_communication_seconds"].get<double>(), 4) << " | " << fixed(predicted, 3) << " | "
+           << fixed(measured, 3) << " | " << (error >= 0 ? "+" : "") << fixed(100 * error, 1) << "% | "
+           << fixed(m["predicted_throughput"].get<double>(), 1) << " |\n";
+      }
+    }
+  }
+  md << "\n";
+  target_line(md, worst <= 0.15,
+              "`advise --ranks N`: predicted step time within " + fixed(100 * worst, 1) +
+                  "% of measured for N = 2 and 4, every model and method (target within 15%)");
+  std::system(("rm -rf '" + dir + "'").c_str());
+  publish("ranks_bench_advise", md.str(), out_path);
+}
+
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "ranks_bench");
   const std::string out_path = flags.text("out", "docs/BENCHMARKS.md");
   const std::int64_t steps = flags.integer("steps", 50, 6, 10000);
   const std::int64_t batch = flags.integer("batch", 4, 1, 1024);
   const double timeout = flags.real("timeout", 10, 1, 600);
-  const std::string part = flags.choice("part", "all", {"all", "training", "cache"});
+  const std::string part = flags.choice("part", "all", {"all", "training", "cache", "advise"});
   const std::int64_t images = flags.integer("images", 20000, 30, 60000);
   flags.check_all_used();
 
-  if (part != "training") publish_partitioned_cache(out_path, images, 3, 3);
-  if (part == "cache") return 0;
+  if (part == "all" || part == "cache") publish_partitioned_cache(out_path, images, 3, 3);
+  if (part == "all" || part == "advise") publish_rank_advice(out_path);
+  if (part == "cache" || part == "advise") return 0;
 
   char pattern[] = "/tmp/memtrain-ranks-bench-XXXXXX";
   const std::string dir = ::mkdtemp(pattern);
@@ -365,8 +439,8 @@ int run(const std::vector<std::string>& args) {
   target_line(md, resumed_equal,
               "the job resumed from its last checkpoint (steps left: " + std::to_string(rest.size()) +
                   "): losses and parameter digest bit-equal to the uninterrupted run");
-  md << "- Not built, not measured: bucketed all-reduce overlapped with the backward (and its Simulator price), "
-        "ZeRO-2, `advise --ranks N`, NCCL on a GPU.\n";
+  md << "- Not built, not measured: the all-reduce overlapped with the backward (and its Simulator price), "
+        "ZeRO-2, NCCL on a GPU.\n";
   std::system(("rm -rf '" + dir + "'").c_str());
   publish("ranks_bench", md.str(), out_path);
   return 0;
