@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "runtime/model/classification_loss.h"
 #include "runtime/models/token_stages.h"
-#include "runtime/ops/attention_recomputing_softmax.h"
+#include "runtime/ops/attention_by_head.h"
 #include "runtime/ops/recomputed_segment.h"
 
 namespace memtrain::runtime {
@@ -25,26 +25,17 @@ class AttentionStage : public StageModule {
     const int64_t b = x.size(0), t = x.size(1), d = x.size(2), dh = d / heads_;
     const torch::Tensor qkv = qkv_(norm_(x)).view({b, t, 3, heads_, dh}).permute({2, 0, 3, 1, 4});
     const torch::Tensor q = qkv[0] * (1.0 / std::sqrt(static_cast<double>(dh)));
-    // The variant, and every forward without grad (nothing is kept then, so
-    // the per-head core only lowers the peak; its output is bit-identical).
-    if (ctx.variant == 1 || !torch::GradMode::is_enabled()) {
-      // Same draws as the plain path: the mask has the probabilities' shape.
-      const torch::Tensor keep = step_dropout_mask({b, heads_, t, t}, q.options(), dropout_, ctx);
-      const torch::Tensor padding = ctx.key_padding.defined() ? ctx.key_padding.view({b, 1, 1, t}) : torch::Tensor();
-      const torch::Tensor mixed =
-          attention_recomputing_softmax(q, qkv[1], qkv[2], padding, keep, 1.0 / (1.0 - dropout_))
-              .transpose(1, 2)
-              .reshape({b, t, d});
-      return x + step_dropout(out_(mixed), dropout_, ctx);
-    }
-    torch::Tensor scores = torch::matmul(q, qkv[1].transpose(-2, -1));
-    if (ctx.key_padding.defined()) {
-      // In place: the matmul's backward needs q and k, not its output, so
-      // masking need not hold a second [B, H, T, T] tensor.
-      scores.masked_fill_(ctx.key_padding.view({b, 1, 1, t}), -std::numeric_limits<float>::infinity());
-    }
-    const torch::Tensor probs = step_dropout(torch::softmax(scores, -1), dropout_, ctx);
-    const torch::Tensor mixed = torch::matmul(probs, qkv[2]).transpose(1, 2).reshape({b, t, d});
+    // One head at a time in every mode (ops/attention_by_head.h), so a
+    // forward without grad, the plain layer and the variant that recomputes
+    // the probabilities agree bit for bit; without grad nothing is kept.
+    const bool keep_probabilities = ctx.variant == 0 && torch::GradMode::is_enabled();
+    // Every mode draws the same mask: the probabilities' shape.
+    const torch::Tensor keep = step_dropout_mask({b, heads_, t, t}, q.options(), dropout_, ctx);
+    const torch::Tensor padding = ctx.key_padding.defined() ? ctx.key_padding.view({b, 1, 1, t}) : torch::Tensor();
+    const torch::Tensor mixed =
+        attention_by_head(q, qkv[1], qkv[2], padding, keep, 1.0 / (1.0 - dropout_), keep_probabilities)
+            .transpose(1, 2)
+            .reshape({b, t, d});
     return x + step_dropout(out_(mixed), dropout_, ctx);
   }
 

@@ -1,4 +1,4 @@
-#include "runtime/ops/attention_recomputing_softmax.h"
+#include "runtime/ops/attention_by_head.h"
 
 #include <limits>
 
@@ -24,36 +24,41 @@ torch::Tensor dropped(const torch::Tensor& t, const torch::Tensor& keep, double 
   return given(keep) ? t.masked_fill(keep.logical_not(), 0).mul_(scale) : t;
 }
 
-class AttentionRecomputingSoftmax : public torch::autograd::Function<AttentionRecomputingSoftmax> {
+class AttentionByHead : public torch::autograd::Function<AttentionByHead> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& padding, const torch::Tensor& keep,
-                               double scale) {
-    ctx->save_for_backward({q, k, v});
-    ctx->saved_data["padding"] = padding;
-    ctx->saved_data["keep"] = keep;
-    ctx->saved_data["scale"] = scale;
+                               double scale, bool keep_probabilities) {
+    // (apply() runs this without grad; the inputs say whether a backward will follow.)
+    const bool grad = q.requires_grad() || k.requires_grad() || v.requires_grad();
+    // Heads first, so each head's probabilities are one contiguous [B, T, T].
+    torch::Tensor kept;
+    if (keep_probabilities && grad) kept = torch::empty({q.size(1), q.size(0), q.size(2), k.size(2)}, q.options());
     // One head at a time: the [B, T, T] temporaries of one head, not of all.
-    std::vector<torch::Tensor> heads;
+    torch::Tensor out = torch::empty_like(q);
     for (int64_t h = 0; h < q.size(1); ++h) {
       const torch::Tensor probs = probabilities(head(q, h), head(k, h), head(padding, 0));
-      heads.push_back(torch::matmul(dropped(probs, head(keep, h), scale), head(v, h)));
+      if (kept.defined()) kept[h].copy_(probs);
+      out.select(1, h).copy_(torch::matmul(dropped(probs, head(keep, h), scale), head(v, h)));
     }
-    return torch::stack(heads, 1);
+    // Through save_for_backward, so saved-tensor hooks (offload) see them all.
+    ctx->save_for_backward({q, k, v, keep, or_empty(kept)});
+    ctx->saved_data["padding"] = padding;
+    ctx->saved_data["scale"] = scale;
+    return out;
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
+    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &keep = saved[3], &kept = saved[4];
     const torch::Tensor padding = head(ctx->saved_data["padding"].toTensor(), 0);  // [B, 1, T]
-    const torch::Tensor keep = ctx->saved_data["keep"].toTensor();
     const double scale = ctx->saved_data["scale"].toDouble();
     const torch::Tensor& go = grads[0];
     torch::Tensor grad_q = torch::empty_like(q), grad_k = torch::empty_like(k), grad_v = torch::empty_like(v);
     for (int64_t h = 0; h < q.size(1); ++h) {
       const torch::Tensor qh = head(q, h), kh = head(k, h), vh = head(v, h), goh = head(go, h), keeph = head(keep, h);
-      const torch::Tensor probs = probabilities(qh, kh, padding);
+      const torch::Tensor probs = given(kept) ? kept[h] : probabilities(qh, kh, padding);
       // matmul(kept, v): as autograd's matmul backward computes it.
       grad_v.select(1, h).copy_(torch::matmul(dropped(probs, keeph, scale).transpose(-2, -1), goh));
       const torch::Tensor grad_probs = dropped(torch::matmul(goh, vh.transpose(-2, -1)), keeph, scale);
@@ -63,15 +68,16 @@ class AttentionRecomputingSoftmax : public torch::autograd::Function<AttentionRe
       grad_q.select(1, h).copy_(torch::matmul(grad_scores, kh));
       grad_k.select(1, h).copy_(torch::matmul(qh.transpose(-2, -1), grad_scores).transpose(-2, -1));
     }
-    return {grad_q, grad_k, grad_v, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {grad_q, grad_k, grad_v, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
-torch::Tensor attention_recomputing_softmax(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                            const torch::Tensor& padding, const torch::Tensor& keep, double scale) {
-  return AttentionRecomputingSoftmax::apply(q, k, v, or_empty(padding), or_empty(keep), scale);
+torch::Tensor attention_by_head(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& padding, const torch::Tensor& keep, double scale,
+                                bool keep_probabilities) {
+  return AttentionByHead::apply(q, k, v, or_empty(padding), or_empty(keep), scale, keep_probabilities);
 }
 
 }  // namespace memtrain::runtime
