@@ -24,6 +24,18 @@ namespace memtrain::cli {
 
 namespace {
 
+// A chain to plan: one process's step. A rank's (with a "reduction") is
+// priced by `memtrain simulate`, which adds the sums to the plan.
+Chain read_plannable_chain(const std::string& path) {
+  Chain chain = read_chain_file(path);
+  if (!chain.reduction.empty()) {
+    throw UsageError("chain file '" + path +
+                     "' is one rank of a data-parallel job (it has a \"reduction\"); memtrain plan plans one "
+                     "process's step: price the rank's step, sums included, with memtrain simulate");
+  }
+  return chain;
+}
+
 const char* kPlanHelp =
     "usage: memtrain plan --chain FILE.json --budget B --planner P [--slots N | --slot-bytes N]\n"
     "                     [--json FILE] [--largest FILE.json]\n"
@@ -106,7 +118,7 @@ int run_sweep(Flags& flags, const std::string& chain_path, const plan::PlannerOp
   const std::string terminal = gnuplot_terminal(plot_path);  // reject a bad name before the work
   flags.check_all_used();
 
-  const Chain chain = read_chain_file(chain_path);
+  const Chain chain = read_plannable_chain(chain_path);
   const std::vector<std::string> planners = plan::device_weight_planner_names();
   const auto curve = plan::tradeoff_curve(chain, planners, points, options);
   const double keep_all_time = sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).time;
@@ -186,8 +198,8 @@ int run_plan(const std::vector<std::string>& args) {
   const std::string json_path = flags.text("json", "");
   flags.check_all_used();
 
-  const Chain chain = read_chain_file(chain_path);
-  const Chain largest = largest_path.empty() ? chain : read_chain_file(largest_path);
+  const Chain chain = read_plannable_chain(chain_path);
+  const Chain largest = largest_path.empty() ? chain : read_plannable_chain(largest_path);
   plan::check_weights_placement(*planner, chain.weights_on_host, "a chain with \"weights_on_host\": true");
   const Bytes keep_all_peak = sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).peak_bytes;
   const Bytes budget = spec.resolve(keep_all_peak);

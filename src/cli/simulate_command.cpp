@@ -12,6 +12,7 @@
 #include "cli/planner_flags.h"
 #include "core/chain_json.h"
 #include "core/error.h"
+#include "plan/gradient_sums.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
 #include "sim/simulator.h"
@@ -25,8 +26,11 @@ const char* kSimulateHelp =
     "                         [--d2h-bandwidth BW --h2d-bandwidth BW] [--slots N | --slot-bytes N]\n"
     "                         [--weights-on device|host] [--micro-batches N] [--json FILE]\n"
     "\n"
-    "Plans the chain with planner P and prices the schedule on the Simulator's three timelines:\n"
-    "compute and one copy engine per direction between device and host memory.\n"
+    "Plans the chain with planner P and prices the schedule on the Simulator's timelines:\n"
+    "compute and one copy engine per direction between device and host memory. A chain with a\n"
+    "\"reduction\" is one rank of a data-parallel job: the planner plans for the budget less the\n"
+    "reduction's reserve, each gradient bucket is summed over the ranks right after its last\n"
+    "backward, on a network timeline of its own, and the step ends when the last sum has.\n"
     "\n"
     "  --chain FILE        the chain (docs/chain-format.md); `memtrain calibrate --json` writes one\n"
     "                      with the machine's measured bandwidths\n"
@@ -40,7 +44,8 @@ const char* kSimulateHelp =
     "  --micro-batches N   split the step into N micro-batches of the chain's size (default 1)\n"
     "  --json FILE         write time, peak_bytes, host_peak_bytes, the copies' figures (swap_bytes,\n"
     "                      transfer_seconds, stall_seconds, hidden_transfer_fraction, each also per\n"
-    "                      direction as to_host_... and to_device_...; weight_swap_bytes) and the schedule\n";
+    "                      direction as to_host_... and to_device_...; weight_swap_bytes), the sums'\n"
+    "                      (reduce_seconds, reduce_stall_seconds, reduce_hidden_fraction) and the schedule\n";
 
 }  // namespace
 
@@ -63,6 +68,9 @@ int run_simulate(const std::vector<std::string>& args) {
   flags.check_all_used();
 
   Chain chain = read_chain_file(chain_path);
+  // A rank's step: the planner plans it without the sums, which follow each bucket's backward.
+  const GradientReduction reduction = chain.reduction;
+  chain.reduction = {};
   links.apply(chain);
   chain.weights_on_host = chain.weights_on_host || weights.on_host;
   plan::check_weights_placement(*planner, chain.weights_on_host, "--weights-on host");
@@ -71,16 +79,19 @@ int run_simulate(const std::vector<std::string>& args) {
   on_device.weights_on_host = false;
   const Bytes budget =
       spec.resolve(sim::simulate(on_device, plan::schedule_keeping_everything(chain.size())).peak_bytes);
-  const Plan p = planner->plan({chain, budget, &chain});
+  const Plan p = planner->plan({chain, budget - reduction.reserve_bytes, &chain});
   std::printf("planner %s, %d stages, budget %s (%lld bytes); host link %s/s to host, %s/s back\n",
               planner->name().c_str(), chain.size(), format_bytes(budget).c_str(), static_cast<long long>(budget),
               format_bytes(static_cast<Bytes>(chain.device_to_host_bandwidth)).c_str(),
               format_bytes(static_cast<Bytes>(chain.host_to_device_bandwidth)).c_str());
   nlohmann::json j = {{"planner", planner->name()}, {"budget_bytes", budget}, {"feasible", p.feasible}};
   if (p.feasible) {
-    const sim::SimResult r = sim::simulate(chain, p.schedule);
+    chain.reduction = reduction;
+    const Schedule schedule =
+        reduction.empty() ? p.schedule : plan::with_gradient_sums(p.schedule, reduction.first_stages());
+    const sim::SimResult r = sim::simulate(chain, schedule);
     const CopyStats& c = r.copies;
-    std::printf("schedule: %s\n", p.schedule.to_string().c_str());
+    std::printf("schedule: %s\n", schedule.to_string().c_str());
     if (chain.weights_on_host) {
       std::printf(
           "weights in host memory (%s with gradients and optimizer state), %d micro-batches: "
@@ -96,6 +107,16 @@ int run_simulate(const std::vector<std::string>& args) {
         format_bytes(c.to_device_bytes).c_str(), format_bytes(r.host_peak_bytes).c_str(), c.seconds(),
         100 * c.hidden_fraction(), 100 * c.hidden_fraction(CopyDirection::ToHost),
         100 * c.hidden_fraction(CopyDirection::ToDevice));
+    if (!reduction.empty()) {
+      std::printf(
+          "gradient sums over the ranks: %d buckets, %s, %.6g s on the network, %.1f%% hidden under the "
+          "backward; %s set aside for their copies\n",
+          r.reduce.buckets, format_bytes(r.reduce.bytes).c_str(), r.reduce.seconds, 100 * r.reduce.hidden_fraction(),
+          format_bytes(reduction.reserve_bytes).c_str());
+      j["reduce_seconds"] = r.reduce.seconds;
+      j["reduce_stall_seconds"] = r.reduce.stall_seconds;
+      j["reduce_hidden_fraction"] = r.reduce.hidden_fraction();
+    }
     if (!p.note.empty()) std::printf("%s\n", p.note.c_str());
     j["time"] = r.time;
     j["peak_bytes"] = r.peak_bytes;
@@ -105,7 +126,7 @@ int run_simulate(const std::vector<std::string>& args) {
     j["micro_batches"] = options.micro_batches;
     j["weights_on_host"] = chain.weights_on_host;
     j["recomputed_forwards"] = p.schedule.recomputed_forwards(chain.size());
-    j["schedule"] = p.schedule.to_json();
+    j["schedule"] = schedule.to_json();
   } else {
     std::printf("%s\n", p.note.c_str());
     j["min_budget_bytes"] = p.min_budget_bytes;

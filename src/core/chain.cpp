@@ -102,6 +102,37 @@ void Chain::validate(const std::string& origin) const {
   if (output_bytes < 0) throw Error(origin + ": output_bytes is " + std::to_string(output_bytes) + "; expected >= 0");
   if (update_temp_bytes < 0)
     throw Error(origin + ": update_temp_bytes is " + std::to_string(update_temp_bytes) + "; expected >= 0");
+  validate_reduction(origin);
+}
+
+void Chain::validate_reduction(const std::string& origin) const {
+  const GradientReduction& r = reduction;
+  if (r.empty()) return;
+  const std::string where = origin + ": reduction";
+  for (std::size_t b = 0; b < r.buckets.size(); ++b) {
+    const ReduceBucket& bucket = r.buckets[b];
+    const std::string at = where + " bucket " + std::to_string(b);
+    const int above = b == 0 ? size() : r.buckets[b - 1].first_stage;
+    if (above == 0) throw Error(at + " comes after the bucket that starts at stage 0; expected that one last");
+    if (bucket.first_stage < 0 || bucket.first_stage >= above) {
+      throw Error(at + " first_stage is " + std::to_string(bucket.first_stage) + "; expected 0.." +
+                  std::to_string(above - 1) + " (buckets go from the last stage down, each below the one before)");
+    }
+    if (bucket.bytes < 0) throw Error(at + " bytes is " + std::to_string(bucket.bytes) + "; expected >= 0");
+    if (bucket.collectives < 1)
+      throw Error(at + " collectives is " + std::to_string(bucket.collectives) + "; expected >= 1");
+  }
+  if (r.buckets.back().first_stage != 0) {
+    throw Error(where + ": the last bucket starts at stage " + std::to_string(r.buckets.back().first_stage) +
+                "; expected 0, so every stage's gradients are summed");
+  }
+  if (r.reserve_bytes < 0)
+    throw Error(where + " reserve_bytes is " + std::to_string(r.reserve_bytes) + "; expected >= 0");
+  if (!(r.network.latency >= 0) || !std::isfinite(r.network.latency) || !(r.network.seconds_per_byte >= 0) ||
+      !std::isfinite(r.network.seconds_per_byte)) {
+    throw Error(where + " network has latency " + std::to_string(r.network.latency) + " and seconds_per_byte " +
+                std::to_string(r.network.seconds_per_byte) + "; expected finite values >= 0");
+  }
 }
 
 }  // namespace memtrain

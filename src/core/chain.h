@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gradient_reduction.h"
 #include "core/stage.h"
 
 namespace memtrain {
@@ -33,6 +34,9 @@ struct Chain {
   // where the "device" computes on the host's cores): compute waits for
   // each, instead of running beside them as on a GPU.
   bool updates_inline = false;
+  // One rank of a data-parallel job: the gradient buckets its schedules sum
+  // over the ranks (AllReduce) and what that costs; empty for one process.
+  GradientReduction reduction;
 
   int size() const { return static_cast<int>(stages.size()); }
   // a_i for i in 0..n, where a_n is output_bytes.
@@ -50,6 +54,9 @@ struct Chain {
   // Throws memtrain::Error naming `origin`, the stage and the field when a
   // value is negative or the chain is empty.
   void validate(const std::string& origin) const;
+
+ private:
+  void validate_reduction(const std::string& origin) const;
 };
 
 }  // namespace memtrain

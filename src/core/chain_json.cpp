@@ -65,6 +65,27 @@ Chain chain_from_json(const json& j, const std::string& origin) {
   chain.copy_issue_time = number_field(j, "copy_issue_time", false, 0, origin);
   chain.weights_on_host = bool_field(j, "weights_on_host", false, origin);
   chain.updates_inline = bool_field(j, "updates_inline", false, origin);
+  if (auto r = j.find("reduction"); r != j.end()) {
+    const std::string where = origin + ": reduction";
+    expect_object(*r, where);
+    GradientReduction& reduction = chain.reduction;
+    auto buckets = r->find("buckets");
+    if (buckets == r->end() || !buckets->is_array() || buckets->empty())
+      throw Error(where + ": expected a non-empty 'buckets' array (the last stage's bucket first)");
+    for (std::size_t b = 0; b < buckets->size(); ++b) {
+      const json& x = (*buckets)[b];
+      const std::string at = where + " bucket " + std::to_string(b);
+      expect_object(x, at);
+      ReduceBucket bucket;
+      bucket.first_stage = whole_field(x, "first_stage", true, 0, 0, chain.size() - 1, at);
+      bucket.bytes = bytes_field(x, "bytes", true, 0, at);
+      bucket.collectives = whole_field(x, "collectives", false, 1, 1, 1 << 20, at);
+      reduction.buckets.push_back(bucket);
+    }
+    reduction.reserve_bytes = bytes_field(*r, "reserve_bytes", false, 0, where);
+    reduction.network.latency = number_field(*r, "latency", false, 0, where);
+    reduction.network.seconds_per_byte = number_field(*r, "seconds_per_byte", false, 0, where);
+  }
   chain.validate(origin);
   return chain;
 }
@@ -102,6 +123,15 @@ json chain_to_json(const Chain& chain) {
   if (chain.copy_issue_time > 0) out["copy_issue_time"] = chain.copy_issue_time;
   if (chain.weights_on_host) out["weights_on_host"] = true;
   if (chain.updates_inline) out["updates_inline"] = true;
+  if (!chain.reduction.empty()) {
+    json buckets = json::array();
+    for (const ReduceBucket& b : chain.reduction.buckets)
+      buckets.push_back({{"first_stage", b.first_stage}, {"bytes", b.bytes}, {"collectives", b.collectives}});
+    out["reduction"] = {{"buckets", buckets},
+                        {"reserve_bytes", chain.reduction.reserve_bytes},
+                        {"latency", chain.reduction.network.latency},
+                        {"seconds_per_byte", chain.reduction.network.seconds_per_byte}};
+  }
   return out;
 }
 

@@ -25,6 +25,16 @@ double number_field(const json& obj, const char* key, bool required, double fall
   return v;
 }
 
+int whole_field(const json& obj, const char* key, bool required, int fallback, int least, int most,
+                const std::string& where) {
+  const double v = number_field(obj, key, required, fallback, where);
+  if (v != std::floor(v) || v < least || v > most) {
+    throw Error(where + ": field '" + key + "' is " + (obj.contains(key) ? obj.at(key).dump() : std::to_string(v)) +
+                "; expected a whole number in " + std::to_string(least) + ".." + std::to_string(most));
+  }
+  return static_cast<int>(v);
+}
+
 Bytes bytes_field(const json& obj, const char* key, bool required, Bytes fallback, const std::string& where) {
   const double v = number_field(obj, key, required, static_cast<double>(fallback), where);
   if (v != std::floor(v) || v > 9.0e18) {

@@ -14,6 +14,9 @@ namespace memtrain {
 // `where` prefixes errors: "where: missing field 'key'", "...; expected a number >= 0".
 double number_field(const nlohmann::json& obj, const char* key, bool required, double fallback,
                     const std::string& where);
+// The same, a whole number (a stage index, a count) in [least, most].
+int whole_field(const nlohmann::json& obj, const char* key, bool required, int fallback, int least, int most,
+                const std::string& where);
 // The same, a whole number of bytes.
 Bytes bytes_field(const nlohmann::json& obj, const char* key, bool required, Bytes fallback, const std::string& where);
 // true or false at obj[key]; `fallback` when absent.

@@ -22,6 +22,7 @@ const char* op_kind_name(OpKind kind) {
     case OpKind::OffloadGrads: return "offload_grads";
     case OpKind::FetchGrads: return "fetch_grads";
     case OpKind::Update: return "update";
+    case OpKind::AllReduce: return "all_reduce";
   }
   return "?";
 }
@@ -32,7 +33,8 @@ bool is_micro_batch_op(OpKind kind) {
     case OpKind::DropWeights:
     case OpKind::OffloadGrads:
     case OpKind::FetchGrads:
-    case OpKind::Update: return false;
+    case OpKind::Update:
+    case OpKind::AllReduce: return false;
     default: return true;
   }
 }
@@ -90,6 +92,7 @@ std::string Schedule::to_string() const {
       case OpKind::OffloadGrads: out += "Gout"; break;
       case OpKind::FetchGrads: out += "Gin"; break;
       case OpKind::Update: out += "U"; break;
+      case OpKind::AllReduce: out += "AR"; break;
     }
     out += std::to_string(op.stage);
     if (op.variant != 0) out += ".v" + std::to_string(op.variant);

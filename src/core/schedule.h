@@ -33,6 +33,10 @@ enum class OpKind {
   OffloadGrads,  // start copying stage i's accumulated gradients to the host
   FetchGrads,    // bring the host's gradient sum back to accumulate into (per-micro-batch swapping)
   Update,        // the optimizer step for stage i, on the host, once its gradients are there
+  // Data parallelism (core/gradient_reduction.h): start summing over the
+  // ranks the gradient bucket whose lowest stage is i, once every backward
+  // of its stages has run; compute goes on, and the step ends when the sum has.
+  AllReduce,
 };
 
 struct Op {
@@ -76,6 +80,7 @@ struct Schedule {
   void offload_grads(int i) { ops.push_back({OpKind::OffloadGrads, i}); }
   void fetch_grads(int i) { ops.push_back({OpKind::FetchGrads, i}); }
   void update(int i) { ops.push_back({OpKind::Update, i}); }
+  void all_reduce(int i) { ops.push_back({OpKind::AllReduce, i}); }
 
   // 1 + the highest micro-batch any operation names.
   int micro_batches() const;
@@ -84,7 +89,8 @@ struct Schedule {
   // Compact text: "Fck0 Fall1 L B1 Fall0 B0"; a variant shows as "Fall1.v2";
   // Offload/Release/Prefetch of x_2 as "Off2 Rel2 Pre2", of what F_all(2)
   // saved as "OffS2 RelS2 PreS2"; weight operations
-  // of stage 3 as "Win3 Wout3 Gout3 Gin3 U3"; micro-batch 2 as "Fck0@2", "L@2".
+  // of stage 3 as "Win3 Wout3 Gout3 Gin3 U3"; the sum of the bucket down
+  // to stage 3 as "AR3"; micro-batch 2 as "Fck0@2", "L@2".
   std::string to_string() const;
   nlohmann::json to_json() const;
   bool operator==(const Schedule& o) const { return ops == o.ops; }

@@ -45,6 +45,9 @@ class ScheduleBackend {
   virtual void offload_grads(const Op& op, const ScheduleState& before) = 0;
   virtual void fetch_grads(const Op& op, const ScheduleState& before) = 0;
   virtual void update(const Op& op, const ScheduleState& before) = 0;
+  // AllReduce: starts summing bucket `bucket` (its index in
+  // ScheduleLimits::reduce_buckets) over the ranks.
+  virtual void all_reduce(const Op& op, const ScheduleState& before, int bucket) = 0;
 };
 
 }  // namespace memtrain

@@ -16,6 +16,7 @@ ScheduleLimits ScheduleLimits::of(const Chain& chain) {
   ScheduleLimits limits;
   for (const Stage& s : chain.stages) limits.variants.push_back(s.variant_count());
   limits.weights_on_host = chain.weights_on_host;
+  limits.reduce_buckets = chain.reduction.first_stages();
   return limits;
 }
 
@@ -78,6 +79,7 @@ class Interpreter {
       case OpKind::OffloadGrads: offload_grads(op); break;
       case OpKind::FetchGrads: fetch_grads(op); break;
       case OpKind::Update: update(op); break;
+      case OpKind::AllReduce: all_reduce(op); break;
     }
   }
 
@@ -289,8 +291,46 @@ class Interpreter {
     if (w.grads != GradPlace::Host && w.grads != GradPlace::ToHost) {
       refuse(op, "the stage's gradients are not on their way to the host; offload them first");
     }
+    // The optimizer steps with the ranks' sum: summed on the device, then offloaded.
+    if (!limits_.reduce_buckets.empty() && bucket_holding(limits_.reduce_buckets, op.stage) >= state_.reduced) {
+      refuse(op, "the stage's gradients are not summed over the ranks; all_reduce " +
+                     std::to_string(limits_.reduce_buckets[bucket_holding(limits_.reduce_buckets, op.stage)]) +
+                     " before offloading them");
+    }
     hand(op, [&](ScheduleBackend& b) { b.update(op, state_); });
     w.updated = true;
+  }
+
+  void all_reduce(const Op& op) {
+    const std::vector<int>& buckets = limits_.reduce_buckets;
+    if (buckets.empty()) {
+      refuse(op, "there are no ranks to sum gradients over (the chain has no reduction buckets)");
+    }
+    if (state_.reduced >= static_cast<int>(buckets.size()))
+      refuse(op, "every gradient bucket's sum has already started");
+    const int first = buckets[state_.reduced];
+    if (op.stage != first) {
+      refuse(op, "the next bucket to sum starts at stage " + std::to_string(first) +
+                     "; buckets are summed in order, from the last stage down");
+    }
+    const int last = state_.reduced == 0 ? n_ - 1 : buckets[state_.reduced - 1] - 1;
+    const int micro_batches = static_cast<int>(state_.micro.size());
+    for (int m = 0; m < micro_batches; ++m) {
+      const int g = state_.micro[m].grad;
+      if (g < 0 || g > first) {
+        refuse(op, "the backward of stage " + std::to_string(first) +
+                       (micro_batches > 1 ? " of micro-batch " + std::to_string(m) : std::string()) +
+                       " has not run; a bucket is summed once its gradients are final");
+      }
+    }
+    if (limits_.weights_on_host) {
+      for (int s = first; s <= last; ++s) {
+        if (state_.weights[s].grads != GradPlace::Device)
+          refuse(op, "the gradients of stage " + std::to_string(s) + " are not on the device to sum");
+      }
+    }
+    hand(op, [&](ScheduleBackend& b) { b.all_reduce(op, state_, state_.reduced); });
+    ++state_.reduced;
   }
 
   void check_end() const {
@@ -309,6 +349,13 @@ class Interpreter {
           throw Error("schedule: ends with " + x_name(i) + which + " offloaded and never prefetched");
         }
       }
+    }
+    const int buckets = static_cast<int>(limits_.reduce_buckets.size());
+    if (state_.reduced < buckets) {
+      const int first = limits_.reduce_buckets[state_.reduced];
+      const int last = state_.reduced == 0 ? n_ - 1 : limits_.reduce_buckets[state_.reduced - 1] - 1;
+      throw Error("schedule: ends with the gradients of stages " + std::to_string(first) + ".." + std::to_string(last) +
+                  " never summed over the ranks (no all_reduce " + std::to_string(first) + ")");
     }
     if (!limits_.weights_on_host) return;
     for (int i = 0; i < n_; ++i) {

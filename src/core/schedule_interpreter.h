@@ -21,6 +21,10 @@ namespace memtrain {
 struct ScheduleLimits {
   std::vector<int> variants;     // per stage: how many variants its forward with grad has (>= 1)
   bool weights_on_host = false;  // weights live in host memory; the weight operations move them
+  // One rank of a data-parallel step: the first stages of the gradient
+  // buckets (core/gradient_reduction.h) the schedule must sum, in order;
+  // empty: one process, and AllReduce is refused.
+  std::vector<int> reduce_buckets;
   int stages() const { return static_cast<int>(variants.size()); }
   static ScheduleLimits of(const Chain& chain);
 };
@@ -29,8 +33,9 @@ struct ScheduleLimits {
 // "schedule op K (kind stage ...): why" for the first operation that cannot
 // run (before the backend sees it), and "schedule: ..." for a schedule that
 // ends before the step is done: a micro-batch's backward unfinished,
-// anything left in host memory, weights left on the device or a stage never
-// updated (weights in host memory). Returns the state at the end.
+// anything left in host memory, weights left on the device, a stage never
+// updated (weights in host memory) or a gradient bucket never summed over
+// the ranks. Returns the state at the end.
 ScheduleState interpret(const Schedule& schedule, const ScheduleLimits& limits, ScheduleBackend& backend);
 
 // The same checks, with no backend: whether `schedule` can run at all.

@@ -48,6 +48,7 @@ struct StageWeightsState {
 struct ScheduleState {
   std::vector<MicroBatchState> micro;      // one per micro-batch the schedule names
   std::vector<StageWeightsState> weights;  // one per stage; used with weights in host memory
+  int reduced = 0;                         // gradient buckets whose sum over the ranks has started
 };
 
 }  // namespace memtrain

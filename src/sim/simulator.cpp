@@ -33,12 +33,15 @@ struct StageTimes {
 class SimulatorBackend : public ScheduleBackend {
  public:
   SimulatorBackend(const Chain& chain, int micro_batches, bool per_op)
-      : chain_(chain), per_op_(per_op), micro_(micro_batches, MicroBatchTimes(chain.size())), stages_(chain.size()) {
+      : chain_(chain), per_op_(per_op), micro_(micro_batches, MicroBatchTimes(chain.size())), stages_(chain.size()),
+        sum_end_(chain.reduction.buckets.size(), 0) {
     mem_ = chain.persistent_bytes() + micro_batches * a(0);
     result_.peak_bytes = mem_;
   }
 
   SimResult finish() {
+    // The update needs every bucket's sum.
+    wait_for_sum(network_free_);
     result_.time = std::max(t_, host_t_);
     // With weights in host memory the optimizer runs there: no device update peak.
     if (!chain_.weights_on_host) {
@@ -169,6 +172,8 @@ class SimulatorBackend : public ScheduleBackend {
     need_link(chain_.device_to_host_bandwidth, "device-to-host");
     StageTimes& w = stages_[op.stage];
     wait_until(w.grads_ready, false);
+    // The gradients that leave are the ranks' sum.
+    if (!chain_.reduction.empty()) wait_for_sum(sum_end_[bucket_holding(chain_.reduction.first_stages(), op.stage)]);
     const Bytes bytes = chain_.stages[op.stage].grad_bytes;
     w.grads_copy_end = queue_copy(bytes, false);
     result_.copies.weight_bytes += bytes;
@@ -196,8 +201,28 @@ class SimulatorBackend : public ScheduleBackend {
     peak_ = mem_;
   }
 
+  void all_reduce(const Op&, const ScheduleState&, int bucket) override {
+    const GradientReduction& r = chain_.reduction;
+    if (bucket >= 2) wait_for_sum(sum_end_[bucket - 2]);  // two in flight at most
+    if (bucket == 0) mem_ += r.reserve_bytes;
+    peak_ = mem_;
+    const ReduceBucket& b = r.buckets[bucket];
+    const Seconds seconds = r.network.seconds(b);
+    network_free_ = std::max(t_, network_free_) + seconds;
+    sum_end_[bucket] = network_free_;
+    result_.reduce.buckets += 1;
+    result_.reduce.bytes += b.bytes;
+    result_.reduce.seconds += seconds;
+  }
+
  private:
   Bytes a(int i) const { return chain_.activation_bytes(i); }
+  // Compute waits until a sum over the ranks has ended.
+  void wait_for_sum(Seconds when) {
+    if (when <= t_) return;
+    result_.reduce.stall_seconds += when - t_;
+    t_ = when;
+  }
 
   // Compute waits until `when`, the end of a copy to host or to the device.
   void wait_until(Seconds when, bool to_host) {
@@ -261,7 +286,9 @@ class SimulatorBackend : public ScheduleBackend {
   Seconds host_t_ = 0;        // the host's optimizer updates
   Seconds d2h_free_ = 0;      // when each copy engine is next idle
   Seconds h2d_free_ = 0;
-  size_t index_ = 0;  // the operation being priced
+  Seconds network_free_ = 0;      // when the network is next idle
+  std::vector<Seconds> sum_end_;  // per gradient bucket, when its sum ends
+  size_t index_ = 0;              // the operation being priced
   Op op_{OpKind::Loss, -1};
 };
 

@@ -19,12 +19,19 @@
 // gradients there; OffloadGrads sends them to the host, where Update runs
 // the optimizer step on a fourth timeline. The step ends when compute and
 // the host's updates have.
+//
+// One rank of a data-parallel step (Chain::reduction): AllReduce queues a
+// bucket's sum on a network timeline of its own (latency per collective
+// plus bytes), at most two in flight (a third waits for the first); the
+// first AllReduce sets aside the chain's reserve for the sums' copies until
+// the step's end, and the step ends once every sum has (compute waits).
 #pragma once
 
 #include <vector>
 
 #include "core/chain.h"
 #include "core/copy_stats.h"
+#include "core/reduce_stats.h"
 #include "core/schedule.h"
 
 namespace memtrain::sim {
@@ -41,6 +48,7 @@ struct SimResult {
   Bytes host_peak_bytes = 0;   // highest bytes held in host memory
   CopyStats copies;            // what the copies move and cost, and compute's waits on them
   Seconds update_seconds = 0;  // optimizer steps on the host
+  ReduceStats reduce;          // the sums of gradients over the ranks, and compute's waits on them
   int peak_op = -1;            // index of the operation at the peak; -1 for the update
   std::vector<OpCost> ops;     // per operation, when asked for
 };

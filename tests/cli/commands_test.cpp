@@ -26,14 +26,15 @@ using nlohmann::json;
 struct Outcome {
   int status;
   std::string err;
+  std::string out;
 };
 
 Outcome run(const std::vector<std::string>& args) {
   ::testing::internal::CaptureStderr();
   ::testing::internal::CaptureStdout();
   const int status = run_memtrain(args);
-  ::testing::internal::GetCapturedStdout();
-  return {status, ::testing::internal::GetCapturedStderr()};
+  std::string out = ::testing::internal::GetCapturedStdout();
+  return {status, ::testing::internal::GetCapturedStderr(), std::move(out)};
 }
 
 json read_json(const std::string& path) {
@@ -207,6 +208,35 @@ TEST(Commands, SimulatePricesASwapPlanWithItsTransfers) {
   expect_refused(
       {"plan", "--chain", chain, "--budget", "50%", "--planner", "swap-naive"},
       "planner swap-naive swaps weights kept in host memory; it needs a chain with \"weights_on_host\": true");
+}
+
+// A chain with a reduction is one rank of a data-parallel step: simulate
+// plans it for the budget less the reserve and sums each bucket right after
+// its last backward, beside the backwards below it.
+TEST(Commands, SimulatePricesARanksStepWithItsGradientSums) {
+  testing::TempDir dir;
+  const std::string chain_path = dir.path() + "/rank.json", out = dir.path() + "/rank-sim.json";
+  Chain chain = testing::random_chain(8, 5);
+  chain.reduction.buckets = {{5, 1000, 1}, {2, 1000, 1}, {0, 1000, 1}};
+  chain.reduction.reserve_bytes = 3000;
+  chain.reduction.network = {0.01, 0};
+  write_chain_file(chain, chain_path);
+  const Outcome o = run({"simulate", "--chain", chain_path, "--planner", "optimal", "--budget", "60%", "--json", out});
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("gradient sums over the ranks: 3 buckets"), std::string::npos) << o.out;
+  const nlohmann::json j = read_json(out);
+  std::vector<int> summed;
+  for (const nlohmann::json& op : j["schedule"]) {
+    if (op["op"] == "all_reduce") summed.push_back(op["stage"].get<int>());
+  }
+  EXPECT_EQ(summed, (std::vector<int>{5, 2, 0}));
+  EXPECT_LE(j["peak_bytes"].get<Bytes>(), j["budget_bytes"].get<Bytes>()) << "the reserve fits beside the plan";
+  // Seconds-long backwards hide the first two 10 ms sums; the last is waited for.
+  EXPECT_NEAR(j["reduce_seconds"].get<double>(), 0.03, 1e-9);
+  EXPECT_NEAR(j["reduce_stall_seconds"].get<double>(), 0.01, 1e-9);
+  expect_refused({"plan", "--chain", chain_path, "--budget", "60%"},
+                 "is one rank of a data-parallel job (it has a \"reduction\"); memtrain plan plans one process's "
+                 "step: price the rank's step, sums included, with memtrain simulate");
 }
 
 TEST(Commands, CalibrateWritesAChainWithTheMeasuredLinkThatSimulateReads) {

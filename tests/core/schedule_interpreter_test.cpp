@@ -41,6 +41,9 @@ class RecordingBackend : public ScheduleBackend {
   void offload_grads(const Op& op, const ScheduleState&) override { add("Gout", op); }
   void fetch_grads(const Op& op, const ScheduleState&) override { add("Gin", op); }
   void update(const Op& op, const ScheduleState&) override { add("U", op); }
+  void all_reduce(const Op& op, const ScheduleState&, int bucket) override {
+    add("AR", op, " bucket " + std::to_string(bucket));
+  }
 
  private:
   void add(const std::string& kind, const Op& op, const std::string& flags = "") {
@@ -51,10 +54,11 @@ class RecordingBackend : public ScheduleBackend {
   }
 };
 
-ScheduleLimits limits(int stages, bool weights_on_host = false) {
+ScheduleLimits limits(int stages, bool weights_on_host = false, std::vector<int> reduce_buckets = {}) {
   ScheduleLimits l;
   l.variants.assign(stages, 1);
   l.weights_on_host = weights_on_host;
+  l.reduce_buckets = std::move(reduce_buckets);
   return l;
 }
 
@@ -129,6 +133,46 @@ TEST(ScheduleInterpreter, NamesTheOperationAndWhatItLacks) {
             "schedule: the gradients of stage 0 never reach the optimizer (no update)");
   EXPECT_EQ(refusal("Fall0 Fall1 L B1", limits(2)),
             "schedule: ends before the backward of stage 0 (the last gradient is delta_1)");
+}
+
+TEST(ScheduleInterpreter, SumsEachGradientBucketOnceItsBackwardsAreDone) {
+  // Buckets {2, 3} and {0, 1}: the first may go once B(2) of every micro-batch has run.
+  RecordingBackend b;
+  const Schedule s = testing::parse_schedule("Fall0 Fall1 Fall2 Fall3 L B3 B2 AR2 B1 B0 AR0");
+  const ScheduleState end = interpret(s, limits(4, false, {2, 0}), b);
+  EXPECT_EQ(b.calls.at(7), "AR2 bucket 0");
+  EXPECT_EQ(b.calls.back(), "AR0 bucket 1");
+  EXPECT_EQ(end.reduced, 2);
+  const ScheduleLimits two = limits(2, false, {1, 0});
+  EXPECT_EQ(refusal("Fall0 Fall1 L B1 AR1 B0 AR0", two), "(accepted)");
+  EXPECT_EQ(refusal("Fall0 Fall1 L B1 AR1 B0", two),
+            "schedule: ends with the gradients of stages 0..0 never summed over the ranks (no all_reduce 0)");
+  EXPECT_EQ(refusal("Fall0 Fall1 L B1 B0 AR0", two),
+            "schedule op 5 (all_reduce 0): the next bucket to sum starts at stage 1; buckets are summed in order, "
+            "from the last stage down");
+  EXPECT_EQ(refusal("Fall0 Fall1 L AR1", two),
+            "schedule op 3 (all_reduce 1): the backward of stage 1 has not run; a bucket is summed once its "
+            "gradients are final");
+  // Micro-batch 1's backward of stage 1 is still to come.
+  EXPECT_EQ(refusal("Fall0 Fall1 L B1 Fall0@1 Fall1@1 L@1 AR1", two),
+            "schedule op 7 (all_reduce 1): the backward of stage 1 of micro-batch 1 has not run; a bucket is summed "
+            "once its gradients are final");
+  // A backward after its gradients were sent would change what was summed.
+  EXPECT_EQ(refusal("Fall0 Fall1 L B1 AR1 B0 AR0 AR0", two),
+            "schedule op 7 (all_reduce 0): every gradient bucket's sum has already started");
+  EXPECT_EQ(refusal("Fall0 Fall1 L B1 B0 AR0", limits(2)),
+            "schedule op 5 (all_reduce 0): there are no ranks to sum gradients over (the chain has no reduction "
+            "buckets)");
+  // Weights in host memory: summed on the device, then offloaded for the update.
+  EXPECT_EQ(refusal("Win0 Fall0 L B0 AR0 Gout0 Wout0 U0", limits(1, true, {0})), "(accepted)");
+  EXPECT_EQ(refusal("Win0 Fall0 L B0 Gout0 AR0 Wout0 U0", limits(1, true, {0})),
+            "schedule op 5 (all_reduce 0): the gradients of stage 0 are not on the device to sum");
+  EXPECT_EQ(refusal("Win0 Fall0 L B0 Gout0 Wout0 U0", limits(1, true, {0})),
+            "schedule op 6 (update 0): the stage's gradients are not summed over the ranks; all_reduce 0 before "
+            "offloading them");
+  // Per micro-batch, a stage's partial sum may visit the host; the ranks sum the whole step's.
+  EXPECT_EQ(refusal("Win0 Fall0 L B0 Gout0 Wout0 Win0 Fall0@1 L@1 Gin0 B0@1 AR0 Gout0 Wout0 U0", limits(1, true, {0})),
+            "(accepted)");
 }
 
 }  // namespace

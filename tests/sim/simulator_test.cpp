@@ -41,6 +41,44 @@ TEST(Simulator, CheckpointingTradesTimeForMemoryByHand) {
   EXPECT_DOUBLE_EQ(r.time, 5.5);
 }
 
+// One rank of a data-parallel step: the sums of the gradient buckets run on
+// a network timeline beside compute; the step ends when the last has.
+TEST(Simulator, SumsGradientsBesideTheBackwardByHand) {
+  Chain c = hand_chain();
+  c.reduction.buckets = {{1, 0, 1}, {0, 100, 1}};
+  c.reduction.reserve_bytes = 30;
+  c.reduction.network = {0.5, 0};
+  const SimResult r = simulate(c, parse_schedule("Fall0 Fall1 L B1 AR1 B0 AR0"), true);
+  // AR1 at 2.5 ends at 3.0, under B(0) (2.5..4.5); AR0 at 4.5 ends at 5.0, waited for.
+  EXPECT_DOUBLE_EQ(r.time, 5.0);
+  EXPECT_DOUBLE_EQ(r.reduce.seconds, 1.0);
+  EXPECT_DOUBLE_EQ(r.reduce.stall_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(r.reduce.hidden_fraction(), 0.5);
+  EXPECT_EQ(r.reduce.buckets, 2);
+  EXPECT_EQ(r.reduce.bytes, 100);
+  // The reserve counts from the first sum: B(0) peaks at 170 + 30 + 10 + 7.
+  EXPECT_EQ(r.ops[4].after_bytes, 200);
+  EXPECT_EQ(r.ops[5].peak_bytes, 217);
+  EXPECT_EQ(r.peak_bytes, 217);
+}
+
+TEST(Simulator, AThirdSumWaitsForTheFirst) {
+  Chain c = testing::random_chain(3, 11);
+  c.reduction.buckets = {{2, 1, 1}, {1, 1, 1}, {0, 1, 1}};
+  c.reduction.network = {1000, 0};  // far longer than the backwards
+  Chain one = c;
+  one.reduction = {};
+  const SimResult plain = simulate(one, parse_schedule("Fall0 Fall1 Fall2 L B2 B1 B0"), true);
+  const SimResult r = simulate(c, parse_schedule("Fall0 Fall1 Fall2 L B2 AR2 B1 AR1 B0 AR0"), true);
+  const Seconds after_b2 = plain.ops[4].end_time;
+  // The network runs the three sums back to back from the end of B(2).
+  EXPECT_DOUBLE_EQ(r.time, after_b2 + 3000);
+  EXPECT_DOUBLE_EQ(r.reduce.seconds, 3000);
+  // AR0 waited for the first sum to end, then the step for the last.
+  EXPECT_DOUBLE_EQ(r.ops[9].end_time, after_b2 + 1000);
+  EXPECT_NEAR(r.reduce.stall_seconds, r.time - plain.time, 1e-12);
+}
+
 TEST(Simulator, UpdateCanBeThePeak) {
   Chain c = hand_chain();
   c.update_temp_bytes = 500;

@@ -1,5 +1,5 @@
 // Schedules written the way Schedule::to_string() prints them
-// ("Fck0 Fall1 Off1 L B1 Pre1 ...", "Win2 Fck2@1 Gout2 U2"), for tests
+// ("Fck0 Fall1 Off1 L B1 Pre1 ...", "Win2 Fck2@1 Gout2 U2", "B2 AR2"), for tests
 // worked out by hand.
 #pragma once
 
@@ -31,7 +31,8 @@ inline Schedule parse_schedule(const std::string& text) {
                {"L", OpKind::Loss},
                {"OffS", OpKind::OffloadSaved},
                {"RelS", OpKind::ReleaseSaved},
-               {"PreS", OpKind::PrefetchSaved}};
+               {"PreS", OpKind::PrefetchSaved},
+               {"AR", OpKind::AllReduce}};
   Schedule s;
   std::istringstream in(text);
   std::string t;

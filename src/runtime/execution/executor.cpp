@@ -20,11 +20,12 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-ExecutionResult Executor::run(const Schedule& schedule, const Batch& batch, StepContext& ctx) {
+ExecutionResult Executor::run(const Schedule& schedule, const Batch& batch, StepContext& ctx,
+                              GradientReducer* reducer) {
   // Recomputation replays the step's random draws from it (dropout).
   if (!ctx.generator.defined()) throw Error("executor: StepContext::generator is not set; give the step a generator");
   try {
-    return run_unchecked(schedule, batch, ctx);
+    return run_unchecked(schedule, batch, ctx, reducer);
   } catch (const OutOfBudget&) {
     throw;
   } catch (const std::exception& e) {
@@ -50,13 +51,20 @@ std::vector<MicroBatchInput> split_batch(const Batch& batch, const StepContext& 
                 std::to_string(count) + " micro-batches; expected at most " + std::to_string(rows));
   }
   // Each micro-batch draws its dropout from its own generator, seeded from
-  // the step's: its masks are the same whatever order the schedule runs
-  // the micro-batches in.
-  const torch::Tensor seeds =
-      torch::empty({count}, torch::TensorOptions().dtype(torch::kLong).device(ctx.generator.device()))
-          .random_(0, std::int64_t{1} << 62, ctx.generator)
-          .cpu();
-  const double all_counted = std::max<double>(1, batch.targets.ne(-100).sum().item<double>());
+  // the step's (or given, for a rank's share of the ranks' micro-batches):
+  // its masks are the same whatever order the schedule runs them in.
+  std::vector<std::uint64_t> seeds = ctx.micro_seeds;
+  if (seeds.empty()) {
+    const torch::Tensor drawn =
+        torch::empty({count}, torch::TensorOptions().dtype(torch::kLong).device(ctx.generator.device()))
+            .random_(0, std::int64_t{1} << 62, ctx.generator)
+            .cpu();
+    for (int m = 0; m < count; ++m) seeds.push_back(static_cast<std::uint64_t>(drawn[m].item<std::int64_t>()));
+  }
+  MEMTRAIN_ASSERT(static_cast<int>(seeds.size()) == count, "a dropout seed per micro-batch");
+  const double all_counted = ctx.micro_loss_denominator > 0
+                                 ? ctx.micro_loss_denominator
+                                 : std::max<double>(1, batch.targets.ne(-100).sum().item<double>());
   std::vector<MicroBatchInput> parts(count);
   std::int64_t offset = 0;
   for (int m = 0; m < count; ++m) {
@@ -66,7 +74,7 @@ std::vector<MicroBatchInput> split_batch(const Batch& batch, const StepContext& 
     part.ctx = ctx;
     part.ctx.targets = batch.targets.narrow(0, offset, length);
     if (batch.key_padding.defined()) part.ctx.key_padding = batch.key_padding.narrow(0, offset, length);
-    part.ctx.generator = memory.make_generator(static_cast<std::uint64_t>(seeds[m].item<std::int64_t>()));
+    part.ctx.generator = memory.make_generator(seeds[m]);
     // The loss is a mean over counted targets: each micro-batch's mean
     // weighs by its share of them, so the step's gradient is the whole batch's.
     part.loss_weight = part.ctx.targets.ne(-100).sum().item<double>() / all_counted;
@@ -102,10 +110,11 @@ struct MicroTensors {
 class LibTorchBackend : public ScheduleBackend {
  public:
   LibTorchBackend(StagedModel& model, DeviceMemory& memory, std::unique_ptr<HostTransfers>& transfers,
-                  HostWeights* host_weights, const Schedule& schedule, const Batch& batch, StepContext& ctx)
-      : model_(model), memory_(memory), transfers_(transfers), host_weights_(host_weights), batch_(batch), ctx_(ctx),
-        n_(model.size()), micro_batches_(schedule.micro_batches()), weights_arriving_(n_), grads_arriving_(n_),
-        grads_leaving_(n_) {
+                  HostWeights* host_weights, GradientReducer* reducer, const Schedule& schedule, const Batch& batch,
+                  StepContext& ctx)
+      : model_(model), memory_(memory), transfers_(transfers), host_weights_(host_weights), reducer_(reducer),
+        batch_(batch), ctx_(ctx), n_(model.size()), micro_batches_(schedule.micro_batches()), weights_arriving_(n_),
+        grads_arriving_(n_), grads_leaving_(n_) {
     for (int m = 0; m < micro_batches_; ++m) micro_.emplace_back(n_);
     for (const Op& op : schedule.ops) {
       if (op.kind == OpKind::OffloadSaved && op.stage >= 0 && op.stage < n_ && op.micro >= 0 &&
@@ -131,8 +140,10 @@ class LibTorchBackend : public ScheduleBackend {
         ctx_.counted += part.ctx.counted;
       }
     }
-    // The step ends when the host's updates have (the Simulator's host timeline).
+    // The step ends when the host's updates have (the Simulator's host
+    // timeline) and every gradient sum has (its network timeline).
     if (host_weights_) host_weights_->wait_for_updates();
+    if (reducer_) result_.reduce = reducer_->finish();
     result_.seconds = seconds_since(start_);
     return std::move(result_);
   }
@@ -301,6 +312,8 @@ class LibTorchBackend : public ScheduleBackend {
   void offload_grads(const Op& op, const ScheduleState&) override {
     const int i = op.stage;
     rec_.wait_seconds = finish_all(grads_arriving_[i]);
+    // The gradients that leave are the ranks' sum.
+    if (reducer_) rec_.wait_seconds += reducer_->wait_for(bucket_holding(reducer_->first_stages(), i));
     grads_arriving_[i].clear();
     grads_leaving_[i] = host_weights().offload_grads(i, transfers());
     rec_.input_bytes = bytes_of(grads_leaving_[i]);
@@ -319,6 +332,11 @@ class LibTorchBackend : public ScheduleBackend {
     if (!grads_leaving_[i].empty()) host_weights().grads_arrived(i, grads_leaving_[i]);
     grads_leaving_[i].clear();
     host_weights().update(i);
+  }
+
+  void all_reduce(const Op&, const ScheduleState&, int bucket) override {
+    MEMTRAIN_ASSERT(reducer_, "the interpreter refuses AllReduce without buckets to sum");
+    rec_.wait_seconds = reducer_->start(bucket);
   }
 
  private:
@@ -404,6 +422,7 @@ class LibTorchBackend : public ScheduleBackend {
   DeviceMemory& memory_;
   std::unique_ptr<HostTransfers>& transfers_;  // the executor's, made at the first copy
   HostWeights* host_weights_;
+  GradientReducer* reducer_;  // a data-parallel rank's gradient sums; null: one process
   const Batch& batch_;
   StepContext& ctx_;
   const int n_;
@@ -420,18 +439,20 @@ class LibTorchBackend : public ScheduleBackend {
 
 }  // namespace
 
-ScheduleLimits Executor::limits() const {
+ScheduleLimits Executor::limits(const GradientReducer* reducer) const {
   ScheduleLimits limits;
   for (int i = 0; i < model_.size(); ++i) {
     limits.variants.push_back(1 + static_cast<int>(model_.stage(i).variant_names().size()));
   }
   limits.weights_on_host = host_weights_ != nullptr;
+  if (reducer) limits.reduce_buckets = reducer->first_stages();
   return limits;
 }
 
-ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& batch, StepContext& ctx) {
-  LibTorchBackend backend(model_, memory_, transfers_, host_weights_, schedule, batch, ctx);
-  interpret(schedule, limits(), backend);
+ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& batch, StepContext& ctx,
+                                        GradientReducer* reducer) {
+  LibTorchBackend backend(model_, memory_, transfers_, host_weights_, reducer, schedule, batch, ctx);
+  interpret(schedule, limits(reducer), backend);
   return backend.finish();
 }
 

@@ -14,7 +14,10 @@
 // - a schedule naming micro-batches splits the batch by rows and runs each
 //   micro-batch with its own activations, gradient and generator;
 // - with HostWeights attached, the weight operations fetch and drop a
-//   stage's weights, send its gradients to the host and update it there.
+//   stage's weights, send its gradients to the host and update it there;
+// - with a GradientReducer (one rank of a data-parallel step), AllReduce
+//   starts a gradient bucket's sum over the ranks beside compute, and the
+//   run ends when every sum has.
 // It measures every operation: bytes live before and after, peak during,
 // and seconds.
 #pragma once
@@ -23,8 +26,10 @@
 #include <vector>
 
 #include "core/copy_stats.h"
+#include "core/reduce_stats.h"
 #include "core/schedule.h"
 #include "core/schedule_interpreter.h"
+#include "runtime/execution/gradient_reducer.h"
 #include "runtime/execution/host_weights.h"
 #include "runtime/execution/saved_tensors.h"
 #include "runtime/input/batch.h"
@@ -50,6 +55,7 @@ struct ExecutionResult {
   Bytes peak = 0;       // highest device bytes over the schedule
   Seconds seconds = 0;  // wall time of the schedule
   CopyStats copies;     // what the copies moved and cost, and compute's waits on them
+  ReduceStats reduce;   // the gradient sums over the ranks, and compute's waits on them
   std::vector<OpRecord> ops;
 };
 
@@ -66,18 +72,23 @@ class Executor {
   // A schedule naming micro-batches splits the batch by rows; each
   // micro-batch's loss gradient is weighted by its share of the counted
   // targets, so gradients add up to the whole batch's.
-  ExecutionResult run(const Schedule& schedule, const Batch& batch, StepContext& ctx);
+  // With `reducer` (not owned), the schedule must sum its buckets
+  // (AllReduce); without, AllReduce is refused.
+  ExecutionResult run(const Schedule& schedule, const Batch& batch, StepContext& ctx,
+                      GradientReducer* reducer = nullptr);
 
   // Weights in host memory: the weight operations move them through
   // `weights` (not owned; nullptr: the weights stay on the device).
   void set_host_weights(HostWeights* weights) { host_weights_ = weights; }
 
   // What schedules are checked against: the model's stages and their
-  // variants, and whether the weights live in host memory.
-  ScheduleLimits limits() const;
+  // variants, whether the weights live in host memory, and the gradient
+  // buckets `reducer` sums (none without one).
+  ScheduleLimits limits(const GradientReducer* reducer = nullptr) const;
 
  private:
-  ExecutionResult run_unchecked(const Schedule& schedule, const Batch& batch, StepContext& ctx);
+  ExecutionResult run_unchecked(const Schedule& schedule, const Batch& batch, StepContext& ctx,
+                                GradientReducer* reducer);
 
   StagedModel& model_;
   DeviceMemory& memory_;

@@ -3,6 +3,9 @@
 // the loss stage reports accuracy.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include <ATen/core/Generator.h>
 #include <torch/types.h>
 
@@ -24,6 +27,12 @@ struct StepContext {
   // the whole step's (a micro-batch's, or a rank's part of the ranks' batch),
   // so the parts' gradients add up to the whole step's. 1: the whole step.
   double loss_weight = 1;
+  // A schedule that names micro-batches splits the batch itself; a step
+  // that is one rank's part of the ranks' batch tells it what the ranks
+  // share: the global count the loss averages over (0: this batch's own),
+  // and each micro-batch's dropout seed (empty: drawn from `generator`).
+  double micro_loss_denominator = 0;
+  std::vector<std::uint64_t> micro_seeds;
 
   // Written by the loss stage.
   double correct = 0;  // examples or tokens predicted right
