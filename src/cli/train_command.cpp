@@ -79,6 +79,11 @@ const char* kTrainHelp =
     "                               per node; rank 0 serves the meeting point on HOST:PORT\n"
     "  --deterministic-reduce       sum the ranks' gradients in rank order: bit for bit one process\n"
     "                               with --micro-batches N on the N slices (default: Gloo's ring sum)\n"
+    "  --sum-gradients during|after during (default): each bucket of gradients is summed over the\n"
+    "                               ranks as soon as the backward has made it final, beside the rest\n"
+    "                               of the backward (the sums' copies take up to 1/32 of the budget;\n"
+    "                               where even that leaves the largest input no plan, after); after:\n"
+    "                               once the whole backward has run\n"
     "  --shard-optimizer            each rank keeps Adam's state for 1/N of the weights and updates\n"
     "                               those (ZeRO-1), then the ranks share the updated weights: bit for\n"
     "                               bit the unsharded result, with less memory per rank\n"
@@ -157,11 +162,13 @@ int run_train(const std::vector<std::string>& args) {
   const bool by_hand = rank_flags.by_hand;
   runtime::RankAddress address = rank_flags.address;
   const bool ranked = rank_flags.ranked();
-  if (!ranked && (flags.has("deterministic-reduce") || flags.has("shard-optimizer") || flags.has("timeout"))) {
+  if (!ranked && (flags.has("deterministic-reduce") || flags.has("shard-optimizer") || flags.has("timeout") ||
+                  flags.has("sum-gradients"))) {
     throw UsageError(
-        "train: --deterministic-reduce, --shard-optimizer and --timeout are for ranks; give --ranks N or "
-        "--rank/--world");
+        "train: --deterministic-reduce, --sum-gradients, --shard-optimizer and --timeout are for ranks; give "
+        "--ranks N or --rank/--world");
   }
+  options.sum_beside_backward = flags.choice("sum-gradients", "during", {"during", "after"}) == "during";
   options.deterministic_reduce = flags.has("deterministic-reduce");
   options.shard_optimizer = flags.has("shard-optimizer");
   const int local_ranks = launch > 0 ? launch : 1;
@@ -185,8 +192,11 @@ int run_train(const std::vector<std::string>& args) {
   if (!checkpoint_dir.empty() && weights.on_host)
     throw UsageError("train: checkpoints keep the weights on the device; --weights-on host is not supported with them");
   if (ranked && !share.empty()) throw UsageError("train: ranks cannot join a job group (--share)");
-  if (ranked && weights.on_host)
-    throw UsageError("train: ranks keep the weights on the device; --weights-on host is not supported with ranks");
+  if (weights.on_host && flags.has("shard-optimizer")) {
+    throw UsageError(
+        "train: --shard-optimizer with --weights-on host is not supported (the host updates each stage whole); "
+        "keep the weights on the device to shard the optimizer");
+  }
   flags.check_all_used();
   if (launch > 0) {
     std::vector<std::string> rank_args = args_without_ranks(args);
@@ -263,9 +273,13 @@ int run_train(const std::vector<std::string>& args) {
                    trainer.planner().respects_budget() && options.enforce ? "enforced" : "not enforced");
     if (group && speaks) {
       std::fprintf(stderr,
-                   "memtrain: rank 0 of %d; each takes %lld of the %lld rows of a global batch; gradients summed %s\n",
+                   "memtrain: rank 0 of %d; each takes %lld of the %lld rows of a global batch; gradients summed %s, "
+                   "%s\n",
                    group->world(), static_cast<long long>(batch), static_cast<long long>(batch * group->world()),
-                   options.deterministic_reduce ? "in rank order (deterministic)" : "by Gloo's ring all-reduce");
+                   options.deterministic_reduce ? "in rank order (deterministic)" : "by Gloo's ring all-reduce",
+                   trainer.sums_beside_backward() ? "bucket by bucket beside the backward"
+                   : options.sum_beside_backward  ? "after the backward (the budget leaves no room beside it)"
+                                                  : "after the backward (--sum-gradients after)");
     }
     if (group && speaks && options.shard_optimizer) {
       std::fprintf(stderr, "memtrain: optimizer state sharded: this rank keeps %s of Adam's moments\n",
@@ -300,11 +314,13 @@ int run_train(const std::vector<std::string>& args) {
           format_bytes(sum.budget_bytes).c_str(), sum.violations, sum.retries, sum.cache_hits, sum.cache_misses,
           100 * sum.median_prediction_error, 100 * sum.max_prediction_error);
     if (group && speaks) {
-      Seconds reduce = 0;
-      for (const runtime::StepRecord& r : trainer.records()) reduce += r.reduce_seconds;
-      std::printf("memtrain: %d ranks; loss %.6f at the last step; summing gradients took %.3f s per step (mean)\n",
-                  world, trainer.records().empty() ? 0.0 : trainer.records().back().loss,
-                  sum.steps ? reduce / static_cast<double>(sum.steps) : 0.0);
+      const long planned = sum.steps - sum.collection_steps;
+      std::printf(
+          "memtrain: %d ranks; loss %.6f at the last step; summing gradients took %.3f s per planned step, %.1f%% "
+          "of it hidden under the backward\n",
+          world, trainer.records().empty() ? 0.0 : trainer.records().back().loss,
+          planned > 0 ? sum.planned_reduce.seconds / static_cast<double>(planned) : 0.0,
+          100 * sum.planned_reduce.hidden_fraction());
     }
     const CopyStats& copies = sum.planned_copies;
     if (copies.bytes() > 0 && speaks) {

@@ -36,7 +36,10 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
         {"data_wait_seconds", r.data_wait_seconds},
         {"schedule_seconds", r.schedule_seconds},
         {"predicted_schedule_seconds", r.predicted_schedule_seconds >= 0 ? json(r.predicted_schedule_seconds) : json()},
-        {"reduce_seconds", r.reduce_seconds},
+        {"reduce_seconds", r.reduce.seconds},
+        {"reduce_stall_seconds", r.reduce.stall_seconds},
+        {"predicted_reduce_stall_seconds",
+         r.predicted_reduce_stall_seconds >= 0 ? json(r.predicted_reduce_stall_seconds) : json()},
         {"share_seconds", r.share_seconds},
         {"loss", r.loss},
         {"accuracy", r.accuracy}};
@@ -64,6 +67,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
                  {"rank", info.rank},
                  {"world", info.world},
                  {"deterministic_reduce", info.deterministic_reduce},
+                 {"sums_beside_backward", trainer.sums_beside_backward()},
                  {"shard_optimizer", info.shard_optimizer},
                  {"parameter_digest", parameter_digest(const_cast<runtime::Trainer&>(trainer).model())},
                  {"reference_peak_bytes", s.reference_peak_bytes},
@@ -102,6 +106,10 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
   summary["hidden_transfer_fraction"] = c.hidden_fraction();
   summary["to_host_hidden_fraction"] = c.hidden_fraction(CopyDirection::ToHost);
   summary["to_device_hidden_fraction"] = c.hidden_fraction(CopyDirection::ToDevice);
+  // Ranks: the gradient sums over the planned steps, and how much of them the backward hid.
+  summary["reduce_seconds_per_step"] =
+      s.steps > s.collection_steps ? s.planned_reduce.seconds / static_cast<double>(s.steps - s.collection_steps) : 0.0;
+  summary["reduce_hidden_fraction"] = s.planned_reduce.hidden_fraction();
   return report;
 }
 

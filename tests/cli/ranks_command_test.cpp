@@ -65,6 +65,26 @@ TEST(RanksCommand, DeterministicRanksEqualOneProcessWithMicroBatchesBitForBit) {
   }
 }
 
+// Harmony per rank: each rank swaps its weights in and sends its summed
+// gradients to the host, stage by stage; two ranks of one micro-batch each
+// train bit for bit as one process running their slices as two micro-batches.
+TEST(RanksCommand, RanksWithWeightsInHostMemoryEqualOneProcessBitForBit) {
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/log", ranks = dir.path() + "/r.json", one = dir.path() + "/one.json";
+  const std::string run = "train --steps 6 --threads 1 --weights-on host --planner swap --budget 40% --quiet";
+  ASSERT_EQ(memtrain(run + " --ranks 2 --deterministic-reduce --batch 4 --json " + ranks, log), 0) << text_of(log);
+  ASSERT_EQ(memtrain(run + " --batch 8 --micro-batches 2 --json " + one, log), 0) << text_of(log);
+  const json r = json_of(ranks), o = json_of(one);
+  EXPECT_TRUE(r.at("weights_on_host").get<bool>());
+  EXPECT_EQ(losses(r), losses(o));
+  EXPECT_EQ(r.at("parameter_digest"), o.at("parameter_digest"));
+  EXPECT_EQ(json_of(ranks + ".rank1").at("parameter_digest"), o.at("parameter_digest"));
+  for (const json& step : r.at("steps")) {
+    const std::string schedule = step.at("schedule").get<std::string>();
+    EXPECT_NE(schedule.find("AR0"), std::string::npos) << schedule;  // every stage's gradients summed
+  }
+}
+
 TEST(RanksCommand, RingSummedRanksMatchOneProcessOnTheConcatenatedBatch) {
   testing::TempDir dir;
   const std::string log = dir.path() + "/log", ranks = dir.path() + "/r.json", one = dir.path() + "/one.json";
@@ -204,7 +224,8 @@ TEST(RanksCommand, RanksThatDisagreeOrFlagsThatDoNotFitAreRefused) {
            {"--rank 0 --world 2", "needs all of --rank R, --world N and --master"},
            {"--rank 0 --world 2 --master nowhere", "is not HOST:PORT"},
            {"--resume", "need --checkpoint-dir D"},
-           {"--ranks 2 --weights-on host --planner swap", "not supported with ranks"}}) {
+           {"--ranks 2 --weights-on host --planner swap --shard-optimizer",
+            "--shard-optimizer with --weights-on host is not supported"}}) {
     EXPECT_EQ(memtrain("train " + args, log), 2) << args;
     EXPECT_NE(text_of(log).find(says), std::string::npos) << args << ": " << text_of(log);
   }

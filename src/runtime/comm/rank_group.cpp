@@ -291,29 +291,57 @@ void RankGroup::sum(std::vector<torch::Tensor>& tensors, Bytes bucket_bytes) {
 
 void RankGroup::ordered_sum(std::vector<torch::Tensor>& tensors, Bytes bucket_bytes) {
   if (world() == 1) return;
-  const int r = rank(), last = world() - 1;
   collective("ordered all-reduce", [&] {
-    // Bucket by bucket, along the ranks: rank r adds its values to the sum
-    // of ranks 0..r-1, and the last rank's sum goes to every rank. Element
-    // by element that is the same addition whatever the buckets.
+    // Bucket by bucket; element by element that is the same addition
+    // whatever the buckets.
     const std::vector<std::vector<std::size_t>> buckets = tensor_buckets(tensors, bucket_bytes);
     for (std::size_t k = 0; k < buckets.size(); ++k) {
-      torch::Tensor flat = flatten_bucket(tensors, buckets[k]);
-      const int tag = static_cast<int>(k);
-      if (r > 0) {
-        std::vector<at::Tensor> incoming{torch::empty_like(flat)};
-        impl_->group->recv(incoming, r - 1, tag)->wait();
-        // (sum of 0..r-1) + x_r: addition commutes exactly, so in place is fine.
-        flat.add_(incoming[0]);
-      }
-      std::vector<at::Tensor> one{flat};
-      if (r < last) impl_->group->send(one, r + 1, tag)->wait();
-      c10d::BroadcastOptions o;
-      o.rootRank = last;
-      impl_->group->broadcast(one, o)->wait();
+      const torch::Tensor flat = flatten_bucket(tensors, buckets[k]);
+      ordered_sum_unguarded(flat, rank() > 0 ? torch::empty_like(flat) : torch::Tensor(), flat.numel(),
+                            static_cast<int>(k));
       unflatten_bucket(flat, tensors, buckets[k]);
     }
   });
+}
+
+void RankGroup::ordered_sum_unguarded(const torch::Tensor& flat, const torch::Tensor& incoming, std::int64_t chunk,
+                                      int tag) {
+  // Along the ranks: rank r adds its values to the sum of ranks 0..r-1, and
+  // the last rank's sum goes to every rank, chunk by chunk.
+  const int r = rank(), last = world() - 1;
+  const std::int64_t n = flat.numel();
+  chunk = std::max<std::int64_t>(1, chunk);
+  MEMTRAIN_ASSERT(r == 0 || incoming.numel() >= std::min(n, chunk), "the buffer holds a chunk");
+  for (std::int64_t at = 0; at < n; at += chunk) {
+    const std::int64_t length = std::min(chunk, n - at);
+    torch::Tensor part = flat.view({-1}).narrow(0, at, length);
+    if (r > 0) {
+      std::vector<at::Tensor> arriving{incoming.view({-1}).narrow(0, 0, length)};
+      impl_->group->recv(arriving, r - 1, tag)->wait();
+      // (sum of 0..r-1) + x_r: addition commutes exactly, so in place is fine.
+      part.add_(arriving[0]);
+    }
+    std::vector<at::Tensor> out{part};
+    if (r < last) impl_->group->send(out, r + 1, tag)->wait();
+  }
+  std::vector<at::Tensor> one{flat};
+  c10d::BroadcastOptions o;
+  o.rootRank = last;
+  impl_->group->broadcast(one, o)->wait();
+}
+
+void RankGroup::sum_bucket(const torch::Tensor& flat) {
+  if (world() == 1) return;
+  collective("all-reduce", [&] {
+    std::vector<at::Tensor> one{flat};
+    impl_->group->allreduce(one)->wait();
+  });
+}
+
+void RankGroup::ordered_sum_bucket(const torch::Tensor& flat, const torch::Tensor& incoming, std::int64_t chunk,
+                                   int tag) {
+  if (world() == 1) return;
+  collective("ordered all-reduce", [&] { ordered_sum_unguarded(flat, incoming, chunk, tag); });
 }
 
 std::vector<std::vector<double>> RankGroup::gather(const std::vector<double>& values) {

@@ -89,6 +89,14 @@ class RankGroup {
   // bit for bit what one process adding the ranks' values in turn gets.
   // Each bucket travels rank to rank and back.
   void ordered_sum(std::vector<torch::Tensor>& tensors, Bytes bucket_bytes = kBucketBytes);
+  // One bucket's flat tensor, in place (gradient sums that run beside
+  // compute, runtime/training/rank_gradient_sums.h): sum() of it alone.
+  void sum_bucket(const torch::Tensor& flat);
+  // In place, ordered_sum() of it alone. The partial sums travel in chunks
+  // of `chunk` elements (every rank the same); `incoming` (ranks > 0): a
+  // buffer of `flat`'s type of at least one chunk, allocated by the caller,
+  // for the partial sum arriving. `tag` tells this bucket's messages from others'.
+  void ordered_sum_bucket(const torch::Tensor& flat, const torch::Tensor& incoming, std::int64_t chunk, int tag);
   // Every rank's `values` (each rank the same count), in rank order.
   std::vector<std::vector<double>> gather(const std::vector<double>& values);
   // Every rank's `text` under `name` (e.g. where it serves something), in
@@ -101,6 +109,8 @@ class RankGroup {
  private:
   template <typename F>
   void collective(const char* what, F&& run);
+  // ((x_0 + x_1) + x_2) + ... of one flat tensor, with no failure handling.
+  void ordered_sum_unguarded(const torch::Tensor& flat, const torch::Tensor& incoming, std::int64_t chunk, int tag);
   template <typename Start>
   void bucketed(std::vector<torch::Tensor>& tensors, Bytes bucket_bytes, Start&& start);
   // Who is to blame for a failed collective: a reported failure, a stale

@@ -35,12 +35,6 @@ Bytes bucket_temporary_bytes(const std::vector<torch::Tensor>& tensors, bool ord
   return ordered ? largest_with_incoming + 2 * largest_copy : 4 * largest_copy;
 }
 
-Bytes bucket_bytes_within(const std::vector<torch::Tensor>& tensors, bool ordered, Bytes room) {
-  Bytes cap = kBucketBytes;
-  while (cap > 0 && bucket_temporary_bytes(tensors, ordered, cap) > room) cap /= 2;
-  return cap;
-}
-
 torch::Tensor flatten_bucket(const std::vector<torch::Tensor>& tensors, const std::vector<std::size_t>& bucket) {
   if (bucket.size() == 1) return tensors[bucket.front()];
   torch::NoGradGuard no_grad;  // the tensors may be weights

@@ -29,10 +29,6 @@ std::vector<std::vector<std::size_t>> tensor_buckets(const std::vector<torch::Te
 Bytes bucket_temporary_bytes(const std::vector<torch::Tensor>& tensors, bool ordered,
                              Bytes bucket_bytes = kBucketBytes);
 
-// The largest bucket size (kBucketBytes halved until it fits; 0: every
-// tensor alone, no copies) whose temporary bytes stay within `room`.
-Bytes bucket_bytes_within(const std::vector<torch::Tensor>& tensors, bool ordered, Bytes room);
-
 // One bucket's flat copy (a bucket of one tensor: that tensor itself).
 torch::Tensor flatten_bucket(const std::vector<torch::Tensor>& tensors, const std::vector<std::size_t>& bucket);
 // The flat copy's values back into the bucket's tensors (nothing for one tensor).

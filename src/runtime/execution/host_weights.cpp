@@ -1,5 +1,6 @@
 #include "runtime/execution/host_weights.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <torch/torch.h>
@@ -78,7 +79,10 @@ std::vector<std::unique_ptr<HostCopy>> HostWeights::offload_grads(int stage, Hos
 
 void HostWeights::grads_arrived(int stage, const std::vector<std::unique_ptr<HostCopy>>& copies) {
   std::vector<Weight>& weights = stages_.at(stage).weights;
-  for (size_t k = 0; k < weights.size() && k < copies.size(); ++k) weights[k].host_grad = copies[k]->destination();
+  for (size_t k = 0; k < weights.size() && k < copies.size(); ++k) {
+    Weight& w = weights[k];
+    w.host_grad = w.kept_grad.defined() ? w.kept_grad : copies[k]->destination();
+  }
 }
 
 std::vector<std::unique_ptr<HostCopy>> HostWeights::fetch_grads(int stage, HostTransfers& transfers) {
@@ -143,7 +147,7 @@ void HostWeights::commit() {
         optimizer_.first_moment(w.index) = w.next_m;
         optimizer_.second_moment(w.index) = w.next_v;
       }
-      w.next_w = w.next_m = w.next_v = w.host_grad = torch::Tensor();
+      w.next_w = w.next_m = w.next_v = w.host_grad = w.kept_grad = torch::Tensor();
       w.param.mutable_grad() = torch::Tensor();
       w.param.set_data(w.master);
     }
@@ -158,7 +162,7 @@ void HostWeights::commit() {
   optimizer_.count_step();
 }
 
-void HostWeights::abandon() {
+void HostWeights::abandon(const std::vector<torch::Tensor>& keep) {
   try {
     wait_for_updates();
   } catch (const std::exception&) {
@@ -166,6 +170,21 @@ void HostWeights::abandon() {
   }
   for (StageWeights& s : stages_) {
     for (Weight& w : s.weights) {
+      const bool kept =
+          std::any_of(keep.begin(), keep.end(), [&](const torch::Tensor& k) { return k.is_same(w.param); });
+      if (!kept) {
+        w.kept_grad = torch::Tensor();
+      } else if (!w.kept_grad.defined()) {
+        // Where the attempt left it: arrived in host memory, or still on the device.
+        if (w.host_grad.defined()) {
+          w.kept_grad = w.host_grad;
+        } else {
+          MEMTRAIN_ASSERT(w.param.grad().defined(), "a weight whose sum was made has a gradient");
+          const PoolScope host(&memory_.host());
+          w.kept_grad = torch::empty_like(w.master);
+          w.kept_grad.copy_(w.param.grad());
+        }
+      }
       w.next_w = w.next_m = w.next_v = w.host_grad = torch::Tensor();
       w.param.mutable_grad() = torch::Tensor();
       w.param.set_data(w.master);

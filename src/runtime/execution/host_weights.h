@@ -59,14 +59,18 @@ class HostWeights {
   Seconds update_seconds(int stage) const { return update_seconds_.at(stage); }
   // Makes every staged update current and counts the step.
   void commit();
-  // Forgets this step: staged updates, gradients, device copies.
-  void abandon();
+  // Forgets this step: staged updates, gradients, device copies; but the
+  // gradients of `keep` (weights whose sum over the ranks a failed attempt
+  // already made) stay in host memory and stand for the rest of the step:
+  // whatever the next attempt sends the host for them, the update uses these.
+  void abandon(const std::vector<torch::Tensor>& keep = {});
 
  private:
   struct Weight {
     torch::Tensor param;                   // the module's parameter, pointed at master or a device copy
     torch::Tensor master;                  // the weights, host memory
     torch::Tensor host_grad;               // the gradient sum that reached the host; undefined before
+    torch::Tensor kept_grad;               // abandon(keep): the gradient that stands this step, host memory
     size_t index = 0;                      // in the optimizer
     torch::Tensor next_w, next_m, next_v;  // a staged update
   };

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/seconds_since.h"
 #include "plan/frugal_schedule.h"
+#include "plan/gradient_sums.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
 #include "plan/weight_swap_schedules.h"
@@ -46,10 +47,10 @@ void check_options(const TrainerOptions& o) {
     throw UsageError("micro-batches (micro_batches) " + std::to_string(o.micro_batches) +
                      " is out of range; expected >= 1");
   }
-  if (o.ranks && o.weights_on_host) {
+  if (o.shard_optimizer && o.weights_on_host) {
     throw UsageError(
-        "ranks with the weights in host memory are not supported: the host updates run inside the schedule, "
-        "before the ranks' gradients could be summed; keep the weights on the device");
+        "a sharded optimizer with the weights in host memory is not supported: the host updates each stage "
+        "whole; shard the optimizer with the weights on the device, or keep every rank's state whole");
   }
   if (o.ranks && o.lease) throw UsageError("ranks on a shared device (job groups) are not supported");
   if (o.deterministic_reduce && !o.ranks) throw UsageError("deterministic_reduce orders the ranks' sum; give ranks");
@@ -170,9 +171,14 @@ Schedule Trainer::fallback_schedule() const {
 
 void Trainer::discard_gradients() {
   if (host_weights_) {
-    host_weights_->abandon();
-  } else {
+    host_weights_->abandon(frozen_);
+  } else if (frozen_.empty()) {
     optimizer_->zero_grad();
+  } else {
+    torch::NoGradGuard no_grad;
+    for (torch::Tensor& w : model_->parameters()) {
+      if (w.requires_grad()) w.mutable_grad().zero_();
+    }
   }
 }
 
@@ -276,12 +282,17 @@ void Trainer::calibrate() {
   } else {
     budget_ = options_.budget.resolve(reference_peak_);
   }
+  use_budget(budget_);
+  if (options_.ranks) {
+    start_gradient_sums();
+    // The least budget is the planner's, plus what the sums' copies hold beside the backward.
+    if (options_.least_budget && sums_beside_backward_) use_budget(budget_ += sums_->reserve_bytes());
+  }
   memory_.set_enforced(options_.enforce && planner_->respects_budget());
   if (planner_->respects_budget()) {
-    const Plan p = planner_->plan({largest_chain_, budget_, &largest_chain_});
-    if (!p.feasible) throw below_minimum(largest_signature_, p.min_budget_bytes);
+    const Plan p = planner_->plan({largest_chain_, planning_budget(), &largest_chain_});
+    if (!p.feasible) throw below_minimum(largest_signature_, p.min_budget_bytes + (budget_ - planning_budget()));
   }
-  use_budget(budget_);
   calibrated_ = true;
 }
 
@@ -362,7 +373,65 @@ Chain Trainer::planning_chain(std::int64_t size) {
 
 Plan Trainer::plan_for(std::int64_t size) {
   const Chain chain = planning_chain(size);
-  return planner_->plan({chain, plan::stricter_budget(step_budget_, chain, cache_->strictness(size)), &largest_chain_});
+  return planner_->plan(
+      {chain, plan::stricter_budget(planning_budget(), chain, cache_->strictness(size)), &largest_chain_});
+}
+
+void Trainer::start_gradient_sums() {
+  std::vector<std::vector<torch::Tensor>> stage_weights;
+  for (int i = 0; i < model_->size(); ++i) stage_weights.push_back(model_->stage(i).parameters());
+  // Pieces as large as kBucketBytes (few round trips), halved until the
+  // copies in flight take at most 1/32 of this rank's budget and leave the
+  // planner room for the largest input (pieces of 0 bytes: every weight
+  // summed alone, in place, no copies); the ranks then take the smallest,
+  // so they cut the gradients the same way.
+  constexpr Bytes kShareOfBudget = 32;
+  const bool receives = options_.ranks->rank() > 0;
+  // With the weights in host memory each stage's gradients leave for the host on their own.
+  const bool per_stage = host_weights_ != nullptr;
+  const auto reserve = [&](Bytes piece) {
+    return RankGradientSums::reserve_bytes(stage_weights, piece, options_.deterministic_reduce, receives, per_stage);
+  };
+  const auto room_beside_backward = [&](Bytes piece) {
+    if (!options_.sum_beside_backward) return false;
+    return !planner_->respects_budget() || options_.least_budget ||
+           planner_->plan({largest_chain_, budget_ - reserve(piece), &largest_chain_}).feasible;
+  };
+  Bytes piece = kBucketBytes;
+  while (piece > 0 && (reserve(piece) > budget_ / kShareOfBudget ||
+                       (options_.sum_beside_backward && !room_beside_backward(piece)))) {
+    piece /= 2;
+  }
+  for (const std::vector<double>& theirs : options_.ranks->gather({static_cast<double>(piece)}))
+    piece = std::min(piece, static_cast<Bytes>(theirs[0]));
+  bucket_bytes_ = piece;
+  // No room for even the smallest copies beside the largest input's
+  // backward: this rank sums after its backward instead (the others need
+  // not: every rank sums the same buckets in the same order either way).
+  sums_beside_backward_ = room_beside_backward(piece);
+  sums_ = std::make_unique<RankGradientSums>(*options_.ranks, std::move(stage_weights), piece,
+                                             options_.deterministic_reduce, per_stage);
+}
+
+Schedule Trainer::summing(const Schedule& schedule) const {
+  return sums_beside_backward_ ? plan::with_gradient_sums(schedule, sums_->first_stages())
+                               : plan::with_gradient_sums_at_end(schedule, sums_->first_stages());
+}
+
+void Trainer::freeze_summed(const std::vector<int>& stages) {
+  torch::NoGradGuard no_grad;
+  for (int s : stages) {
+    for (torch::Tensor& w : model_->stage(s).parameters()) {
+      if (!w.requires_grad()) continue;
+      w.requires_grad_(false);
+      frozen_.push_back(w);
+    }
+  }
+}
+
+void Trainer::thaw_summed() {
+  for (torch::Tensor& w : frozen_) w.requires_grad_(true);
+  frozen_.clear();
 }
 
 Schedule Trainer::most_frugal(std::int64_t size) {
@@ -426,9 +495,11 @@ StepRecord Trainer::step() {
   Choice choice = choose(size);
   rec.plan = choice.kind;
   rec.planning_seconds = choice.planning_seconds;
+  // What the sums are predicted to cost: the network as the steps before this one showed it.
+  const GradientReduction reduction = sums_ ? sums_->reduction() : GradientReduction{};
   const StepRun run = run_with_retries(parts, size, choice, rec);
   const ExecutionResult& result = run.result;
-  record_run(choice.schedule, size, result, static_cast<int>(parts.batches.size()), rec);
+  record_run(choice.schedule, size, result, static_cast<int>(parts.batches.size()), reduction, rec);
   update(size, result, rec);
 
   rec.violation = rec.peak_bytes > step_budget_;
@@ -449,6 +520,7 @@ Trainer::StepParts Trainer::split(const Batch& batch) {
   if (!split_steps()) {
     p.batches = {batch};
     p.loss_weights = {1};
+    if (host_weights_ && options_.ranks) split_among_ranks(batch, p);
     return p;
   }
   const int m = options_.micro_batches;
@@ -482,7 +554,12 @@ Trainer::StepRun Trainer::run_parts(const Schedule& schedule, const StepParts& p
     StepContext ctx = context_for(batch);
     if (!parts.seeds.empty()) ctx.generator = memory_.make_generator(parts.seeds[i]);
     ctx.loss_weight = parts.loss_weights[i];
-    ExecutionResult r = executor_->run(schedule, batch, ctx);
+    ctx.micro_seeds = parts.micro_seeds;
+    ctx.micro_loss_denominator = parts.micro_loss_denominator;
+    // With ranks, the last part's backward makes the gradients final: it sums them as it goes.
+    const bool last = i + 1 == parts.batches.size();
+    ExecutionResult r = sums_ && last ? executor_->run(summing(schedule), batch, ctx, sums_.get())
+                                      : executor_->run(schedule, batch, ctx);
     run.losses.push_back(r.loss);
     run.correct.push_back(ctx.correct);
     run.counted.push_back(ctx.counted);
@@ -495,11 +572,36 @@ Trainer::StepRun Trainer::run_parts(const Schedule& schedule, const StepParts& p
     const Seconds seconds = run.result.seconds + r.seconds;
     CopyStats copies = run.result.copies;
     copies += r.copies;
+    ReduceStats reduce = run.result.reduce;
+    reduce += r.reduce;
     if (r.peak > run.result.peak) run.result = std::move(r);
     run.result.seconds = seconds;
     run.result.copies = copies;
+    run.result.reduce = reduce;
   }
   return run;
+}
+
+void Trainer::split_among_ranks(const Batch& batch, StepParts& p) {
+  // The schedule splits this rank's slice into micro-batches itself; they
+  // draw the seeds and carry the shares of the job's global micro-batches
+  // (rank r's m-th is the job's r*M+m-th), as one process running them all would.
+  const int m = options_.micro_batches, world = options_.ranks->world(), rank = options_.ranks->rank();
+  const torch::Tensor seeds =
+      torch::empty({world * m}, torch::TensorOptions().dtype(torch::kLong).device(generator_.device()))
+          .random_(0, std::int64_t{1} << 62, generator_)
+          .cpu();
+  for (int i = 0; i < m; ++i)
+    p.micro_seeds.push_back(static_cast<std::uint64_t>(seeds[rank * m + i].item<std::int64_t>()));
+  const double mine = batch.targets.ne(-100).sum().item<double>();
+  double all = 0;
+  for (const std::vector<double>& theirs : across_ranks({mine})) all += theirs[0];
+  p.micro_loss_denominator = std::max(1.0, all);
+  // A schedule of one micro-batch runs the slice whole, with the step's generator and share.
+  if (m == 1) {
+    p.seeds = p.micro_seeds;
+    p.loss_weights = {mine / p.micro_loss_denominator};
+  }
 }
 
 std::vector<std::vector<double>> Trainer::across_ranks(const std::vector<double>& mine) {
@@ -523,23 +625,6 @@ void Trainer::record_outcome(const StepRun& run, StepRecord& rec) {
   }
   rec.loss = loss;
   rec.accuracy = counted > 0 ? correct / counted : 0;
-}
-
-void Trainer::reduce_gradients(StepRecord& rec) {
-  const Clock::time_point t0 = Clock::now();
-  std::vector<torch::Tensor> grads;
-  for (torch::Tensor& p : model_->parameters()) {
-    // Every rank sends the same list: a weight this rank's slice left
-    // untouched contributes zeros.
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    grads.push_back(p.grad());
-  }
-  if (options_.deterministic_reduce) {
-    options_.ranks->ordered_sum(grads, bucket_bytes_);
-  } else {
-    options_.ranks->sum(grads, bucket_bytes_);
-  }
-  rec.reduce_seconds = seconds_since(t0);
 }
 
 std::vector<torch::Tensor> Trainer::shard_pieces(int r) const {
@@ -566,6 +651,12 @@ void Trainer::share_weights(StepRecord& rec) {
 Trainer::StepRun Trainer::run_with_retries(const StepParts& parts, std::int64_t size, Choice& choice, StepRecord& rec) {
   const RngSnapshot start = RngSnapshot::capture(generator_);
   const BufferSnapshot buffers = BufferSnapshot::capture(*model_, memory_);
+  // However the step ends, every weight takes gradients again.
+  struct Thaw {
+    Trainer& t;
+    ~Thaw() { t.thaw_summed(); }
+  } thaw{*this};
+  if (sums_) sums_->begin_step();
   std::vector<Schedule> failed;  // schedules this step already ran out of budget with
   auto tried = [&](const Schedule& s) { return std::find(failed.begin(), failed.end(), s) != failed.end(); };
   while (true) {
@@ -573,7 +664,9 @@ Trainer::StepRun Trainer::run_with_retries(const StepParts& parts, std::int64_t 
       return run_parts(choice.schedule, parts);
     } catch (const OutOfBudget& oob) {
       // Roll back: no gradient (or staged update, or batch-norm statistic)
-      // of the failed attempt survives, and the retry draws the same random numbers.
+      // of the failed attempt survives, and the retry draws the same random
+      // numbers. Gradients already summed over the ranks were final and stand.
+      if (sums_) freeze_summed(sums_->settle_failed_attempt());
       discard_gradients();
       buffers.restore();
       start.restore(generator_);
@@ -609,12 +702,25 @@ Trainer::StepRun Trainer::run_with_retries(const StepParts& parts, std::int64_t 
 }
 
 void Trainer::record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result, int parts,
-                         StepRecord& rec) {
+                         const GradientReduction& reduction, StepRecord& rec) {
   rec.schedule = schedule.to_string();
   rec.recomputed_forwards = schedule.recomputed_forwards(model_->size());
-  const sim::SimResult predicted = sim::simulate(predicted_chain(size), schedule);
+  const Chain chain = predicted_chain(size);
+  const sim::SimResult predicted = sim::simulate(chain, schedule);
   rec.predicted_peak_bytes = predicted.peak_bytes;
   rec.predicted_schedule_seconds = predicted.time * parts;
+  if (!reduction.empty()) {
+    // The last part sums the gradients as its backward makes them final.
+    Chain ranked = chain;
+    ranked.reduction = reduction;
+    const Schedule with_sums = summing(schedule);
+    const sim::SimResult summed = sim::simulate(ranked, with_sums);
+    rec.schedule = with_sums.to_string();
+    rec.predicted_peak_bytes = std::max(predicted.peak_bytes, summed.peak_bytes);
+    rec.predicted_schedule_seconds = predicted.time * (parts - 1) + summed.time;
+    rec.predicted_reduce_stall_seconds = summed.reduce.stall_seconds;
+  }
+  rec.reduce = result.reduce;
   if (options_.lease) {
     const sim::SimResult plain =
         sim::simulate(predicted_chain(size), plan::schedule_keeping_everything(model_->size()));
@@ -639,23 +745,15 @@ void Trainer::update(std::int64_t size, const ExecutionResult& result, StepRecor
     rec.peak_bytes = result.peak;
     return;
   }
-  // Only with room for the update's temporary (and, with ranks, the flat
-  // copies of the buckets the gradients and shared weights travel in: one
-  // after the other), so none stops half way. The buckets are as large as
-  // the room left allows: at worst one tensor each, which needs no copy.
+  // Only with room for the update's temporary (and, with a sharded
+  // optimizer, the flat copies of the buckets the updated weights travel
+  // in, cut as the gradient sums' pieces, which every rank agreed on), so
+  // none stops half way. The gradients were summed during the schedule.
   memory_.synchronize();
   const Bytes before_update = memory_.live();
   Bytes temporary = optimizer_->update_temp_bytes();
-  if (options_.ranks) {
-    const std::vector<torch::Tensor> params = model_->parameters();
-    const Bytes room = memory_.enforced() ? step_budget_ - before_update : INT64_MAX;
-    bucket_bytes_ = bucket_bytes_within(params, options_.deterministic_reduce, room);
-    for (std::size_t r = 0; r < shards_.size(); ++r)
-      bucket_bytes_ = std::min(bucket_bytes_, bucket_bytes_within(shard_pieces(static_cast<int>(r)), false, room));
-    temporary = std::max(temporary, bucket_temporary_bytes(params, options_.deterministic_reduce, bucket_bytes_));
-    for (std::size_t r = 0; r < shards_.size(); ++r) {
-      temporary = std::max(temporary, bucket_temporary_bytes(shard_pieces(static_cast<int>(r)), false, bucket_bytes_));
-    }
+  for (std::size_t r = 0; r < shards_.size(); ++r) {
+    temporary = std::max(temporary, bucket_temporary_bytes(shard_pieces(static_cast<int>(r)), false, bucket_bytes_));
   }
   if (memory_.enforced() && before_update + temporary > step_budget_) {
     throw Error("step " + std::to_string(rec.step) + ": budget " + format_bytes(step_budget_) +
@@ -663,7 +761,6 @@ void Trainer::update(std::int64_t size, const ExecutionResult& result, StepRecor
                 format_bytes(before_update) + ")");
   }
   memory_.reset_peak();
-  if (options_.ranks) reduce_gradients(rec);
   optimizer_->step();
   if (optimizer_->sharded()) share_weights(rec);
   memory_.synchronize();
@@ -811,6 +908,9 @@ TrainSummary Trainer::summary() const {
   s.predictor_fit_error = predictor_->memory_fit_error();
   s.mean_step_seconds = records_.empty() ? 0 : total / static_cast<double>(records_.size());
   s.planned_copies = planned_copies(records_);
+  for (const StepRecord& r : records_) {
+    if (r.plan != PlanKind::Collect) s.planned_reduce += r.reduce;
+  }
   s.median_time_prediction_error = time_prediction_error_.median();
   s.to_host_bandwidth = link_.device_to_host();
   s.to_device_bandwidth = link_.host_to_device();

@@ -18,8 +18,11 @@
 // count of what the loss averages over (tokens, images), and its dropout
 // draws from a generator seeded per global part, so N ranks compute what one
 // process running the N slices as N micro-batches computes. The ranks' gradients are
-// summed before the update (in rank order with deterministic_reduce: then bit
-// for bit that one process's), and parameters start as rank 0's.
+// summed during the step's last part, bucket by bucket as the backward makes
+// them final (RankGradientSums, AllReduce in the schedule; in rank order with
+// deterministic_reduce: then bit for bit that one process's), and
+// parameters start as rank 0's. Planners plan for the budget less what the
+// sums' copies may hold.
 //
 // With the weights in host memory (Harmony) the model and Adam live in the
 // host pool, HostWeights moves them, and each step is split into
@@ -40,6 +43,7 @@
 #include "core/copy_stats.h"
 #include "core/error.h"
 #include "core/plan.h"
+#include "core/reduce_stats.h"
 #include "core/signature.h"
 #include "core/units.h"
 #include "plan/planner.h"
@@ -56,6 +60,7 @@
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/adam.h"
 #include "runtime/model/staged_model.h"
+#include "runtime/training/rank_gradient_sums.h"
 #include "runtime/training/step_lease.h"
 
 namespace memtrain::runtime {
@@ -101,6 +106,10 @@ struct TrainerOptions {
   // Sum the ranks' gradients in rank order: slower, and bit for bit one
   // process running the ranks' slices as micro-batches.
   bool deterministic_reduce = false;
+  // Sum each gradient bucket as soon as the backward has made it final,
+  // beside the rest of the backward (when the budget leaves room for the
+  // sums' copies beside the largest input's plan); false: after the backward.
+  bool sum_beside_backward = true;
   // ZeRO-1: each rank keeps Adam's moments for 1/ranks of the weights'
   // elements and updates those; the ranks then share the updated weights.
   // Bit for bit the unsharded update.
@@ -142,12 +151,13 @@ struct StepRecord {
   Seconds data_wait_seconds = 0;  // waiting for the batch: the input pipeline's stall
   Seconds planning_seconds = 0;   // time spent choosing the plan (cache lookup or planning)
   double loss = 0;
-  double accuracy = 0;                      // fraction of counted tokens or images right
-  CopyStats copies;                         // what the step's copies moved and cost
-  Seconds schedule_seconds = 0;             // the schedule's wall time (the update excluded)
-  Seconds reduce_seconds = 0;               // summing the ranks' gradients (0 with one rank)
-  Seconds share_seconds = 0;                // a sharded optimizer: sharing the updated weights
-  Seconds predicted_schedule_seconds = -1;  // simulated on the predicted chain; -1: none
+  double accuracy = 0;           // fraction of counted tokens or images right
+  CopyStats copies;              // what the step's copies moved and cost
+  Seconds schedule_seconds = 0;  // the schedule's wall time (the update excluded)
+  ReduceStats reduce;            // summing the ranks' gradients, beside the backward (none with one rank)
+  Seconds predicted_reduce_stall_seconds = -1;  // the Simulator's wait for those sums; -1: none
+  Seconds share_seconds = 0;                    // a sharded optimizer: sharing the updated weights
+  Seconds predicted_schedule_seconds = -1;      // simulated on the predicted chain; -1: none
 };
 
 // The copies of the planned steps of `records` added up; collection steps,
@@ -169,9 +179,10 @@ struct TrainSummary {
   Seconds mean_step_seconds = 0;
   Seconds data_wait_seconds = 0;  // all steps' waits for their batches
   double data_wait_fraction = 0;  // of all steps' time
-  Bytes resident_bytes = 0;   // device bytes beyond weights, state and batch at a step's start (Chain::resident_bytes)
-  long collection_steps = 0;  // steps that ran the collection schedule, left out of the copy figures below
-  CopyStats planned_copies;   // the copies of the steps that ran a planned schedule, added up
+  Bytes resident_bytes = 0;    // device bytes beyond weights, state and batch at a step's start (Chain::resident_bytes)
+  long collection_steps = 0;   // steps that ran the collection schedule, left out of the copy figures below
+  CopyStats planned_copies;    // the copies of the steps that ran a planned schedule, added up
+  ReduceStats planned_reduce;  // ranks: the gradient sums of those steps, added up
   // Bytes per planned step, from planned_copies: the mean over the steps that
   // ran a planned schedule (0 when none did).
   double per_planned_step(Bytes bytes) const {
@@ -222,6 +233,8 @@ class Trainer {
   TrainSummary summary() const;
   Bytes budget_bytes() const { return budget_; }
   bool weights_on_host() const { return host_weights_ != nullptr; }
+  // Ranks: whether the gradient sums run beside the backward (after calibration).
+  bool sums_beside_backward() const { return sums_ && sums_beside_backward_; }
   int micro_batches() const { return options_.micro_batches; }
   const Chain& largest_chain() const { return largest_chain_; }
   const Signature& largest_signature() const { return largest_signature_; }
@@ -248,6 +261,10 @@ class Trainer {
     std::vector<Batch> batches;
     std::vector<std::uint64_t> seeds;  // each part's dropout generator; empty: the trainer's
     std::vector<double> loss_weights;  // each part's share of the step's loss
+    // Weights in host memory with ranks: what the schedule's own
+    // micro-batches need to be the job's (StepContext::micro_seeds).
+    std::vector<std::uint64_t> micro_seeds;
+    double micro_loss_denominator = 0;
   };
   // One attempt at a step, over all its parts.
   struct StepRun {
@@ -258,9 +275,22 @@ class Trainer {
   // Splits the step's batch (drawing its parts' seeds, and with ranks
   // learning the global count of what the loss averages over).
   StepParts split(const Batch& batch);
+  // Weights in host memory with ranks: the seeds and global count of the
+  // micro-batches the schedule splits this rank's slice into.
+  void split_among_ranks(const Batch& batch, StepParts& p);
   StepRun run_parts(const Schedule& schedule, const StepParts& parts);
-  // The ranks' gradients summed, in place on every rank.
-  void reduce_gradients(StepRecord& rec);
+  // Ranks: the gradient sums, cut into pieces small enough for this rank's
+  // budget and every other rank's (the ranks agree on the cut).
+  void start_gradient_sums();
+  // The budget planners plan a step for: the step's, less what the
+  // gradient sums' copies may hold.
+  Bytes planning_budget() const { return step_budget_ - (sums_ && sums_beside_backward_ ? sums_->reserve_bytes() : 0); }
+  // What the last part of a step runs with ranks: `schedule` with its sums.
+  Schedule summing(const Schedule& schedule) const;
+  // Weights whose gradients an earlier attempt of this step already summed
+  // over the ranks: the retry leaves them out (no gradient, not zeroed).
+  void freeze_summed(const std::vector<int>& stages);
+  void thaw_summed();
   // Rank r's part of the weights (its optimizer shard), as views.
   std::vector<torch::Tensor> shard_pieces(int r) const;
   // A sharded optimizer: every rank's updated elements to every other rank.
@@ -292,8 +322,10 @@ class Trainer {
   StepRun run_with_retries(const StepParts& parts, std::int64_t size, Choice& choice, StepRecord& rec);
   // What the run copied and waited for, and what the Simulator predicted for
   // it (for each of its `parts` runs of the schedule).
+  // `reduction`: with ranks, the gradient sums the last part ran, as
+  // predicted before the step.
   void record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result, int parts,
-                  StepRecord& rec);
+                  const GradientReduction& reduction, StepRecord& rec);
   // The optimizer step (on the device with room for its temporary, or the
   // host's staged updates made current), then the predictor's observation.
   void update(std::int64_t size, const ExecutionResult& result, StepRecord& rec);
@@ -324,7 +356,10 @@ class Trainer {
   std::unique_ptr<StagedModel> model_;
   std::unique_ptr<Adam> optimizer_;
   std::vector<std::vector<ElementRange>> shards_;  // a sharded optimizer: per rank, its elements of each weight
-  Bytes bucket_bytes_ = kBucketBytes;              // with ranks: the largest bucket a collective moves this step
+  Bytes bucket_bytes_ = kBucketBytes;              // with ranks: the pieces the ranks agreed on (sums, sharing)
+  std::unique_ptr<RankGradientSums> sums_;         // with ranks: the gradient sums
+  bool sums_beside_backward_ = true;               // false: no room for them there; they follow the backward
+  std::vector<torch::Tensor> frozen_;              // weights left out of a retry (freeze_summed)
   std::unique_ptr<plan::Planner> planner_;
   std::unique_ptr<HostWeights> host_weights_;  // weights in host memory; null: on the device
   std::unique_ptr<Executor> executor_;

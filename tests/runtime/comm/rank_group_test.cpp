@@ -16,65 +16,13 @@
 #include <torch/torch.h>
 
 #include "runtime/comm/rank_group.h"
+#include "support/forked_ranks.h"
 
 namespace memtrain::runtime {
 namespace {
 
-// Runs body(group) in `world` forked ranks; each child writes what it
-// reports to a file and exits 0 on success, 1 on an exception (its message
-// in the file). Returns the files' contents and the exit statuses.
-struct RankOutcome {
-  int status = -1;
-  std::string text;
-};
-
-enum class StoreHost { kLauncher, kRankZero };
-
-std::vector<RankOutcome> run_ranks(int world, Seconds timeout, const std::function<std::string(RankGroup&)>& body,
-                                   const std::function<void(int rank)>& before = nullptr,
-                                   StoreHost store = StoreHost::kLauncher) {
-  std::optional<RendezvousHost> host;
-  if (store == StoreHost::kLauncher) host.emplace("127.0.0.1", world, timeout);
-  const int port = host ? host->port() : free_loopback_port();
-  char dir_template[] = "/tmp/memtrain-ranks-XXXXXX";
-  const std::string dir = mkdtemp(dir_template);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      std::ofstream out(dir + "/" + std::to_string(r));
-      int code = 0;
-      try {
-        if (before) before(r);
-        RankAddress a;
-        a.port = port;
-        a.rank = r;
-        a.world = world;
-        a.timeout = timeout;
-        a.launcher_serves_store = store == StoreHost::kLauncher;
-        RankGroup group(a);
-        out << body(group);
-      } catch (const std::exception& e) {
-        out << e.what();
-        code = 1;
-      }
-      out.close();
-      _exit(code);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<RankOutcome> outcomes(world);
-  for (int r = 0; r < world; ++r) {
-    int status = 0;
-    waitpid(pids[r], &status, 0);
-    outcomes[r].status = status;
-    std::ifstream in(dir + "/" + std::to_string(r));
-    std::stringstream text;
-    text << in.rdbuf();
-    outcomes[r].text = text.str();
-  }
-  return outcomes;
-}
+using testing::run_ranks;
+using testing::StoreHost;
 
 std::string hex(const torch::Tensor& t) {
   std::ostringstream out;

@@ -35,16 +35,6 @@ TEST(TensorBuckets, TemporaryBytesCountTheCopiesInFlightAndTheOneComingIn) {
   EXPECT_EQ(bucket_temporary_bytes(ts, true, 0), 4000);
 }
 
-TEST(TensorBuckets, BucketsShrinkToTheRoomLeftDownToNoCopies) {
-  const std::vector<torch::Tensor> ts = floats({1 << 20, 1 << 20, 1 << 20});  // 4 MiB each
-  EXPECT_EQ(bucket_bytes_within(ts, false, 64 * MiB), kBucketBytes);          // {0,1}, {2}: 4 x 8 MiB
-  const Bytes tight = bucket_bytes_within(ts, false, 20 * MiB);
-  EXPECT_LE(bucket_temporary_bytes(ts, false, tight), 20 * MiB);
-  EXPECT_LT(tight, kBucketBytes);
-  EXPECT_EQ(bucket_temporary_bytes(ts, false, bucket_bytes_within(ts, false, 0)), 0);
-  EXPECT_LE(bucket_temporary_bytes(ts, true, bucket_bytes_within(ts, true, 4 * MiB)), 4 * MiB);
-}
-
 TEST(TensorBuckets, AFlatCopyGoesBackIntoItsTensors) {
   std::vector<torch::Tensor> ts{torch::arange(6, torch::kFloat).view({2, 3}), torch::arange(4, torch::kFloat)};
   const std::vector<std::size_t> both{0, 1};
