@@ -22,8 +22,8 @@
 #include "cli/workload_flags.h"
 #include "core/chain_json.h"
 #include "core/error.h"
+#include "data/partitioned_cache.h"
 #include "plan/registry.h"
-#include "runtime/input/rank_slice_batches.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/memory/link_calibration.h"
 #include "runtime/training/trainer.h"
@@ -79,6 +79,9 @@ const char* kTrainHelp =
     "                               per node; rank 0 serves the meeting point on HOST:PORT\n"
     "  --deterministic-reduce       sum the ranks' gradients in rank order: bit for bit one process\n"
     "                               with --micro-batches N on the N slices (default: Gloo's ring sum)\n"
+    "  --partitioned-cache          with --data DIR --cache-policy minio --cache-size S: CoorDL's cache\n"
+    "                               partitioned across the ranks; each rank caches its own seeded 1/N\n"
+    "                               of the dataset and fetches the rest from its owner over TCP\n"
     "  --sum-gradients during|after during (default): each bucket of gradients is summed over the\n"
     "                               ranks as soon as the backward has made it final, beside the rest\n"
     "                               of the backward (the sums' copies take up to 1/32 of the budget;\n"
@@ -116,7 +119,7 @@ const char* kTrainHelp =
 int run_train(const std::vector<std::string>& args) {
   Flags flags(args,
               with_workload_switches({"help", "quiet", "no-enforce", "fixed-link", "deterministic-reduce",
-                                      "shard-optimizer", "launched", "resume"}),
+                                      "partitioned-cache", "shard-optimizer", "launched", "resume"}),
               "train");
   if (flags.has("help")) {
     std::fputs(expand_help(kTrainHelp).c_str(), stdout);
@@ -163,10 +166,18 @@ int run_train(const std::vector<std::string>& args) {
   runtime::RankAddress address = rank_flags.address;
   const bool ranked = rank_flags.ranked();
   if (!ranked && (flags.has("deterministic-reduce") || flags.has("shard-optimizer") || flags.has("timeout") ||
-                  flags.has("sum-gradients"))) {
+                  flags.has("sum-gradients") || flags.has("partitioned-cache"))) {
     throw UsageError(
-        "train: --deterministic-reduce, --sum-gradients, --shard-optimizer and --timeout are for ranks; give "
-        "--ranks N or --rank/--world");
+        "train: --deterministic-reduce, --sum-gradients, --shard-optimizer, --partitioned-cache and --timeout are "
+        "for ranks; give --ranks N or --rank/--world");
+  }
+  const bool partitioned = flags.has("partitioned-cache");
+  if (partitioned &&
+      (workload_flags.data != "shards" || workload_flags.shards.coordinate || !workload_flags.shards.cache_size ||
+       workload_flags.shards.cache_policy != data::CachePolicy::minio)) {
+    throw UsageError(
+        "train: --partitioned-cache keeps each rank's part of packed shards and never evicts; give --data DIR, "
+        "--cache-size S and --cache-policy minio, without --coordinate");
   }
   options.sum_beside_backward = flags.choice("sum-gradients", "during", {"during", "after"}) == "during";
   options.deterministic_reduce = flags.has("deterministic-reduce");
@@ -216,8 +227,16 @@ int run_train(const std::vector<std::string>& args) {
   try {
     const Workload workload(workload_flags);
     const int world = group ? group->world() : 1;
-    std::unique_ptr<runtime::BatchSource> batches = workload.batches(batch * world, options.seed);
-    if (group) batches = std::make_unique<runtime::RankSliceBatches>(std::move(batches), group->rank(), world);
+    std::optional<runtime::ShardSourceOptions::Partition> partition;
+    if (partitioned) {
+      // Where the peers reach this rank: the address it reaches the store from.
+      partition = runtime::ShardSourceOptions::Partition{
+          data::local_address_towards(address.host), address.timeout,
+          [&](const std::string& name, const std::string& text) { return group->exchange(name, text); }};
+    }
+    std::unique_ptr<runtime::BatchSource> batches =
+        group ? workload.rank_batches(batch, options.seed, group->rank(), world, partition)
+              : workload.batches(batch, options.seed);
     const int rank = group ? group->rank() : 0;
     const bool speaks = rank == 0;  // rank 0 speaks for the job; the others report failures only
 

@@ -6,6 +6,7 @@
 #include "data/brown_corpus.h"
 #include "runtime/input/brown_batches.h"
 #include "runtime/input/fashion_mnist_batches.h"
+#include "runtime/input/rank_slice_batches.h"
 
 namespace memtrain::cli {
 
@@ -119,6 +120,22 @@ std::unique_ptr<runtime::BatchSource> Workload::batches(std::int64_t batch, std:
     return std::make_unique<runtime::ShardImageBatches>(o);
   }
   return std::make_unique<runtime::FashionMnistBatches>(images_, batch, flags_.min_scale, flags_.max_scale, seed);
+}
+
+std::unique_ptr<runtime::BatchSource> Workload::rank_batches(
+    std::int64_t batch, std::uint64_t seed, int rank, int world,
+    const std::optional<runtime::ShardSourceOptions::Partition>& partition) const {
+  if (flags_.data == "shards" && !flags_.shards.coordinate) {
+    runtime::ShardSourceOptions o = flags_.shards;
+    o.batches.batch_size = batch * world;
+    o.batches.seed = seed;
+    o.batches.rank = rank;
+    o.batches.ranks = world;
+    o.partition = partition;
+    return std::make_unique<runtime::ShardImageBatches>(o);
+  }
+  if (partition) throw UsageError("--partitioned-cache needs --data DIR (packed shards) without --coordinate");
+  return std::make_unique<runtime::RankSliceBatches>(batches(batch * world, seed), rank, world);
 }
 
 runtime::Trainer::ModelFactory Workload::model_factory() const {

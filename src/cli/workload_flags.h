@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -45,6 +46,13 @@ class Workload {
 
   const WorkloadFlags& flags() const { return flags_; }
   std::unique_ptr<runtime::BatchSource> batches(std::int64_t batch, std::uint64_t seed) const;
+  // Rank `rank` of `world`'s share of each global batch of world x `batch`:
+  // image shards read only the rank's rows (through a cache partitioned
+  // across the ranks with `partition`); other sources cut it from the
+  // global batch (runtime::RankSliceBatches). The same rows either way.
+  std::unique_ptr<runtime::BatchSource> rank_batches(
+      std::int64_t batch, std::uint64_t seed, int rank, int world,
+      const std::optional<runtime::ShardSourceOptions::Partition>& partition) const;
   runtime::Trainer::ModelFactory model_factory() const;
 
  private:

@@ -56,6 +56,10 @@ PrepPipeline::~PrepPipeline() { stop_threads(); }
 
 void PrepPipeline::start_epoch() {
   order_ = epoch_order(static_cast<std::int64_t>(storage_.samples().size()), options_.seed, epoch_);
+  positions_.clear();
+  for (std::int64_t p = 0; p < static_cast<std::int64_t>(order_.size()); ++p) {
+    if (!options_.keep || options_.keep(p)) positions_.push_back(p);
+  }
   claimed_ = consumed_ = 0;
   done_.clear();
   stopping_ = false;
@@ -76,7 +80,9 @@ PrepPipeline::Slot PrepPipeline::prepare(std::int64_t position) const {
   const std::int64_t index = order_[position];
   Slot slot;
   try {
-    PreparedSample p = prepare_sample(storage_, index, *fetch_sample(storage_, cache_, index, options_.cold));
+    const SampleCache::Sample bytes =
+        options_.fetch ? options_.fetch(index) : fetch_sample(storage_, cache_, index, options_.cold);
+    PreparedSample p = prepare_sample(storage_, index, *bytes);
     p.epoch = epoch_;
     p.position = position;
     if (options_.transform) options_.transform(p);
@@ -92,24 +98,24 @@ PrepPipeline::Slot PrepPipeline::prepare(std::int64_t position) const {
 
 void PrepPipeline::work() {
   while (true) {
-    std::int64_t position = 0;
+    std::int64_t entry = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       // Bounded: a worker may run at most queue_depth positions ahead of the consumer.
       room_.wait(lock, [&] {
-        return stopping_ || claimed_ >= static_cast<std::int64_t>(order_.size()) ||
+        return stopping_ || claimed_ >= static_cast<std::int64_t>(positions_.size()) ||
                claimed_ < consumed_ + options_.queue_depth;
       });
-      if (stopping_ || claimed_ >= static_cast<std::int64_t>(order_.size())) return;
-      position = claimed_++;
+      if (stopping_ || claimed_ >= static_cast<std::int64_t>(positions_.size())) return;
+      entry = claimed_++;
     }
     const Seconds cpu0 = thread_cpu_seconds();
-    Slot slot = prepare(position);
+    Slot slot = prepare(positions_[entry]);
     const Seconds cpu = thread_cpu_seconds() - cpu0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       counters_.prep_cpu_seconds += cpu;
-      done_.emplace(position, std::move(slot));
+      done_.emplace(entry, std::move(slot));
     }
     ready_.notify_all();
   }
@@ -117,7 +123,7 @@ void PrepPipeline::work() {
 
 std::optional<PreparedSample> PrepPipeline::next() {
   while (true) {
-    if (consumed_ >= static_cast<std::int64_t>(order_.size())) {
+    if (consumed_ >= static_cast<std::int64_t>(positions_.size())) {
       stop_threads();
       ++epoch_;
       start_epoch();

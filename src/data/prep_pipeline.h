@@ -56,6 +56,12 @@ struct PrepOptions {
   bool cold = true;  // storage reads bypass the page cache
   bool skip_corrupt = false;
   SampleTransform transform;  // none when empty
+  // The positions of each epoch's order this pipeline prepares (a rank's
+  // share of the ranks' batches); all when empty.
+  std::function<bool(std::int64_t position)> keep;
+  // Where a sample's bytes come from (a cache partitioned across ranks);
+  // fetch_sample() through the pipeline's cache when empty.
+  std::function<SampleCache::Sample(std::int64_t index)> fetch;
 };
 
 struct PrepCounters {
@@ -95,12 +101,13 @@ class PrepPipeline {
   PrepOptions options_;
   std::int64_t epoch_ = 0;
   std::vector<std::int64_t> order_;
+  std::vector<std::int64_t> positions_;  // of order_, the ones this pipeline prepares
 
   mutable std::mutex mutex_;
   std::condition_variable ready_, room_;
-  std::int64_t claimed_ = 0;           // positions in order_ handed to workers
-  std::int64_t consumed_ = 0;          // positions taken by next()
-  std::map<std::int64_t, Slot> done_;  // by position; bounded by queue_depth
+  std::int64_t claimed_ = 0;           // entries of positions_ handed to workers
+  std::int64_t consumed_ = 0;          // entries of positions_ taken by next()
+  std::map<std::int64_t, Slot> done_;  // by entry of positions_; bounded by queue_depth
   bool stopping_ = false;
   std::vector<std::thread> threads_;
   PrepCounters counters_;

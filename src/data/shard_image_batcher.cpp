@@ -27,6 +27,19 @@ ShardImageBatcher::ShardImageBatcher(const ShardStorage& storage, SampleCache* c
   }
   if (options_.classes < 1)
     throw UsageError("classes " + std::to_string(options_.classes) + " is out of range; expected >= 1");
+  if (options_.ranks < 1 || options_.rank < 0 || options_.rank >= options_.ranks) {
+    throw UsageError("rank " + std::to_string(options_.rank) + " is out of range for " +
+                     std::to_string(options_.ranks) + " ranks; expected 0.." + std::to_string(options_.ranks - 1));
+  }
+  // Every rank needs a row of every batch, the epoch's last (short) one included.
+  const auto samples = static_cast<std::int64_t>(storage_.samples().size());
+  const std::int64_t last = samples % options_.batch_size;
+  if (options_.batch_size < options_.ranks || (last > 0 && last < options_.ranks)) {
+    throw UsageError("a batch of " + std::to_string(last > 0 && last < options_.ranks ? last : options_.batch_size) +
+                     " samples (of " + std::to_string(samples) + " in the shards, " +
+                     std::to_string(options_.batch_size) + " a batch) cannot give each of " +
+                     std::to_string(options_.ranks) + " ranks a row; choose a batch that leaves none of them empty");
+  }
   check_augment_options(options_.augment);
   // Fail before the threads start on shards that hold no images (Brown's).
   if (!storage_.samples().empty()) {
@@ -42,12 +55,30 @@ ShardImageBatcher::ShardImageBatcher(const ShardStorage& storage, SampleCache* c
   PrepOptions prep = options_.prep;
   prep.seed = options_.seed;
   prep.transform = [this](PreparedSample& s) { augment_sample(storage_, options_, s); };
+  if (options_.ranks > 1) {
+    prep.keep = [this](std::int64_t position) {
+      const RankRows mine = rows_of(position / options_.batch_size);
+      const std::int64_t row = position % options_.batch_size;
+      return row >= mine.offset && row < mine.offset + mine.length;
+    };
+  }
   pipeline_ = std::make_unique<PrepPipeline>(storage_, cache, prep);
 }
 
 std::int64_t ShardImageBatcher::batches_per_epoch() const {
   const auto n = static_cast<std::int64_t>(storage_.samples().size());
   return (n + options_.batch_size - 1) / options_.batch_size;
+}
+
+RankRows rank_rows(std::int64_t rows, int rank, int ranks) {
+  const std::int64_t base = rows / ranks, spare = rows % ranks;
+  return {rank * base + std::min<std::int64_t>(rank, spare), base + (rank < spare ? 1 : 0)};
+}
+
+RankRows ShardImageBatcher::rows_of(std::int64_t batch) const {
+  const auto samples = static_cast<std::int64_t>(storage_.samples().size());
+  const std::int64_t rows = std::min(options_.batch_size, samples - batch * options_.batch_size);
+  return rank_rows(rows, options_.rank, options_.ranks);
 }
 
 std::int64_t batch_side(const ShardBatchOptions& o, std::int64_t epoch, std::int64_t batch) {
@@ -124,7 +155,7 @@ AugmentedBatch ShardImageBatcher::next() {
     b.labels.push_back(pending_->class_index);
     ++b.batch;
     pending_.reset();
-    if (b.batch == options_.batch_size) return b;
+    if (b.batch == rows_of(b.index).length) return b;
   }
 }
 
@@ -150,7 +181,15 @@ AugmentedBatch largest_image_batch(const ShardStorage& storage, const ShardBatch
     ++b.batch;
   }
   if (b.batch == 0) throw DataError("the shards have no image sample to measure the largest input with");
-  return b;
+  if (options.ranks == 1) return b;
+  // This rank's rows of it.
+  const RankRows mine = rank_rows(b.batch, options.rank, options.ranks);
+  const std::int64_t pixels = b.side * b.side;
+  AugmentedBatch out = b;
+  out.batch = mine.length;
+  out.labels.assign(b.labels.begin() + mine.offset, b.labels.begin() + mine.offset + mine.length);
+  out.pixels.assign(b.pixels.begin() + mine.offset * pixels, b.pixels.begin() + (mine.offset + mine.length) * pixels);
+  return out;
 }
 
 }  // namespace memtrain::data

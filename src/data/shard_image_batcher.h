@@ -4,7 +4,10 @@
 // [min_scale, max_scale]. Batch k of an epoch is the samples at positions
 // k*B .. k*B+B-1 of that epoch's seeded order, so the batches and their
 // augmentations are the same whatever the number of prep threads; a sample
-// skipped as corrupt leaves its batch one short.
+// skipped as corrupt leaves its batch one short. One rank of `ranks`
+// prepares only its rows of each batch (split as runtime's batch_rows()
+// splits a batch: near-equal, the first rows a row longer), so each rank
+// reads and decodes its share alone.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +25,7 @@ struct ShardBatchOptions {
   std::int64_t min_scale = 28, max_scale = 112;  // per-batch side, pixels
   std::int64_t classes = 10;                     // `.cls` labels must lie in 0..classes-1
   std::uint64_t seed = 1;                        // order, sides and augmentation
+  int rank = 0, ranks = 1;                       // this rank's rows of each batch of batch_size
   AugmentOptions augment;
   PrepOptions prep;  // its seed and transform are set from the above
 };
@@ -49,8 +53,14 @@ void augment_sample(const ShardStorage& storage, const ShardBatchOptions& option
 AugmentedBatch prepare_image_batch(const ShardStorage& storage, SampleCache* cache, const ShardBatchOptions& options,
                                    std::int64_t epoch, std::int64_t batch, std::int64_t* skipped);
 
+// Which rows of a batch of `rows` rank `rank` of `ranks` takes: [offset, offset + length).
+struct RankRows {
+  std::int64_t offset = 0, length = 0;
+};
+RankRows rank_rows(std::int64_t rows, int rank, int ranks);
+
 // batch_size whole images (no crop, no flip) at max_scale, the first of the
-// dataset: the largest input. Read warm, past any cache.
+// dataset: the largest input (this rank's rows of it). Read warm, past any cache.
 AugmentedBatch largest_image_batch(const ShardStorage& storage, const ShardBatchOptions& options);
 
 class ShardImageBatcher {
@@ -69,6 +79,9 @@ class ShardImageBatcher {
   const ShardBatchOptions& options() const { return options_; }
 
  private:
+  // Samples in batch `batch` of an epoch, and this rank's rows of it.
+  RankRows rows_of(std::int64_t batch) const;
+
   const ShardStorage& storage_;
   ShardBatchOptions options_;
   std::unique_ptr<PrepPipeline> pipeline_;

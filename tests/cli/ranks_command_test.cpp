@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -304,6 +305,51 @@ TEST(RanksCommand, EveryRankReportsItsInputPipeline) {
   }
 }
 
+// Training from packed shards, each rank reads only its rows of each global
+// batch; with --partitioned-cache it caches its own part of the dataset and
+// fetches the rest from its owner. Either way the ranks train exactly the
+// same rows: the same losses and weights.
+TEST(RanksCommand, RanksTrainingFromAPartitionedCacheReadEachSampleOnceAndTrainTheSame) {
+  testing::TempDir dir;
+  const std::string data = dir.path() + "/fm", log = dir.path() + "/log";
+  ASSERT_EQ(
+      memtrain("data pack --from fashion-mnist --out " + data + " --resolution 32 --limit 240 --shard-size 64KiB", log),
+      0)
+      << text_of(log);
+  const std::string run = "train --model resnet --width 4 --data " + data +
+                          " --batch 8 --min-scale 16 --max-scale 24 --epochs 3 --budget 90% --prep-threads 1 "
+                          "--threads 1 --quiet --ranks 2 --deterministic-reduce --cache-policy minio --cache-size 60%";
+  const std::string apart = dir.path() + "/apart.json", shared = dir.path() + "/shared.json";
+  ASSERT_EQ(memtrain(run + " --json " + apart, log), 0) << text_of(log);
+  ASSERT_EQ(memtrain(run + " --partitioned-cache --json " + shared, log), 0) << text_of(log);
+  const json a = json_of(apart), p = json_of(shared);
+  EXPECT_EQ(losses(a), losses(p));
+  EXPECT_EQ(a.at("parameter_digest"), p.at("parameter_digest"));
+  double storage = 0, served = 0, from_peers = 0;
+  for (const std::string& path : {shared, shared + ".rank1"}) {
+    const json report = json_of(path);
+    const json& pipeline = report.at("input_pipeline");
+    // Each rank prepares its half of every batch, 3 epochs of 240 samples.
+    EXPECT_EQ(pipeline.at("samples_delivered").get<int>(), 360) << path;
+    EXPECT_TRUE(pipeline.at("partitioned_cache").get<bool>()) << path;
+    storage += pipeline.at("storage_bytes_read").get<double>();
+    served += pipeline.at("bytes_served").get<double>();
+    from_peers += pipeline.at("peer_bytes_read").get<double>();
+  }
+  // Each rank's 60% holds its half: every sample came from storage once,
+  // however many epochs and whoever needed it.
+  double shard_bytes = 0;
+  for (const auto& f : std::filesystem::directory_iterator(data)) shard_bytes += static_cast<double>(f.file_size());
+  EXPECT_GT(storage, 0);
+  EXPECT_LE(storage, shard_bytes);
+  // (The prep threads may still be prefetching beyond the last step when a
+  // rank reports, so what was served and received need not be equal there.)
+  EXPECT_GT(from_peers, storage) << "3 epochs of the other half came from the peer";
+  EXPECT_GT(served, storage);
+  // The independent caches' rank read its half of every batch itself.
+  EXPECT_EQ(json_of(apart).at("input_pipeline").at("samples_delivered").get<int>(), 360);
+}
+
 TEST(RanksCommand, APartitionedCacheWithoutRanksOrWithEvictionIsRefused) {
   testing::TempDir dir;
   const std::string log = dir.path() + "/log";
@@ -316,6 +362,18 @@ TEST(RanksCommand, APartitionedCacheWithoutRanksOrWithEvictionIsRefused) {
   EXPECT_NE(text_of(log).find("give --cache-policy minio, not lru"), std::string::npos) << text_of(log);
   EXPECT_EQ(memtrain(bench + " --cache-policy minio --timeout 5", log), 2);
   EXPECT_NE(text_of(log).find("--timeout is for ranks"), std::string::npos) << text_of(log);
+  EXPECT_EQ(memtrain("train --model resnet --partitioned-cache --data " + dir.path() + " --cache-size 35%", log), 2);
+  EXPECT_NE(text_of(log).find("are for ranks"), std::string::npos) << text_of(log);
+  EXPECT_EQ(memtrain("train --model resnet --ranks 2 --partitioned-cache --data " + dir.path() +
+                         " --cache-size 35% --cache-policy lru",
+                     log),
+            2);
+  EXPECT_NE(text_of(log).find("--partitioned-cache keeps each rank's part of packed shards and never evicts"),
+            std::string::npos)
+      << text_of(log);
+  EXPECT_EQ(memtrain("train --ranks 2 --partitioned-cache", log), 2);
+  EXPECT_NE(text_of(log).find("give --data DIR, --cache-size S and --cache-policy minio"), std::string::npos)
+      << text_of(log);
 }
 
 TEST(RanksCommand, CommBenchMeasuresAllReducesAndFitsThem) {

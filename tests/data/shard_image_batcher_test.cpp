@@ -70,6 +70,57 @@ TEST(ShardImageBatcher, TheSameBatchesBitForBitWhateverTheNumberOfPrepThreads) {
   }
 }
 
+// One rank of three prepares only its rows of each batch (as batch_rows()
+// splits it: the first rows a row longer); the ranks' rows together are
+// the whole batch, bit for bit, the epoch's short last batch included.
+TEST(ShardImageBatcher, EachRankPreparesItsRowsOfEveryBatchAndTogetherTheyAreTheBatch) {
+  testing::TempDir dir;
+  testing::pack_synthetic_images(52, 16 * 1024, dir.path());  // 6 batches of 8 and one of 4
+  const ShardStorage storage(dir.path());
+  ShardImageBatcher whole(storage, nullptr, options(2));
+  std::vector<std::unique_ptr<ShardImageBatcher>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ShardBatchOptions o = options(1);
+    o.rank = r;
+    o.ranks = 3;
+    ranks.push_back(std::make_unique<ShardImageBatcher>(storage, nullptr, o));
+  }
+  for (int i = 0; i < 9; ++i) {  // into the second epoch
+    const AugmentedBatch w = whole.next();
+    std::vector<float> pixels;
+    std::vector<std::int64_t> labels;
+    for (int r = 0; r < 3; ++r) {
+      const AugmentedBatch a = ranks[r]->next();
+      EXPECT_EQ(a.index, w.index);
+      EXPECT_EQ(a.side, w.side);
+      EXPECT_EQ(a.batch, rank_rows(w.batch, r, 3).length) << "batch " << i << " rank " << r;
+      pixels.insert(pixels.end(), a.pixels.begin(), a.pixels.end());
+      labels.insert(labels.end(), a.labels.begin(), a.labels.end());
+    }
+    EXPECT_EQ(labels, w.labels) << "batch " << i;
+    EXPECT_EQ(pixels, w.pixels) << "batch " << i;
+  }
+  // Each rank read only its own samples.
+  for (int r = 0; r < 3; ++r) EXPECT_LT(ranks[r]->counters().delivered, 52) << "rank " << r;
+  // The largest input too: rows of the first batch at max scale.
+  const AugmentedBatch big = whole.largest(), mine = ranks[1]->largest();
+  EXPECT_EQ(mine.batch, 3);
+  EXPECT_EQ(mine.labels, std::vector<std::int64_t>(big.labels.begin() + 3, big.labels.begin() + 6));
+
+  // A short last batch with fewer samples than ranks would leave one empty.
+  ShardBatchOptions o = options(1);
+  o.batch_size = 10;  // 52 = 5 x 10 + 2
+  o.ranks = 3;
+  try {
+    ShardImageBatcher refused(storage, nullptr, o);
+    FAIL() << "accepted";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(),
+                 "a batch of 2 samples (of 52 in the shards, 10 a batch) cannot give each of 3 ranks a row; choose a "
+                 "batch that leaves none of them empty");
+  }
+}
+
 TEST(ShardImageBatcher, AugmentationDiffersBetweenEpochsAndLargestIsTheWholeImagesAtMaxScale) {
   testing::TempDir dir;
   testing::pack_synthetic_images(16, 16 * 1024, dir.path());

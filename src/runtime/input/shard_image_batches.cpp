@@ -10,7 +10,19 @@ namespace memtrain::runtime {
 
 ShardImageBatches::ShardImageBatches(ShardSourceOptions options)
     : options_(std::move(options)), storage_(std::make_unique<data::ShardStorage>(options_.dir)) {
-  if (options_.cache_size) {
+  if (options_.partition) {
+    const ShardSourceOptions::Partition& p = *options_.partition;
+    if (!options_.cache_size || options_.cache_policy != data::CachePolicy::minio || options_.coordinate) {
+      throw UsageError(
+          "a partitioned cache keeps each rank's part and never evicts: it needs a cache size, the minio policy "
+          "and no coordinated preparation");
+    }
+    partitioned_ = std::make_unique<data::PartitionedSampleCache>(
+        *storage_, options_.cache_size->resolve(storage_->dataset_bytes()), options_.batches.rank,
+        options_.batches.ranks, options_.batches.seed, options_.batches.prep.cold, p.listen_host, p.timeout);
+    partitioned_->connect(p.exchange("partitioned-cache", partitioned_->address()));
+    options_.batches.prep.fetch = [cache = partitioned_.get()](std::int64_t index) { return cache->fetch(index); };
+  } else if (options_.cache_size) {
     cache_ = std::make_unique<data::SampleCache>(options_.cache_size->resolve(storage_->dataset_bytes()),
                                                  options_.cache_policy);
   }
@@ -73,6 +85,24 @@ std::optional<PipelineCounters> ShardImageBatches::pipeline_counters() const {
                   {"prep_wait_seconds", c.consumer_wait_seconds}};
   }
   out.summary = line;
+  if (partitioned_) {
+    const data::PartitionedCacheCounters c = partitioned_->take_counters();
+    data::PartitionedCacheCounters& t = partitioned_total_;
+    t.lookups += c.lookups;
+    t.local_hits += c.local_hits;
+    t.peer_fetches += c.peer_fetches;
+    t.storage_bytes_read += c.storage_bytes_read;
+    t.peer_bytes_read += c.peer_bytes_read;
+    t.bytes_served += c.bytes_served;
+    out.fields["partitioned_cache"] = true;
+    out.fields["storage_bytes_read"] = t.storage_bytes_read;
+    out.fields["peer_bytes_read"] = t.peer_bytes_read;
+    out.fields["bytes_served"] = t.bytes_served;
+    out.fields["local_hits"] = t.local_hits;
+    out.fields["lookups"] = t.lookups;
+    out.summary += "; partitioned cache: " + format_bytes(t.storage_bytes_read) + " read from storage, " +
+                   format_bytes(t.peer_bytes_read) + " from peers, " + format_bytes(t.bytes_served) + " served";
+  }
   return out;
 }
 
@@ -100,8 +130,17 @@ std::string ShardImageBatches::describe() const {
                      " samples in " + std::to_string(storage_->shards().size()) + " shards, " +
                      format_bytes(storage_->dataset_bytes()) + "; " + std::to_string(p.threads) + " prep threads, " +
                      (p.cold ? "cold" : "warm") + " reads, ";
-  text += cache_ ? data::cache_policy_name(cache_->policy()) + " cache of " + format_bytes(cache_->capacity())
-                 : std::string("no cache");
+  if (partitioned_) {
+    text += "minio cache of " + format_bytes(partitioned_->cache().capacity()) + " partitioned across " +
+            std::to_string(options_.batches.ranks) + " ranks";
+  } else {
+    text += cache_ ? data::cache_policy_name(cache_->policy()) + " cache of " + format_bytes(cache_->capacity())
+                   : std::string("no cache");
+  }
+  if (options_.batches.ranks > 1) {
+    text += "; rank " + std::to_string(options_.batches.rank) + " of " + std::to_string(options_.batches.ranks) +
+            " reads only its slice of each batch";
+  }
   if (coordinated_) {
     text += "; job " + std::to_string(coordinated_->job() + 1) + " of " + std::to_string(options_.coordinate->jobs) +
             " in group " + options_.coordinate->name;
