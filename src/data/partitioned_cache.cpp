@@ -319,8 +319,10 @@ void PartitionedSampleCache::serve(int fd) {
     std::vector<std::uint8_t> message(sizeof(length) + bytes->size());
     std::memcpy(message.data(), &length, sizeof(length));
     std::memcpy(message.data() + sizeof(length), bytes->data(), bytes->size());
-    if (!write_all(fd, message.data(), message.size())) return;
+    // Counted before it is sent: once the peer has the bytes (and the ranks
+    // meet to read their counters), this rank has counted them too.
     served_bytes_ += length;
+    if (!write_all(fd, message.data(), message.size())) return;
   }
 }
 
