@@ -330,14 +330,16 @@ StepLeaseRequest Trainer::lease_request(std::int64_t size, bool collecting) {
     r.least = r.want = planner_->plan({chain, 0, &largest_chain_}).peak_bytes;
   }
   // The step's predicted time at budgets from least to want: where a policy
-  // can see what memory buys this job.
+  // can see what memory buys this job. A larger budget can always run a
+  // smaller one's schedule, so the curve never rises (a planner's times
+  // for two equally good schedules may differ in their last bits).
   constexpr int kPoints = 6;
   Seconds last = frugal.time;
   for (int i = 0; i < kPoints; ++i) {
     const Bytes b = r.least + (r.want - r.least) * i / (kPoints - 1);
     if (!r.curve.empty() && b == r.curve.back().first) continue;
     const Plan p = planner_->plan({chain, b, &largest_chain_});
-    if (p.feasible) last = p.time;
+    if (p.feasible) last = std::min(last, p.time);
     r.curve.emplace_back(b, last);
   }
   lease_requests_[bucket] = r;
