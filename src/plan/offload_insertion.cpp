@@ -116,18 +116,13 @@ Schedule with_hidden_offloads(const Chain& chain, const Schedule& schedule) {
   return result;
 }
 
-namespace {
-
-// The copy operations of one moved tensor: x_j, or what F_all(j) kept.
-bool moves(const Op& op, const Op& offload) {
+bool moves_tensor_of(const Op& op, const Op& offload) {
   const bool saved = offload.kind == OpKind::OffloadSaved;
   const bool same_kind =
       saved ? (op.kind == OpKind::OffloadSaved || op.kind == OpKind::ReleaseSaved || op.kind == OpKind::PrefetchSaved)
             : (op.kind == OpKind::Offload || op.kind == OpKind::Release || op.kind == OpKind::Prefetch);
   return same_kind && op.stage == offload.stage && op.micro == offload.micro;
 }
-
-}  // namespace
 
 Schedule without_needless_offloads(const Chain& chain, const Schedule& schedule, Bytes budget) {
   Schedule current = schedule;
@@ -140,7 +135,7 @@ Schedule without_needless_offloads(const Chain& chain, const Schedule& schedule,
   for (auto it = offloads.rbegin(); it != offloads.rend(); ++it) {
     Schedule fewer;
     for (const Op& op : current.ops) {
-      if (!moves(op, *it)) fewer.ops.push_back(op);
+      if (!moves_tensor_of(op, *it)) fewer.ops.push_back(op);
     }
     const sim::SimResult r = sim::simulate(chain, fewer);
     if (r.peak_bytes <= budget && r.time <= time) current = std::move(fewer);

@@ -23,6 +23,11 @@ namespace memtrain::plan {
 // idle gap hides them; unchanged when the chain has no host link.
 Schedule with_hidden_offloads(const Chain& chain, const Schedule& schedule);
 
+// Whether `op` is one of the copy operations (offload, release, prefetch) of
+// the tensor that `offload` (an Offload or OffloadSaved) starts moving: x_j,
+// or what F_all(j) kept.
+bool moves_tensor_of(const Op& op, const Op& offload);
+
 // `schedule` without the offloads (each tensor's three copy operations) that
 // `budget` does not need: latest offload first, each is dropped when the
 // Simulator finds the step no slower and still within `budget`. Bytes that

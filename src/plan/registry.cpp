@@ -11,6 +11,7 @@
 #include "plan/sqrt_planner.h"
 #include "plan/static_planner.h"
 #include "plan/swap_planner.h"
+#include "plan/tensile_planner.h"
 #include "plan/weight_swap_planners.h"
 
 namespace memtrain::plan {
@@ -32,6 +33,7 @@ const std::vector<std::pair<std::string, Factory>>& table() {
       {"static", [](const PlannerOptions&) { return std::make_unique<StaticPlanner>(); }},
       {"swap", [](const PlannerOptions& o) { return std::make_unique<SwapPlanner>(o); }},
       {"swap-naive", [](const PlannerOptions& o) { return std::make_unique<PerLayerSwapPlanner>(o); }},
+      {"tensile", [](const PlannerOptions&) { return std::make_unique<TensilePlanner>(); }},
   };
   return planners;
 }

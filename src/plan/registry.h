@@ -1,4 +1,4 @@
-// Planners by name: `none`, `all`, `sqrt`, `static`, `mimose`, `optimal`, `joint`, `swap`,
+// Planners by name: `none`, `all`, `sqrt`, `static`, `mimose`, `optimal`, `joint`, `swap`, `tensile`,
 // `swap-naive`.
 #pragma once
 

@@ -9,10 +9,10 @@ namespace {
 TEST(Registry, MakesEveryPlannerByItsName) {
   const std::vector<std::string> names = planner_names();
   EXPECT_EQ(names, (std::vector<std::string>{"all", "joint", "mimose", "none", "optimal", "sqrt", "static", "swap",
-                                             "swap-naive"}));
+                                             "swap-naive", "tensile"}));
   for (const std::string& n : names) EXPECT_EQ(make_planner(n)->name(), n);
-  EXPECT_EQ(device_weight_planner_names(),
-            (std::vector<std::string>{"all", "joint", "mimose", "none", "optimal", "sqrt", "static", "swap"}));
+  EXPECT_EQ(device_weight_planner_names(), (std::vector<std::string>{"all", "joint", "mimose", "none", "optimal",
+                                                                     "sqrt", "static", "swap", "tensile"}));
 }
 
 TEST(Registry, UnknownNameListsTheKnownOnes) {
@@ -20,8 +20,9 @@ TEST(Registry, UnknownNameListsTheKnownOnes) {
     make_planner("rotor");
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(),
-                 "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static, swap, swap-naive");
+    EXPECT_STREQ(
+        e.what(),
+        "unknown planner 'rotor'; known: all, joint, mimose, none, optimal, sqrt, static, swap, swap-naive, tensile");
   }
 }
 
