@@ -2,6 +2,7 @@
 // device budget under a policy.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -31,7 +32,9 @@ const char* kJobsHelp =
     "                       peaks at their largest inputs\n"
     "  --policy P           static (equal split), proportional (split by unconstrained peak),\n"
     "                       fcfs (requests in order, each its whole want), arbiter (per-step leases\n"
-    "                       where memory buys time; older requests first)\n"
+    "                       where memory buys time; older requests first), tensile (TENSILE: fixed\n"
+    "                       allotments from the jobs' largest swappable tensors; every job plans\n"
+    "                       with --planner tensile)\n"
     "  --job \"FLAGS\"        one job; repeat for more\n"
     "  --json FILE          the group's report: summary and per-job figures (docs/jobs.md)\n"
     "  --name NAME          the group's name (default jobs-<pid>); `memtrain train --share NAME`\n"
@@ -133,6 +136,18 @@ int run_jobs(const std::vector<std::string>& args) {
     throw UsageError(std::string("jobs: --policy is required; expected ") + jobs::kPolicyNames);
   o.group.budget = parse_budget(get("--budget", ""), "--budget");
   o.group.policy = jobs::parse_policy(get("--policy", ""));
+  if (o.group.policy == jobs::Policy::Tensile) {
+    // TENSILE schedules every job's tensors itself.
+    for (jobs::JobSpec& spec : o.jobs) {
+      const auto it = std::find(spec.train_args.begin(), spec.train_args.end(), "--planner");
+      if (it == spec.train_args.end()) {
+        spec.train_args.insert(spec.train_args.end(), {"--planner", "tensile"});
+      } else if (it + 1 != spec.train_args.end() && *(it + 1) != "tensile") {
+        throw UsageError(std::string("--job: --policy tensile plans every job with ") +
+                         "--planner tensile; drop --planner " + *(it + 1) + " from that job");
+      }
+    }
+  }
   o.group.device = get("--device", "cpu");
   if (o.group.device != "cpu") {
     throw UsageError("jobs: --device " + o.group.device + " is not supported for sharing yet; expected cpu");

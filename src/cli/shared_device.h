@@ -33,9 +33,10 @@ class SharedDevice : public runtime::SharedAccount, public runtime::StepLease {
 
   // StepLease
   void begin_calibration() override { group_->begin_calibration(); }
-  Bytes calibrated(Bytes reference, Bytes least_largest) override {
-    return group_->calibrated(reference, least_largest);
+  Bytes calibrated(Bytes reference, Bytes least_largest, const std::vector<Bytes>& swappable) override {
+    return group_->calibrated(reference, least_largest, swappable);
   }
+  jobs::Policy policy() const { return group_->policy(); }
   Bytes acquire(const runtime::StepLeaseRequest& request, Seconds* waited) override;
   void settle(bool step_taken) override { group_->settle(step_taken); }
 

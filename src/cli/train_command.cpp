@@ -153,7 +153,7 @@ int run_train(const std::vector<std::string>& args) {
   options.host_to_device_bandwidth = calibrated.host_to_device_bandwidth;
   // Swapping plans with the host link's bandwidth: measured here, as
   // `calibrate` does, when neither --bandwidth nor --calibration gives it.
-  const bool measure_link = (options.planner == "swap" || options.weights_on_host) &&
+  const bool measure_link = (options.planner == "swap" || options.planner == "tensile" || options.weights_on_host) &&
                             !(options.device_to_host_bandwidth > 0 && options.host_to_device_bandwidth > 0);
   const std::int64_t batch = flags.integer("batch", 32, 1, 65536);
   if (flags.has("steps") && flags.has("epochs")) throw UsageError("train: give --steps or --epochs, not both");
@@ -249,6 +249,12 @@ int run_train(const std::vector<std::string>& args) {
           model + " " + options.planner + " batch " + std::to_string(batch) + " seed " + std::to_string(options.seed);
       if (!share_label.empty()) label = share_label + " (" + label + ")";
       shared = std::make_unique<SharedDevice>(share, *memory, device, label, 10.0);
+      if (shared->policy() == jobs::Policy::Tensile && options.planner != "tensile") {
+        throw UsageError("train: job group " + share +
+                         " shares its budget by the tensile policy, whose jobs plan with --planner tensile; got "
+                         "--planner " +
+                         options.planner);
+      }
       options.lease = shared.get();
     }
     if (measure_link) {

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "core/error.h"
@@ -68,6 +69,8 @@ struct JobGroup::Segment {
     double curve_seconds[kCurvePoints];
     double wait_seconds, calibrate_wait_seconds;
     std::int64_t others_steps_at_request, others_steps_to_first_lease;
+    std::int32_t tensor_count, pad;
+    Bytes tensors[kTensorSizes];
   };
 
   std::atomic<std::uint64_t> magic;
@@ -382,13 +385,16 @@ void JobGroup::resolve_locked() {
   s->resolved = 1;
 }
 
-Bytes JobGroup::calibrated(Bytes reference, Bytes least_largest) {
+Bytes JobGroup::calibrated(Bytes reference, Bytes least_largest, std::vector<Bytes> tensors) {
   Segment* s = segment_;
   const Clock::time_point start = Clock::now();
   lock();
   Segment::Slot& me = s->slot[member_];
   me.reference = reference;
   me.least_largest = least_largest;
+  std::sort(tensors.begin(), tensors.end(), std::greater<Bytes>());
+  me.tensor_count = static_cast<std::int32_t>(std::min<size_t>(tensors.size(), kTensorSizes));
+  std::copy_n(tensors.begin(), me.tensor_count, me.tensors);
   me.resident = me.live.load();
   me.lease = me.resident;
   me.calibrated = 1;
@@ -433,6 +439,8 @@ std::vector<JobView> JobGroup::views_locked() const {
     v.lease = m.lease;
     v.resident = m.calibrated ? m.resident : 0;
     v.reference = m.reference;
+    v.least_largest = m.least_largest;
+    v.tensors.assign(m.tensors, m.tensors + m.tensor_count);
     v.waiting = m.waiting != 0;
     v.ticket = m.ticket;
     v.want = m.want;

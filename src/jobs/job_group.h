@@ -91,7 +91,9 @@ class JobGroup {
   // Member: publishes what calibration found, ends its turn, and waits until
   // every starting job has done so; returns the group's budget. Error (with
   // each job's least budget) when that budget cannot hold the jobs.
-  Bytes calibrated(Bytes reference, Bytes least_largest);
+  // `tensors`: its largest tensors at its largest input whose swaps hide (the
+  // tensile policy's view; the largest kTensorSizes are kept).
+  Bytes calibrated(Bytes reference, Bytes least_largest, std::vector<Bytes> tensors = {});
   // Member: blocks until the policy grants a lease; returns its bytes.
   // `waited` gets the time spent waiting. Error when the policy says no wait
   // will do.

@@ -1,18 +1,20 @@
 #include "jobs/lease_policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
 namespace memtrain::jobs {
 
-const char* const kPolicyNames = "static, proportional, fcfs or arbiter";
+const char* const kPolicyNames = "static, proportional, fcfs, tensile or arbiter";
 
 Policy parse_policy(const std::string& text) {
   if (text == "static") return Policy::Static;
   if (text == "proportional") return Policy::Proportional;
   if (text == "fcfs") return Policy::Fcfs;
   if (text == "arbiter") return Policy::Arbiter;
+  if (text == "tensile") return Policy::Tensile;
   throw UsageError("policy '" + text + "' is not known; expected " + kPolicyNames);
 }
 
@@ -22,6 +24,7 @@ const char* policy_name(Policy policy) {
     case Policy::Proportional: return "proportional";
     case Policy::Fcfs: return "fcfs";
     case Policy::Arbiter: return "arbiter";
+    case Policy::Tensile: return "tensile";
   }
   MEMTRAIN_ASSERT(false, "every policy has a name");
 }
@@ -34,6 +37,45 @@ Bytes knee_of(const std::vector<BudgetPoint>& curve, double slack) {
     if (p.seconds <= fastest * (1 + slack)) return p.bytes;
   }
   return curve.back().bytes;
+}
+
+std::vector<Bytes> tensile_allotments(const std::vector<JobView>& jobs, Bytes budget) {
+  std::vector<Bytes> allot(jobs.size(), 0);
+  Bytes excess = -budget;
+  struct Tensor {
+    Bytes bytes;
+    size_t job;
+  };
+  std::vector<Tensor> tensors;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    if (!jobs[k].present) continue;
+    allot[k] = std::max(jobs[k].reference, jobs[k].least_largest);
+    excess += allot[k];
+    for (Bytes t : jobs[k].tensors) tensors.push_back({t, k});
+  }
+  if (excess <= 0) return allot;
+  // Largest first; ties to the earlier job, so every member computes the same.
+  std::stable_sort(tensors.begin(), tensors.end(), [](const Tensor& a, const Tensor& b) { return a.bytes > b.bytes; });
+  for (const Tensor& t : tensors) {
+    if (excess <= 0) break;
+    const Bytes cut = std::min({t.bytes, excess, allot[t.job] - jobs[t.job].least_largest});
+    if (cut <= 0) continue;
+    allot[t.job] -= cut;
+    excess -= cut;
+  }
+  if (excess <= 0) return allot;
+  // Recomputation: the rest, in proportion to what each job can still give.
+  Bytes room = 0;
+  for (size_t k = 0; k < jobs.size(); ++k) room += jobs[k].present ? allot[k] - jobs[k].least_largest : 0;
+  if (room <= 0) return allot;
+  const double part = std::min(1.0, static_cast<double>(excess) / static_cast<double>(room));
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    if (!jobs[k].present) continue;
+    const Bytes give = allot[k] - jobs[k].least_largest;
+    allot[k] -= static_cast<Bytes>(std::ceil(part * static_cast<double>(give)));
+    allot[k] = std::max(allot[k], jobs[k].least_largest);
+  }
+  return allot;
 }
 
 namespace {
@@ -89,6 +131,16 @@ Decision decide(Policy policy, const std::vector<JobView>& jobs, int requester, 
       const Bytes whole = std::min(r.want, ever);
       if (free_now < whole) return {Decision::Wait, 0, ""};
       return {Decision::Grant, whole, ""};
+    }
+    case Policy::Tensile: {
+      // TENSILE plans each job for its largest input, not for this step's:
+      // the lease is the job's allotment, whatever this input needs (never
+      // less than its least). Allotments follow the jobs present, so a job
+      // joining or leaving re-plans everyone's.
+      const Bytes allot = tensile_allotments(jobs, budget).at(static_cast<size_t>(requester));
+      const Bytes grant = std::max(r.least, std::min(allot, ever));
+      if (free_now < grant) return {Decision::Wait, 0, ""};
+      return {Decision::Grant, grant, ""};
     }
     case Policy::Arbiter: {
       // Older requests keep what they still lack of their least, so none starves.

@@ -21,13 +21,15 @@ enum class Policy {
   Proportional,  // split in proportion to each job's unconstrained peak at its largest input
   Fcfs,          // requests in arrival order, each granted its whole want; wait when short
   Arbiter,       // per-step leases sized where they buy time; older requests first
+  Tensile,       // TENSILE: fixed allotments, the global peak lowered by swapping the jobs' largest tensors
 };
 
 Policy parse_policy(const std::string& text);  // UsageError names the valid ones
 const char* policy_name(Policy policy);
-extern const char* const kPolicyNames;  // "static, proportional, fcfs or arbiter"
+extern const char* const kPolicyNames;  // "static, proportional, fcfs, tensile or arbiter"
 
-constexpr int kCurvePoints = 6;  // budgets a request prices its step at
+constexpr int kCurvePoints = 6;   // budgets a request prices its step at
+constexpr int kTensorSizes = 16;  // a job's largest swappable tensors, as the tensile policy sees them
 
 // A step's predicted time under a budget.
 struct BudgetPoint {
@@ -42,6 +44,10 @@ struct JobView {
   Bytes lease = 0;          // bytes leased to it now (its step's budget; its resident bytes between steps)
   Bytes resident = 0;       // bytes it keeps between steps (weights, optimizer state)
   Bytes reference = 0;      // unconstrained peak at its largest input
+  Bytes least_largest = 0;  // the least budget its planner needs at its largest input
+  // Its largest tensors at its largest input whose swaps hide, descending
+  // (at most kTensorSizes): what the tensile policy takes its memory from.
+  std::vector<Bytes> tensors;
   bool waiting = false;     // it has a request open
   std::int64_t ticket = 0;  // arrival order of that request
   Bytes want = 0, least = 0;
@@ -57,6 +63,14 @@ struct Decision {
 // The decision on `requester`'s open request. `expected_jobs`: the jobs the
 // group was started with (static and proportional split among at least these).
 Decision decide(Policy policy, const std::vector<JobView>& jobs, int requester, Bytes budget, int expected_jobs);
+
+// TENSILE's allotments: each present job's scheduled peak for its largest
+// input, the jobs' peaks taken to add up (their global peak). When they pass
+// the budget, swaps lower them: the largest tensor of any job first, a job
+// never below its least budget; what swaps cannot cover is recomputed,
+// taken from the jobs in proportion to what each can still give. 0 for
+// absent jobs.
+std::vector<Bytes> tensile_allotments(const std::vector<JobView>& jobs, Bytes budget);
 
 // The arbiter's choice on a curve: the fewest bytes whose predicted time is
 // within `slack` of the fastest.

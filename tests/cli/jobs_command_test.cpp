@@ -75,6 +75,46 @@ TEST(JobsCommand, AKilledJobsMemoryIsReclaimedALateOneIsLeasedAndTheOthersTrainA
   EXPECT_EQ(losses(json_of(dir.path() + "/work/job-1.json")), losses(json_of(alone)));
 }
 
+// TENSILE: each job plans with the tensile planner under a fixed allotment
+// for its largest input; the allotments add up to at most the budget.
+TEST(JobsCommand, TensileLeasesFixedAllotmentsAndTheJobsTrainAsAlone) {
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/jobs.log";
+  const int status =
+      memtrain("jobs --budget 90% --policy tensile --job '" + kJob + "' --job '" + kJob + " --seed 2' --json " +
+                   dir.path() + "/jobs.json --work-dir " + dir.path() + "/work --quiet",
+               log);
+  ASSERT_EQ(status, 0) << text_of(log);
+  const json r = json_of(dir.path() + "/jobs.json");
+  EXPECT_EQ(r.at("policy"), "tensile");
+  const double budget = r.at("budget_bytes").get<double>();
+  EXPECT_EQ(r.at("summary").at("violations").get<long>(), 0);
+  EXPECT_LE(r.at("summary").at("max_total_live_bytes").get<double>(), budget);
+  for (int i = 0; i < 2; ++i) {
+    const json& job = r.at("jobs")[i];
+    EXPECT_TRUE(job.at("completed").get<bool>()) << job.dump();
+    const json report = json_of(dir.path() + "/work/job-" + std::to_string(i + 1) + ".json");
+    EXPECT_EQ(report.at("planner"), "tensile");
+    // After the collection steps every lease is the job's allotment,
+    // whatever the step's input; it changes only when the other job leaves,
+    // to all this job would take alone (at least its unconstrained peak).
+    std::vector<double> leases;
+    for (const json& step : report.at("steps")) {
+      if (step.at("plan") != "collect") leases.push_back(step.at("budget_bytes").get<double>());
+    }
+    ASSERT_FALSE(leases.empty());
+    for (size_t k = 1; k < leases.size(); ++k) {
+      if (leases[k] == leases[k - 1]) continue;
+      EXPECT_GE(leases[k], report.at("reference_peak_bytes").get<double>()) << report.at("steps").dump();
+    }
+    EXPECT_LE(leases.front(), budget);
+  }
+  const std::string alone = dir.path() + "/alone.json";
+  ASSERT_EQ(memtrain("train " + kJob + " --budget 100% --json " + alone + " --quiet", dir.path() + "/alone.log"), 0)
+      << text_of(dir.path() + "/alone.log");
+  EXPECT_EQ(losses(json_of(dir.path() + "/work/job-1.json")), losses(json_of(alone)));
+}
+
 TEST(JobsCommand, ABudgetBelowWhatTheJobsNeedNamesEachJobAndItsLeast) {
   testing::TempDir dir;
   const std::string log = dir.path() + "/jobs.log";
@@ -92,7 +132,9 @@ TEST(JobsCommand, BadFlagsAreRefusedWithWhatWouldBeValid) {
   testing::TempDir dir;
   const std::string log = dir.path() + "/jobs.log";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"jobs --budget 50% --policy tensile --job '--steps 1'", "expected static, proportional, fcfs or arbiter"},
+      {"jobs --budget 50% --policy zico --job '--steps 1'", "expected static, proportional, fcfs, tensile or arbiter"},
+      {"jobs --budget 50% --policy tensile --job '--steps 1 --planner mimose'",
+       "--policy tensile plans every job with --planner tensile; drop --planner mimose from that job"},
       {"jobs --policy fcfs --job '--steps 1'", "--budget is required"},
       {"jobs --budget 50% --policy fcfs --job '--steps 1 --budget 10MiB'", "--budget is the group's to set"},
       {"jobs --budget 50% --policy fcfs --job '--steps 1' --kill-after 3:1", "expected a job number 1..1"},

@@ -33,13 +33,14 @@ JobView asking(JobView j, std::int64_t ticket, Bytes least, Bytes want, std::vec
 }
 
 TEST(LeasePolicy, NamesParseBackAndUnknownOnesAreRefusedWithTheValidOnes) {
-  for (Policy p : {Policy::Static, Policy::Proportional, Policy::Fcfs, Policy::Arbiter})
+  for (Policy p : {Policy::Static, Policy::Proportional, Policy::Fcfs, Policy::Arbiter, Policy::Tensile})
     EXPECT_EQ(parse_policy(policy_name(p)), p);
   try {
-    parse_policy("tensile");
-    FAIL() << "tensile is not built";
+    parse_policy("zico");
+    FAIL() << "zico is not a policy";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("static, proportional, fcfs or arbiter"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("static, proportional, fcfs, tensile or arbiter"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -98,7 +99,7 @@ TEST(LeasePolicy, NoPolicyGrantsWhatTheOthersResidentBytesNeverLeave) {
 
 TEST(LeasePolicy, GrantsAndWhatTheOthersHoldNeverPassTheBudget) {
   // Every policy, many situations: a grant plus the others' holdings fits.
-  for (Policy p : {Policy::Static, Policy::Proportional, Policy::Fcfs, Policy::Arbiter}) {
+  for (Policy p : {Policy::Static, Policy::Proportional, Policy::Fcfs, Policy::Arbiter, Policy::Tensile}) {
     for (Bytes other_live = 100; other_live <= 900; other_live += 50) {
       for (Bytes want = 200; want <= 1200; want += 100) {
         const std::vector<BudgetPoint> curve = {{200, 3.0}, {want / 2 + 100, 2.0}, {want, 1.0}};
@@ -111,6 +112,56 @@ TEST(LeasePolicy, GrantsAndWhatTheOthersHoldNeverPassTheBudget) {
       }
     }
   }
+}
+
+JobView calibrated_job(Bytes reference, Bytes least_largest, std::vector<Bytes> tensors) {
+  JobView j = idle(10, reference);
+  j.least_largest = least_largest;
+  j.tensors = std::move(tensors);
+  return j;
+}
+
+TEST(LeasePolicy, TensileKeepsEveryPeakWhenTheirSumFits) {
+  const std::vector<JobView> jobs = {calibrated_job(400, 100, {50}), calibrated_job(500, 200, {60})};
+  EXPECT_EQ(tensile_allotments(jobs, 900), (std::vector<Bytes>{400, 500}));
+}
+
+TEST(LeasePolicy, TensileSwapsTheLargestTensorsOfAnyJobFirst) {
+  // Sum 900, budget 800: the largest tensor (job 1's 70) and then 30 of
+  // job 0's 60 lower the global peak to the budget.
+  std::vector<JobView> jobs = {calibrated_job(400, 100, {60, 20}), calibrated_job(500, 200, {70, 10})};
+  EXPECT_EQ(tensile_allotments(jobs, 800), (std::vector<Bytes>{370, 430}));
+  // A job is not cut below its least: job 1's 70 leaves it at 450.
+  jobs[1].least_largest = 450;
+  EXPECT_EQ(tensile_allotments(jobs, 800), (std::vector<Bytes>{350, 450}));
+  // An absent job gets nothing and leaves its peak to the others.
+  jobs[1].present = false;
+  EXPECT_EQ(tensile_allotments(jobs, 800), (std::vector<Bytes>{400, 0}));
+}
+
+TEST(LeasePolicy, TensileRecomputesWhatSwapsCannotCover) {
+  // Swaps cover 30 of 300: the other 270 comes from what each job can still
+  // give above its least (280 and 290 after the swaps).
+  const std::vector<JobView> jobs = {calibrated_job(400, 100, {20}), calibrated_job(500, 200, {10})};
+  const std::vector<Bytes> allot = tensile_allotments(jobs, 600);
+  EXPECT_LE(allot[0] + allot[1], 600);
+  EXPECT_GE(allot[0] + allot[1], 598);
+  EXPECT_GE(allot[0], 100);
+  EXPECT_GE(allot[1], 200);
+  EXPECT_NEAR(static_cast<double>(380 - allot[0]) / 280, static_cast<double>(490 - allot[1]) / 290, 0.01);
+}
+
+TEST(LeasePolicy, TensileLeasesTheAllotmentWhateverTheInputNeeds) {
+  // This step wants 150 of job 0's 370 allotment: TENSILE knows only its
+  // plan for the largest input, so it leases the whole allotment.
+  std::vector<JobView> jobs = {calibrated_job(400, 100, {60, 20}), calibrated_job(500, 200, {70, 10})};
+  jobs[0] = asking(jobs[0], 1, 120, 150);
+  Decision d = decide(Policy::Tensile, jobs, 0, 800, 2);
+  ASSERT_EQ(d.kind, Decision::Grant);
+  EXPECT_EQ(d.bytes, 370);
+  // While the other job holds more than its allotment leaves, it waits.
+  jobs[1].live = jobs[1].lease = 500;
+  EXPECT_EQ(decide(Policy::Tensile, jobs, 0, 800, 2).kind, Decision::Wait);
 }
 
 TEST(LeasePolicy, ArbiterGrantsTheKneeNotTheWholeWant) {

@@ -22,9 +22,10 @@ class StepLease {
  public:
   virtual ~StepLease() = default;
   virtual void begin_calibration() = 0;  // waits for this job's turn
-  // Ends the turn with the largest input's unconstrained peak and least
-  // budget; waits for the group to start and returns its whole budget.
-  virtual Bytes calibrated(Bytes reference, Bytes least_largest) = 0;
+  // Ends the turn with the largest input's unconstrained peak, least budget
+  // and stored tensors whose swaps hide under its compute (largest first);
+  // waits for the group to start and returns its whole budget.
+  virtual Bytes calibrated(Bytes reference, Bytes least_largest, const std::vector<Bytes>& swappable) = 0;
   // Blocks until granted; the step's budget, at least request.least.
   virtual Bytes acquire(const StepLeaseRequest& request, Seconds* waited) = 0;
   virtual void settle(bool step_taken) = 0;

@@ -13,6 +13,7 @@
 #include "plan/gradient_sums.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
+#include "plan/tensile_planner.h"
 #include "plan/weight_swap_schedules.h"
 #include "runtime/execution/chain_measurement.h"
 #include "runtime/model/buffer_snapshot.h"
@@ -266,7 +267,8 @@ void Trainer::calibrate() {
   bucket_width_ = width;
   if (options_.lease) {
     const Schedule frugal = plan::most_frugal_schedule(*planner_, largest_chain_, &largest_chain_, fallback_schedule());
-    budget_ = options_.lease->calibrated(reference_peak_, sim::simulate(largest_chain_, frugal).peak_bytes);
+    budget_ = options_.lease->calibrated(reference_peak_, sim::simulate(largest_chain_, frugal).peak_bytes,
+                                         plan::swappable_tensor_bytes(largest_chain_));
     memory_.set_enforced(options_.enforce && planner_->respects_budget());
     use_budget(budget_);
     calibrated_ = true;

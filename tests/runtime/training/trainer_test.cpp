@@ -333,7 +333,7 @@ class SlowSource : public BatchSource {
 class HalfwayLease : public StepLease {
  public:
   void begin_calibration() override { ++calibrations; }
-  Bytes calibrated(Bytes reference_peak, Bytes least) override {
+  Bytes calibrated(Bytes reference_peak, Bytes least, const std::vector<Bytes>&) override {
     reference = reference_peak;
     least_largest = least;
     return reference_peak;
