@@ -90,28 +90,6 @@ struct JobGroup::Segment {
   char refused[4096];
   Slot slot[kMaxJobs];
 
-  // The most a job can be leased at any step: the budget less the others'
-  // resident bytes, and its share under the policies that split.
-  Bytes room_of(int j, Bytes budget_bytes) const {
-    int present = 0;
-    Bytes references = 0, others = 0;
-    for (int k = 0; k < joined; ++k) {
-      if (slot[k].status != kJoined) continue;
-      ++present;
-      references += slot[k].reference;
-      if (k != j) others += slot[k].resident;
-    }
-    Bytes room = budget_bytes - others;
-    const Policy p = static_cast<Policy>(policy);
-    if (p == Policy::Static) room = std::min(room, budget_bytes / std::max(present, expected));
-    if (p == Policy::Proportional && references > 0) {
-      room =
-          std::min(room, static_cast<Bytes>(static_cast<double>(budget_bytes) * static_cast<double>(slot[j].reference) /
-                                            static_cast<double>(references)));
-    }
-    return room;
-  }
-
   std::int64_t steps_except(int j) const {
     std::int64_t n = 0;
     for (int k = 0; k < joined; ++k) n += k == j ? 0 : slot[k].steps;
@@ -364,23 +342,11 @@ void JobGroup::resolve_locked() {
     budget = static_cast<Bytes>(s->percent / 100.0 * static_cast<double>(references));
   }
   // Every job must fit at its largest input beside the others' resident bytes.
-  std::string needs;
-  bool short_of = false;
-  const char* policy = policy_name(static_cast<Policy>(s->policy));
-  for (int j = 0; j < s->joined; ++j) {
-    const Segment::Slot& m = s->slot[j];
-    if (m.status != kJoined) continue;
-    const Bytes room = s->room_of(j, budget);
-    const bool short_here = m.least_largest > room;
-    short_of = short_of || short_here;
-    needs += std::string(needs.empty() ? "" : "; ") + m.label + " needs at least " + format_bytes(m.least_largest) +
-             " and " + policy + " leaves it " + format_bytes(std::max<Bytes>(room, 0)) + (short_here ? " (short)" : "");
-  }
-  if (short_of) {
-    copy_text(s->refused, sizeof(s->refused),
-              "budget " + format_bytes(budget) + " (" + std::to_string(budget) +
-                  " bytes) is below what the jobs need at their largest inputs: " + needs);
-  }
+  std::vector<std::string> labels;
+  for (int j = 0; j < s->joined; ++j) labels.push_back(s->slot[j].label);
+  const std::string shortfall_text =
+      shortfall(static_cast<Policy>(s->policy), views_locked(), labels, budget, s->expected);
+  if (!shortfall_text.empty()) copy_text(s->refused, sizeof(s->refused), shortfall_text);
   s->budget.store(budget);
   s->resolved = 1;
 }
@@ -413,7 +379,7 @@ Bytes JobGroup::calibrated(Bytes reference, Bytes least_largest, std::vector<Byt
     }
     if (s->resolved) {
       const Bytes budget = s->budget.load();
-      const Bytes room = s->room_of(member_, budget);
+      const Bytes room = most_ever_leased(static_cast<Policy>(s->policy), views_locked(), member_, budget, s->expected);
       me.calibrate_wait_seconds += seconds_since(start);
       unlock();
       if (late && least_largest > room) {

@@ -268,12 +268,7 @@ nlohmann::json jobs_report(const LaunchOptions& o, const LaunchResult& r) {
     j["cbr"] = cbr;
     jobs.push_back(std::move(j));
   }
-  double sum = 0, squares = 0;
-  for (double x : slowdowns) {
-    sum += x;
-    squares += x * x;
-  }
-  const json jain = slowdowns.empty() ? json() : json(sum * sum / (static_cast<double>(slowdowns.size()) * squares));
+  const json jain = slowdowns.empty() ? json() : json(jain_index(slowdowns));
   return {{"budget_bytes", r.group.budget},
           {"policy", policy_name(o.group.policy)},
           {"group", o.group.name},

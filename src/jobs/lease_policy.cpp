@@ -85,6 +85,23 @@ Bytes held(const JobView& j) { return j.present ? std::max(j.lease, j.live) : 0;
 
 Decision never(std::string why) { return {Decision::Never, 0, std::move(why)}; }
 
+// A job's share under static and proportional; the whole budget under the others.
+Bytes share_of(Policy policy, const std::vector<JobView>& jobs, int j, Bytes budget, int expected_jobs) {
+  int present = 0;
+  Bytes references = 0;
+  for (const JobView& k : jobs) {
+    if (!k.present) continue;
+    ++present;
+    references += k.reference;
+  }
+  if (policy == Policy::Static) return budget / std::max(present, expected_jobs);
+  if (policy != Policy::Proportional) return budget;
+  const double part =
+      references > 0 ? static_cast<double>(jobs.at(static_cast<size_t>(j)).reference) / static_cast<double>(references)
+                     : 1.0 / std::max(present, 1);
+  return static_cast<Bytes>(part * static_cast<double>(budget));
+}
+
 // An equal or proportional share: granted whole once the others leave room.
 Decision fixed_share(Bytes share, const JobView& r, Bytes free_now) {
   if (share < r.least) {
@@ -100,13 +117,9 @@ Decision fixed_share(Bytes share, const JobView& r, Bytes free_now) {
 Decision decide(Policy policy, const std::vector<JobView>& jobs, int requester, Bytes budget, int expected_jobs) {
   const JobView& r = jobs.at(static_cast<size_t>(requester));
   MEMTRAIN_ASSERT(r.present && r.waiting, "only an open request is decided");
-  int present = 0;
-  Bytes others_held = 0, others_resident = 0, references = 0;
+  Bytes others_held = 0, others_resident = 0;
   for (size_t k = 0; k < jobs.size(); ++k) {
-    if (!jobs[k].present) continue;
-    ++present;
-    references += jobs[k].reference;
-    if (static_cast<int>(k) == requester) continue;
+    if (!jobs[k].present || static_cast<int>(k) == requester) continue;
     others_held += held(jobs[k]);
     others_resident += jobs[k].resident;
   }
@@ -118,12 +131,9 @@ Decision decide(Policy policy, const std::vector<JobView>& jobs, int requester, 
                  " the other jobs leave of the budget " + format_bytes(budget));
   }
   switch (policy) {
-    case Policy::Static: return fixed_share(budget / std::max(present, expected_jobs), r, free_now);
-    case Policy::Proportional: {
-      const double part = references > 0 ? static_cast<double>(r.reference) / static_cast<double>(references)
-                                         : 1.0 / std::max(present, 1);
-      return fixed_share(static_cast<Bytes>(part * static_cast<double>(budget)), r, free_now);
-    }
+    case Policy::Static:
+    case Policy::Proportional:
+      return fixed_share(share_of(policy, jobs, requester, budget, expected_jobs), r, free_now);
     case Policy::Fcfs: {
       for (const JobView& k : jobs) {
         if (k.present && k.waiting && k.ticket < r.ticket) return {Decision::Wait, 0, ""};  // an older request
@@ -163,6 +173,39 @@ Decision decide(Policy policy, const std::vector<JobView>& jobs, int requester, 
     }
   }
   MEMTRAIN_ASSERT(false, "every policy decides");
+}
+
+Bytes most_ever_leased(Policy policy, const std::vector<JobView>& jobs, int j, Bytes budget, int expected_jobs) {
+  Bytes others = 0;
+  for (size_t k = 0; k < jobs.size(); ++k) others += jobs[k].present && static_cast<int>(k) != j ? jobs[k].resident : 0;
+  return std::min(budget - others, share_of(policy, jobs, j, budget, expected_jobs));
+}
+
+std::string shortfall(Policy policy, const std::vector<JobView>& jobs, const std::vector<std::string>& labels,
+                      Bytes budget, int expected_jobs) {
+  std::string needs;
+  bool short_of = false;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (!jobs[j].present) continue;
+    const Bytes room = most_ever_leased(policy, jobs, static_cast<int>(j), budget, expected_jobs);
+    const bool short_here = jobs[j].least_largest > room;
+    short_of = short_of || short_here;
+    needs += std::string(needs.empty() ? "" : "; ") + labels.at(j) + " needs at least " +
+             format_bytes(jobs[j].least_largest) + " and " + policy_name(policy) + " leaves it " +
+             format_bytes(std::max<Bytes>(room, 0)) + (short_here ? " (short)" : "");
+  }
+  if (!short_of) return "";
+  return "budget " + format_bytes(budget) + " (" + std::to_string(budget) +
+         " bytes) is below what the jobs need at their largest inputs: " + needs;
+}
+
+double jain_index(const std::vector<double>& values) {
+  double sum = 0, squares = 0;
+  for (double x : values) {
+    sum += x;
+    squares += x * x;
+  }
+  return values.empty() ? 0 : sum * sum / (static_cast<double>(values.size()) * squares);
 }
 
 }  // namespace memtrain::jobs

@@ -64,6 +64,21 @@ struct Decision {
 // group was started with (static and proportional split among at least these).
 Decision decide(Policy policy, const std::vector<JobView>& jobs, int requester, Bytes budget, int expected_jobs);
 
+// The most job `j` can ever be leased: the budget less what the other
+// present jobs keep between steps, and under static and proportional no more
+// than its share.
+Bytes most_ever_leased(Policy policy, const std::vector<JobView>& jobs, int j, Bytes budget, int expected_jobs);
+
+// Why `budget` cannot hold the present jobs at their largest inputs (a job's
+// least_largest above what the policy could ever lease it), naming each job
+// by `labels`; empty when it can.
+std::string shortfall(Policy policy, const std::vector<JobView>& jobs, const std::vector<std::string>& labels,
+                      Bytes budget, int expected_jobs);
+
+// Jain's fairness index of `values` (each > 0): 1 when all are equal, 1/n
+// when one has everything.
+double jain_index(const std::vector<double>& values);
+
 // TENSILE's allotments: each present job's scheduled peak for its largest
 // input, the jobs' peaks taken to add up (their global peak). When they pass
 // the budget, swaps lower them: the largest tensor of any job first, a job

@@ -164,6 +164,28 @@ TEST(LeasePolicy, TensileLeasesTheAllotmentWhateverTheInputNeeds) {
   EXPECT_EQ(decide(Policy::Tensile, jobs, 0, 800, 2).kind, Decision::Wait);
 }
 
+TEST(LeasePolicy, JainsIndexIsOneWhenEqualAndOneOverNWhenOneHasEverything) {
+  EXPECT_DOUBLE_EQ(jain_index({2, 2, 2}), 1.0);
+  EXPECT_DOUBLE_EQ(jain_index({5, 0, 0, 0}), 0.25);
+  EXPECT_NEAR(jain_index({1, 2}), 9.0 / 10.0, 1e-12);
+}
+
+TEST(LeasePolicy, AShortfallNamesEachJobAndWhatThePolicyLeavesIt) {
+  // Each keeps 100 between steps; static leaves each 1000 / 2 = 500.
+  std::vector<JobView> jobs = {idle(100, 600), idle(100, 400)};
+  jobs[0].least_largest = 450;
+  jobs[1].least_largest = 550;
+  EXPECT_EQ(most_ever_leased(Policy::Static, jobs, 0, 1000, 2), 500);
+  EXPECT_EQ(most_ever_leased(Policy::Fcfs, jobs, 0, 1000, 2), 900);
+  EXPECT_EQ(most_ever_leased(Policy::Proportional, jobs, 1, 1000, 2), 400);
+  EXPECT_EQ(shortfall(Policy::Fcfs, jobs, {"a", "b"}, 1000, 2), "");
+  const std::string s = shortfall(Policy::Static, jobs, {"a", "b"}, 1000, 2);
+  EXPECT_NE(s.find("budget 1000 B (1000 bytes) is below what the jobs need at their largest inputs"), std::string::npos)
+      << s;
+  EXPECT_NE(s.find("b needs at least 550 B and static leaves it 500 B (short)"), std::string::npos) << s;
+  EXPECT_NE(s.find("a needs at least 450 B and static leaves it 500 B;"), std::string::npos) << s;
+}
+
 TEST(LeasePolicy, ArbiterGrantsTheKneeNotTheWholeWant) {
   // Past 600 bytes the step is within 5% of its fastest: the rest stays free.
   const std::vector<BudgetPoint> curve = {{400, 2.0}, {500, 1.2}, {600, 1.03}, {700, 1.0}};
