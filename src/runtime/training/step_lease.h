@@ -4,19 +4,15 @@
 // Calibration takes turns with the other jobs and publishes what it found.
 #pragma once
 
-#include <utility>
 #include <vector>
 
 #include "core/units.h"
+#include "plan/lease_curve.h"
 
 namespace memtrain::runtime {
 
-struct StepLeaseRequest {
-  Bytes want = 0;   // predicted peak under the planner's fastest plan
-  Bytes least = 0;  // the least budget the planner can work with
-  // Predicted schedule time at budgets from `least` to `want`, ascending.
-  std::vector<std::pair<Bytes, Seconds>> curve;
-};
+// What the planner predicts for this step's input (plan::lease_curve).
+using StepLeaseRequest = plan::LeaseCurve;
 
 class StepLease {
  public:

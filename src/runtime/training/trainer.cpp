@@ -320,30 +320,8 @@ StepLeaseRequest Trainer::lease_request(std::int64_t size, bool collecting) {
   }
   const std::int64_t bucket = cache_->bucket_of(size);
   if (const auto hit = lease_requests_.find(bucket); hit != lease_requests_.end()) return hit->second;
-  const Chain chain = planning_chain(size);
-  const sim::SimResult frugal = sim::simulate(chain, most_frugal(size));
-  r.least = frugal.peak_bytes;
-  r.want = r.least;
-  if (planner_->respects_budget()) {
-    const Bytes everything = sim::simulate(chain, plan::schedule_keeping_everything(model_->size())).peak_bytes;
-    const Plan fastest = planner_->plan({chain, std::max(everything, r.least), &largest_chain_});
-    if (fastest.feasible) r.want = std::max(fastest.peak_bytes, r.least);
-  } else {
-    r.least = r.want = planner_->plan({chain, 0, &largest_chain_}).peak_bytes;
-  }
-  // The step's predicted time at budgets from least to want: where a policy
-  // can see what memory buys this job. A larger budget can always run a
-  // smaller one's schedule, so the curve never rises (a planner's times
-  // for two equally good schedules may differ in their last bits).
-  constexpr int kPoints = 6;
-  Seconds last = frugal.time;
-  for (int i = 0; i < kPoints; ++i) {
-    const Bytes b = r.least + (r.want - r.least) * i / (kPoints - 1);
-    if (!r.curve.empty() && b == r.curve.back().first) continue;
-    const Plan p = planner_->plan({chain, b, &largest_chain_});
-    if (p.feasible) last = std::min(last, p.time);
-    r.curve.emplace_back(b, last);
-  }
+  constexpr int kPoints = 6;  // budgets the step is priced at
+  r = plan::lease_curve(*planner_, planning_chain(size), &largest_chain_, most_frugal(size), kPoints);
   lease_requests_[bucket] = r;
   return r;
 }
