@@ -18,6 +18,7 @@ int run_advise(const std::vector<std::string>& args);
 int run_data(const std::vector<std::string>& args);
 int run_stalls(const std::vector<std::string>& args);
 int run_simulate(const std::vector<std::string>& args);
+int run_simulate_jobs(const std::vector<std::string>& args);  // simulate --jobs: several jobs on one device
 int run_calibrate(const std::vector<std::string>& args);
 int run_jobs(const std::vector<std::string>& args);
 int run_comm(const std::vector<std::string>& args);

@@ -45,11 +45,21 @@ const char* kSimulateHelp =
     "  --json FILE         write time, peak_bytes, host_peak_bytes, the copies' figures (swap_bytes,\n"
     "                      transfer_seconds, stall_seconds, hidden_transfer_fraction, each also per\n"
     "                      direction as to_host_... and to_device_...; weight_swap_bytes), the sums'\n"
-    "                      (reduce_seconds, reduce_stall_seconds, reduce_hidden_fraction) and the schedule\n";
+    "                      (reduce_seconds, reduce_stall_seconds, reduce_hidden_fraction) and the schedule\n"
+    "\n"
+    "usage: memtrain simulate --jobs FILE.json --policy P --budget B [--json FILE]\n"
+    "\n"
+    "Prices several jobs sharing one device (docs/jobs.md): each step's lease decided by policy P\n"
+    "(static, proportional, fcfs, tensile or arbiter), planned by the job's planner, priced by the\n"
+    "Simulator; the jobs share the budget, the device's compute and its copy engines. B: bytes or\n"
+    "N% of the sum of the jobs' peaks with nothing recomputed at their chains' inputs.\n";
 
 }  // namespace
 
 int run_simulate(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "--jobs") return run_simulate_jobs(args);
+  }
   Flags flags(args, {"help"}, "simulate");
   if (flags.has("help")) {
     std::fputs(help_with_planners(kSimulateHelp).c_str(), stdout);

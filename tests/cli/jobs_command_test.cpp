@@ -115,6 +115,41 @@ TEST(JobsCommand, TensileLeasesFixedAllotmentsAndTheJobsTrainAsAlone) {
   EXPECT_EQ(losses(json_of(dir.path() + "/work/job-1.json")), losses(json_of(alone)));
 }
 
+// The H100 example of eight jobs, priced under every policy.
+TEST(SimulateJobs, PricesTheEightJobExampleUnderEveryPolicyWithinTheBudget) {
+  const char* source = std::getenv("MEMTRAIN_SOURCE_DIR");  // ctest sets it
+  ASSERT_NE(source, nullptr) << "run under ctest, or set MEMTRAIN_SOURCE_DIR";
+  const std::string example = std::string(source) + "/docs/examples/jobs-h100-8.json";
+  testing::TempDir dir;
+  // An equal split must hold the largest job (the GPT of width 2048); a
+  // split by peaks must hold each job's least, which mimose puts near its peak.
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"static", "56GiB"}, {"proportional", "100%"}, {"fcfs", "90%"}, {"tensile", "90%"}, {"arbiter", "90%"}};
+  for (const auto& [policy, budget] : runs) {
+    const std::string out = dir.path() + "/" + policy + ".json";
+    ASSERT_EQ(memtrain("simulate --jobs " + example + " --policy " + policy + " --budget " + budget + " --json " + out,
+                       dir.path() + "/log"),
+              0)
+        << text_of(dir.path() + "/log");
+    const json r = json_of(out);
+    EXPECT_EQ(r.at("policy"), policy);
+    EXPECT_EQ(r.at("summary").at("violations").get<long>(), 0);
+    EXPECT_LE(r.at("summary").at("max_total_live_bytes").get<double>(), r.at("budget_bytes").get<double>());
+    ASSERT_EQ(r.at("jobs").size(), 8u);
+    for (const json& j : r.at("jobs")) {
+      EXPECT_TRUE(j.at("completed").get<bool>()) << policy << " " << j.dump();
+      EXPECT_EQ(j.at("steps").get<long>(), 100);
+    }
+  }
+  // Too small a budget names each job; a missing policy names the valid ones.
+  EXPECT_EQ(memtrain("simulate --jobs " + example + " --policy fcfs --budget 1GiB", dir.path() + "/log"), 1);
+  EXPECT_NE(text_of(dir.path() + "/log").find("job 8 (gpt-w1024 8) needs at least"), std::string::npos)
+      << text_of(dir.path() + "/log");
+  EXPECT_EQ(memtrain("simulate --jobs " + example + " --budget 90%", dir.path() + "/log"), 2);
+  EXPECT_NE(text_of(dir.path() + "/log").find("expected static, proportional, fcfs, tensile or arbiter"),
+            std::string::npos);
+}
+
 TEST(JobsCommand, ABudgetBelowWhatTheJobsNeedNamesEachJobAndItsLeast) {
   testing::TempDir dir;
   const std::string log = dir.path() + "/jobs.log";

@@ -1,0 +1,303 @@
+#include "group_sim/group_simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+
+#include "core/error.h"
+#include "plan/frugal_schedule.h"
+#include "plan/lease_curve.h"
+#include "plan/registry.h"
+#include "plan/schedule_builders.h"
+#include "plan/tensile_planner.h"
+#include "sim/simulator.h"
+
+namespace memtrain::group_sim {
+
+Chain chain_at_fraction(const Chain& chain, double fraction) {
+  Chain c = chain;
+  auto bytes = [&](Bytes b) { return static_cast<Bytes>(std::llround(static_cast<double>(b) * fraction)); };
+  for (Stage& s : c.stages) {
+    s.input_bytes = bytes(s.input_bytes);
+    s.saved_bytes = bytes(s.saved_bytes);
+    s.forward_temp_bytes = bytes(s.forward_temp_bytes);
+    s.nograd_forward_temp_bytes = bytes(s.nograd_forward_temp_bytes);
+    s.backward_temp_bytes = bytes(s.backward_temp_bytes);
+    s.forward_time *= fraction;
+    s.backward_time *= fraction;
+    for (StageVariant& v : s.variants) {
+      v.saved_bytes = bytes(v.saved_bytes);
+      v.forward_temp_bytes = bytes(v.forward_temp_bytes);
+      v.backward_temp_bytes = bytes(v.backward_temp_bytes);
+      v.forward_time *= fraction;
+      v.backward_time *= fraction;
+    }
+  }
+  c.output_bytes = bytes(c.output_bytes);
+  return c;
+}
+
+namespace {
+
+constexpr double kDone = 1e-12;  // seconds of work left that count as none
+
+// What a job asks before a step of one input size, as the trainer asks it.
+struct Request {
+  Chain chain;
+  Schedule frugal;  // run when no plan fits the lease
+  plan::LeaseCurve lease;
+  Bytes plain_peak = 0;
+  Seconds plain_time = 0;
+};
+
+struct Job {
+  const SimJob* spec = nullptr;
+  std::unique_ptr<plan::Planner> planner;
+  std::map<double, Request> requests;  // by input fraction
+  std::vector<Bytes> tensors;          // swappable at its largest input (the tensile policy's view)
+  bool joined = false, done = false;
+  Bytes resident = 0, lease = 0, live = 0;
+  std::int64_t ticket = -1;  // open request's arrival order; -1: none
+  Seconds asked_at = 0;
+  // The running step: compute and copy work left (run side by side), then
+  // what neither shares (waits on dependencies).
+  bool running = false;
+  Seconds compute_left = 0, copy_left = 0, latency_left = 0;
+  Bytes plain_peak_max = 0, step_peak_max = 0;
+  Seconds planned_time = 0, plain_time = 0;
+  SimJobOutcome out;
+
+  double fraction() const {
+    const std::vector<double>& s = spec->sizes;
+    return s.empty() ? 1.0 : s[static_cast<size_t>(out.steps) % s.size()];
+  }
+};
+
+const Request& request_of(Job& j, double fraction) {
+  auto it = j.requests.find(fraction);
+  if (it != j.requests.end()) return it->second;
+  Request r;
+  r.chain = chain_at_fraction(j.spec->chain, fraction);
+  const int n = r.chain.size();
+  const sim::SimResult plain = sim::simulate(r.chain, plan::schedule_keeping_everything(n));
+  r.plain_peak = plain.peak_bytes;
+  r.plain_time = plain.time;
+  r.frugal =
+      plan::most_frugal_schedule(*j.planner, r.chain, &j.spec->chain, plan::schedule_checkpointing_everything(n));
+  r.lease = plan::lease_curve(*j.planner, r.chain, &j.spec->chain, r.frugal, jobs::kCurvePoints);
+  return j.requests.emplace(fraction, std::move(r)).first->second;
+}
+
+}  // namespace
+
+GroupOutcome simulate_group(const GroupSpec& spec, jobs::Policy policy, const BudgetSpec& budget_spec) {
+  if (spec.jobs.empty()) throw UsageError("simulate --jobs: the group has no jobs");
+  if (!(spec.device.compute_slots >= 1) || !(spec.device.copy_engines >= 1) || !(spec.device.contention >= 0)) {
+    throw UsageError(
+        "simulate --jobs: device compute_slots and copy_engines must be at least 1 and contention at "
+        "least 0");
+  }
+  GroupOutcome g;
+  g.policy = policy;
+  std::vector<Job> jobs(spec.jobs.size());
+  Bytes references = 0;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    Job& j = jobs[k];
+    j.spec = &spec.jobs[k];
+    const std::string planner = policy == jobs::Policy::Tensile ? "tensile" : j.spec->planner;
+    j.planner = plan::make_planner(planner);
+    const Chain& largest = j.spec->chain;
+    j.resident = largest.persistent_bytes();
+    j.out.label = j.spec->label;
+    j.out.reference = sim::simulate(largest, plan::schedule_keeping_everything(largest.size())).peak_bytes;
+    j.out.least_largest = request_of(j, 1.0).lease.least;
+    j.tensors = plan::swappable_tensor_bytes(largest);
+    references += j.out.reference;
+  }
+  g.budget = budget_spec.resolve(references);
+  const int expected =
+      static_cast<int>(std::count_if(spec.jobs.begin(), spec.jobs.end(), [](const SimJob& s) { return s.start <= 0; }));
+
+  // The jobs as the policy sees them; `starting`: before any step, those
+  // that start with the group.
+  auto views = [&](bool starting = false) {
+    std::vector<jobs::JobView> v(jobs.size());
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      const Job& j = jobs[k];
+      jobs::JobView& x = v[k];
+      x.present = starting ? j.spec->start <= 0 : j.joined && !j.done;
+      x.live = j.live;
+      x.lease = j.lease;
+      x.resident = j.resident;
+      x.reference = j.out.reference;
+      x.least_largest = j.out.least_largest;
+      x.tensors = j.tensors;
+      x.waiting = j.ticket >= 0;
+      x.ticket = j.ticket;
+      if (x.waiting) {
+        const plan::LeaseCurve& r = jobs[k].requests.at(j.fraction()).lease;
+        x.want = r.want;
+        x.least = r.least;
+        for (const auto& [bytes, seconds] : r.curve) x.curve.push_back({bytes, seconds});
+      }
+    }
+    return v;
+  };
+
+  // The group is refused, as the real one is, when a starting job's least
+  // at its largest input cannot fit what the policy could ever lease it; a
+  // job joining later that cannot is refused its first lease.
+  std::vector<std::string> labels;
+  for (size_t k = 0; k < jobs.size(); ++k)
+    labels.push_back("job " + std::to_string(k + 1) + " (" + jobs[k].spec->label + ")");
+  g.refused = jobs::shortfall(policy, views(true), labels, g.budget, expected);
+  if (!g.refused.empty()) {
+    for (Job& j : jobs) g.jobs.push_back(j.out);
+    return g;
+  }
+
+  Seconds now = 0;
+  std::int64_t tickets = 0;
+  auto ask = [&](Job& j) {
+    request_of(j, j.fraction());
+    j.ticket = tickets++;
+    j.asked_at = now;
+  };
+  auto total_live = [&]() {
+    Bytes t = 0;
+    for (const Job& j : jobs) t += j.joined && !j.done ? j.live : 0;
+    return t;
+  };
+
+  while (true) {
+    for (Job& j : jobs) {
+      if (!j.joined && j.spec->start <= now + kDone) {
+        j.joined = true;
+        j.out.start = now;
+        j.lease = j.live = j.resident;
+        if (j.spec->steps > 0) {
+          ask(j);
+        } else {
+          j.done = j.out.completed = true;
+          j.out.end = now;
+        }
+      }
+    }
+    // Grants, oldest request first, until none changes.
+    for (bool granted = true; granted;) {
+      granted = false;
+      std::vector<size_t> order;
+      for (size_t k = 0; k < jobs.size(); ++k) {
+        if (jobs[k].joined && !jobs[k].done && jobs[k].ticket >= 0) order.push_back(k);
+      }
+      std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return jobs[a].ticket < jobs[b].ticket; });
+      for (size_t k : order) {
+        Job& j = jobs[k];
+        const jobs::Decision d = jobs::decide(policy, views(), static_cast<int>(k), g.budget, expected);
+        if (d.kind == jobs::Decision::Never) {
+          j.done = true;
+          j.out.error = d.why;
+          j.out.end = now;
+          j.ticket = -1;
+          j.live = j.lease = 0;
+          granted = true;
+          break;
+        }
+        if (d.kind == jobs::Decision::Wait) continue;
+        const Request& r = j.requests.at(j.fraction());
+        const Plan p = j.planner->plan({r.chain, d.bytes, &j.spec->chain});
+        const sim::SimResult priced = sim::simulate(r.chain, p.feasible ? p.schedule : r.frugal);
+        j.out.wait_seconds += now - j.asked_at;
+        j.ticket = -1;
+        j.lease = d.bytes;
+        j.live = priced.peak_bytes;
+        if (priced.peak_bytes > d.bytes) ++g.violations;
+        const Seconds stall = priced.copies.stall_seconds();
+        j.compute_left = std::max<Seconds>(0, priced.time - stall) + j.spec->overhead;
+        j.copy_left = priced.copies.seconds();
+        j.latency_left = std::max<Seconds>(0, priced.time - std::max(priced.time - stall, j.copy_left));
+        j.running = true;
+        j.planned_time += priced.time;
+        j.plain_time += r.plain_time;
+        j.step_peak_max = std::max(j.step_peak_max, priced.peak_bytes);
+        j.plain_peak_max = std::max(j.plain_peak_max, r.plain_peak);
+        j.out.plain_seconds += r.plain_time + j.spec->overhead;
+        j.out.peak_bytes = std::max(j.out.peak_bytes, priced.peak_bytes);
+        granted = true;
+      }
+    }
+    g.max_total_live = std::max(g.max_total_live, total_live());
+
+    // Rates of the running steps.
+    int computing = 0, copying = 0;
+    for (const Job& j : jobs) {
+      if (!j.running) continue;
+      computing += j.compute_left > kDone;
+      copying += j.copy_left > kDone;
+    }
+    const double side_by_side = std::min<double>(computing, spec.device.compute_slots);
+    const double compute_rate = computing == 0 ? 0
+                                               : std::min(1.0, spec.device.compute_slots / computing) /
+                                                     (1 + spec.device.contention * std::max(0.0, side_by_side - 1));
+    const double copy_rate = copying == 0 ? 0 : std::min(1.0, spec.device.copy_engines / copying);
+    Seconds dt = std::numeric_limits<Seconds>::infinity();
+    for (const Job& j : jobs) {
+      if (!j.joined && !j.done) dt = std::min(dt, j.spec->start - now);
+      if (!j.running) continue;
+      if (j.compute_left > kDone) dt = std::min(dt, j.compute_left / compute_rate);
+      if (j.copy_left > kDone) dt = std::min(dt, j.copy_left / copy_rate);
+      if (j.compute_left <= kDone && j.copy_left <= kDone) dt = std::min(dt, j.latency_left);
+    }
+    if (!std::isfinite(dt)) {
+      // Nothing runs and nothing will join: any request left waits forever.
+      for (Job& j : jobs) {
+        if (j.joined && !j.done) {
+          j.done = true;
+          j.out.error = "waited for a lease that no other job's step would free";
+          j.out.end = now;
+        }
+      }
+      break;
+    }
+    dt = std::max<Seconds>(dt, 0);
+    now += dt;
+    for (Job& j : jobs) {
+      if (!j.running) continue;
+      if (j.compute_left > kDone || j.copy_left > kDone) {
+        j.compute_left = std::max<Seconds>(0, j.compute_left - dt * compute_rate);
+        j.copy_left = std::max<Seconds>(0, j.copy_left - dt * copy_rate);
+      } else {
+        j.latency_left = std::max<Seconds>(0, j.latency_left - dt);
+      }
+      if (j.compute_left <= kDone && j.copy_left <= kDone && j.latency_left <= kDone) {
+        j.running = false;
+        ++j.out.steps;
+        j.lease = j.live = j.resident;
+        if (j.out.steps == j.spec->steps) {
+          j.done = j.out.completed = true;
+          j.out.end = now;
+        } else {
+          ask(j);
+        }
+      }
+    }
+    if (std::all_of(jobs.begin(), jobs.end(), [](const Job& j) { return j.done; })) break;
+  }
+
+  std::vector<double> slowdowns;
+  for (Job& j : jobs) {
+    j.out.seconds = j.out.end - j.out.start;
+    g.makespan = std::max(g.makespan, j.out.end);
+    if (j.plain_peak_max > 0) j.out.msr = 1 - static_cast<double>(j.step_peak_max) / j.plain_peak_max;
+    if (j.plain_time > 0) j.out.eor = j.planned_time / j.plain_time - 1;
+    if (j.out.completed && j.out.plain_seconds > 0) slowdowns.push_back(j.out.seconds / j.out.plain_seconds);
+    g.jobs.push_back(j.out);
+  }
+  g.jain = jobs::jain_index(slowdowns);
+  if (g.max_total_live > g.budget) ++g.violations;
+  return g;
+}
+
+}  // namespace memtrain::group_sim
