@@ -72,6 +72,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
                  {"parameter_digest", parameter_digest(const_cast<runtime::Trainer&>(trainer).model())},
                  {"reference_peak_bytes", s.reference_peak_bytes},
                  {"largest_input_shape", trainer.largest_signature().shape},
+                 {"largest_input_size", trainer.largest_signature().size},
                  {"input_pipeline", info.input_pipeline},
                  {"steps", steps},
                  {"summary",
