@@ -70,11 +70,6 @@ std::int64_t ShardImageBatcher::batches_per_epoch() const {
   return (n + options_.batch_size - 1) / options_.batch_size;
 }
 
-RankRows rank_rows(std::int64_t rows, int rank, int ranks) {
-  const std::int64_t base = rows / ranks, spare = rows % ranks;
-  return {rank * base + std::min<std::int64_t>(rank, spare), base + (rank < spare ? 1 : 0)};
-}
-
 RankRows ShardImageBatcher::rows_of(std::int64_t batch) const {
   const auto samples = static_cast<std::int64_t>(storage_.samples().size());
   const std::int64_t rows = std::min(options_.batch_size, samples - batch * options_.batch_size);

@@ -5,9 +5,8 @@
 // k*B .. k*B+B-1 of that epoch's seeded order, so the batches and their
 // augmentations are the same whatever the number of prep threads; a sample
 // skipped as corrupt leaves its batch one short. One rank of `ranks`
-// prepares only its rows of each batch (split as runtime's batch_rows()
-// splits a batch: near-equal, the first rows a row longer), so each rank
-// reads and decodes its share alone.
+// prepares only its rows of each batch (rank_rows()), so each rank reads
+// and decodes its share alone.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +16,7 @@
 
 #include "data/augment.h"
 #include "data/prep_pipeline.h"
+#include "data/rank_rows.h"
 
 namespace memtrain::data {
 
@@ -52,12 +52,6 @@ void augment_sample(const ShardStorage& storage, const ShardBatchOptions& option
 // or with prep.skip_corrupt is left out and counted in `skipped`.
 AugmentedBatch prepare_image_batch(const ShardStorage& storage, SampleCache* cache, const ShardBatchOptions& options,
                                    std::int64_t epoch, std::int64_t batch, std::int64_t* skipped);
-
-// Which rows of a batch of `rows` rank `rank` of `ranks` takes: [offset, offset + length).
-struct RankRows {
-  std::int64_t offset = 0, length = 0;
-};
-RankRows rank_rows(std::int64_t rows, int rank, int ranks);
 
 // batch_size whole images (no crop, no flip) at max_scale, the first of the
 // dataset: the largest input (this rank's rows of it). Read warm, past any cache.

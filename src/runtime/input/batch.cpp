@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "data/rank_rows.h"
 
 namespace memtrain::runtime {
 
@@ -20,9 +21,7 @@ Batch batch_rows(const Batch& batch, int part, int parts) {
     throw Error("a batch of " + std::to_string(rows) + " examples cannot give part " + std::to_string(part) + " of " +
                 std::to_string(parts) + "; expected at most " + std::to_string(rows) + " parts");
   }
-  const std::int64_t base = rows / parts, spare = rows % parts;
-  const std::int64_t offset = part * base + std::min<std::int64_t>(part, spare);
-  const std::int64_t length = base + (part < spare ? 1 : 0);
+  const auto [offset, length] = data::rank_rows(rows, part, parts);
   Batch b;
   b.input = batch.input.narrow(0, offset, length);
   b.targets = batch.targets.narrow(0, offset, length);
