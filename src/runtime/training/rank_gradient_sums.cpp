@@ -59,8 +59,12 @@ std::vector<RankGradientSums::Bucket> RankGradientSums::cut(
 
 Bytes RankGradientSums::reserve_bytes(const std::vector<std::vector<torch::Tensor>>& stage_weights, Bytes piece_bytes,
                                       bool ordered, bool receives, bool bucket_per_stage) {
+  return reserve_of(cut(stage_weights, piece_bytes, bucket_per_stage), piece_bytes, ordered, receives);
+}
+
+Bytes RankGradientSums::reserve_of(const std::vector<Bucket>& buckets, Bytes piece_bytes, bool ordered, bool receives) {
   Bytes previous = 0, most_in_flight = 0, largest_copy = 0;
-  for (const Bucket& b : cut(stage_weights, piece_bytes, bucket_per_stage)) {
+  for (const Bucket& b : buckets) {
     Bytes held = 0;  // the bucket's copies
     for (const auto& piece : b.pieces) {
       Bytes bytes = 0;
@@ -79,7 +83,7 @@ RankGradientSums::RankGradientSums(RankGroup& ranks, std::vector<std::vector<tor
                                    Bytes piece_bytes, bool ordered, bool bucket_per_stage)
     : ranks_(ranks), ordered_(ordered), piece_bytes_(piece_bytes), stages_(static_cast<int>(stage_weights.size())),
       buckets_(cut(stage_weights, piece_bytes, bucket_per_stage)),
-      reserve_(reserve_bytes(stage_weights, piece_bytes, ordered, ranks.rank() > 0, bucket_per_stage)) {
+      reserve_(reserve_of(buckets_, piece_bytes, ordered, ranks.rank() > 0)) {
   for (const Bucket& b : buckets_) first_stages_.push_back(b.first_stage);
   started_.assign(buckets_.size(), 0);
   // The flat copies and the ordered sum's one buffer hold one type.

@@ -92,6 +92,7 @@ class RankGradientSums : public GradientReducer {
 
   static std::vector<Bucket> cut(const std::vector<std::vector<torch::Tensor>>& stage_weights, Bytes piece_bytes,
                                  bool bucket_per_stage);
+  static Bytes reserve_of(const std::vector<Bucket>& buckets, Bytes piece_bytes, bool ordered, bool receives);
   void work();               // the worker thread
   void run(Sum& sum);        // one bucket's collectives, on the worker
   Seconds land_oldest();     // compute waits for the oldest sum in flight, then frees its copies

@@ -704,8 +704,7 @@ void Trainer::record_run(const Schedule& schedule, std::int64_t size, const Exec
   }
   rec.reduce = result.reduce;
   if (options_.lease) {
-    const sim::SimResult plain =
-        sim::simulate(predicted_chain(size), plan::schedule_keeping_everything(model_->size()));
+    const sim::SimResult plain = sim::simulate(chain, plan::schedule_keeping_everything(model_->size()));
     rec.predicted_plain_seconds = plain.time;
     rec.predicted_plain_peak_bytes = plain.peak_bytes;
   }
