@@ -292,10 +292,12 @@ class Interpreter {
       refuse(op, "the stage's gradients are not on their way to the host; offload them first");
     }
     // The optimizer steps with the ranks' sum: summed on the device, then offloaded.
-    if (!limits_.reduce_buckets.empty() && bucket_holding(limits_.reduce_buckets, op.stage) >= state_.reduced) {
-      refuse(op, "the stage's gradients are not summed over the ranks; all_reduce " +
-                     std::to_string(limits_.reduce_buckets[bucket_holding(limits_.reduce_buckets, op.stage)]) +
-                     " before offloading them");
+    if (!limits_.reduce_buckets.empty()) {
+      const int bucket = bucket_holding(limits_.reduce_buckets, op.stage);
+      if (bucket >= state_.reduced) {
+        refuse(op, "the stage's gradients are not summed over the ranks; all_reduce " +
+                       std::to_string(limits_.reduce_buckets[bucket]) + " before offloading them");
+      }
     }
     hand(op, [&](ScheduleBackend& b) { b.update(op, state_); });
     w.updated = true;

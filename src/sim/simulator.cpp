@@ -34,7 +34,7 @@ class SimulatorBackend : public ScheduleBackend {
  public:
   SimulatorBackend(const Chain& chain, int micro_batches, bool per_op)
       : chain_(chain), per_op_(per_op), micro_(micro_batches, MicroBatchTimes(chain.size())), stages_(chain.size()),
-        sum_end_(chain.reduction.buckets.size(), 0) {
+        reduce_firsts_(chain.reduction.first_stages()), sum_end_(chain.reduction.buckets.size(), 0) {
     mem_ = chain.persistent_bytes() + micro_batches * a(0);
     result_.peak_bytes = mem_;
   }
@@ -173,7 +173,7 @@ class SimulatorBackend : public ScheduleBackend {
     StageTimes& w = stages_[op.stage];
     wait_until(w.grads_ready, false);
     // The gradients that leave are the ranks' sum.
-    if (!chain_.reduction.empty()) wait_for_sum(sum_end_[bucket_holding(chain_.reduction.first_stages(), op.stage)]);
+    if (!reduce_firsts_.empty()) wait_for_sum(sum_end_[bucket_holding(reduce_firsts_, op.stage)]);
     const Bytes bytes = chain_.stages[op.stage].grad_bytes;
     w.grads_copy_end = queue_copy(bytes, false);
     result_.copies.weight_bytes += bytes;
@@ -286,9 +286,10 @@ class SimulatorBackend : public ScheduleBackend {
   Seconds host_t_ = 0;        // the host's optimizer updates
   Seconds d2h_free_ = 0;      // when each copy engine is next idle
   Seconds h2d_free_ = 0;
-  Seconds network_free_ = 0;      // when the network is next idle
-  std::vector<Seconds> sum_end_;  // per gradient bucket, when its sum ends
-  size_t index_ = 0;              // the operation being priced
+  Seconds network_free_ = 0;              // when the network is next idle
+  const std::vector<int> reduce_firsts_;  // the gradient buckets' first stages
+  std::vector<Seconds> sum_end_;          // per gradient bucket, when its sum ends
+  size_t index_ = 0;                      // the operation being priced
   Op op_{OpKind::Loss, -1};
 };
 
