@@ -16,6 +16,13 @@ runs that plan; gradients are those of the plain model, bit for bit.
 
 import torch  # first: the native module converts torch's tensors
 
+from ._built_for import TORCH_VERSION as _BUILT_FOR_TORCH
+
+if torch.__version__ != _BUILT_FOR_TORCH:
+    raise ImportError(f"memtrain was built for torch {_BUILT_FOR_TORCH}, but this environment has torch "
+                      f"{torch.__version__} ({torch.__file__}); rebuild memtrain for it: pip install --force-reinstall "
+                      "--no-cache-dir <memtrain's source folder>")
+
 from . import _memtrain as _native
 from ._memtrain import BrownBatches, Chain, Error, Infeasible, OutOfBudget, UsageError, memory_stats, reset_peak
 
