@@ -21,7 +21,8 @@ if [[ -n ${MEMTRAIN_DEPS_ROOT:-} ]]; then
   args+=(-DMEMTRAIN_GLOO_INCLUDE_DIR="$deps/usr/include")
   export PKG_CONFIG_PATH=$lib/pkgconfig:$deps/usr/share/pkgconfig
   export PKG_CONFIG_SYSROOT_DIR=$deps
-  args+=(-DZLIB_ROOT="$deps/usr" -DCMAKE_EXE_LINKER_FLAGS="-L$lib -L$deps/lib/x86_64-linux-gnu -Wl,-rpath-link,$lib/lapack:$lib/blas:$lib:$deps/lib/x86_64-linux-gnu")
+  # The shared library: a module cannot link libz.a.
+  args+=(-DZLIB_ROOT="$deps/usr" -DZLIB_LIBRARY="$lib/libz.so" -DZLIB_LIBRARY_RELEASE="$lib/libz.so" -DCMAKE_EXE_LINKER_FLAGS="-L$lib -L$deps/lib/x86_64-linux-gnu -Wl,-rpath-link,$lib/lapack:$lib/blas:$lib:$deps/lib/x86_64-linux-gnu")
   # The build runs the test binaries to list their tests, so it needs them too.
   export LD_LIBRARY_PATH=$lib:$lib/lapack:$lib/blas:$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   echo "build-cuda: run with LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
