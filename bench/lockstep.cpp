@@ -125,12 +125,8 @@ std::string machine() {
       break;
     }
   }
-  const cli::BlasLibrary blas = cli::loaded_blas_library();
-  const std::string blas_name = !blas.build.empty() ? blas.build
-                                : blas.path.empty() ? std::string("no BLAS")
-                                                    : blas.path;
   return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, LibTorch " + TORCH_VERSION +
-         " (CPU), BLAS " + blas_name;
+         " (CPU), BLAS " + cli::blas_name(cli::loaded_blas_library());
 }
 
 std::string today() {

@@ -1,5 +1,6 @@
 #include "cli/blas_library.h"
 
+#include <ATen/Context.h>
 #include <link.h>
 
 #include <filesystem>
@@ -25,6 +26,7 @@ BlasLibrary loaded_blas_library() {
   std::string name;
   dl_iterate_phdr(find_blas, &name);
   BlasLibrary blas;
+  blas.mkl_in_torch = at::globalContext().hasMKL();
   if (name.empty()) return blas;
   std::error_code error;
   const std::filesystem::path resolved = std::filesystem::canonical(name, error);
@@ -34,8 +36,14 @@ BlasLibrary loaded_blas_library() {
   return blas;
 }
 
+std::string blas_name(const BlasLibrary& blas) {
+  if (blas.mkl_in_torch) return "MKL inside LibTorch";
+  if (!blas.build.empty()) return blas.build;
+  return blas.path.empty() ? "no BLAS" : blas.path;
+}
+
 std::string blas_threading_warning(const BlasLibrary& blas, int threads) {
-  if (blas.build != "openblas-pthread" || threads <= 1) return "";
+  if (blas.mkl_in_torch || blas.build != "openblas-pthread" || threads <= 1) return "";
   return "OpenBLAS's pthreads build (" + blas.path + ") runs matrix products on threads of its own beside " +
          std::to_string(threads) +
          " OpenMP threads, and the two fight over the cores (steps up to 2x slower measured); install "

@@ -377,7 +377,7 @@ int run_train(const std::vector<std::string>& args) {
                    options.seed,
                    pipeline,
                    threads,
-                   loaded_blas_library().path,
+                   blas_name(loaded_blas_library()),
                    rank,
                    world,
                    options.deterministic_reduce,

@@ -61,7 +61,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
                  {"device", info.device},
                  {"seed", info.seed},
                  {"cpu_threads", info.cpu_threads},
-                 {"blas_library", info.blas_library.empty() ? nlohmann::json() : nlohmann::json(info.blas_library)},
+                 {"blas_library", info.blas_library},
                  {"weights_on_host", trainer.weights_on_host()},
                  {"micro_batches", trainer.micro_batches()},
                  {"rank", info.rank},

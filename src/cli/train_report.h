@@ -17,7 +17,7 @@ struct RunInfo {
   std::uint64_t seed = 0;
   nlohmann::json input_pipeline;  // counters of packed-shard input; null for in-memory datasets
   int cpu_threads = 0;            // LibTorch's intra-op threads
-  std::string blas_library;       // the BLAS library loaded, links resolved; "" when none
+  std::string blas_library;       // what LibTorch computes with (cli::blas_name)
   int rank = 0, world = 1;        // data parallelism: this rank of how many
   bool deterministic_reduce = false;
   bool shard_optimizer = false;
