@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """memtrain.Module against torch.utils.checkpoint_sequential on a
 Transformer written in plain PyTorch, trained on Brown sentences whose
 lengths change every step.
@@ -14,7 +14,7 @@ process (weights, gradients, Adam's state, the batch, activations). So each
 contender runs in a process of its own; the processes take turns, step by
 step, so that their times are measured side by side.
 
-    scripts/bench.sh python            # or: /usr/bin/python3 bench/python_bench.py
+    scripts/bench.sh python            # or: /opt/memtrain/venv/bin/python bench/python_bench.py
 """
 
 import argparse
@@ -94,13 +94,14 @@ def plain_step(model):
 
 
 def checkpointed_step(model, segments):
-    """checkpoint_sequential over the stages after the embedding (reentrant
-    checkpointing needs an input that requires grad)."""
+    """checkpoint_sequential over the stages after the embedding, without
+    reentrant autograd (what PyTorch 2.x recommends and will require be
+    named)."""
     stages = list(model.children())
     rest = nn.Sequential(*stages[1:])
 
     def step(x, y):
-        loss_of(checkpoint_sequential(rest, segments, stages[0](x)), y).backward()
+        loss_of(checkpoint_sequential(rest, segments, stages[0](x), use_reentrant=False), y).backward()
     return step
 
 
@@ -278,7 +279,7 @@ def main():
     cpu = platform.processor() or platform.machine()
     lines = [
         "## memtrain.Module against checkpoint_sequential (Python)\n",
-        f"`{' '.join(['/usr/bin/python3', 'bench/python_bench.py'] + sys.argv[1:])}` ({datetime.date.today()}, {os.cpu_count()} "
+        f"`{' '.join(['/opt/memtrain/venv/bin/python', 'bench/python_bench.py'] + sys.argv[1:])}` ({datetime.date.today()}, {os.cpu_count()} "
         f"cores {cpu}, torch {torch.__version__}, {torch.get_num_threads()} threads). A {args.layers}-block "
         f"Transformer tagger (width {args.width}, {args.heads} heads, dropout 0.1) as a plain `nn.Sequential`, "
         f"Adam, {args.steps} Brown batches of {args.batch} sentences (longest {tuple(longest[0].shape)}), planner "

@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 VENV=${MEMTRAIN_VENV:-/opt/memtrain/venv}
 GLOO_DIR=${MEMTRAIN_GLOO_DIR:-/opt/memtrain/gloo}
 export CCACHE_DIR=${CCACHE_DIR:-${HOME:-/tmp}/.cache/ccache}
+# Paths below the clone are hashed relative to it, so a fresh clone elsewhere
+# reuses what another clone compiled.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 # Precompiled headers need these for ccache to cache the sources that use them.
 export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEMTRAIN_PYTHON_EXECUTABLE="$VENV/bin/python" \

@@ -9,6 +9,9 @@ scripts/build.sh
 ctest --test-dir build --output-on-failure -j "${MEMTRAIN_JOBS:-2}"
 
 export CCACHE_DIR=${CCACHE_DIR:-${HOME:-/tmp}/.cache/ccache}
+# Paths below the clone are hashed relative to it, so a fresh clone elsewhere
+# reuses what another clone compiled.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMEMTRAIN_TORCH=OFF -DMEMTRAIN_SANITIZE=ON
 cmake --build build-sanitize -j "${MEMTRAIN_JOBS:-2}"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
