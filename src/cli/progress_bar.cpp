@@ -1,6 +1,8 @@
 #include "cli/progress_bar.h"
 
 #include <unistd.h>
+
+#include <algorithm>
 #include <string>
 
 namespace memtrain::cli {
@@ -13,7 +15,8 @@ void ProgressBar::update(const runtime::StepRecord& r) {
   const std::int64_t every = total_ >= 10 ? total_ / 10 : 1;
   if (!terminal_ && !last && r.step % every != 0 && r.step != 1) return;
   constexpr int kWidth = 20;
-  const int filled = total_ > 0 ? static_cast<int>(kWidth * r.step / total_) : kWidth;
+  const int filled =
+      total_ > 0 ? static_cast<int>(std::clamp<std::int64_t>(kWidth * r.step / total_, 0, kWidth)) : kWidth;
   const std::string bar = std::string(filled, '#') + std::string(kWidth - filled, '-');
   const std::string predicted = r.predicted_peak_bytes >= 0 ? format_bytes(r.predicted_peak_bytes) : "-";
   std::fprintf(

@@ -1,5 +1,8 @@
 // One line per step for people: on a terminal it redraws in place; in a log
-// (not a terminal) it prints every tenth of the run and the last step.
+// (not a terminal) it prints every tenth of the run and the last step. Steps
+// count from the start of training, so a resumed run's first step may be
+// far past 1: `total_steps` is the step the run ends at, not how many it has
+// left.
 #pragma once
 
 #include <cstdint>

@@ -321,7 +321,7 @@ int run_train(const std::vector<std::string>& args) {
     }
     if (!chain_path.empty()) write_chain_file(trainer.largest_chain(), chain_path);
 
-    ProgressBar bar(stderr, std::max<std::int64_t>(1, steps - trainer.steps_done()));
+    ProgressBar bar(stderr, steps);
     if (!quiet && speaks) trainer.on_step = [&](const runtime::StepRecord& r) { bar.update(r); };
     while (trainer.steps_done() < steps) {
       trainer.step();

@@ -307,6 +307,29 @@ TEST(Commands, PlanGraphSolvesTheExampleUNetWithCbc) {
   EXPECT_EQ(run({"plan", "--graph", example, "--chain", example, "--budget", "1"}).status, 2);
 }
 
+// As people run it, with the progress bar (no --quiet): a finished run is
+// continued to more steps from its checkpoint, and ends with the parameters
+// of a run that took all those steps at once.
+TEST(Commands, AFinishedRunContinuesFromItsCheckpointWithTheProgressBar) {
+  testing::TempDir dir;
+  const std::vector<std::string> small = {"train", "--layers", "2",    "--width",   "32", "--heads",  "2",   "--batch",
+                                          "8",     "--vocab",  "2000", "--threads", "1",  "--budget", "100%"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = small;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  const std::string whole = dir.path() + "/whole.json", continued = dir.path() + "/continued.json";
+  const std::string checkpoints = dir.path() + "/ckpt";
+  ASSERT_EQ(run(with({"--steps", "6", "--json", whole})).status, 0);
+  const Outcome first = run(with({"--steps", "4", "--checkpoint-dir", checkpoints, "--checkpoint-every", "2"}));
+  ASSERT_EQ(first.status, 0) << first.err;
+  const Outcome rest = run(with({"--steps", "6", "--checkpoint-dir", checkpoints, "--resume", "--json", continued}));
+  ASSERT_EQ(rest.status, 0) << rest.err;
+  EXPECT_NE(rest.err.find("step 6/6 [####################]"), std::string::npos) << rest.err;
+  EXPECT_EQ(read_json(whole)["parameter_digest"], read_json(continued)["parameter_digest"]);
+}
+
 // The real thing, small: Brown, a two-layer tagger, a few steps.
 TEST(Commands, TrainWritesItsReportAndTheMeasuredChain) {
   testing::TempDir dir;

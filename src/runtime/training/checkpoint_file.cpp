@@ -49,10 +49,16 @@ std::vector<torch::Tensor> read_checkpoint_file(const std::string& path) {
   if (::access(path.c_str(), R_OK) != 0)
     throw Error("checkpoint " + path + " cannot be read (" + std::strerror(errno) + "); nothing to resume from");
   std::vector<torch::Tensor> tensors;
+  // The reader's own words, first line only: c10's errors carry a C++ stack.
+  auto refuse = [&](const std::string& why) {
+    return Error("checkpoint " + path + " is not a memtrain checkpoint: " + why.substr(0, why.find('\n')));
+  };
   try {
     torch::load(tensors, path);
+  } catch (const c10::Error& e) {
+    throw refuse(e.what_without_backtrace());
   } catch (const std::exception& e) {
-    throw Error("checkpoint " + path + " is not a memtrain checkpoint: " + std::string(e.what()).substr(0, 200));
+    throw refuse(e.what());
   }
   return tensors;
 }
