@@ -9,10 +9,14 @@
 #include "core/error.h"
 #include "core/schedule_interpreter.h"
 #include "core/seconds_since.h"
+#include "data/sentence_batcher.h"
 #include "runtime/execution/saved_tensors.h"
+#include "runtime/model/classification_loss.h"
 #include "runtime/model/rng_snapshot.h"
 
 namespace memtrain::runtime {
+
+static_assert(data::TokenBatch::kIgnoreTag == kIgnoreTarget, "the batchers pad with what the loss ignores");
 
 namespace {
 
@@ -64,7 +68,7 @@ std::vector<MicroBatchInput> split_batch(const Batch& batch, const StepContext& 
   MEMTRAIN_ASSERT(static_cast<int>(seeds.size()) == count, "a dropout seed per micro-batch");
   const double all_counted = ctx.micro_loss_denominator > 0
                                  ? ctx.micro_loss_denominator
-                                 : std::max<double>(1, batch.targets.ne(-100).sum().item<double>());
+                                 : std::max<double>(1, batch.targets.ne(kIgnoreTarget).sum().item<double>());
   std::vector<MicroBatchInput> parts(count);
   std::int64_t offset = 0;
   for (int m = 0; m < count; ++m) {
@@ -77,7 +81,7 @@ std::vector<MicroBatchInput> split_batch(const Batch& batch, const StepContext& 
     part.ctx.generator = memory.make_generator(seeds[m]);
     // The loss is a mean over counted targets: each micro-batch's mean
     // weighs by its share of them, so the step's gradient is the whole batch's.
-    part.loss_weight = part.ctx.targets.ne(-100).sum().item<double>() / all_counted;
+    part.loss_weight = part.ctx.targets.ne(kIgnoreTarget).sum().item<double>() / all_counted;
     offset += length;
   }
   return parts;

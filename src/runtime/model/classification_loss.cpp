@@ -10,11 +10,11 @@ torch::Tensor classification_loss(const torch::Tensor& logits, StepContext& ctx)
   const torch::Tensor flat_targets = ctx.targets.reshape({-1});
   {
     torch::NoGradGuard no_grad;
-    const torch::Tensor counted = flat_targets.ne(-100);
+    const torch::Tensor counted = flat_targets.ne(kIgnoreTarget);
     ctx.correct = flat_logits.argmax(-1).eq(flat_targets).logical_and_(counted).sum().item<double>();
     ctx.counted = counted.sum().item<double>();
   }
-  return torch::cross_entropy_loss(flat_logits, flat_targets, {}, at::Reduction::Mean, -100);
+  return torch::cross_entropy_loss(flat_logits, flat_targets, {}, at::Reduction::Mean, kIgnoreTarget);
 }
 
 namespace {

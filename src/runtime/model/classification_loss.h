@@ -1,5 +1,5 @@
-// Cross-entropy over the last dimension with -100 as "ignore", plus the
-// accuracy the progress bar shows (counted without grad).
+// Cross-entropy over the last dimension with kIgnoreTarget as "ignore", plus
+// the accuracy the progress bar shows (counted without grad).
 #pragma once
 
 #include <torch/types.h>
@@ -7,6 +7,10 @@
 #include "runtime/model/step_context.h"
 
 namespace memtrain::runtime {
+
+// The target of a position the loss skips (padding): cross_entropy's default
+// ignore_index, and the batchers' data::TokenBatch::kIgnoreTag.
+inline constexpr std::int64_t kIgnoreTarget = -100;
 
 torch::Tensor classification_loss(const torch::Tensor& logits, StepContext& ctx);
 

@@ -12,7 +12,7 @@
 namespace memtrain::runtime {
 
 struct StepContext {
-  torch::Tensor targets;      // class per example or per token; -100 = ignore
+  torch::Tensor targets;      // class per example or per token; kIgnoreTarget = ignore
   torch::Tensor key_padding;  // [batch, tokens] bool, true at padding; undefined for images
   at::Generator generator;    // dropout draws from it; the executor replays it on recompute
   bool training = true;

@@ -17,6 +17,7 @@
 #include "plan/weight_swap_schedules.h"
 #include "runtime/execution/chain_measurement.h"
 #include "runtime/model/buffer_snapshot.h"
+#include "runtime/model/classification_loss.h"
 #include "runtime/model/rng_snapshot.h"
 #include "runtime/training/checkpoint_file.h"
 #include "sim/simulator.h"
@@ -519,7 +520,7 @@ Trainer::StepParts Trainer::split(const Batch& batch) {
   for (int i = 0; i < m; ++i) {
     p.batches.push_back(m > 1 ? batch_rows(batch, i, m) : batch);
     p.seeds.push_back(static_cast<std::uint64_t>(seeds[rank * m + i].item<std::int64_t>()));
-    counted.push_back(p.batches.back().targets.ne(-100).sum().item<double>());
+    counted.push_back(p.batches.back().targets.ne(kIgnoreTarget).sum().item<double>());
   }
   double all = 0;
   for (const std::vector<double>& theirs : across_ranks(counted)) {
@@ -575,7 +576,7 @@ void Trainer::split_among_ranks(const Batch& batch, StepParts& p) {
           .cpu();
   for (int i = 0; i < m; ++i)
     p.micro_seeds.push_back(static_cast<std::uint64_t>(seeds[rank * m + i].item<std::int64_t>()));
-  const double mine = batch.targets.ne(-100).sum().item<double>();
+  const double mine = batch.targets.ne(kIgnoreTarget).sum().item<double>();
   double all = 0;
   for (const std::vector<double>& theirs : across_ranks({mine})) all += theirs[0];
   p.micro_loss_denominator = std::max(1.0, all);
