@@ -28,7 +28,29 @@ function(_memtrain_layer_deps target out)
   set(${out} ${seen} PARENT_SCOPE)
 endfunction()
 
+# Every folder under src/ (and src/runtime/) whose CMakeLists.txt defines
+# its layer's target memtrain_<folder> must be among the checked targets: a
+# layer left out of the list would go unchecked, so the configure step stops.
+function(_memtrain_require_every_layer)
+  file(GLOB lists RELATIVE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/src/*/CMakeLists.txt
+       ${PROJECT_SOURCE_DIR}/src/runtime/*/CMakeLists.txt)
+  foreach(list IN LISTS lists)
+    get_filename_component(folder ${list} DIRECTORY)
+    get_filename_component(name ${folder} NAME)
+    if(NOT TARGET memtrain_${name})
+      continue()
+    endif()
+    get_target_property(type memtrain_${name} TYPE)
+    if(NOT type STREQUAL "INTERFACE_LIBRARY" AND NOT memtrain_${name} IN_LIST ARGN)
+      string(REPLACE ";" ", " checked "${ARGN}")
+      message(FATAL_ERROR "src/${folder} builds the layer memtrain_${name}, which the layering check leaves out; "
+                          "add it to memtrain_layers in CMakeLists.txt (checked now: ${checked})")
+    endif()
+  endforeach()
+endfunction()
+
 function(memtrain_check_layers)
+  _memtrain_require_every_layer(${ARGN})
   foreach(target IN LISTS ARGN)
     get_target_property(dir ${target} SOURCE_DIR)
     file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR}/src ${dir})
