@@ -42,6 +42,10 @@ class Planner {
   // True for planners that can plan weights in host memory (their schedules
   // fetch and drop weights): `swap` and `swap-naive`.
   virtual bool plans_weights_on_host() const { return needs_weights_on_host(); }
+  // True for planners whose schedules may move tensors over the host link
+  // (offloads, swaps), which they plan with its bandwidth: without one they
+  // plan no copies. Front ends measure the link for them when none is given.
+  virtual bool uses_host_link() const { return plans_weights_on_host(); }
   virtual Plan plan(const PlanRequest& request) = 0;
 };
 

@@ -21,6 +21,7 @@ namespace memtrain::plan {
 class TensilePlanner : public Planner {
  public:
   std::string name() const override { return "tensile"; }
+  bool uses_host_link() const override { return true; }
   Plan plan(const PlanRequest& request) override;
 };
 
