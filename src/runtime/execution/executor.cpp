@@ -12,6 +12,7 @@
 #include "data/sentence_batcher.h"
 #include "runtime/execution/saved_tensors.h"
 #include "runtime/model/classification_loss.h"
+#include "runtime/model/part_seeds.h"
 #include "runtime/model/rng_snapshot.h"
 
 namespace memtrain::runtime {
@@ -57,14 +58,8 @@ std::vector<MicroBatchInput> split_batch(const Batch& batch, const StepContext& 
   // Each micro-batch draws its dropout from its own generator, seeded from
   // the step's (or given, for a rank's share of the ranks' micro-batches):
   // its masks are the same whatever order the schedule runs them in.
-  std::vector<std::uint64_t> seeds = ctx.micro_seeds;
-  if (seeds.empty()) {
-    const torch::Tensor drawn =
-        torch::empty({count}, torch::TensorOptions().dtype(torch::kLong).device(ctx.generator.device()))
-            .random_(0, std::int64_t{1} << 62, ctx.generator)
-            .cpu();
-    for (int m = 0; m < count; ++m) seeds.push_back(static_cast<std::uint64_t>(drawn[m].item<std::int64_t>()));
-  }
+  const std::vector<std::uint64_t> seeds =
+      ctx.micro_seeds.empty() ? draw_part_seeds(ctx.generator, count) : ctx.micro_seeds;
   MEMTRAIN_ASSERT(static_cast<int>(seeds.size()) == count, "a dropout seed per micro-batch");
   const double all_counted = ctx.micro_loss_denominator > 0
                                  ? ctx.micro_loss_denominator
