@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "cli/blas_library.h"
@@ -114,30 +115,33 @@ const char* kTrainHelp =
     "                               --data-dir, --layers L (levels, default 2), --width N (default 16),\n"
     "                               --image-size PX (default 32), --time-limit S (CBC, default 60)\n";
 
-}  // namespace
-
-int run_train(const std::vector<std::string>& args) {
-  Flags flags(args,
-              with_workload_switches({"help", "quiet", "no-enforce", "fixed-link", "deterministic-reduce",
-                                      "partitioned-cache", "shard-optimizer", "launched", "resume"}),
-              "train");
-  if (flags.has("help")) {
-    std::fputs(expand_help(kTrainHelp).c_str(), stdout);
-    return 0;
-  }
-  if (flags.text("model", "transformer") == "unet") return run_graph_train(flags);
-  const WorkloadFlags workload_flags = read_workload_flags(flags);
-  const std::string& model = workload_flags.model;
+// What `memtrain train` was asked, read from its flags and checked before
+// any data loads or any rank starts.
+struct TrainRequest {
+  WorkloadFlags workload;
   runtime::TrainerOptions options;
+  bool measure_link = false;  // the planner needs the host link and no flag gave it
+  std::int64_t batch = 32, steps = 40, epochs = 0;
+  RankFlags ranks;
+  bool partitioned = false;
+  int threads = 1;
+  std::string device, json_path, chain_path, share, share_label, checkpoint_dir;
+  std::int64_t checkpoint_every = 0;
+  bool resume = false, quiet = false;
+};
+
+// The Trainer's options: planner, budget, predictor, link.
+void read_training_options(Flags& flags, TrainRequest& r) {
+  runtime::TrainerOptions& options = r.options;
   options.planner = flags.text("planner", "mimose");
   options.planner_options = parse_planner_options(flags);
   const WeightFlags weights = parse_weight_flags(flags, true);
   options.weights_on_host = weights.on_host;
   options.micro_batches = weights.micro_batches;
   // A bad name or weight placement is refused before data loads.
-  plan::check_weights_placement(*plan::make_planner(options.planner, options.planner_options), weights.on_host,
-                                "--weights-on host");
-  options.budget = parse_budget(flags.text("budget", model == "resnet" ? "75%" : "50%"), "--budget");
+  const auto planner = plan::make_planner(options.planner, options.planner_options);
+  plan::check_weights_placement(*planner, weights.on_host, "--weights-on host");
+  options.budget = parse_budget(flags.text("budget", r.workload.model == "resnet" ? "75%" : "50%"), "--budget");
   options.seed = static_cast<std::uint64_t>(flags.integer("seed", 1, 0, INT64_MAX));
   options.collect_steps =
       static_cast<int>(flags.integer("collect-steps", options.collect_steps, 0, runtime::kMaxCollectSteps));
@@ -151,250 +155,328 @@ int run_train(const std::vector<std::string>& args) {
   parse_link_flags(flags).apply(calibrated);
   options.device_to_host_bandwidth = calibrated.device_to_host_bandwidth;
   options.host_to_device_bandwidth = calibrated.host_to_device_bandwidth;
-  // Swapping plans with the host link's bandwidth: measured here, as
+  // Plans that copy to the host need the link's bandwidth: measured here, as
   // `calibrate` does, when neither --bandwidth nor --calibration gives it.
-  const bool measure_link = (options.planner == "swap" || options.planner == "tensile" || options.weights_on_host) &&
-                            !(options.device_to_host_bandwidth > 0 && options.host_to_device_bandwidth > 0);
-  const std::int64_t batch = flags.integer("batch", 32, 1, 65536);
+  r.measure_link = runtime::needs_host_link(*planner, options.weights_on_host) &&
+                   !(options.device_to_host_bandwidth > 0 && options.host_to_device_bandwidth > 0);
+}
+
+// Ranks, sharing, checkpoints and reports; the rules between the modes.
+void read_run_settings(Flags& flags, TrainRequest& r) {
+  r.batch = flags.integer("batch", 32, 1, 65536);
   if (flags.has("steps") && flags.has("epochs")) throw UsageError("train: give --steps or --epochs, not both");
-  std::int64_t steps = flags.integer("steps", 40, 1, INT64_MAX / 2);
-  const std::int64_t epochs = flags.integer("epochs", 0, 0, 100000);
+  r.steps = flags.integer("steps", 40, 1, INT64_MAX / 2);
+  r.epochs = flags.integer("epochs", 0, 0, 100000);
   // Ranks: started here (--ranks), or this process is one (--rank/--world/--master).
-  const RankFlags rank_flags = read_rank_flags(flags, "train");
-  const int launch = rank_flags.launch;
-  const bool by_hand = rank_flags.by_hand;
-  runtime::RankAddress address = rank_flags.address;
-  const bool ranked = rank_flags.ranked();
-  if (!ranked && (flags.has("deterministic-reduce") || flags.has("shard-optimizer") || flags.has("timeout") ||
-                  flags.has("sum-gradients") || flags.has("partitioned-cache"))) {
+  r.ranks = read_rank_flags(flags, "train");
+  if (!r.ranks.ranked() && (flags.has("deterministic-reduce") || flags.has("shard-optimizer") || flags.has("timeout") ||
+                            flags.has("sum-gradients") || flags.has("partitioned-cache"))) {
     throw UsageError(
         "train: --deterministic-reduce, --sum-gradients, --shard-optimizer, --partitioned-cache and --timeout are "
         "for ranks; give --ranks N or --rank/--world");
   }
-  const bool partitioned = flags.has("partitioned-cache");
-  if (partitioned &&
-      (workload_flags.data != "shards" || workload_flags.shards.coordinate || !workload_flags.shards.cache_size ||
-       workload_flags.shards.cache_policy != data::CachePolicy::minio)) {
+  r.partitioned = flags.has("partitioned-cache");
+  const WorkloadFlags& w = r.workload;
+  if (r.partitioned && (w.data != "shards" || w.shards.coordinate || !w.shards.cache_size ||
+                        w.shards.cache_policy != data::CachePolicy::minio)) {
     throw UsageError(
         "train: --partitioned-cache keeps each rank's part of packed shards and never evicts; give --data DIR, "
         "--cache-size S and --cache-policy minio, without --coordinate");
   }
+  runtime::TrainerOptions& options = r.options;
   options.sum_beside_backward = flags.choice("sum-gradients", "during", {"during", "after"}) == "during";
   options.deterministic_reduce = flags.has("deterministic-reduce");
   options.shard_optimizer = flags.has("shard-optimizer");
-  const int local_ranks = launch > 0 ? launch : 1;
-  const int threads = static_cast<int>(flags.integer(
+  const int local_ranks = r.ranks.launch > 0 ? r.ranks.launch : 1;
+  r.threads = static_cast<int>(flags.integer(
       "threads", std::max(1u, std::thread::hardware_concurrency() / static_cast<unsigned>(local_ranks)), 1, 1024));
-  const std::string device = flags.text("device", "cpu");
-  const std::string json_path = flags.text("json", "");
-  const std::string chain_path = flags.text("save-chain", "");
-  const bool quiet = flags.has("quiet");
-  const std::string share = flags.text("share", "");
-  const std::string share_label = flags.text("share-label", "");
-  if (share.empty() && !share_label.empty())
+  r.device = flags.text("device", "cpu");
+  r.json_path = flags.text("json", "");
+  r.chain_path = flags.text("save-chain", "");
+  r.quiet = flags.has("quiet");
+  r.share = flags.text("share", "");
+  r.share_label = flags.text("share-label", "");
+  if (r.share.empty() && !r.share_label.empty())
     throw UsageError("train: --share-label names a job of a group; give --share too");
-  if (!share.empty() && flags.has("budget"))
+  if (!r.share.empty() && flags.has("budget"))
     throw UsageError("train: --share takes the group's budget; give --budget to memtrain jobs, not here");
-  const std::string checkpoint_dir = flags.text("checkpoint-dir", "");
-  const std::int64_t checkpoint_every = flags.integer("checkpoint-every", 0, 1, INT64_MAX);
-  const bool resume = flags.has("resume");
-  if (checkpoint_dir.empty() && (checkpoint_every > 0 || resume))
+  r.checkpoint_dir = flags.text("checkpoint-dir", "");
+  r.checkpoint_every = flags.integer("checkpoint-every", 0, 1, INT64_MAX);
+  r.resume = flags.has("resume");
+  if (r.checkpoint_dir.empty() && (r.checkpoint_every > 0 || r.resume))
     throw UsageError("train: --checkpoint-every and --resume need --checkpoint-dir D");
-  if (!checkpoint_dir.empty() && weights.on_host)
-    throw UsageError("train: checkpoints keep the weights on the device; --weights-on host is not supported with them");
-  if (ranked && !share.empty()) throw UsageError("train: ranks cannot join a job group (--share)");
-  if (weights.on_host && flags.has("shard-optimizer")) {
-    throw UsageError(
-        "train: --shard-optimizer with --weights-on host is not supported (the host updates each stage whole); "
-        "keep the weights on the device to shard the optimizer");
+  runtime::TrainingModes modes = runtime::modes_of(options);
+  modes.ranks = r.ranks.ranked();
+  modes.shared_device = !r.share.empty();
+  modes.checkpoints = !r.checkpoint_dir.empty();
+  try {
+    runtime::check_training_modes(modes);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("train: ") + e.what());
   }
+  options.checkpoints = modes.checkpoints;
+}
+
+// One process's run: the rank it is (0 of 1 without ranks), what it trains on.
+struct TrainRun {
+  explicit TrainRun(const TrainRequest& r) : request(r), options(r.options) {}
+  const TrainRequest& request;
+  runtime::TrainerOptions options;
+  runtime::RankGroup* group = nullptr;
+  int rank = 0, world = 1;
+  bool speaks = true;  // rank 0 speaks for the job; the others report failures only
+  std::unique_ptr<Workload> workload;
+  std::unique_ptr<runtime::BatchSource> batches;
+  std::unique_ptr<runtime::DeviceMemory> memory;
+  std::unique_ptr<SharedDevice> shared;
+  std::int64_t steps = 0;
+};
+
+// A job group's device: each step's budget is leased from it.
+void join_group(TrainRun& run) {
+  const TrainRequest& r = run.request;
+  runtime::TrainerOptions& options = run.options;
+  std::string label = r.workload.model + " " + options.planner + " batch " + std::to_string(r.batch) + " seed " +
+                      std::to_string(options.seed);
+  if (!r.share_label.empty()) label = r.share_label + " (" + label + ")";
+  run.shared = std::make_unique<SharedDevice>(r.share, *run.memory, r.device, label, 10.0);
+  if (run.shared->policy() == jobs::Policy::Tensile && options.planner != "tensile") {
+    throw UsageError("train: job group " + r.share +
+                     " shares its budget by the tensile policy, whose jobs plan with --planner tensile; got "
+                     "--planner " +
+                     options.planner);
+  }
+  options.lease = run.shared.get();
+}
+
+void measure_host_link(TrainRun& run) {
+  runtime::TrainerOptions& options = run.options;
+  const runtime::LinkRates link =
+      runtime::measure_link(*run.memory, runtime::kDefaultLinkCopyBytes, runtime::kDefaultLinkRepeats);
+  if (!(options.device_to_host_bandwidth > 0)) options.device_to_host_bandwidth = link.device_to_host;
+  if (!(options.host_to_device_bandwidth > 0)) options.host_to_device_bandwidth = link.host_to_device;
+  if (run.speaks)
+    std::fprintf(stderr, "memtrain: host link measured (no --bandwidth or --calibration): %s/s to host, %s/s back\n",
+                 format_bytes(static_cast<Bytes>(options.device_to_host_bandwidth)).c_str(),
+                 format_bytes(static_cast<Bytes>(options.host_to_device_bandwidth)).c_str());
+}
+
+// The data, the device, the group and the link this process trains with.
+void set_up(TrainRun& run) {
+  const TrainRequest& r = run.request;
+  run.workload = std::make_unique<Workload>(r.workload);
+  const Workload& workload = *run.workload;
+  std::optional<runtime::ShardSourceOptions::Partition> partition;
+  if (r.partitioned) {
+    // Where the peers reach this rank: the address it reaches the store from.
+    runtime::RankGroup* group = run.group;
+    partition = runtime::ShardSourceOptions::Partition{
+        data::local_address_towards(r.ranks.address.host), r.ranks.address.timeout,
+        [group](const std::string& name, const std::string& text) { return group->exchange(name, text); }};
+  }
+  run.batches = run.group ? workload.rank_batches(r.batch, run.options.seed, run.group->rank(), run.world, partition)
+                          : workload.batches(r.batch, run.options.seed);
+  use_compute_threads(r.threads);
+  run.steps = r.epochs > 0 ? r.epochs * run.batches->batches_per_epoch() : r.steps;
+  run.memory = runtime::make_device_memory(r.device);
+  if (!r.share.empty()) join_group(run);
+  if (r.measure_link) measure_host_link(run);
+}
+
+// What the run is about to do, for people.
+void announce(const TrainRun& run, const runtime::Trainer& trainer) {
+  const TrainRequest& r = run.request;
+  const runtime::TrainerOptions& options = run.options;
+  std::string budget = format_bytes(trainer.budget_bytes());
+  if (run.shared) {
+    budget += " shared by job group " + r.share + ", leased step by step";
+  } else if (options.budget.is_percent) {
+    budget += " = " + options.budget.describe() + " of the unconstrained peak " +
+              format_bytes(trainer.summary().reference_peak_bytes);
+  }
+  std::fprintf(stderr, "memtrain: largest input %s; budget %s (%s)\n", trainer.largest_signature().describe().c_str(),
+               budget.c_str(), trainer.planner().respects_budget() && options.enforce ? "enforced" : "not enforced");
+  if (run.group) {
+    std::fprintf(stderr,
+                 "memtrain: rank 0 of %d; each takes %lld of the %lld rows of a global batch; gradients summed %s, "
+                 "%s\n",
+                 run.world, static_cast<long long>(r.batch), static_cast<long long>(r.batch * run.world),
+                 options.deterministic_reduce ? "in rank order (deterministic)" : "by Gloo's ring all-reduce",
+                 trainer.sums_beside_backward() ? "bucket by bucket beside the backward"
+                 : options.sum_beside_backward  ? "after the backward (the budget leaves no room beside it)"
+                                                : "after the backward (--sum-gradients after)");
+  }
+  if (run.group && options.shard_optimizer) {
+    std::fprintf(stderr, "memtrain: optimizer state sharded: this rank keeps %s of Adam's moments\n",
+                 format_bytes(trainer.summary().optimizer_state_bytes).c_str());
+  }
+}
+
+void announce_weights_on_host(const TrainRun& run, const runtime::Trainer& trainer) {
+  std::fprintf(
+      stderr,
+      "memtrain: weights, gradients and Adam state in host memory (%s, %.2fx the budget); "
+      "%d micro-batches per step\n",
+      format_bytes(trainer.largest_chain().model_state_bytes()).c_str(),
+      static_cast<double>(trainer.largest_chain().model_state_bytes()) / static_cast<double>(trainer.budget_bytes()),
+      run.options.micro_batches);
+}
+
+// The steps, with the progress line and the checkpoints.
+void train_steps(const TrainRun& run, runtime::Trainer& trainer, const std::string& checkpoint) {
+  const TrainRequest& r = run.request;
+  ProgressBar bar(stderr, run.steps);
+  if (!r.quiet && run.speaks) trainer.on_step = [&](const runtime::StepRecord& rec) { bar.update(rec); };
+  while (trainer.steps_done() < run.steps) {
+    trainer.step();
+    if (r.checkpoint_every > 0 && trainer.steps_done() % r.checkpoint_every == 0) trainer.save_checkpoint(checkpoint);
+  }
+  if (!r.quiet && run.speaks) bar.finish();
+  if (run.shared) run.shared->finish();
+}
+
+// The summary lines rank 0 prints.
+void print_summary(const TrainRun& run, const runtime::Trainer& trainer) {
+  const runtime::TrainSummary sum = trainer.summary();
+  std::printf(
+      "memtrain: %ld steps, mean %.3f s/step; max peak %s of budget %s; %ld violations; %ld retries; "
+      "plan cache %ld hits / %ld new; prediction error median %.2f%% max %.2f%%\n",
+      sum.steps, sum.mean_step_seconds, format_bytes(sum.max_peak_bytes).c_str(),
+      format_bytes(sum.budget_bytes).c_str(), sum.violations, sum.retries, sum.cache_hits, sum.cache_misses,
+      100 * sum.median_prediction_error, 100 * sum.max_prediction_error);
+  if (run.group) {
+    const long planned = sum.steps - sum.collection_steps;
+    std::printf(
+        "memtrain: %d ranks; loss %.6f at the last step; summing gradients took %.3f s per planned step, %.1f%% "
+        "of it hidden under the backward\n",
+        run.world, trainer.records().empty() ? 0.0 : trainer.records().back().loss,
+        planned > 0 ? sum.planned_reduce.seconds / static_cast<double>(planned) : 0.0,
+        100 * sum.planned_reduce.hidden_fraction());
+  }
+  const CopyStats& copies = sum.planned_copies;
+  if (copies.bytes() > 0) {
+    const auto per_step = [&](Bytes b) { return format_bytes(static_cast<Bytes>(sum.per_planned_step(b))); };
+    std::printf(
+        "memtrain: swapped %s per planned step (%s to host, %s back; %s of it weights and gradients; "
+        "%ld collection steps left out); %.1f%% of copy time hidden under compute (%.1f%% to host, %.1f%% "
+        "back); simulated schedule time off by %.1f%% (median)\n",
+        per_step(copies.bytes()).c_str(), per_step(copies.to_host_bytes).c_str(),
+        per_step(copies.to_device_bytes).c_str(), per_step(copies.weight_bytes).c_str(), sum.collection_steps,
+        100 * copies.hidden_fraction(), 100 * copies.hidden_fraction(CopyDirection::ToHost),
+        100 * copies.hidden_fraction(CopyDirection::ToDevice), 100 * sum.median_time_prediction_error);
+  }
+}
+
+// The input pipeline's counters (rank 0 prints its own) and the --json report.
+void report(const TrainRun& run, const runtime::Trainer& trainer) {
+  const TrainRequest& r = run.request;
+  const runtime::TrainSummary sum = trainer.summary();
+  nlohmann::json pipeline;
+  // Every rank's report has its own pipeline's counters.
+  if (const auto counters = run.batches->pipeline_counters()) {
+    if (run.speaks) {
+      std::printf("memtrain: input pipeline waited %.2f s of %.2f s (%.1f%%); %s\n", sum.data_wait_seconds,
+                  sum.mean_step_seconds * static_cast<double>(sum.steps), 100 * sum.data_wait_fraction,
+                  counters->summary.c_str());
+      for (const std::string& note : counters->notes) std::printf("memtrain: %s\n", note.c_str());
+    }
+    pipeline = counters->fields;
+  }
+  if (r.json_path.empty()) return;
+  const WorkloadFlags& w = r.workload;
+  RunInfo info{w.model,
+               w.shards.dir.empty() ? w.data : w.shards.dir,
+               r.device,
+               run.options.seed,
+               pipeline,
+               r.threads,
+               blas_name(loaded_blas_library()),
+               run.rank,
+               run.world,
+               run.options.deterministic_reduce,
+               run.options.shard_optimizer};
+  write_json_file(train_report(trainer, info),
+                  run.rank > 0 ? r.json_path + ".rank" + std::to_string(run.rank) : r.json_path);
+}
+
+// This process's training, start to end.
+void train_here(TrainRun& run) {
+  const TrainRequest& r = run.request;
+  set_up(run);
+  runtime::Trainer trainer(run.options, *run.memory, run.workload->model_factory(), *run.batches);
+  if (run.speaks)
+    std::fprintf(stderr, "memtrain: %s; model %s (%lld parameters, %d stages); planner %s; device %s\n",
+                 run.batches->describe().c_str(), r.workload.model.c_str(),
+                 static_cast<long long>(trainer.model().parameter_count()), trainer.model().size(),
+                 run.options.planner.c_str(), run.memory->describe().c_str());
+  const std::string checkpoint =
+      r.checkpoint_dir.empty() ? "" : r.checkpoint_dir + "/memtrain-rank" + std::to_string(run.rank) + ".ckpt";
+  if (!checkpoint.empty() && ::mkdir(r.checkpoint_dir.c_str(), 0755) != 0 && errno != EEXIST)
+    throw Error("train: cannot make the checkpoint folder " + r.checkpoint_dir + ": " + std::strerror(errno));
+  if (r.resume) {
+    trainer.resume(checkpoint);
+    if (run.speaks)
+      std::fprintf(stderr, "memtrain: resumed from %s after step %lld\n", checkpoint.c_str(),
+                   static_cast<long long>(trainer.steps_done()));
+  }
+  trainer.calibrate();
+  if (run.speaks) announce(run, trainer);
+  if (run.options.weights_on_host) announce_weights_on_host(run, trainer);
+  if (!r.chain_path.empty()) write_chain_file(trainer.largest_chain(), r.chain_path);
+  train_steps(run, trainer, checkpoint);
+  if (run.speaks) print_summary(run, trainer);
+  report(run, trainer);
+}
+
+}  // namespace
+
+int run_train(const std::vector<std::string>& args) {
+  Flags flags(args,
+              with_workload_switches({"help", "quiet", "no-enforce", "fixed-link", "deterministic-reduce",
+                                      "partitioned-cache", "shard-optimizer", "launched", "resume"}),
+              "train");
+  if (flags.has("help")) {
+    std::fputs(expand_help(kTrainHelp).c_str(), stdout);
+    return 0;
+  }
+  if (flags.text("model", "transformer") == "unet") return run_graph_train(flags);
+  TrainRequest request;
+  request.workload = read_workload_flags(flags);
+  read_training_options(flags, request);
+  read_run_settings(flags, request);
   flags.check_all_used();
-  if (launch > 0) {
+  if (request.ranks.launch > 0) {
     std::vector<std::string> rank_args = args_without_ranks(args);
     // Each rank's share of the cores, unless the flags say otherwise.
     if (!flags.has("threads")) {
       rank_args.push_back("--threads");
-      rank_args.push_back(std::to_string(threads));
+      rank_args.push_back(std::to_string(request.threads));
     }
-    return launch_ranks({"train"}, rank_args, launch, address.timeout);
+    return launch_ranks({"train"}, rank_args, request.ranks.launch, request.ranks.address.timeout);
   }
+  TrainRun run(request);
   std::unique_ptr<runtime::RankGroup> group;
-  if (by_hand) {
-    group = std::make_unique<runtime::RankGroup>(address);
-    options.ranks = group.get();
+  if (request.ranks.by_hand) {
+    group = std::make_unique<runtime::RankGroup>(request.ranks.address);
+    run.group = run.options.ranks = group.get();
+    run.rank = group->rank();
+    run.world = group->world();
+    run.speaks = run.rank == 0;
   }
   // A rank that fails says why, so the others name it and its reason.
+  const std::string who = "rank " + std::to_string(request.ranks.address.rank) + ": ";
   try {
-    const Workload workload(workload_flags);
-    const int world = group ? group->world() : 1;
-    std::optional<runtime::ShardSourceOptions::Partition> partition;
-    if (partitioned) {
-      // Where the peers reach this rank: the address it reaches the store from.
-      partition = runtime::ShardSourceOptions::Partition{
-          data::local_address_towards(address.host), address.timeout,
-          [&](const std::string& name, const std::string& text) { return group->exchange(name, text); }};
-    }
-    std::unique_ptr<runtime::BatchSource> batches =
-        group ? workload.rank_batches(batch, options.seed, group->rank(), world, partition)
-              : workload.batches(batch, options.seed);
-    const int rank = group ? group->rank() : 0;
-    const bool speaks = rank == 0;  // rank 0 speaks for the job; the others report failures only
-
-    use_compute_threads(threads);
-    if (epochs > 0) steps = epochs * batches->batches_per_epoch();
-    std::unique_ptr<runtime::DeviceMemory> memory = runtime::make_device_memory(device);
-    std::unique_ptr<SharedDevice> shared;
-    if (!share.empty()) {
-      std::string label =
-          model + " " + options.planner + " batch " + std::to_string(batch) + " seed " + std::to_string(options.seed);
-      if (!share_label.empty()) label = share_label + " (" + label + ")";
-      shared = std::make_unique<SharedDevice>(share, *memory, device, label, 10.0);
-      if (shared->policy() == jobs::Policy::Tensile && options.planner != "tensile") {
-        throw UsageError("train: job group " + share +
-                         " shares its budget by the tensile policy, whose jobs plan with --planner tensile; got "
-                         "--planner " +
-                         options.planner);
-      }
-      options.lease = shared.get();
-    }
-    if (measure_link) {
-      const runtime::LinkRates link =
-          runtime::measure_link(*memory, runtime::kDefaultLinkCopyBytes, runtime::kDefaultLinkRepeats);
-      if (!(options.device_to_host_bandwidth > 0)) options.device_to_host_bandwidth = link.device_to_host;
-      if (!(options.host_to_device_bandwidth > 0)) options.host_to_device_bandwidth = link.host_to_device;
-      if (speaks)
-        std::fprintf(stderr,
-                     "memtrain: host link measured (no --bandwidth or --calibration): %s/s to host, %s/s back\n",
-                     format_bytes(static_cast<Bytes>(options.device_to_host_bandwidth)).c_str(),
-                     format_bytes(static_cast<Bytes>(options.host_to_device_bandwidth)).c_str());
-    }
-    runtime::Trainer trainer(options, *memory, workload.model_factory(), *batches);
-    if (speaks)
-      std::fprintf(stderr, "memtrain: %s; model %s (%lld parameters, %d stages); planner %s; device %s\n",
-                   batches->describe().c_str(), model.c_str(),
-                   static_cast<long long>(trainer.model().parameter_count()), trainer.model().size(),
-                   options.planner.c_str(), memory->describe().c_str());
-    const std::string checkpoint =
-        checkpoint_dir.empty() ? "" : checkpoint_dir + "/memtrain-rank" + std::to_string(rank) + ".ckpt";
-    if (!checkpoint.empty() && ::mkdir(checkpoint_dir.c_str(), 0755) != 0 && errno != EEXIST)
-      throw Error("train: cannot make the checkpoint folder " + checkpoint_dir + ": " + std::strerror(errno));
-    if (resume) {
-      trainer.resume(checkpoint);
-      if (speaks)
-        std::fprintf(stderr, "memtrain: resumed from %s after step %lld\n", checkpoint.c_str(),
-                     static_cast<long long>(trainer.steps_done()));
-    }
-    trainer.calibrate();
-    std::string budget = format_bytes(trainer.budget_bytes());
-    if (shared) {
-      budget += " shared by job group " + share + ", leased step by step";
-    } else if (options.budget.is_percent) {
-      budget += " = " + options.budget.describe() + " of the unconstrained peak " +
-                format_bytes(trainer.summary().reference_peak_bytes);
-    }
-    if (speaks)
-      std::fprintf(stderr, "memtrain: largest input %s; budget %s (%s)\n",
-                   trainer.largest_signature().describe().c_str(), budget.c_str(),
-                   trainer.planner().respects_budget() && options.enforce ? "enforced" : "not enforced");
-    if (group && speaks) {
-      std::fprintf(stderr,
-                   "memtrain: rank 0 of %d; each takes %lld of the %lld rows of a global batch; gradients summed %s, "
-                   "%s\n",
-                   group->world(), static_cast<long long>(batch), static_cast<long long>(batch * group->world()),
-                   options.deterministic_reduce ? "in rank order (deterministic)" : "by Gloo's ring all-reduce",
-                   trainer.sums_beside_backward() ? "bucket by bucket beside the backward"
-                   : options.sum_beside_backward  ? "after the backward (the budget leaves no room beside it)"
-                                                  : "after the backward (--sum-gradients after)");
-    }
-    if (group && speaks && options.shard_optimizer) {
-      std::fprintf(stderr, "memtrain: optimizer state sharded: this rank keeps %s of Adam's moments\n",
-                   format_bytes(trainer.summary().optimizer_state_bytes).c_str());
-    }
-    if (options.weights_on_host) {
-      std::fprintf(stderr,
-                   "memtrain: weights, gradients and Adam state in host memory (%s, %.2fx the budget); "
-                   "%d micro-batches per step\n",
-                   format_bytes(trainer.largest_chain().model_state_bytes()).c_str(),
-                   static_cast<double>(trainer.largest_chain().model_state_bytes()) /
-                       static_cast<double>(trainer.budget_bytes()),
-                   options.micro_batches);
-    }
-    if (!chain_path.empty()) write_chain_file(trainer.largest_chain(), chain_path);
-
-    ProgressBar bar(stderr, steps);
-    if (!quiet && speaks) trainer.on_step = [&](const runtime::StepRecord& r) { bar.update(r); };
-    while (trainer.steps_done() < steps) {
-      trainer.step();
-      if (checkpoint_every > 0 && trainer.steps_done() % checkpoint_every == 0) trainer.save_checkpoint(checkpoint);
-    }
-    if (!quiet && speaks) bar.finish();
-    if (shared) shared->finish();
-
-    const runtime::TrainSummary sum = trainer.summary();
-    if (speaks)
-      std::printf(
-          "memtrain: %ld steps, mean %.3f s/step; max peak %s of budget %s; %ld violations; %ld retries; "
-          "plan cache %ld hits / %ld new; prediction error median %.2f%% max %.2f%%\n",
-          sum.steps, sum.mean_step_seconds, format_bytes(sum.max_peak_bytes).c_str(),
-          format_bytes(sum.budget_bytes).c_str(), sum.violations, sum.retries, sum.cache_hits, sum.cache_misses,
-          100 * sum.median_prediction_error, 100 * sum.max_prediction_error);
-    if (group && speaks) {
-      const long planned = sum.steps - sum.collection_steps;
-      std::printf(
-          "memtrain: %d ranks; loss %.6f at the last step; summing gradients took %.3f s per planned step, %.1f%% "
-          "of it hidden under the backward\n",
-          world, trainer.records().empty() ? 0.0 : trainer.records().back().loss,
-          planned > 0 ? sum.planned_reduce.seconds / static_cast<double>(planned) : 0.0,
-          100 * sum.planned_reduce.hidden_fraction());
-    }
-    const CopyStats& copies = sum.planned_copies;
-    if (copies.bytes() > 0 && speaks) {
-      const auto per_step = [&](Bytes b) { return format_bytes(static_cast<Bytes>(sum.per_planned_step(b))); };
-      std::printf(
-          "memtrain: swapped %s per planned step (%s to host, %s back; %s of it weights and gradients; "
-          "%ld collection steps left out); %.1f%% of copy time hidden under compute (%.1f%% to host, %.1f%% "
-          "back); simulated schedule time off by %.1f%% (median)\n",
-          per_step(copies.bytes()).c_str(), per_step(copies.to_host_bytes).c_str(),
-          per_step(copies.to_device_bytes).c_str(), per_step(copies.weight_bytes).c_str(), sum.collection_steps,
-          100 * copies.hidden_fraction(), 100 * copies.hidden_fraction(CopyDirection::ToHost),
-          100 * copies.hidden_fraction(CopyDirection::ToDevice), 100 * sum.median_time_prediction_error);
-    }
-    nlohmann::json pipeline;
-    // Every rank's report has its own pipeline's counters; rank 0 prints its own.
-    if (const auto counters = batches->pipeline_counters()) {
-      if (speaks) {
-        std::printf("memtrain: input pipeline waited %.2f s of %.2f s (%.1f%%); %s\n", sum.data_wait_seconds,
-                    sum.mean_step_seconds * static_cast<double>(sum.steps), 100 * sum.data_wait_fraction,
-                    counters->summary.c_str());
-        for (const std::string& note : counters->notes) std::printf("memtrain: %s\n", note.c_str());
-      }
-      pipeline = counters->fields;
-    }
-    if (!json_path.empty()) {
-      RunInfo info{model,
-                   workload_flags.shards.dir.empty() ? workload_flags.data : workload_flags.shards.dir,
-                   device,
-                   options.seed,
-                   pipeline,
-                   threads,
-                   blas_name(loaded_blas_library()),
-                   rank,
-                   world,
-                   options.deterministic_reduce,
-                   options.shard_optimizer};
-      write_json_file(train_report(trainer, info), rank > 0 ? json_path + ".rank" + std::to_string(rank) : json_path);
-    }
+    train_here(run);
     return 0;
   } catch (const runtime::RankFailure&) {
     throw;
   } catch (const UsageError& e) {
-    if (group) group->fail("rank " + std::to_string(address.rank) + ": " + e.what());
+    if (group) group->fail(who + e.what());
     throw;
   } catch (const std::exception& e) {
     if (!group) throw;
-    const std::string why = "rank " + std::to_string(address.rank) + ": " + e.what();
-    group->fail(why);
-    throw Error(why);
+    group->fail(who + e.what());
+    throw Error(who + e.what());
   }
 }
 

@@ -108,24 +108,25 @@ class Runner {
     modules.push_back(boundary);
     stage_names.push_back("loss");
     PlannedStagesOptions options;
-    options.planner = planner;
+    options.steps.planner = planner;
     options.budget = budget_of(budget);
-    options.collect_steps = collect_steps;
-    options.prediction_scale = prediction_scale;
+    options.steps.collect_steps = collect_steps;
+    options.steps.prediction_scale = prediction_scale;
     const auto known = plan::device_weight_planner_names();
     if (std::find(known.begin(), known.end(), planner) == known.end()) {
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
       throw UsageError("planner '" + planner + "' is not known; expected one of " + list);
     }
+    runtime::check_step_planner_options(options.steps);
     if (!bandwidth.is_none()) {
-      options.device_to_host_bandwidth = options.host_to_device_bandwidth = bandwidth_of(bandwidth);
-    } else if (planner == "swap") {
-      // As `memtrain train` does: swapping plans need the link's speed.
-      // A smaller probe than the CLI's: the steps' own copies refine it.
+      options.steps.device_to_host_bandwidth = options.steps.host_to_device_bandwidth = bandwidth_of(bandwidth);
+    } else if (runtime::needs_host_link(*plan::make_planner(planner), false)) {
+      // As `memtrain train` does: plans that copy to the host need the
+      // link's speed. A smaller probe than the CLI's: the steps' own copies refine it.
       const runtime::LinkRates link = runtime::measure_link(device(), Bytes(16) << 20, runtime::kDefaultLinkRepeats);
-      options.device_to_host_bandwidth = link.device_to_host;
-      options.host_to_device_bandwidth = link.host_to_device;
+      options.steps.device_to_host_bandwidth = link.device_to_host;
+      options.steps.host_to_device_bandwidth = link.host_to_device;
     }
     stages_ = std::make_unique<PlannedStages>(runtime::StagedModel("python", stage_names, modules), boundary.get(),
                                               device(), options);

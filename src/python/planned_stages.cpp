@@ -6,11 +6,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/chain_scaling.h"
 #include "core/error.h"
 #include "core/seconds_since.h"
-#include "plan/frugal_schedule.h"
-#include "plan/registry.h"
 #include "plan/schedule_builders.h"
 #include "runtime/execution/chain_measurement.h"
 #include "runtime/memory/counting_allocator.h"
@@ -63,15 +60,9 @@ runtime::Batch batch_of(const torch::Tensor& x) {
 PlannedStages::PlannedStages(runtime::StagedModel model, GradientBoundary* boundary, runtime::DeviceMemory& memory,
                              PlannedStagesOptions options)
     : model_(std::move(model)), boundary_(boundary), memory_(memory), options_(std::move(options)),
-      planner_(plan::make_planner(options_.planner, options_.planner_options)),
-      predictor_(runtime::stage_constants(model_, /*optimizer_slots=*/0), options_.margin),
-      link_(options_.device_to_host_bandwidth, options_.host_to_device_bandwidth) {
+      steps_(options_.steps, model_, runtime::stage_constants(model_, /*optimizer_slots=*/0)) {
   MEMTRAIN_ASSERT(model_.size() >= 2 && &model_.stage(model_.size() - 1) == boundary_,
                   "the gradient boundary is the last of at least two stages");
-  if (options_.collect_steps < 0 || options_.collect_steps > runtime::kMaxCollectSteps) {
-    throw UsageError("collection steps (collect_steps) " + std::to_string(options_.collect_steps) +
-                     " is out of range; expected 0.." + std::to_string(runtime::kMaxCollectSteps));
-  }
   if (!options_.budget.is_percent) budget_ = options_.budget.bytes;
   executor_ = std::make_unique<runtime::Executor>(model_, memory_);
   boundary_->set_exchange([this](const torch::Tensor& output) { return exchange(output); });
@@ -232,74 +223,22 @@ void PlannedStages::calibrate(const torch::Tensor& sample) {
   rethrow_failure();
 }
 
-void PlannedStages::note_resident(Bytes live, const runtime::Batch& batch) {
-  const Bytes expected = predictor_.predict(batch.signature.size).persistent_bytes() + batch.bytes();
-  extra_resident_ = std::max(extra_resident_, live - expected);
+void PlannedStages::note_resident(const runtime::Batch& batch) {
+  memory_.synchronize();
+  steps_.observe_resident(memory_.live(), batch.bytes(), batch.signature.size);
 }
 
-int PlannedStages::variant_rounds() const { return runtime::collection_rounds(model_, planner_->uses_variants()); }
-
-Schedule PlannedStages::collection_schedule(int round) const {
-  return plan::schedule_for_collection(model_.size(), runtime::collection_variants(model_, round));
-}
-
-Chain PlannedStages::predicted_chain(std::int64_t size) const {
-  Chain chain = predictor_.predict(size);
-  chain.resident_bytes = extra_resident_;
-  chain.device_to_host_bandwidth = link_.device_to_host();
-  chain.host_to_device_bandwidth = link_.host_to_device();
-  chain.copy_issue_time = copy_issue_.seconds();
-  return chain;
-}
-
-Chain PlannedStages::largest_chain() const {
-  if (!predictor_.ready()) throw Error("the model has not been measured yet; give a sample or run a step first");
-  return predicted_chain(largest_size_);
-}
-
-Plan PlannedStages::plan_for(std::int64_t size) {
-  Chain chain = predicted_chain(cache_->planning_size(size));
-  if (options_.prediction_scale != 1.0) scale_activation_memory(chain, options_.prediction_scale);
-  const Chain largest = largest_chain();
-  return planner_->plan({chain, plan::stricter_budget(budget_, chain, cache_->strictness(size)), &largest});
-}
-
-Schedule PlannedStages::most_frugal(std::int64_t size) {
-  const Chain largest = largest_chain();
-  return plan::most_frugal_schedule(*planner_, predicted_chain(cache_->planning_size(size)), &largest,
-                                    plan::schedule_for_collection(model_.size()));
-}
-
-Schedule PlannedStages::choose(std::int64_t size) {
-  if (steps_ <= options_.collect_steps || !predictor_.ready()) {  // steps_: this step's number
-    kind_ = runtime::PlanKind::Collect;
-    // Taking the variants in turn, each is seen at several sizes.
-    return collection_schedule(static_cast<int>((steps_ - 1) % variant_rounds()));
-  }
-  if (const Plan* hit = cache_->find(size)) {
-    kind_ = runtime::PlanKind::Cached;
-    return hit->schedule;
-  }
-  kind_ = runtime::PlanKind::New;
-  Plan p = plan_for(size);
-  if (!p.feasible && planner_->respects_budget()) p.schedule = most_frugal(size);
-  Schedule s = p.schedule;
-  cache_->store(size, std::move(p));
-  return s;
-}
-
-runtime::ExecutionResult PlannedStages::run_with_retries(const runtime::Batch& batch, std::int64_t size,
-                                                         Schedule& schedule) {
+runtime::ExecutionResult PlannedStages::run_with_retries(const runtime::Batch& batch, std::int64_t size) {
   const runtime::RngSnapshot start = runtime::RngSnapshot::capture(at::detail::getDefaultCPUGenerator());
   const runtime::BufferSnapshot buffers = runtime::BufferSnapshot::capture(model_, memory_);
-  std::vector<Schedule> failed;
+  runtime::StepAttempts attempts;
   while (true) {
     runtime::StepContext ctx;
     // Stages draw from LibTorch's default generator, which the executor
     // replays (with the context's) when it runs a stage again.
     ctx.generator = at::detail::getDefaultCPUGenerator();
     try {
-      runtime::ExecutionResult result = executor_->run(schedule, batch, ctx);
+      runtime::ExecutionResult result = executor_->run(choice_.schedule, batch, ctx);
       // A replayed step leaves the generators where the caller's own draws had.
       if (replay_dy_) after_caller_->restore(ctx.generator);
       return result;
@@ -309,9 +248,9 @@ runtime::ExecutionResult PlannedStages::run_with_retries(const runtime::Batch& b
         std::lock_guard<std::mutex> lock(mutex_);
         reached_output = phase_ != Phase::Forward;
       }
-      if (kind_ != runtime::PlanKind::Collect && cache_) cache_->mark_bad(size);
       if (reached_output) {
         if (!can_retry_backward_ || !kept_dy_.defined()) {
+          steps_.mark_failed(size, choice_);
           throw Error(std::string(oob.what()) + ", in the planned backward of input " + batch.signature.describe() +
                       ": the parameters' gradients are partial; zero them and run the step again (the next plan "
                       "for this size is stricter; with zero_grad(set_to_none=True) memtrain retries by itself)");
@@ -325,19 +264,52 @@ runtime::ExecutionResult PlannedStages::run_with_retries(const runtime::Batch& b
       // Nothing of the attempt reached the caller or the gradients: roll back and retry.
       buffers.restore();
       start.restore(ctx.generator);
-      failed.push_back(schedule);
-      ++current_.retries;
-      if (!cache_ || !predictor_.ready() || current_.retries > options_.max_retries) throw;
-      Plan p = plan_for(size);
-      Schedule next = p.feasible ? p.schedule : most_frugal(size);
-      if (std::find(failed.begin(), failed.end(), next) != failed.end())
-        next = plan::schedule_for_collection(model_.size());
-      if (std::find(failed.begin(), failed.end(), next) != failed.end()) {
-        throw Error("input " + batch.signature.describe() +
-                    " does not fit the budget even with the most frugal schedule: " + oob.what());
-      }
-      schedule = std::move(next);
-      kind_ = runtime::PlanKind::Retry;
+      choice_ =
+          steps_.retry(size, choice_, attempts,
+                       "step " + std::to_string(current_.step) + ": input " + batch.signature.describe(), oob.what());
+      current_.retries = attempts.retries;
+    }
+  }
+}
+
+void PlannedStages::calibrate_on(const runtime::Batch& batch) {
+  // A measurement, not a step; nothing it does survives.
+  memory_.set_enforced(false);
+  const GradientSnapshot grads(model_.parameters());
+  // Measured as a step of training is, with every gradient allocated (the
+  // memory model keeps them resident), whatever the caller has now.
+  for (torch::Tensor& p : model_.parameters()) {
+    if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+  }
+  const runtime::BufferSnapshot buffers = runtime::BufferSnapshot::capture(model_, memory_);
+  auto measure = [&](const Schedule& schedule) {
+    runtime::StepContext ctx;
+    ctx.generator = at::detail::getDefaultCPUGenerator();
+    const runtime::RngSnapshot rng = runtime::RngSnapshot::capture(ctx.generator);
+    runtime::ExecutionResult r = executor_->run(schedule, batch, ctx);
+    buffers.restore();
+    rng.restore(ctx.generator);
+    return r;
+  };
+  const int n = model_.size();
+  if (options_.budget.is_percent) {
+    reference_peak_ = measure(plan::schedule_keeping_everything(n)).peak;
+    budget_ = options_.budget.resolve(reference_peak_);
+  }
+  memory_.synchronize();
+  const Bytes live = memory_.live();
+  for (int round = 0; round < steps_.variant_rounds(); ++round)
+    steps_.observe_sample(batch.signature.size,
+                          runtime::sample_execution(measure(steps_.collection_schedule(round)), n, 0));
+  steps_.observe_resident(live, batch.bytes(), batch.signature.size);
+  steps_.note_size(batch.signature.size);
+  if (planner().respects_budget()) {
+    const Chain largest = largest_chain();
+    const Plan p = steps_.planner().plan({largest, budget_, &largest});
+    if (!p.feasible) {
+      throw Infeasible("budget " + format_bytes(budget_) + " is below what planner " + planner().name() +
+                           " needs for input " + batch.signature.describe() + ": " + format_bytes(p.min_budget_bytes),
+                       p.min_budget_bytes);
     }
   }
 }
@@ -345,68 +317,20 @@ runtime::ExecutionResult PlannedStages::run_with_retries(const runtime::Batch& b
 void PlannedStages::run_step(const torch::Tensor& x) {
   const Clock::time_point t0 = Clock::now();
   const runtime::Batch batch = batch_of(x);
+  if (synthetic_dy_) return calibrate_on(batch);
   const std::int64_t size = batch.signature.size;
-  const int n = model_.size();
 
-  if (synthetic_dy_) {
-    // Calibration: a measurement, not a step; nothing it does survives.
-    memory_.set_enforced(false);
-    const GradientSnapshot grads(model_.parameters());
-    // Measured as a step of training is, with every gradient allocated (the
-    // memory model keeps them resident), whatever the caller has now.
-    for (torch::Tensor& p : model_.parameters()) {
-      if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    }
-    const runtime::BufferSnapshot buffers = runtime::BufferSnapshot::capture(model_, memory_);
-    auto measure = [&](const Schedule& schedule) {
-      runtime::StepContext ctx;
-      ctx.generator = at::detail::getDefaultCPUGenerator();
-      const runtime::RngSnapshot rng = runtime::RngSnapshot::capture(ctx.generator);
-      runtime::ExecutionResult r = executor_->run(schedule, batch, ctx);
-      buffers.restore();
-      rng.restore(ctx.generator);
-      return r;
-    };
-    if (options_.budget.is_percent) {
-      reference_peak_ = measure(plan::schedule_keeping_everything(n)).peak;
-      budget_ = options_.budget.resolve(reference_peak_);
-    }
-    memory_.synchronize();
-    const Bytes live = memory_.live();
-    for (int round = 0; round < variant_rounds(); ++round) {
-      predictor_.observe(size, runtime::sample_execution(measure(collection_schedule(round)), n, 0));
-    }
-    note_resident(live, batch);
-    largest_size_ = std::max(largest_size_, size);
-    if (planner_->respects_budget()) {
-      const Chain largest = largest_chain();
-      const Plan p = planner_->plan({largest, budget_, &largest});
-      if (!p.feasible) {
-        throw Infeasible("budget " + format_bytes(budget_) + " is below what planner " + planner_->name() +
-                             " needs for input " + batch.signature.describe() + ": " + format_bytes(p.min_budget_bytes),
-                         p.min_budget_bytes);
-      }
-    }
-    return;
-  }
-
-  memory_.synchronize();
-  if (predictor_.ready()) note_resident(memory_.live(), batch);
-  largest_size_ = std::max(largest_size_, size);
-
+  if (steps_.predictor().ready()) note_resident(batch);
+  steps_.note_size(size);
   current_ = StepReport{};
-  current_.step = ++steps_;
+  current_.step = steps_run_ + 1;
   current_.signature = batch.signature;
   current_.budget_bytes = budget_;
-  if (!cache_ && predictor_.ready()) {
-    // Buckets of 1/64 of the largest size seen when the predictor first could plan.
-    const std::int64_t width = options_.bucket > 0 ? options_.bucket : std::max<std::int64_t>(1, largest_size_ / 64);
-    cache_ = std::make_unique<predict::PlanCache>(width);
-  }
-  Schedule schedule = choose(size);
+  steps_.use_budget(budget_);
+  choice_ = steps_.choose(size, steps_run_++);
   replay_dy_ = false;
   memory_.set_budget(budget_);
-  memory_.set_enforced(planner_->respects_budget());
+  memory_.set_enforced(planner().respects_budget());
   // Enforced only while the step runs; dy's copy lives no longer than the step.
   struct StepEnd {
     PlannedStages& s;
@@ -418,17 +342,14 @@ void PlannedStages::run_step(const torch::Tensor& x) {
   runtime::ExecutionResult result;
   {
     const StepEnd end{*this};
-    result = run_with_retries(batch, size, schedule);
+    result = run_with_retries(batch, size);
   }
-  predictor_.observe(size, runtime::sample_execution(result, n, 0));
-  const CopyStats& c = result.copies;
-  link_.observe(c.to_host_bytes, c.to_host_seconds, c.to_device_bytes, c.to_device_seconds);
-  copy_issue_.observe(runtime::copy_issue_seconds(result));
-  current_.plan = kind_;
-  current_.schedule = schedule;
+  steps_.learn(size, result, 0);
+  current_.plan = choice_.kind;
+  current_.schedule = choice_.schedule;
   current_.peak_bytes = result.peak;
-  if (kind_ != runtime::PlanKind::Collect) {
-    current_.predicted_peak_bytes = sim::simulate(predicted_chain(size), schedule).peak_bytes;
+  if (choice_.kind != runtime::PlanKind::Collect) {
+    current_.predicted_peak_bytes = sim::simulate(steps_.predicted_chain(size), choice_.schedule).peak_bytes;
   }
   current_.seconds = seconds_since(t0);
   if (batch.input.requires_grad()) dx_ = batch.input.grad();

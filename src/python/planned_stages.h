@@ -32,17 +32,12 @@
 #include "core/signature.h"
 #include "core/units.h"
 #include "plan/planner.h"
-#include "predict/chain_predictor.h"
-#include "predict/copy_issue_estimate.h"
-#include "predict/link_estimate.h"
-#include "predict/plan_cache.h"
-#include "predict/prediction_error.h"
 #include "python/gradient_boundary.h"
 #include "runtime/execution/executor.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/rng_snapshot.h"
 #include "runtime/model/staged_model.h"
-#include "runtime/training/trainer.h"
+#include "runtime/training/step_planner.h"
 
 namespace memtrain::python {
 
@@ -57,20 +52,10 @@ class Infeasible : public Error {
 };
 
 struct PlannedStagesOptions {
-  std::string planner = "mimose";
-  plan::PlannerOptions planner_options;
+  // Mimose's loop, as the Trainer runs it. Its bucket width 0: 1/64 of the
+  // largest size seen when the predictor first could plan.
+  runtime::StepPlannerOptions steps;
   BudgetSpec budget = {false, 0, 0};
-  int collect_steps = 4;    // steps with every stage checkpointed while the predictor learns
-  double margin = 0.10;     // memory margin for sizes outside the observed range
-  std::int64_t bucket = 0;  // plan-cache bucket width in input size; 0: from the first sizes seen
-  int max_retries = 8;
-  // The host link offloading plans copy over, bytes/s each way; 0: none (no
-  // plan offloads). Refined by each step's own copies.
-  double device_to_host_bandwidth = 0;
-  double host_to_device_bandwidth = 0;
-  // Fault injection for tests: plans are made from activation memory scaled
-  // by this, so < 1 makes plans that run out of budget.
-  double prediction_scale = 1.0;
 };
 
 // What the last step did.
@@ -111,26 +96,20 @@ class PlannedStages {
   Bytes budget_bytes() const { return budget_; }
   Bytes reference_peak_bytes() const { return reference_peak_; }
   // The predictor's chain for the largest input seen (or calibrated on).
-  Chain largest_chain() const;
-  bool has_chain() const { return predictor_.ready(); }
-  const plan::Planner& planner() const { return *planner_; }
+  Chain largest_chain() const { return steps_.largest_chain(); }
+  bool has_chain() const { return steps_.predictor().ready(); }
+  const plan::Planner& planner() const { return steps_.planner(); }
   runtime::StagedModel& model() { return model_; }
 
  private:
   enum class Phase { Idle, Forward, AtBoundary, Backward, Done };
   void worker_loop();
-  void run_step(const torch::Tensor& x);  // on the worker
-  runtime::ExecutionResult run_with_retries(const runtime::Batch& batch, std::int64_t size, Schedule& schedule);
-  Schedule choose(std::int64_t size);
-  Plan plan_for(std::int64_t size);
-  Schedule most_frugal(std::int64_t size);
-  Chain predicted_chain(std::int64_t size) const;
-  // Collection runs measure each operator variant in turn when the planner chooses them.
-  int variant_rounds() const;
-  Schedule collection_schedule(int round) const;
+  void run_step(const torch::Tensor& x);           // on the worker
+  void calibrate_on(const runtime::Batch& batch);  // on the worker
+  runtime::ExecutionResult run_with_retries(const runtime::Batch& batch, std::int64_t size);
   // What is alive beyond the model, its gradients and the batch (the caller's
   // own tensors, its optimizer's state): every plan leaves room for it.
-  void note_resident(Bytes live, const runtime::Batch& batch);
+  void note_resident(const runtime::Batch& batch);
   torch::Tensor exchange(const torch::Tensor& output);  // the boundary's, on the worker
   void wait_for(std::unique_lock<std::mutex>& lock, Phase phase);
   void rethrow_failure();
@@ -139,19 +118,13 @@ class PlannedStages {
   GradientBoundary* boundary_;
   runtime::DeviceMemory& memory_;
   PlannedStagesOptions options_;
-  std::unique_ptr<plan::Planner> planner_;
+  runtime::StepPlanner steps_;
   std::unique_ptr<runtime::Executor> executor_;
-  predict::ChainPredictor predictor_;
-  predict::LinkEstimate link_;
-  predict::CopyIssueEstimate copy_issue_;
-  std::unique_ptr<predict::PlanCache> cache_;
   Bytes budget_ = 0;
   Bytes reference_peak_ = 0;
-  Bytes extra_resident_ = 0;
-  std::int64_t largest_size_ = 0;
-  long steps_ = 0;
+  long steps_run_ = 0;
   StepReport last_, current_;
-  runtime::PlanKind kind_ = runtime::PlanKind::New;
+  runtime::StepChoice choice_;  // the running step's schedule
 
   // The hand-over between the caller's thread and the worker.
   mutable std::mutex mutex_;

@@ -23,8 +23,6 @@
 #include "support/memtrain_runs.h"
 #include "support/temp_dir.h"
 
-extern char** environ;
-
 namespace memtrain {
 namespace {
 
@@ -131,10 +129,8 @@ TEST(RanksCommand, AShardedOptimizerUpdatesBitForBitTheSameWithAThirdOfTheState)
 }
 
 pid_t start(const std::string& args, const std::string& log) {
-  const std::string command = "exec " + std::string(MEMTRAIN_CLI) + " " + args + " > '" + log + "' 2>&1";
-  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  const pid_t pid = testing::start_memtrain(args, log);
+  EXPECT_GT(pid, 0) << "cannot start memtrain " << args;
   return pid;
 }
 
@@ -226,7 +222,11 @@ TEST(RanksCommand, RanksThatDisagreeOrFlagsThatDoNotFitAreRefused) {
            {"--rank 0 --world 2 --master nowhere", "is not HOST:PORT"},
            {"--resume", "need --checkpoint-dir D"},
            {"--ranks 2 --weights-on host --planner swap --shard-optimizer",
-            "--shard-optimizer with --weights-on host is not supported"}}) {
+            "a sharded optimizer (--shard-optimizer) with the weights in host memory (--weights-on host) is not "
+            "supported"},
+           {"--checkpoint-dir " + dir.path() + " --weights-on host --planner swap",
+            "checkpoints (--checkpoint-dir) keep the weights on the device"},
+           {"--ranks 2 --share " + dir.path() + "/group", "ranks cannot join a job group (--share)"}}) {
     EXPECT_EQ(memtrain("train " + args, log), 2) << args;
     EXPECT_NE(text_of(log).find(says), std::string::npos) << args << ": " << text_of(log);
   }

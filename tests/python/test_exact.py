@@ -62,6 +62,27 @@ def test_mispredicted_steps_are_retried_exactly():
     assert "retry" in plans
 
 
+def test_the_step_after_a_retry_runs_the_stricter_schedule_from_the_cache():
+    # The step planner's behaviour after a retry, which the Trainer shares
+    # (tests/runtime/training/trainer_test.cpp): the stricter schedule
+    # becomes the size's plan, so the same size's next step is a cache hit.
+    wrapped = memtrain.Module(transformer(), budget="45%", planner="optimal", sample=torch.randint(0, 500, (8, 64)),
+                              _prediction_scale=0.4)
+    opt = torch.optim.SGD(wrapped.parameters(), lr=0.05)
+    x, y = token_batch(3)
+    steps = []
+    for _ in range(7):
+        loss = F.cross_entropy(wrapped(x).flatten(0, 1), y.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        steps.append(wrapped.last_step)
+    assert [s["plan"] for s in steps[:4]] == ["collect"] * 4
+    assert steps[4]["plan"] == "retry", [s["plan"] for s in steps]
+    for later in steps[5:]:
+        assert later["plan"] == "cached" and later["schedule"] == steps[4]["schedule"], later
+
+
 @pytest.mark.parametrize("planner,budget", [("optimal", "50%"), ("optimal", "40%"), ("mimose", "50%")])
 def test_gradients_equal_the_plain_model(planner, budget):
     plans, recomputed, wrapped = run_both(planner, budget)

@@ -98,6 +98,19 @@ def test_variants_that_are_not_a_dict_are_refused():
         memtrain.Module([stage, nn.Linear(128, 10)], budget="1GiB")
 
 
+@pytest.mark.parametrize("planner,measured", [("swap", True), ("tensile", True), ("mimose", False)])
+def test_planners_that_copy_to_the_host_get_the_link_measured(planner, measured):
+    # The planner's interface says whether it copies over the host link; the
+    # module measures the link for those given no bandwidth, whatever their name.
+    import json
+    sample = torch.randn(16, 128)
+    module = memtrain.Module(residual_model(), budget="1GiB", planner=planner, sample=sample)
+    chain = json.loads(module.chain().to_json())
+    assert ("device_to_host_bandwidth" in chain) == measured, chain.keys()
+    if measured:
+        assert chain["device_to_host_bandwidth"] > 0 and chain["host_to_device_bandwidth"] > 0
+
+
 @pytest.mark.parametrize("bandwidth", ["fast", -1, 0, True])
 def test_bandwidth_that_is_not_a_rate(bandwidth):
     with pytest.raises(memtrain.UsageError, match="bandwidth"):

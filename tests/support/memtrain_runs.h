@@ -2,7 +2,9 @@
 // target defines MEMTRAIN_CLI as the binary's path.
 #pragma once
 
+#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>  // environ
 
 #include <cstdlib>
 #include <fstream>
@@ -18,6 +20,15 @@ namespace memtrain::testing {
 inline int memtrain(const std::string& args, const std::string& log) {
   const int status = std::system((std::string(MEMTRAIN_CLI) + " " + args + " > '" + log + "' 2>&1").c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Starts `memtrain ARGS` in the background, stdout and stderr to `log`; its pid (for kill and waitpid).
+inline pid_t start_memtrain(const std::string& args, const std::string& log) {
+  const std::string command = "exec " + std::string(MEMTRAIN_CLI) + " " + args + " > '" + log + "' 2>&1";
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  pid_t pid = 0;
+  if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) return -1;
+  return pid;
 }
 
 inline std::string text_of(const std::string& path) {

@@ -78,9 +78,9 @@ class Module(torch.nn.Module):
       step, for N% budgets and to check that the budget is feasible.
     collect_steps: steps run with every stage checkpointed while memtrain
       learns how each stage's memory grows with the input size.
-    bandwidth: the host link planner "swap" offloads activations over, in
-      bytes/s or text such as "25GB/s"; measured once when not given. Each
-      step's own copies refine it.
+    bandwidth: the host link that planners which copy to host memory
+      ("swap", "tensile") plan with, in bytes/s or text such as "25GB/s";
+      measured once when not given. Each step's own copies refine it.
 
     Calling the module under torch.no_grad() runs the stages plainly.
     """

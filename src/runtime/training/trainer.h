@@ -48,9 +48,6 @@
 #include "core/units.h"
 #include "plan/planner.h"
 #include "predict/chain_predictor.h"
-#include "predict/copy_issue_estimate.h"
-#include "predict/link_estimate.h"
-#include "predict/plan_cache.h"
 #include "predict/prediction_error.h"
 #include "runtime/comm/rank_group.h"
 #include "runtime/comm/tensor_buckets.h"
@@ -60,74 +57,14 @@
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/adam.h"
 #include "runtime/model/staged_model.h"
-#include "runtime/training/rank_gradient_sums.h"
+#include "runtime/training/leased_steps.h"
+#include "runtime/training/rank_steps.h"
 #include "runtime/training/step_lease.h"
+#include "runtime/training/step_parts.h"
+#include "runtime/training/step_planner.h"
+#include "runtime/training/trainer_options.h"
 
 namespace memtrain::runtime {
-
-constexpr int kMaxCollectSteps = 10;  // the most collection steps a trainer takes
-constexpr double kMaxMargin = 10;     // the largest memory margin, as a fraction
-
-struct TrainerOptions {
-  std::string planner = "mimose";
-  plan::PlannerOptions planner_options;  // slots of the planners that discretise memory
-  BudgetSpec budget = {true, 50.0, 0};   // default: 50% of the largest input's unconstrained peak
-  // Instead of `budget`: the least budget the planner needs for the largest
-  // input (for planners that ignore budgets, their schedule's simulated peak).
-  bool least_budget = false;
-  int collect_steps = 4;    // K: steps with every stage checkpointed, 0..kMaxCollectSteps
-  std::int64_t bucket = 0;  // plan-cache bucket width in signature size; 0: largest / 64
-  double margin = 0.10;     // safety margin on memory for sizes outside the observed range, 0..kMaxMargin
-  std::uint64_t seed = 1;
-  AdamOptions adam;
-  bool enforce = true;  // enforce the budget (planners that respect it)
-  int max_retries = 8;  // stricter re-plans of one step before giving up
-  // Fault injection for tests: the chain planners see has its memory fields
-  // multiplied by this, so < 1 makes plans that run out of budget.
-  double prediction_scale = 1.0;
-  // The host link the planners may offload over (bytes/s; 0: none): from
-  // `memtrain calibrate` or --bandwidth.
-  double device_to_host_bandwidth = 0;
-  double host_to_device_bandwidth = 0;
-  // Refine that link from each step's own copies (predict::LinkEstimate)
-  // for the plans and predictions that follow; false keeps the given one.
-  bool refine_link = true;
-  // Weights, gradients and Adam state in host memory, swapped in by the
-  // schedule (planners swap and swap-naive); a step then runs in
-  // `micro_batches` micro-batches, split by rows (schedules name them).
-  // With the weights on the device, micro-batches are plain gradient
-  // accumulation: the step's schedule runs once per micro-batch.
-  bool weights_on_host = false;
-  int micro_batches = 1;
-  // Data parallelism: this process is one rank of `ranks` (not owned), and
-  // the batch source gives this rank's slice of each global batch
-  // (RankSliceBatches). Gradients are summed over the ranks before the update.
-  RankGroup* ranks = nullptr;
-  // Sum the ranks' gradients in rank order: slower, and bit for bit one
-  // process running the ranks' slices as micro-batches.
-  bool deterministic_reduce = false;
-  // Sum each gradient bucket as soon as the backward has made it final,
-  // beside the rest of the backward (when the budget leaves room for the
-  // sums' copies beside the largest input's plan); false: after the backward.
-  bool sum_beside_backward = true;
-  // ZeRO-1: each rank keeps Adam's moments for 1/ranks of the weights'
-  // elements and updates those; the ranks then share the updated weights.
-  // Bit for bit the unsharded update.
-  bool shard_optimizer = false;
-  // A device shared with other jobs: each step's budget is leased from it
-  // (`budget` and `least_budget` are then the group's business). Calibration
-  // runs only frugal schedules and simulates the unconstrained peak.
-  StepLease* lease = nullptr;
-};
-
-// Where a step's schedule came from.
-enum class PlanKind {
-  Collect,  // a collection step: measures every stage, whatever the planner
-  New,      // planned for this step's size
-  Cached,   // the plan cache's schedule for this size
-  Retry,    // a stricter schedule after the step ran out of budget
-};
-const char* plan_kind_name(PlanKind kind);  // "collect", "new", "cached", "retry"
 
 struct StepRecord {
   std::int64_t step = 0;   // 1-based
@@ -234,153 +171,86 @@ class Trainer {
   Bytes budget_bytes() const { return budget_; }
   bool weights_on_host() const { return host_weights_ != nullptr; }
   // Ranks: whether the gradient sums run beside the backward (after calibration).
-  bool sums_beside_backward() const { return sums_ && sums_beside_backward_; }
+  bool sums_beside_backward() const { return ranks_ && ranks_->sums_beside_backward(); }
   int micro_batches() const { return options_.micro_batches; }
   const Chain& largest_chain() const { return largest_chain_; }
   const Signature& largest_signature() const { return largest_signature_; }
-  const predict::ChainPredictor& predictor() const { return *predictor_; }
+  const predict::ChainPredictor& predictor() const { return steps_->predictor(); }
   StagedModel& model() { return *model_; }
-  const plan::Planner& planner() const { return *planner_; }
+  const plan::Planner& planner() const { return steps_->planner(); }
 
   std::function<void(const StepRecord&)> on_step;  // called after every step
 
  private:
-  // `chain` with what the trainer knows beyond the predictor: the host link and resident bytes.
-  Chain completed(Chain chain) const;
-  Chain predicted_chain(std::int64_t size) const { return completed(predictor_->predict(size)); }
-  // Device bytes live beyond the weights, their state and the batch when a
-  // step starts (a GPU library's workspaces): kept as the chain's resident_bytes.
-  void observe_resident(const Batch& batch);
-  struct Choice {
-    Schedule schedule;
-    PlanKind kind = PlanKind::New;
-    Seconds planning_seconds = 0;
-  };
-  // A step's batch as the executor runs it: whole, or in parts.
-  struct StepParts {
-    std::vector<Batch> batches;
-    std::vector<std::uint64_t> seeds;  // each part's dropout generator; empty: the trainer's
-    std::vector<double> loss_weights;  // each part's share of the step's loss
-    // Weights in host memory with ranks: what the schedule's own
-    // micro-batches need to be the job's (StepContext::micro_seeds).
-    std::vector<std::uint64_t> micro_seeds;
-    double micro_loss_denominator = 0;
-  };
   // One attempt at a step, over all its parts.
   struct StepRun {
     ExecutionResult result;  // ops and peak of the part that needed most; seconds and copies of all
     std::vector<double> losses, correct, counted;  // per part
   };
-  bool split_steps() const { return !host_weights_ && (options_.micro_batches > 1 || options_.ranks); }
-  // Splits the step's batch (drawing its parts' seeds, and with ranks
-  // learning the global count of what the loss averages over).
-  StepParts split(const Batch& batch);
-  // Weights in host memory with ranks: the seeds and global count of the
-  // micro-batches the schedule splits this rank's slice into.
-  void split_among_ranks(const Batch& batch, StepParts& p);
+
+  // Calibration, by mode: the measurements on the largest input, then the budget.
+  void measure_largest(const Batch& largest);  // the reference peak, the largest chain
+  void fix_budget();
+  void fix_own_budget();
+  ExecutionResult measure(const Schedule& schedule, const Batch& batch);
+
+  // The steps of step(), in order.
+  void take_lease(std::int64_t size, StepRecord& rec);
+  // Runs `choice` on `parts`; a run out of budget is rolled back (gradients,
+  // staged updates, buffers, generator) and retried with the step planner's
+  // next schedule, which `choice` and `rec` then name.
+  StepRun run_with_retries(const StepParts& parts, std::int64_t size, StepChoice& choice, StepRecord& rec);
   StepRun run_parts(const Schedule& schedule, const StepParts& parts);
-  // Ranks: the gradient sums, cut into pieces small enough for this rank's
-  // budget and every other rank's (the ranks agree on the cut).
-  void start_gradient_sums();
-  // The budget planners plan a step for: the step's, less what the
-  // gradient sums' copies may hold.
-  Bytes planning_budget() const { return step_budget_ - (sums_ && sums_beside_backward_ ? sums_->reserve_bytes() : 0); }
-  // What the last part of a step runs with ranks: `schedule` with its sums.
-  Schedule summing(const Schedule& schedule) const;
-  // Weights whose gradients an earlier attempt of this step already summed
-  // over the ranks: the retry leaves them out (no gradient, not zeroed).
-  void freeze_summed(const std::vector<int>& stages);
-  void thaw_summed();
-  // Rank r's part of the weights (its optimizer shard), as views.
-  std::vector<torch::Tensor> shard_pieces(int r) const;
-  // A sharded optimizer: every rank's updated elements to every other rank.
-  void share_weights(StepRecord& rec);
-  // Whose optimizer shard this process keeps: 0 and 0 when unsharded.
-  int shard_world() const { return optimizer_->sharded() ? options_.ranks->world() : 0; }
-  int shard_rank() const { return optimizer_->sharded() ? options_.ranks->rank() : 0; }
-  // The model's fixed per-stage costs, with this rank's optimizer shard.
-  std::vector<predict::StageConstants> model_constants() const;
-  // Every rank's `mine`, in rank order; without ranks, this process's alone.
-  std::vector<std::vector<double>> across_ranks(const std::vector<double>& mine);
-  // The step's loss and accuracy over all parts (and ranks).
-  void record_outcome(const StepRun& run, StepRecord& rec);
-  Choice choose(std::int64_t size);  // size: planning_size() of the batch
-  // What planners see for `size`: the prediction at its bucket's edge,
-  // scaled by options.prediction_scale.
-  Chain planning_chain(std::int64_t size);
-  // A shared device: this size's lease request (cached per plan bucket),
-  // and the budget the next steps run under.
-  StepLeaseRequest lease_request(std::int64_t size, bool collecting);
-  void use_budget(Bytes budget);
-  // Ranks: check they agree, and start every one from rank 0's weights.
-  void start_ranks();
-  // Calibration's budget on a shared device: the group's.
-  void calibrate_shared(Bytes least_largest);
-  // The steps of step(), in order. Runs `choice` on `batch`; a run out of
-  // budget is rolled back (gradients, staged updates, buffers, generator)
-  // and retried with a stricter schedule, which `choice` and `rec` then name.
-  StepRun run_with_retries(const StepParts& parts, std::int64_t size, Choice& choice, StepRecord& rec);
   // What the run copied and waited for, and what the Simulator predicted for
-  // it (for each of its `parts` runs of the schedule).
-  // `reduction`: with ranks, the gradient sums the last part ran, as
-  // predicted before the step.
+  // it (for each of its `parts` runs of the schedule). `reduction`: with
+  // ranks, the gradient sums the last part ran, as predicted before the step.
   void record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result, int parts,
                   const GradientReduction& reduction, StepRecord& rec);
   // The optimizer step (on the device with room for its temporary, or the
-  // host's staged updates made current), then the predictor's observation.
+  // host's staged updates made current), then what the step planner learns.
   void update(std::int64_t size, const ExecutionResult& result, StepRecord& rec);
-  Plan plan_for(std::int64_t size);
-  // The schedule with the lowest predicted peak for this size: the planner's
-  // own at the least budget it can work with, or every stage checkpointed.
-  Schedule most_frugal(std::int64_t size);
+  // The step's loss and accuracy over all parts (and ranks).
+  void record_outcome(const StepRun& run, StepRecord& rec);
+
+  bool split_steps() const { return !host_weights_ && (options_.micro_batches > 1 || ranks_); }
+  // The budget planners plan a step for: the step's, less what the gradient sums' copies may hold.
+  Bytes planning_budget() const { return step_budget_ - (ranks_ ? ranks_->planning_reserve() : 0); }
+  void use_budget(Bytes budget);
   // The size the predictor and the plan cache know a batch by: its own, or
   // that of its largest micro-batch when a step is split.
   std::int64_t planning_size(const Signature& sig) const;
-  // What a collection step runs: every stage checkpointed (in `round`'s
-  // variants), its weights swapped one stage at a time when they live on the host.
-  Schedule collection_schedule(int round) const;
-  // The least memory any schedule needs, whatever the predictor says.
-  Schedule fallback_schedule() const;
+  // Every rank's `mine`, in rank order; without ranks, this process's alone.
+  std::vector<std::vector<double>> across_ranks(const std::vector<double>& mine);
+  // The model's fixed per-stage costs, with this rank's optimizer shard.
+  std::vector<predict::StageConstants> model_constants() const;
   // Forgets a run's gradients (and, weights on host, its staged updates).
   void discard_gradients();
-  // The host's optimizer step per stage, from a run's Update operations.
+  // Weights on the host: the host's optimizer step per stage, from a run's Update operations.
   void observe_update_times(const ExecutionResult& result);
-  // Collection runs: one per variant when the planner chooses variants.
-  int variant_rounds() const;
+  void observe_resident(const Batch& batch);
   StepContext context_for(const Batch& batch);
   Error below_minimum(const Signature& sig, Bytes minimum) const;
+  void check_checkpoints() const;
 
   TrainerOptions options_;
   DeviceMemory& memory_;
   BatchSource& source_;
   std::unique_ptr<StagedModel> model_;
+  // The modes, each deciding its own part of a step; null when off.
+  std::unique_ptr<RankSteps> ranks_;           // data parallelism over options.ranks
+  std::unique_ptr<LeasedSteps> lease_;         // a device shared with other jobs
+  std::unique_ptr<HostWeights> host_weights_;  // weights in host memory
   std::unique_ptr<Adam> optimizer_;
-  std::vector<std::vector<ElementRange>> shards_;  // a sharded optimizer: per rank, its elements of each weight
-  Bytes bucket_bytes_ = kBucketBytes;              // with ranks: the pieces the ranks agreed on (sums, sharing)
-  std::unique_ptr<RankGradientSums> sums_;         // with ranks: the gradient sums
-  bool sums_beside_backward_ = true;               // false: no room for them there; they follow the backward
-  std::vector<torch::Tensor> frozen_;              // weights left out of a retry (freeze_summed)
-  std::unique_ptr<plan::Planner> planner_;
-  std::unique_ptr<HostWeights> host_weights_;  // weights in host memory; null: on the device
   std::unique_ptr<Executor> executor_;
-  std::unique_ptr<predict::ChainPredictor> predictor_;
-  // One plan cache per step budget: one unless leases change the budget.
-  std::map<Bytes, std::unique_ptr<predict::PlanCache>> caches_;
-  predict::PlanCache* cache_ = nullptr;
-  std::int64_t bucket_width_ = 1;
-  std::map<std::int64_t, StepLeaseRequest> lease_requests_;  // by plan bucket
-  predict::PredictionError prediction_error_;                // of peaks
-  predict::PredictionError time_prediction_error_;           // of schedule times
+  std::unique_ptr<StepPlanner> steps_;              // Mimose's loop: predictor, plan caches, retry ladder
+  predict::PredictionError prediction_error_;       // of peaks
+  predict::PredictionError time_prediction_error_;  // of schedule times
   at::Generator generator_;
 
   bool calibrated_ = false;
   Bytes budget_ = 0;       // the run's budget (a shared device: the group's)
   Bytes step_budget_ = 0;  // the budget steps plan and run under now
   Bytes reference_peak_ = 0;
-  Bytes extra_resident_ = 0;           // the most observe_resident() has seen
-  std::vector<Seconds> update_times_;  // per stage, the shortest host update seen; weights on host
-  predict::LinkEstimate link_;
-  predict::CopyIssueEstimate copy_issue_;
   Signature largest_signature_;
   Chain largest_chain_;
   std::vector<StepRecord> records_;

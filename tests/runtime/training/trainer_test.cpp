@@ -140,6 +140,28 @@ TEST(Trainer, AMispredictionIsRetriedWithoutLosingOrRepeatingABatch) {
   }
 }
 
+// The step planner's behaviour after a retry, which the Python module shares
+// (tests/python/test_exact.py): the stricter schedule becomes its size's
+// plan, so the next step in that bucket runs it from the cache rather than
+// running out of budget again.
+TEST(Trainer, TheStepAfterARetryRunsTheStricterScheduleFromTheCache) {
+  TrainerOptions o = options("optimal", "60%");
+  o.prediction_scale = 0.3;
+  const TrainingRun r = train(o, 30);
+  int checked = 0;
+  for (std::size_t i = 0; i < r.records.size(); ++i) {
+    if (r.records[i].plan != PlanKind::Retry) continue;
+    for (std::size_t j = i + 1; j < r.records.size(); ++j) {
+      if (r.records[j].signature.size != r.records[i].signature.size) continue;
+      EXPECT_EQ(r.records[j].plan, PlanKind::Cached) << "step " << r.records[j].step;
+      EXPECT_EQ(r.records[j].schedule, r.records[i].schedule) << "step " << r.records[j].step;
+      ++checked;
+      break;
+    }
+  }
+  EXPECT_GT(checked, 0) << "no retried size came again";
+}
+
 // Micro-batches with the weights on the device: plain gradient accumulation.
 // Without dropout it trains as the whole batch does (up to rounding); with
 // it, a checkpointed or retried split step trains exactly as a plain split one.

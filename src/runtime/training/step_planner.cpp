@@ -1,0 +1,212 @@
+#include "runtime/training/step_planner.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/chain_scaling.h"
+#include "core/error.h"
+#include "core/seconds_since.h"
+#include "plan/frugal_schedule.h"
+#include "plan/registry.h"
+#include "plan/schedule_builders.h"
+#include "plan/weight_swap_schedules.h"
+#include "runtime/execution/chain_measurement.h"
+
+namespace memtrain::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+void check_step_planner_options(const StepPlannerOptions& o) {
+  if (o.collect_steps < 0 || o.collect_steps > kMaxCollectSteps) {
+    throw UsageError("collection steps (collect_steps) " + std::to_string(o.collect_steps) +
+                     " is out of range; expected 0.." + std::to_string(kMaxCollectSteps));
+  }
+  if (o.bucket < 0)
+    throw UsageError("size bucket (bucket) " + std::to_string(o.bucket) + " is out of range; expected >= 0");
+  if (!(o.margin >= 0 && o.margin <= kMaxMargin)) {
+    throw UsageError("prediction margin (margin) " + std::to_string(o.margin) + " is out of range; expected 0.." +
+                     format_number("%g", kMaxMargin));
+  }
+  if (o.max_retries < 0)
+    throw UsageError("max_retries " + std::to_string(o.max_retries) + " is out of range; expected >= 0");
+  if (!(o.prediction_scale > 0))
+    throw UsageError("prediction_scale " + std::to_string(o.prediction_scale) + " is out of range; expected > 0");
+  if (!(o.device_to_host_bandwidth >= 0 && o.host_to_device_bandwidth >= 0)) {
+    throw UsageError("host link bandwidth " + format_number("%g", o.device_to_host_bandwidth) + " / " +
+                     format_number("%g", o.host_to_device_bandwidth) +
+                     " bytes/s is out of range; expected > 0, or 0 for none");
+  }
+}
+
+const char* plan_kind_name(PlanKind kind) {
+  switch (kind) {
+    case PlanKind::Collect: return "collect";
+    case PlanKind::New: return "new";
+    case PlanKind::Cached: return "cached";
+    case PlanKind::Retry: return "retry";
+  }
+  MEMTRAIN_ASSERT(false, "every PlanKind has a name");
+}
+
+StepPlanner::StepPlanner(StepPlannerOptions options, const StagedModel& model,
+                         std::vector<predict::StageConstants> constants, WeightPlacement placement)
+    : options_((check_step_planner_options(options), std::move(options))), model_(model), placement_(placement),
+      planner_(plan::make_planner(options_.planner, options_.planner_options)),
+      predictor_(std::move(constants), options_.margin),
+      link_(options_.device_to_host_bandwidth, options_.host_to_device_bandwidth) {
+  if (placement_.on_host) update_times_.assign(model_.size(), 0);
+}
+
+Chain StepPlanner::completed(Chain chain) const {
+  chain.resident_bytes = resident_;
+  chain.device_to_host_bandwidth = link_.device_to_host();
+  chain.host_to_device_bandwidth = link_.host_to_device();
+  chain.copy_issue_time = copy_issue_.seconds();
+  chain.weights_on_host = placement_.on_host;
+  chain.updates_inline = placement_.on_host && placement_.updates_inline;
+  if (placement_.on_host) {
+    for (int i = 0; i < chain.size(); ++i) chain.stages[i].update_time = update_times_.at(i);
+  }
+  return chain;
+}
+
+Chain StepPlanner::planning_chain(std::int64_t size) {
+  Chain chain = predicted_chain(cache().planning_size(size));
+  if (options_.prediction_scale != 1.0) scale_activation_memory(chain, options_.prediction_scale);
+  return chain;
+}
+
+Chain StepPlanner::largest_chain() const {
+  if (pinned_largest_) return *pinned_largest_;
+  if (!predictor_.ready()) throw Error("the model has not been measured yet; give a sample or run a step first");
+  return predicted_chain(largest_size_);
+}
+
+void StepPlanner::observe_resident(Bytes live, Bytes batch_bytes, std::int64_t size) {
+  Chain chain = predictor_.predict(size);
+  chain.weights_on_host = placement_.on_host;
+  resident_ = std::max(resident_, live - (chain.persistent_bytes() + batch_bytes));
+}
+
+void StepPlanner::observe_update_time(int stage, Seconds seconds) {
+  Seconds& t = update_times_.at(stage);
+  t = t > 0 ? std::min(t, seconds) : seconds;
+}
+
+predict::PlanCache& StepPlanner::cache() {
+  if (bucket_width_ == 0) {
+    bucket_width_ = options_.bucket > 0 ? options_.bucket : std::max<std::int64_t>(1, largest_size_ / 64);
+  }
+  std::unique_ptr<predict::PlanCache>& c = caches_[budget_];
+  if (!c) c = std::make_unique<predict::PlanCache>(bucket_width_);
+  return *c;
+}
+
+int StepPlanner::variant_rounds() const { return collection_rounds(model_, planner_->uses_variants()); }
+
+Schedule StepPlanner::collection_schedule(int round) const {
+  if (placement_.on_host) return plan::weight_swap_collection_schedule(model_.size(), placement_.micro_batches);
+  return plan::schedule_for_collection(model_.size(), collection_variants(model_, round));
+}
+
+Schedule StepPlanner::fallback_schedule() const {
+  if (placement_.on_host) return plan::per_layer_swap_schedule(model_.size(), placement_.micro_batches, false);
+  return plan::schedule_checkpointing_everything(model_.size());
+}
+
+Schedule StepPlanner::most_frugal(std::int64_t size) {
+  const Chain largest = largest_chain();
+  return plan::most_frugal_schedule(*planner_, predicted_chain(cache().planning_size(size)), &largest,
+                                    fallback_schedule());
+}
+
+Plan StepPlanner::plan_for(std::int64_t size) {
+  const Chain chain = planning_chain(size);
+  const Chain largest = largest_chain();
+  return planner_->plan({chain, plan::stricter_budget(budget_, chain, cache().strictness(size)), &largest});
+}
+
+StepChoice StepPlanner::choose(std::int64_t size, long steps_before) {
+  const Clock::time_point t0 = Clock::now();
+  if (steps_before < options_.collect_steps || !predictor_.ready()) {
+    // Collection steps take the variants in turn, so each is seen at several sizes.
+    const int round = static_cast<int>(steps_before % variant_rounds());
+    return {collection_schedule(round), PlanKind::Collect, seconds_since(t0)};
+  }
+  if (const Plan* hit = cache().find(size)) return {hit->schedule, PlanKind::Cached, seconds_since(t0)};
+  Plan p = plan_for(size);
+  // A planner that respects the budget but finds nothing that fits the
+  // prediction runs the most frugal schedule it knows; the budget decides.
+  // The cache keeps that schedule, so a hit runs it too, not the refused one.
+  if (!p.feasible && planner_->respects_budget()) p.schedule = most_frugal(size);
+  Schedule s = p.schedule;
+  cache().store(size, std::move(p));
+  return {std::move(s), PlanKind::New, seconds_since(t0)};
+}
+
+void StepPlanner::mark_failed(std::int64_t size, const StepChoice& choice) {
+  if (choice.kind != PlanKind::Collect) cache().mark_bad(size);
+}
+
+StepChoice StepPlanner::retry(std::int64_t size, const StepChoice& choice, StepAttempts& attempts,
+                              const std::string& where, const std::string& why) {
+  const Clock::time_point t0 = Clock::now();
+  mark_failed(size, choice);
+  attempts.failed.push_back(choice.schedule);
+  ++attempts.retries;
+  const auto tried = [&](const Schedule& s) {
+    return std::find(attempts.failed.begin(), attempts.failed.end(), s) != attempts.failed.end();
+  };
+  std::optional<Plan> p;
+  Schedule next = fallback_schedule();
+  if (predictor_.ready()) {
+    p = plan_for(size);
+    next = p->feasible ? p->schedule : most_frugal(size);
+    if (tried(next)) next = fallback_schedule();
+  }
+  if (tried(next)) {
+    throw Error(where + " does not fit the budget even with the most frugal schedule (planner " + planner_->name() +
+                "'s least, or every stage checkpointed): " + why);
+  }
+  if (attempts.retries > options_.max_retries) {
+    throw Error(where + " still ran out of budget after " + std::to_string(options_.max_retries) +
+                " stricter schedules: " + why);
+  }
+  // Whichever rung it came from, the schedule the step runs next is its
+  // size's plan from now on: the next step of this size runs it from the
+  // cache rather than running out of budget again (and, if it does run out,
+  // this ladder goes on from a stricter bucket).
+  Plan kept = p && p->feasible && next == p->schedule ? std::move(*p) : Plan{};
+  kept.schedule = next;
+  cache().store(size, std::move(kept));
+  return {std::move(next), PlanKind::Retry, choice.planning_seconds + seconds_since(t0)};
+}
+
+void StepPlanner::learn(std::int64_t size, const ExecutionResult& result, Bytes update_temp_bytes) {
+  predictor_.observe(size, sample_execution(result, model_.size(), update_temp_bytes));
+  if (options_.refine_link) {
+    const CopyStats& c = result.copies;
+    link_.observe(c.to_host_bytes, c.to_host_seconds, c.to_device_bytes, c.to_device_seconds);
+  }
+  observe_copy_issue(result);
+}
+
+void StepPlanner::observe_copy_issue(const ExecutionResult& result) { copy_issue_.observe(copy_issue_seconds(result)); }
+
+long StepPlanner::cache_hits() const {
+  long n = 0;
+  for (const auto& [budget, cache] : caches_) n += cache->hits();
+  return n;
+}
+
+long StepPlanner::cache_misses() const {
+  long n = 0;
+  for (const auto& [budget, cache] : caches_) n += cache->misses();
+  return n;
+}
+
+}  // namespace memtrain::runtime

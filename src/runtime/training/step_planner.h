@@ -1,0 +1,195 @@
+// Mimose's step loop, the part both front ends share: the Trainer (the CLI's
+// built-in models) and the Python module (the user's own model) plan every
+// step through one StepPlanner.
+//
+// Per step: the first `collect_steps` steps (and any before the predictor
+// can predict) run the collection schedule, every stage checkpointed, so any
+// size fits while the predictor learns. After that a size's bucket (of
+// `bucket` sizes, or 1/64 of the largest size seen) either has a cached plan
+// or gets one, made for the bucket's largest size from the predictor's chain
+// completed with what the step planner has measured itself: the host link,
+// the time to issue a copy and the device bytes resident beyond the model.
+//
+// A step that ran out of budget asks retry() for the next schedule: the
+// bucket is made stricter (its plans aim an eighth of the activations lower
+// per failure), and the step runs a new plan, or the planner's most frugal
+// schedule, or every stage checkpointed, whichever it has not run out with
+// yet; that schedule becomes the size's cached plan. A step that ran out
+// with all of them, or more than `max_retries` times, is an Error. A finished
+// step teaches the predictor its measured sample, and the link estimate
+// and the copy-issue estimate its copies (learn()).
+//
+// One plan cache per planning budget, so a shared device whose leases
+// change the budget never runs a plan made for another budget.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/chain.h"
+#include "core/plan.h"
+#include "core/schedule.h"
+#include "core/units.h"
+#include "plan/planner.h"
+#include "predict/chain_predictor.h"
+#include "predict/copy_issue_estimate.h"
+#include "predict/link_estimate.h"
+#include "predict/plan_cache.h"
+#include "runtime/execution/executor.h"
+#include "runtime/model/staged_model.h"
+
+namespace memtrain::runtime {
+
+constexpr int kMaxCollectSteps = 10;  // the most collection steps a step planner takes
+constexpr double kMaxMargin = 10;     // the largest memory margin, as a fraction
+
+struct StepPlannerOptions {
+  std::string planner = "mimose";
+  plan::PlannerOptions planner_options;  // slots of the planners that discretise memory
+  int collect_steps = 4;                 // steps with every stage checkpointed, 0..kMaxCollectSteps
+  std::int64_t bucket = 0;               // plan-cache bucket width in input size; 0: the largest size / 64
+  double margin = 0.10;                  // memory margin for sizes outside the observed range, 0..kMaxMargin
+  int max_retries = 8;                   // stricter schedules for one step before giving up
+  // Fault injection for tests: the chain planners see has its memory fields
+  // multiplied by this, so < 1 makes plans that run out of budget.
+  double prediction_scale = 1.0;
+  // The host link the planners may offload over (bytes/s; 0: none), refined
+  // from each step's own copies unless refine_link is false.
+  double device_to_host_bandwidth = 0;
+  double host_to_device_bandwidth = 0;
+  bool refine_link = true;
+};
+
+// Throws UsageError naming the first option out of range.
+void check_step_planner_options(const StepPlannerOptions& options);
+
+// Whether steps need the host link's bandwidth to be planned: the planner
+// may move tensors to host memory, or the weights live there. A front end
+// without a given bandwidth measures it.
+inline bool needs_host_link(const plan::Planner& planner, bool weights_on_host) {
+  return planner.uses_host_link() || weights_on_host;
+}
+
+// Where the model's weights live, which decides the schedules a step falls
+// back on and what its chains say.
+struct WeightPlacement {
+  bool on_host = false;        // weights, gradients and Adam's state in host memory (Harmony)
+  int micro_batches = 1;       // with weights on the host: the micro-batches each schedule runs
+  bool updates_inline = true;  // with weights on the host: updates run on the compute thread
+};
+
+// Where a step's schedule came from.
+enum class PlanKind {
+  Collect,  // a collection step: measures every stage, whatever the planner
+  New,      // planned for this step's size
+  Cached,   // the plan cache's schedule for this size
+  Retry,    // a stricter schedule after the step ran out of budget
+};
+const char* plan_kind_name(PlanKind kind);  // "collect", "new", "cached", "retry"
+
+// A step's schedule and where it came from.
+struct StepChoice {
+  Schedule schedule;
+  PlanKind kind = PlanKind::New;
+  Seconds planning_seconds = 0;  // choosing it, retries included
+};
+
+// One step's attempts so far: the schedules that ran out of budget.
+struct StepAttempts {
+  std::vector<Schedule> failed;
+  int retries = 0;
+};
+
+class StepPlanner {
+ public:
+  // `model` (which outlives this) gives the stage count and the operator
+  // variants collection steps measure; `constants` its fixed per-stage costs.
+  StepPlanner(StepPlannerOptions options, const StagedModel& model, std::vector<predict::StageConstants> constants,
+              WeightPlacement placement = {});
+
+  plan::Planner& planner() { return *planner_; }
+  const plan::Planner& planner() const { return *planner_; }
+  const predict::ChainPredictor& predictor() const { return predictor_; }
+
+  // Chains. completed(): `chain` with what this planner measured beyond the
+  // predictor (link, copy issue, resident bytes, weight placement).
+  Chain completed(Chain chain) const;
+  Chain predicted_chain(std::int64_t size) const { return completed(predictor_.predict(size)); }
+  // What planners see for `size`: the prediction at its bucket's edge, scaled by prediction_scale.
+  Chain planning_chain(std::int64_t size);
+  // The largest input's chain: the one pin_largest() gave, else the
+  // prediction at the largest size seen. Throws Error before any measurement.
+  Chain largest_chain() const;
+  void pin_largest(Chain chain) { pinned_largest_ = std::move(chain); }
+  void note_size(std::int64_t size) { largest_size_ = std::max(largest_size_, size); }
+
+  // Device bytes live beyond the weights, their state and the batch when a
+  // step starts (a GPU library's workspaces, the caller's own tensors),
+  // from `live` bytes with a batch of `batch_bytes` of `size`; the most seen
+  // becomes the chains' resident_bytes.
+  void observe_resident(Bytes live, Bytes batch_bytes, std::int64_t size);
+  Bytes resident_bytes() const { return resident_; }
+  // With weights on the host: the host's update of `stage` took `seconds`
+  // (the shortest seen is kept: interference only adds time).
+  void observe_update_time(int stage, Seconds seconds);
+
+  // The budget the next steps are planned for; each has its plan cache.
+  void use_budget(Bytes planning_budget) { budget_ = planning_budget; }
+  std::int64_t bucket_of(std::int64_t size) { return cache().bucket_of(size); }
+
+  // The collection schedule of `round` (variants taken in turn), the
+  // schedule with the least memory whatever the predictor says, and the
+  // planner's own schedule with the lowest predicted peak for `size`.
+  int variant_rounds() const;
+  Schedule collection_schedule(int round) const;
+  Schedule fallback_schedule() const;
+  Schedule most_frugal(std::int64_t size);
+
+  // The schedule for a step of `size`, the `steps_before`-th this front end runs.
+  StepChoice choose(std::int64_t size, long steps_before);
+  // The step ran out of budget with `choice`: the next schedule to try (kind
+  // Retry), the plan cache updated. Throws Error naming `where` and `why`
+  // when no schedule is left or the retries are spent.
+  StepChoice retry(std::int64_t size, const StepChoice& choice, StepAttempts& attempts, const std::string& where,
+                   const std::string& why);
+  // The step ran out of budget with `choice` and will not be retried: the
+  // next plan for its size is stricter.
+  void mark_failed(std::int64_t size, const StepChoice& choice);
+  // A finished step of `size`: the predictor learns its sample (with the
+  // optimizer update's temporary bytes), the link and the copy issue its copies.
+  void learn(std::int64_t size, const ExecutionResult& result, Bytes update_temp_bytes);
+  // Calibration's measurements: a sample for the predictor, a run's copy issue times.
+  void observe_sample(std::int64_t size, const predict::ChainSample& sample) { predictor_.observe(size, sample); }
+  void observe_copy_issue(const ExecutionResult& result);
+
+  long cache_hits() const;
+  long cache_misses() const;
+  double to_host_bandwidth() const { return link_.device_to_host(); }
+  double to_device_bandwidth() const { return link_.host_to_device(); }
+
+ private:
+  // The plan cache of the current budget; the bucket width is fixed by the first.
+  predict::PlanCache& cache();
+  Plan plan_for(std::int64_t size);
+
+  StepPlannerOptions options_;
+  const StagedModel& model_;
+  WeightPlacement placement_;
+  std::unique_ptr<plan::Planner> planner_;
+  predict::ChainPredictor predictor_;
+  predict::LinkEstimate link_;
+  predict::CopyIssueEstimate copy_issue_;
+  std::map<Bytes, std::unique_ptr<predict::PlanCache>> caches_;  // by planning budget
+  std::int64_t bucket_width_ = 0;                                // 0: not fixed yet
+  Bytes budget_ = 0;
+  Bytes resident_ = 0;
+  std::int64_t largest_size_ = 0;
+  std::optional<Chain> pinned_largest_;
+  std::vector<Seconds> update_times_;  // per stage; weights on the host
+};
+
+}  // namespace memtrain::runtime
