@@ -113,6 +113,55 @@ nlohmann::json epoch_totals(const std::vector<nlohmann::json>& ranks, std::size_
   return t;
 }
 
+// The flags that need ranks, and the partitioned cache's policy.
+void check_rank_flags(const RankFlags& ranks, bool timeout, bool partitioned, data::CachePolicy policy) {
+  if (!ranks.ranked() && timeout)
+    throw UsageError("data bench: --timeout is for ranks; give --ranks N or --rank/--world/--master");
+  if (partitioned && !ranks.ranked())
+    throw UsageError(
+        "data bench: --partitioned-cache divides the dataset between ranks; give --ranks N (or --rank "
+        "R --world N --master HOST:PORT)");
+  if (partitioned && policy != data::CachePolicy::minio)
+    throw UsageError(
+        "data bench: --partitioned-cache keeps each rank's part and never evicts; give --cache-policy "
+        "minio, not " +
+        data::cache_policy_name(policy));
+}
+
+// The epochs with the dataset cache partitioned across the ranks (CoorDL).
+std::vector<data::EpochReport> partitioned_epochs(const data::ShardStorage& storage, Bytes capacity,
+                                                  const data::CacheEpochOptions& options,
+                                                  const runtime::RankAddress& address, runtime::RankGroup& group) {
+  // Where the peers reach this rank: the address it reaches the store from.
+  const std::string listen = data::local_address_towards(address.host);
+  data::PartitionedSampleCache cache(storage, capacity, options.rank, options.world, options.seed, options.cold, listen,
+                                     address.timeout);
+  cache.connect(group.exchange("partitioned-cache", cache.address()));
+  // Past the last epoch's barrier no peer asks this cache for more.
+  return data::run_partitioned_epochs(storage, cache, options);
+}
+
+// Rank 0's line per epoch, over every rank's reports (`all`, one per rank); the epochs' totals.
+nlohmann::json print_epochs(const std::vector<nlohmann::json>& all, std::size_t count, Bytes dataset_bytes,
+                            bool partitioned) {
+  const std::size_t world = all.size();
+  nlohmann::json epochs = nlohmann::json::array();
+  for (std::size_t e = 0; e < count; ++e) {
+    nlohmann::json t = world > 1 ? epoch_totals(all, e, dataset_bytes) : all[0][e];
+    if (world == 1)
+      t["storage_fraction"] = static_cast<double>(t["storage_bytes_read"].get<Bytes>()) /
+                              static_cast<double>(std::max<Bytes>(1, dataset_bytes));
+    const Bytes device = t["device_bytes_read"].get<Bytes>();
+    std::printf("epoch %lld: %s read from storage (%.1f%% of the dataset; device: %s)", static_cast<long long>(e),
+                format_bytes(t["storage_bytes_read"].get<Bytes>()).c_str(), 100 * t["storage_fraction"].get<double>(),
+                device < 0 ? "not reported" : format_bytes(device).c_str());
+    if (partitioned) std::printf(", %s from peers", format_bytes(t["peer_bytes_read"].get<Bytes>()).c_str());
+    std::printf(", hit rate %.1f%%, %.2f s\n", 100 * t["hit_rate"].get<double>(), t["seconds"].get<double>());
+    epochs.push_back(t);
+  }
+  return epochs;
+}
+
 int run_data_bench(Flags& flags, const std::vector<std::string>& args) {
   if (!flags.has("data")) throw UsageError("data bench: --data DIR is required");
   const std::string dir = flags.text("data", "");
@@ -128,17 +177,7 @@ int run_data_bench(Flags& flags, const std::vector<std::string>& args) {
   const std::string json_path = flags.text("json", "");
   const RankFlags ranks = read_rank_flags(flags, "data bench");
   const bool partitioned = flags.has("partitioned-cache");
-  if (!ranks.ranked() && flags.has("timeout"))
-    throw UsageError("data bench: --timeout is for ranks; give --ranks N or --rank/--world/--master");
-  if (partitioned && !ranks.ranked())
-    throw UsageError(
-        "data bench: --partitioned-cache divides the dataset between ranks; give --ranks N (or --rank "
-        "R --world N --master HOST:PORT)");
-  if (partitioned && policy != data::CachePolicy::minio)
-    throw UsageError(
-        "data bench: --partitioned-cache keeps each rank's part and never evicts; give --cache-policy "
-        "minio, not " +
-        data::cache_policy_name(policy));
+  check_rank_flags(ranks, flags.has("timeout"), partitioned, policy);
   flags.check_all_used();
   if (ranks.launch > 0)
     return launch_ranks({"data", "bench"}, args_without_ranks(args), ranks.launch, ranks.address.timeout);
@@ -162,13 +201,7 @@ int run_data_bench(Flags& flags, const std::vector<std::string>& args) {
     }
     std::vector<data::EpochReport> reports;
     if (partitioned) {
-      // Where the peers reach this rank: the address it reaches the store from.
-      const std::string listen = data::local_address_towards(ranks.address.host);
-      data::PartitionedSampleCache cache(storage, capacity, rank, world, options.seed, options.cold, listen,
-                                         ranks.address.timeout);
-      cache.connect(group->exchange("partitioned-cache", cache.address()));
-      // Past the last epoch's barrier no peer asks this cache for more.
-      reports = data::run_partitioned_epochs(storage, cache, options);
+      reports = partitioned_epochs(storage, capacity, options, ranks.address, *group);
     } else {
       data::SampleCache cache(capacity, policy);
       reports = data::run_cache_epochs(storage, cache, options);
@@ -183,30 +216,17 @@ int run_data_bench(Flags& flags, const std::vector<std::string>& args) {
       all.push_back(mine);
     }
     if (rank > 0) return 0;
-    nlohmann::json epochs = nlohmann::json::array();
-    for (std::size_t e = 0; e < reports.size(); ++e) {
-      nlohmann::json t = world > 1 ? epoch_totals(all, e, storage.dataset_bytes()) : all[0][e];
-      if (world == 1)
-        t["storage_fraction"] = static_cast<double>(t["storage_bytes_read"].get<Bytes>()) /
-                                static_cast<double>(std::max<Bytes>(1, storage.dataset_bytes()));
-      const Bytes device = t["device_bytes_read"].get<Bytes>();
-      std::printf("epoch %lld: %s read from storage (%.1f%% of the dataset; device: %s)", static_cast<long long>(e),
-                  format_bytes(t["storage_bytes_read"].get<Bytes>()).c_str(), 100 * t["storage_fraction"].get<double>(),
-                  device < 0 ? "not reported" : format_bytes(device).c_str());
-      if (partitioned) std::printf(", %s from peers", format_bytes(t["peer_bytes_read"].get<Bytes>()).c_str());
-      std::printf(", hit rate %.1f%%, %.2f s\n", 100 * t["hit_rate"].get<double>(), t["seconds"].get<double>());
-      epochs.push_back(t);
-    }
+    const nlohmann::json epochs = print_epochs(all, reports.size(), storage.dataset_bytes(), partitioned);
     if (!json_path.empty()) {
-      nlohmann::json j = {{"data", dir},
-                          {"dataset_bytes", storage.dataset_bytes()},
-                          {"cache_bytes", capacity},
-                          {"cache_policy", data::cache_policy_name(policy)},
-                          {"cold", options.cold},
-                          {"ranks", world},
-                          {"partitioned_cache", partitioned},
-                          {"epochs", epochs}};
-      write_json_file(j, json_path);
+      write_json_file({{"data", dir},
+                       {"dataset_bytes", storage.dataset_bytes()},
+                       {"cache_bytes", capacity},
+                       {"cache_policy", data::cache_policy_name(policy)},
+                       {"cold", options.cold},
+                       {"ranks", world},
+                       {"partitioned_cache", partitioned},
+                       {"epochs", epochs}},
+                      json_path);
     }
     return 0;
   } catch (const runtime::RankFailure&) {

@@ -17,6 +17,72 @@
 
 namespace memtrain::cli {
 
+namespace {
+
+// A new input size's plan, against keeping everything.
+void print_new_plan(const runtime::GraphTrainer& trainer, const runtime::GraphStepRecord& last,
+                    const BudgetSpec& budget) {
+  const plan::GraphPlan& p = trainer.plan();
+  const plan::GraphCost& keep = trainer.keep_everything();
+  std::fprintf(stderr,
+               "memtrain: input %s: budget %s (%s of keeping everything, %s); plan peak %s, time %.4f s "
+               "against %.4f s keeping everything (%+.1f%%), %s; measured and planned in %.2f s\n",
+               last.size.c_str(), format_bytes(trainer.budget_bytes()).c_str(), budget.describe().c_str(),
+               format_bytes(keep.peak_bytes).c_str(), format_bytes(p.cost.peak_bytes).c_str(), p.cost.time, keep.time,
+               100 * (p.cost.time / keep.time - 1),
+               p.proven_optimal ? "proven optimal" : "the best CBC found in the time limit", last.planning_seconds);
+}
+
+nlohmann::json step_json(const runtime::GraphStepRecord& last) {
+  return {{"step", last.step},
+          {"size", last.size},
+          {"new_plan", last.new_plan},
+          {"loss", last.loss},
+          {"accuracy", last.accuracy},
+          {"peak_bytes", last.peak_bytes},
+          {"planned_peak_bytes", last.planned_peak_bytes},
+          {"budget_bytes", last.budget_bytes},
+          {"violation", last.violation},
+          {"recomputed", last.recomputed},
+          {"seconds", last.seconds},
+          {"planning_seconds", last.planning_seconds}};
+}
+
+void print_step(const runtime::GraphStepRecord& last, std::int64_t steps) {
+  std::fprintf(stderr, "step %lld/%lld loss %.4f acc %5.1f%% peak %s (planned %s) / budget %s, %d recomputed, %.3fs\n",
+               static_cast<long long>(last.step), static_cast<long long>(steps), last.loss, 100 * last.accuracy,
+               format_bytes(last.peak_bytes).c_str(), format_bytes(last.planned_peak_bytes).c_str(),
+               format_bytes(last.budget_bytes).c_str(), last.recomputed, last.seconds);
+}
+
+// What a run of `steps` steps added up to.
+struct GraphRunTotals {
+  std::int64_t steps = 0;
+  double seconds = 0;
+  Bytes max_peak = 0;
+  long violations = 0;
+};
+
+nlohmann::json graph_report(const runtime::GraphTrainer& trainer, const std::string& device, std::uint64_t seed,
+                            nlohmann::json records, const GraphRunTotals& t) {
+  return {{"model", "unet"},
+          {"planner", "checkmate"},
+          {"device", device},
+          {"seed", seed},
+          {"steps", std::move(records)},
+          {"summary",
+           {{"steps", t.steps},
+            {"mean_step_seconds", t.seconds / static_cast<double>(t.steps)},
+            {"max_peak_bytes", t.max_peak},
+            {"budget_bytes", trainer.budget_bytes()},
+            {"keep_everything_peak_bytes", trainer.keep_everything().peak_bytes},
+            {"planned_peak_bytes", trainer.plan().cost.peak_bytes},
+            {"proven_optimal", trainer.plan().proven_optimal},
+            {"violations", t.violations}}}};
+}
+
+}  // namespace
+
 int run_graph_train(Flags& flags) {
   const std::string planner = flags.text("planner", "checkmate");
   if (planner != "checkmate") {
@@ -74,39 +140,12 @@ int run_graph_train(Flags& flags) {
   runtime::GraphStepRecord last;
   for (std::int64_t s = 0; s < steps; ++s) {
     last = trainer.step();
-    if (last.new_plan) {
-      const plan::GraphPlan& p = trainer.plan();
-      const plan::GraphCost& keep = trainer.keep_everything();
-      std::fprintf(stderr,
-                   "memtrain: input %s: budget %s (%s of keeping everything, %s); plan peak %s, time %.4f s "
-                   "against %.4f s keeping everything (%+.1f%%), %s; measured and planned in %.2f s\n",
-                   last.size.c_str(), format_bytes(trainer.budget_bytes()).c_str(), options.budget.describe().c_str(),
-                   format_bytes(keep.peak_bytes).c_str(), format_bytes(p.cost.peak_bytes).c_str(), p.cost.time,
-                   keep.time, 100 * (p.cost.time / keep.time - 1),
-                   p.proven_optimal ? "proven optimal" : "the best CBC found in the time limit", last.planning_seconds);
-    }
-    if (!quiet) {
-      std::fprintf(stderr,
-                   "step %lld/%lld loss %.4f acc %5.1f%% peak %s (planned %s) / budget %s, %d recomputed, %.3fs\n",
-                   static_cast<long long>(last.step), static_cast<long long>(steps), last.loss, 100 * last.accuracy,
-                   format_bytes(last.peak_bytes).c_str(), format_bytes(last.planned_peak_bytes).c_str(),
-                   format_bytes(last.budget_bytes).c_str(), last.recomputed, last.seconds);
-    }
+    if (last.new_plan) print_new_plan(trainer, last, options.budget);
+    if (!quiet) print_step(last, steps);
     violations += last.violation;
     seconds += last.seconds;
     max_peak = std::max(max_peak, last.peak_bytes);
-    records.push_back({{"step", last.step},
-                       {"size", last.size},
-                       {"new_plan", last.new_plan},
-                       {"loss", last.loss},
-                       {"accuracy", last.accuracy},
-                       {"peak_bytes", last.peak_bytes},
-                       {"planned_peak_bytes", last.planned_peak_bytes},
-                       {"budget_bytes", last.budget_bytes},
-                       {"violation", last.violation},
-                       {"recomputed", last.recomputed},
-                       {"seconds", last.seconds},
-                       {"planning_seconds", last.planning_seconds}});
+    records.push_back(step_json(last));
   }
   std::printf(
       "memtrain: %lld steps, mean %.3f s/step; max peak %s of budget %s; %ld violations (not enforced); "
@@ -114,21 +153,8 @@ int run_graph_train(Flags& flags) {
       static_cast<long long>(steps), seconds / static_cast<double>(steps), format_bytes(max_peak).c_str(),
       format_bytes(trainer.budget_bytes()).c_str(), violations, last.loss, 100 * last.accuracy);
   if (!json_path.empty()) {
-    const nlohmann::json report = {{"model", "unet"},
-                                   {"planner", "checkmate"},
-                                   {"device", device},
-                                   {"seed", seed},
-                                   {"steps", records},
-                                   {"summary",
-                                    {{"steps", steps},
-                                     {"mean_step_seconds", seconds / static_cast<double>(steps)},
-                                     {"max_peak_bytes", max_peak},
-                                     {"budget_bytes", trainer.budget_bytes()},
-                                     {"keep_everything_peak_bytes", trainer.keep_everything().peak_bytes},
-                                     {"planned_peak_bytes", trainer.plan().cost.peak_bytes},
-                                     {"proven_optimal", trainer.plan().proven_optimal},
-                                     {"violations", violations}}}};
-    write_json_file(report, json_path);
+    const GraphRunTotals totals{steps, seconds, max_peak, violations};
+    write_json_file(graph_report(trainer, device, seed, std::move(records), totals), json_path);
   }
   return 0;
 }

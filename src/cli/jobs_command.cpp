@@ -87,21 +87,29 @@ std::pair<size_t, std::int64_t> job_and_steps(const std::string& flag, const std
   return {static_cast<size_t>(*j - 1), *s};
 }
 
-}  // namespace
-
-int run_jobs(const std::vector<std::string>& args) {
+// The flags of `memtrain jobs` as given: jobs, flags given once, and the
+// per-job flags given as JOB:STEPS.
+struct JobsArgs {
   jobs::LaunchOptions o;
   std::map<std::string, std::string> single;
   std::vector<std::string> start_after, kill_after;
-  bool quiet = false;
+  bool quiet = false, help = false;
+  std::string get(const std::string& flag, const std::string& fallback) const {
+    const auto it = single.find(flag);
+    return it == single.end() ? fallback : it->second;
+  }
+};
+
+JobsArgs read_jobs_args(const std::vector<std::string>& args) {
+  JobsArgs r;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
-      std::fputs(kJobsHelp, stdout);
-      return 0;
+      r.help = true;
+      return r;
     }
     if (a == "--quiet") {
-      quiet = true;
+      r.quiet = true;
       continue;
     }
     static const std::set<std::string> known = {"--budget", "--policy",      "--job",        "--json",     "--name",
@@ -117,27 +125,27 @@ int run_jobs(const std::vector<std::string>& args) {
           throw UsageError("--job '" + value + "': " + w + " is the group's to set; give it to memtrain jobs");
         }
       }
-      o.jobs.push_back(spec);
+      r.o.jobs.push_back(spec);
     } else if (a == "--start-after") {
-      start_after.push_back(value);
+      r.start_after.push_back(value);
     } else if (a == "--kill-after") {
-      kill_after.push_back(value);
+      r.kill_after.push_back(value);
     } else {
-      if (single.count(a)) throw UsageError("jobs: " + a + " is given twice");
-      single[a] = value;
+      if (r.single.count(a)) throw UsageError("jobs: " + a + " is given twice");
+      r.single[a] = value;
     }
   }
-  auto get = [&](const std::string& flag, const std::string& fallback) {
-    const auto it = single.find(flag);
-    return it == single.end() ? fallback : it->second;
-  };
-  if (!single.count("--budget")) throw UsageError("jobs: --budget is required (bytes, or N% of the jobs' peaks)");
-  if (!single.count("--policy"))
+  return r;
+}
+
+// The group: budget, policy (TENSILE plans every job with --planner tensile), device, name.
+void set_group(const JobsArgs& r, jobs::LaunchOptions& o) {
+  if (!r.single.count("--budget")) throw UsageError("jobs: --budget is required (bytes, or N% of the jobs' peaks)");
+  if (!r.single.count("--policy"))
     throw UsageError(std::string("jobs: --policy is required; expected ") + jobs::kPolicyNames);
-  o.group.budget = parse_budget(get("--budget", ""), "--budget");
-  o.group.policy = jobs::parse_policy(get("--policy", ""));
+  o.group.budget = parse_budget(r.get("--budget", ""), "--budget");
+  o.group.policy = jobs::parse_policy(r.get("--policy", ""));
   if (o.group.policy == jobs::Policy::Tensile) {
-    // TENSILE schedules every job's tensors itself.
     for (jobs::JobSpec& spec : o.jobs) {
       const auto it = std::find(spec.train_args.begin(), spec.train_args.end(), "--planner");
       if (it == spec.train_args.end()) {
@@ -148,45 +156,48 @@ int run_jobs(const std::vector<std::string>& args) {
       }
     }
   }
-  o.group.device = get("--device", "cpu");
+  o.group.device = r.get("--device", "cpu");
   if (o.group.device != "cpu") {
     throw UsageError("jobs: --device " + o.group.device + " is not supported for sharing yet; expected cpu");
   }
-  o.group.name = get("--name", "jobs-" + std::to_string(::getpid()));
-  if (single.count("--expect")) {
-    const std::int64_t n = parse_whole_integer(get("--expect", "")).value_or(0);
+  o.group.name = r.get("--name", "jobs-" + std::to_string(::getpid()));
+}
+
+// Which jobs the group starts or hosts, when each starts and is killed, and where they work.
+void set_jobs(const JobsArgs& r, jobs::LaunchOptions& o) {
+  if (r.single.count("--expect")) {
+    const std::int64_t n = parse_whole_integer(r.get("--expect", "")).value_or(0);
     if (n < 1 || n > jobs::kMaxJobs)
-      throw UsageError("jobs: --expect '" + get("--expect", "") + "' is out of range; expected 1.." +
+      throw UsageError("jobs: --expect '" + r.get("--expect", "") + "' is out of range; expected 1.." +
                        std::to_string(jobs::kMaxJobs));
     if (!o.jobs.empty()) throw UsageError("jobs: --expect is for jobs started by hand; give it without --job");
     o.hosted_jobs = static_cast<int>(n);
   } else if (o.jobs.empty()) {
     throw UsageError("jobs: give at least one --job (or --name and --expect N to host jobs started by hand)");
   }
-  for (const std::string& t : start_after) {
+  for (const std::string& t : r.start_after) {
     const auto [j, s] = job_and_steps("--start-after", t, o.jobs.size());
     o.jobs[j].start_after_steps = s;
   }
-  for (const std::string& t : kill_after) {
+  for (const std::string& t : r.kill_after) {
     const auto [j, s] = job_and_steps("--kill-after", t, o.jobs.size());
     o.jobs[j].kill_after_steps = s;
   }
   bool any_at_once = o.jobs.empty();
   for (const jobs::JobSpec& j : o.jobs) any_at_once = any_at_once || j.start_after_steps == 0;
   if (!any_at_once) throw UsageError("jobs: every job waits (--start-after); at least one must start at once");
-  o.work_dir = get("--work-dir", "");
+  o.work_dir = r.get("--work-dir", "");
   if (o.work_dir.empty()) {
     char dir[] = "/tmp/memtrain-jobs-XXXXXX";
     if (!::mkdtemp(dir)) throw Error("jobs: cannot make a work folder under /tmp");
     o.work_dir = dir;
   }
   o.program = memtrain_program();
-  o.progress = !quiet;
-  const std::string json_path = get("--json", "");
+  o.progress = !r.quiet;
+}
 
-  const jobs::LaunchResult result = jobs::launch(o);
-  const nlohmann::json report = jobs::jobs_report(o, result);
-  if (!json_path.empty()) write_json_file(report, json_path);
+// One line for the group and one per job; false when a job not meant to be killed did not complete.
+bool print_jobs_outcome(const jobs::LaunchOptions& o, const jobs::LaunchResult& result, const nlohmann::json& report) {
   const nlohmann::json& sum = report.at("summary");
   std::printf("memtrain jobs: policy %s, budget %s; makespan %.2f s; largest total live %s; %ld violations\n",
               jobs::policy_name(o.group.policy), format_bytes(result.group.budget).c_str(), result.makespan,
@@ -203,6 +214,25 @@ int run_jobs(const std::vector<std::string>& args) {
                 j.at("error").is_string() ? "; " : "",
                 j.at("error").is_string() ? j.at("error").get<std::string>().c_str() : "");
   }
+  return ok;
+}
+
+}  // namespace
+
+int run_jobs(const std::vector<std::string>& args) {
+  JobsArgs r = read_jobs_args(args);
+  if (r.help) {
+    std::fputs(kJobsHelp, stdout);
+    return 0;
+  }
+  jobs::LaunchOptions& o = r.o;
+  set_group(r, o);
+  set_jobs(r, o);
+  const std::string json_path = r.get("--json", "");
+  const jobs::LaunchResult result = jobs::launch(o);
+  const nlohmann::json report = jobs::jobs_report(o, result);
+  if (!json_path.empty()) write_json_file(report, json_path);
+  const bool ok = print_jobs_outcome(o, result, report);
   if (!result.group.refused.empty()) {
     std::fprintf(stderr, "memtrain: jobs: %s\n", result.group.refused.c_str());
     return 1;

@@ -54,6 +54,50 @@ const char* kSimulateHelp =
     "Simulator; the jobs share the budget, the device's compute and its copy engines. B: bytes or\n"
     "N% of the sum of the jobs' peaks with nothing recomputed at their chains' inputs.\n";
 
+// A feasible plan's schedule simulated: what it costs, printed and added to `j`.
+void report_schedule(Chain chain, const Plan& p, const GradientReduction& reduction, int micro_batches,
+                     nlohmann::json& j) {
+  chain.reduction = reduction;
+  const Schedule schedule =
+      reduction.empty() ? p.schedule : plan::with_gradient_sums(p.schedule, reduction.first_stages());
+  const sim::SimResult r = sim::simulate(chain, schedule);
+  const CopyStats& c = r.copies;
+  std::printf("schedule: %s\n", schedule.to_string().c_str());
+  if (chain.weights_on_host) {
+    std::printf(
+        "weights in host memory (%s with gradients and optimizer state), %d micro-batches: "
+        "%s of weights and gradients moved\n",
+        format_bytes(chain.model_state_bytes()).c_str(), micro_batches, format_bytes(r.copies.weight_bytes).c_str());
+  }
+  std::printf(
+      "time %.6g s, peak %s (%lld bytes); swapped %s (%lld bytes: %s to host, %s back), host peak %s; "
+      "copies %.6g s, %.1f%% hidden under compute (%.1f%% to host, %.1f%% back)\n",
+      r.time, format_bytes(r.peak_bytes).c_str(), static_cast<long long>(r.peak_bytes), format_bytes(c.bytes()).c_str(),
+      static_cast<long long>(c.bytes()), format_bytes(c.to_host_bytes).c_str(), format_bytes(c.to_device_bytes).c_str(),
+      format_bytes(r.host_peak_bytes).c_str(), c.seconds(), 100 * c.hidden_fraction(),
+      100 * c.hidden_fraction(CopyDirection::ToHost), 100 * c.hidden_fraction(CopyDirection::ToDevice));
+  if (!reduction.empty()) {
+    std::printf(
+        "gradient sums over the ranks: %d buckets, %s, %.6g s on the network, %.1f%% hidden under the "
+        "backward; %s set aside for their copies\n",
+        r.reduce.buckets, format_bytes(r.reduce.bytes).c_str(), r.reduce.seconds, 100 * r.reduce.hidden_fraction(),
+        format_bytes(reduction.reserve_bytes).c_str());
+    j["reduce_seconds"] = r.reduce.seconds;
+    j["reduce_stall_seconds"] = r.reduce.stall_seconds;
+    j["reduce_hidden_fraction"] = r.reduce.hidden_fraction();
+  }
+  if (!p.note.empty()) std::printf("%s\n", p.note.c_str());
+  j["time"] = r.time;
+  j["peak_bytes"] = r.peak_bytes;
+  j["host_peak_bytes"] = r.host_peak_bytes;
+  add_copy_stats(j, c);
+  j["update_seconds"] = r.update_seconds;
+  j["micro_batches"] = micro_batches;
+  j["weights_on_host"] = chain.weights_on_host;
+  j["recomputed_forwards"] = p.schedule.recomputed_forwards(chain.size());
+  j["schedule"] = schedule.to_json();
+}
+
 }  // namespace
 
 int run_simulate(const std::vector<std::string>& args) {
@@ -96,47 +140,7 @@ int run_simulate(const std::vector<std::string>& args) {
               format_bytes(static_cast<Bytes>(chain.host_to_device_bandwidth)).c_str());
   nlohmann::json j = {{"planner", planner->name()}, {"budget_bytes", budget}, {"feasible", p.feasible}};
   if (p.feasible) {
-    chain.reduction = reduction;
-    const Schedule schedule =
-        reduction.empty() ? p.schedule : plan::with_gradient_sums(p.schedule, reduction.first_stages());
-    const sim::SimResult r = sim::simulate(chain, schedule);
-    const CopyStats& c = r.copies;
-    std::printf("schedule: %s\n", schedule.to_string().c_str());
-    if (chain.weights_on_host) {
-      std::printf(
-          "weights in host memory (%s with gradients and optimizer state), %d micro-batches: "
-          "%s of weights and gradients moved\n",
-          format_bytes(chain.model_state_bytes()).c_str(), options.micro_batches,
-          format_bytes(r.copies.weight_bytes).c_str());
-    }
-    std::printf(
-        "time %.6g s, peak %s (%lld bytes); swapped %s (%lld bytes: %s to host, %s back), host peak %s; "
-        "copies %.6g s, %.1f%% hidden under compute (%.1f%% to host, %.1f%% back)\n",
-        r.time, format_bytes(r.peak_bytes).c_str(), static_cast<long long>(r.peak_bytes),
-        format_bytes(c.bytes()).c_str(), static_cast<long long>(c.bytes()), format_bytes(c.to_host_bytes).c_str(),
-        format_bytes(c.to_device_bytes).c_str(), format_bytes(r.host_peak_bytes).c_str(), c.seconds(),
-        100 * c.hidden_fraction(), 100 * c.hidden_fraction(CopyDirection::ToHost),
-        100 * c.hidden_fraction(CopyDirection::ToDevice));
-    if (!reduction.empty()) {
-      std::printf(
-          "gradient sums over the ranks: %d buckets, %s, %.6g s on the network, %.1f%% hidden under the "
-          "backward; %s set aside for their copies\n",
-          r.reduce.buckets, format_bytes(r.reduce.bytes).c_str(), r.reduce.seconds, 100 * r.reduce.hidden_fraction(),
-          format_bytes(reduction.reserve_bytes).c_str());
-      j["reduce_seconds"] = r.reduce.seconds;
-      j["reduce_stall_seconds"] = r.reduce.stall_seconds;
-      j["reduce_hidden_fraction"] = r.reduce.hidden_fraction();
-    }
-    if (!p.note.empty()) std::printf("%s\n", p.note.c_str());
-    j["time"] = r.time;
-    j["peak_bytes"] = r.peak_bytes;
-    j["host_peak_bytes"] = r.host_peak_bytes;
-    add_copy_stats(j, c);
-    j["update_seconds"] = r.update_seconds;
-    j["micro_batches"] = options.micro_batches;
-    j["weights_on_host"] = chain.weights_on_host;
-    j["recomputed_forwards"] = p.schedule.recomputed_forwards(chain.size());
-    j["schedule"] = schedule.to_json();
+    report_schedule(chain, p, reduction, options.micro_batches, j);
   } else {
     std::printf("%s\n", p.note.c_str());
     j["min_budget_bytes"] = p.min_budget_bytes;

@@ -87,6 +87,67 @@ nlohmann::json prediction_json(const predict::EpochPrediction& p) {
           {"bottleneck", p.bottleneck}};
 }
 
+// The analysis for people.
+void print_stalls(const runtime::StallReport& r, const runtime::StallOptions& options, int threads, int cores) {
+  std::printf("%lld samples per epoch, %d prep threads, %d training thread(s), %d cores\n",
+              static_cast<long long>(r.samples), r.threads, threads, cores);
+  std::printf("epoch: synthetic %.2f s, cached %.2f s, cold %.2f s\n", r.synthetic_seconds, r.cached_seconds,
+              r.cold_seconds);
+  std::printf("rates (samples/s): ingestion %.0f, prep %.0f (one thread %.0f), fetch %.0f (one thread %.0f)\n",
+              r.ingestion_rate, r.prep_rate, r.rates.prep_rate_one_thread, r.fetch_rate, r.rates.fetch_rate_one_thread);
+  std::printf("stalls: fetching %.1f%%, preprocessing %.1f%% of the cold epoch\n", 100 * r.stalls.fetch,
+              100 * r.stalls.prep);
+  if (r.stalls.order_noise > 0) {
+    std::printf(
+        "noise: the epochs ran out of order by %.3f s (an epoch doing more work ran faster); "
+        "the shares count that as no stall\n",
+        r.stalls.order_noise);
+  }
+  std::printf("predicted epoch seconds (rows: cache %% of the dataset; columns: prep threads)\n  cache");
+  for (int t = 1; t <= options.max_threads; ++t) std::printf(" %8d", t);
+  for (size_t i = 0; i < r.what_if.size(); ++i) {
+    if (r.what_if[i].threads == 1) std::printf("\n  %4.0f%%", 100 * r.what_if[i].cache_fraction);
+    std::printf(" %8.2f", r.what_if[i].epoch_seconds);
+  }
+  std::printf("\n");
+  for (const runtime::StallCheck& c : r.checks) {
+    std::printf("check: cache %.0f%%, %d threads: predicted %.2f s (%s-bound), measured %.2f s, error %.1f%%\n",
+                100 * c.predicted.cache_fraction, c.predicted.threads, c.predicted.epoch_seconds,
+                c.predicted.bottleneck.c_str(), c.measured_seconds, 100 * c.relative_error);
+  }
+}
+
+// The analysis as --json writes it.
+nlohmann::json stalls_json(const runtime::StallReport& r, const runtime::StallOptions& options,
+                           const WorkloadFlags& workload_flags, int threads) {
+  nlohmann::json what_if = nlohmann::json::array(), checks = nlohmann::json::array();
+  for (const predict::EpochPrediction& p : r.what_if) what_if.push_back(prediction_json(p));
+  for (const runtime::StallCheck& c : r.checks) {
+    checks.push_back({{"predicted", prediction_json(c.predicted)},
+                      {"measured_epoch_seconds", c.measured_seconds},
+                      {"relative_error", c.relative_error}});
+  }
+  return {{"data", workload_flags.shards.dir},
+          {"model", workload_flags.model},
+          {"samples", r.samples},
+          {"prep_threads", r.threads},
+          {"training_threads", threads},
+          {"prep_cores", options.prep_cores},
+          {"synthetic_epoch_seconds", r.synthetic_seconds},
+          {"cached_epoch_seconds", r.cached_seconds},
+          {"cold_epoch_seconds", r.cold_seconds},
+          {"ingestion_rate", r.ingestion_rate},
+          {"prep_rate", r.prep_rate},
+          {"fetch_rate", r.fetch_rate},
+          {"prep_rate_one_thread", r.rates.prep_rate_one_thread},
+          {"fetch_rate_one_thread", r.rates.fetch_rate_one_thread},
+          {"fetch_stall_fraction", r.stalls.fetch},
+          {"prep_stall_fraction", r.stalls.prep},
+          {"stall_order_noise_seconds", r.stalls.order_noise},
+          {"what_if", what_if},
+          {"checks", checks}};
+}
+
 }  // namespace
 
 int run_stalls(const std::vector<std::string>& args) {
@@ -126,61 +187,8 @@ int run_stalls(const std::vector<std::string>& args) {
       runtime::analyse_stalls(workload.model_factory(), *memory, options,
                               [](const std::string& what) { std::fprintf(stderr, "memtrain: %s\n", what.c_str()); });
 
-  std::printf("%lld samples per epoch, %d prep threads, %d training thread(s), %d cores\n",
-              static_cast<long long>(r.samples), r.threads, threads, cores);
-  std::printf("epoch: synthetic %.2f s, cached %.2f s, cold %.2f s\n", r.synthetic_seconds, r.cached_seconds,
-              r.cold_seconds);
-  std::printf("rates (samples/s): ingestion %.0f, prep %.0f (one thread %.0f), fetch %.0f (one thread %.0f)\n",
-              r.ingestion_rate, r.prep_rate, r.rates.prep_rate_one_thread, r.fetch_rate, r.rates.fetch_rate_one_thread);
-  std::printf("stalls: fetching %.1f%%, preprocessing %.1f%% of the cold epoch\n", 100 * r.stalls.fetch,
-              100 * r.stalls.prep);
-  if (r.stalls.order_noise > 0) {
-    std::printf(
-        "noise: the epochs ran out of order by %.3f s (an epoch doing more work ran faster); "
-        "the shares count that as no stall\n",
-        r.stalls.order_noise);
-  }
-  std::printf("predicted epoch seconds (rows: cache %% of the dataset; columns: prep threads)\n  cache");
-  for (int t = 1; t <= options.max_threads; ++t) std::printf(" %8d", t);
-  for (size_t i = 0; i < r.what_if.size(); ++i) {
-    if (r.what_if[i].threads == 1) std::printf("\n  %4.0f%%", 100 * r.what_if[i].cache_fraction);
-    std::printf(" %8.2f", r.what_if[i].epoch_seconds);
-  }
-  std::printf("\n");
-  for (const runtime::StallCheck& c : r.checks) {
-    std::printf("check: cache %.0f%%, %d threads: predicted %.2f s (%s-bound), measured %.2f s, error %.1f%%\n",
-                100 * c.predicted.cache_fraction, c.predicted.threads, c.predicted.epoch_seconds,
-                c.predicted.bottleneck.c_str(), c.measured_seconds, 100 * c.relative_error);
-  }
-  if (!json_path.empty()) {
-    nlohmann::json what_if = nlohmann::json::array(), checks = nlohmann::json::array();
-    for (const predict::EpochPrediction& p : r.what_if) what_if.push_back(prediction_json(p));
-    for (const runtime::StallCheck& c : r.checks) {
-      checks.push_back({{"predicted", prediction_json(c.predicted)},
-                        {"measured_epoch_seconds", c.measured_seconds},
-                        {"relative_error", c.relative_error}});
-    }
-    const nlohmann::json j = {{"data", workload_flags.shards.dir},
-                              {"model", workload_flags.model},
-                              {"samples", r.samples},
-                              {"prep_threads", r.threads},
-                              {"training_threads", threads},
-                              {"prep_cores", options.prep_cores},
-                              {"synthetic_epoch_seconds", r.synthetic_seconds},
-                              {"cached_epoch_seconds", r.cached_seconds},
-                              {"cold_epoch_seconds", r.cold_seconds},
-                              {"ingestion_rate", r.ingestion_rate},
-                              {"prep_rate", r.prep_rate},
-                              {"fetch_rate", r.fetch_rate},
-                              {"prep_rate_one_thread", r.rates.prep_rate_one_thread},
-                              {"fetch_rate_one_thread", r.rates.fetch_rate_one_thread},
-                              {"fetch_stall_fraction", r.stalls.fetch},
-                              {"prep_stall_fraction", r.stalls.prep},
-                              {"stall_order_noise_seconds", r.stalls.order_noise},
-                              {"what_if", what_if},
-                              {"checks", checks}};
-    write_json_file(j, json_path);
-  }
+  print_stalls(r, options, threads, cores);
+  if (!json_path.empty()) write_json_file(stalls_json(r, options, workload_flags, threads), json_path);
   return 0;
 }
 

@@ -14,45 +14,90 @@ std::string parameter_digest(runtime::StagedModel& model) {
   return hex_digest(h.value());
 }
 
-nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info) {
-  using nlohmann::json;
-  json steps = json::array();
-  for (const runtime::StepRecord& r : trainer.records()) {
-    json step = {
-        {"step", r.step},
-        {"epoch", r.epoch},
-        {"input_size", r.signature.size},
-        {"input_shape", r.signature.shape},
-        {"plan", runtime::plan_kind_name(r.plan)},
-        {"schedule", r.schedule},
-        {"recomputed_forwards", r.recomputed_forwards},
-        {"predicted_peak_bytes", r.predicted_peak_bytes >= 0 ? json(r.predicted_peak_bytes) : json()},
-        {"peak_bytes", r.peak_bytes},
-        {"budget_bytes", r.budget_bytes},
-        {"violation", r.violation},
-        {"retries", r.retries},
-        {"seconds", r.seconds},
-        {"planning_seconds", r.planning_seconds},
-        {"data_wait_seconds", r.data_wait_seconds},
-        {"schedule_seconds", r.schedule_seconds},
-        {"predicted_schedule_seconds", r.predicted_schedule_seconds >= 0 ? json(r.predicted_schedule_seconds) : json()},
-        {"reduce_seconds", r.reduce.seconds},
-        {"reduce_stall_seconds", r.reduce.stall_seconds},
-        {"predicted_reduce_stall_seconds",
-         r.predicted_reduce_stall_seconds >= 0 ? json(r.predicted_reduce_stall_seconds) : json()},
-        {"share_seconds", r.share_seconds},
-        {"loss", r.loss},
-        {"accuracy", r.accuracy}};
-    if (r.predicted_plain_seconds >= 0) {  // a shared device
-      step["lease_wait_seconds"] = r.lease_wait_seconds;
-      step["lease_want_bytes"] = r.lease_want_bytes;
-      step["lease_least_bytes"] = r.lease_least_bytes;
-      step["predicted_plain_seconds"] = r.predicted_plain_seconds;
-      step["predicted_plain_peak_bytes"] = r.predicted_plain_peak_bytes;
-    }
-    add_copy_stats(step, r.copies);
-    steps.push_back(std::move(step));
+namespace {
+
+using nlohmann::json;
+
+json step_json(const runtime::StepRecord& r) {
+  json step = {
+      {"step", r.step},
+      {"epoch", r.epoch},
+      {"input_size", r.signature.size},
+      {"input_shape", r.signature.shape},
+      {"plan", runtime::plan_kind_name(r.plan)},
+      {"schedule", r.schedule},
+      {"recomputed_forwards", r.recomputed_forwards},
+      {"predicted_peak_bytes", r.predicted_peak_bytes >= 0 ? json(r.predicted_peak_bytes) : json()},
+      {"peak_bytes", r.peak_bytes},
+      {"budget_bytes", r.budget_bytes},
+      {"violation", r.violation},
+      {"retries", r.retries},
+      {"seconds", r.seconds},
+      {"planning_seconds", r.planning_seconds},
+      {"data_wait_seconds", r.data_wait_seconds},
+      {"schedule_seconds", r.schedule_seconds},
+      {"predicted_schedule_seconds", r.predicted_schedule_seconds >= 0 ? json(r.predicted_schedule_seconds) : json()},
+      {"reduce_seconds", r.reduce.seconds},
+      {"reduce_stall_seconds", r.reduce.stall_seconds},
+      {"predicted_reduce_stall_seconds",
+       r.predicted_reduce_stall_seconds >= 0 ? json(r.predicted_reduce_stall_seconds) : json()},
+      {"share_seconds", r.share_seconds},
+      {"loss", r.loss},
+      {"accuracy", r.accuracy}};
+  if (r.predicted_plain_seconds >= 0) {  // a shared device
+    step["lease_wait_seconds"] = r.lease_wait_seconds;
+    step["lease_want_bytes"] = r.lease_want_bytes;
+    step["lease_least_bytes"] = r.lease_least_bytes;
+    step["predicted_plain_seconds"] = r.predicted_plain_seconds;
+    step["predicted_plain_peak_bytes"] = r.predicted_plain_peak_bytes;
   }
+  add_copy_stats(step, r.copies);
+  return step;
+}
+
+json summary_json(const runtime::TrainSummary& s) {
+  json summary = {{"steps", s.steps},
+                  {"max_peak_bytes", s.max_peak_bytes},
+                  {"violations", s.violations},
+                  {"retries", s.retries},
+                  {"cache_hits", s.cache_hits},
+                  {"cache_misses", s.cache_misses},
+                  {"median_prediction_error", s.median_prediction_error},
+                  {"max_prediction_error", s.max_prediction_error},
+                  {"predictor_fit_error", s.predictor_fit_error},
+                  {"mean_step_seconds", s.mean_step_seconds},
+                  {"data_wait_seconds", s.data_wait_seconds},
+                  {"data_wait_fraction", s.data_wait_fraction},
+                  {"resident_bytes", s.resident_bytes},
+                  {"collection_steps", s.collection_steps},
+                  {"median_time_prediction_error", s.median_time_prediction_error},
+                  {"to_host_bandwidth", s.to_host_bandwidth},
+                  {"to_device_bandwidth", s.to_device_bandwidth},
+                  {"mean_new_plan_seconds", s.mean_new_plan_seconds},
+                  {"mean_cached_plan_seconds", s.mean_cached_plan_seconds},
+                  {"lease_wait_seconds", s.lease_wait_seconds},
+                  {"optimizer_state_bytes", s.optimizer_state_bytes}};
+  // Copy figures over the planned steps: collection steps swap everything whatever the planner.
+  const CopyStats& c = s.planned_copies;
+  summary["swap_bytes_per_step"] = s.per_planned_step(c.bytes());
+  summary["to_host_bytes_per_step"] = s.per_planned_step(c.to_host_bytes);
+  summary["to_device_bytes_per_step"] = s.per_planned_step(c.to_device_bytes);
+  summary["weight_swap_bytes_per_step"] = s.per_planned_step(c.weight_bytes);
+  summary["hidden_transfer_fraction"] = c.hidden_fraction();
+  summary["to_host_hidden_fraction"] = c.hidden_fraction(CopyDirection::ToHost);
+  summary["to_device_hidden_fraction"] = c.hidden_fraction(CopyDirection::ToDevice);
+  // Ranks: the gradient sums over the planned steps, and how much of them the backward hid.
+  summary["reduce_seconds_per_step"] =
+      s.steps > s.collection_steps ? s.planned_reduce.seconds / static_cast<double>(s.steps - s.collection_steps) : 0.0;
+  summary["reduce_hidden_fraction"] = s.planned_reduce.hidden_fraction();
+  return summary;
+}
+
+}  // namespace
+
+nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info) {
+  json steps = json::array();
+  for (const runtime::StepRecord& r : trainer.records()) steps.push_back(step_json(r));
   const runtime::TrainSummary s = trainer.summary();
   json report = {{"budget_bytes", s.budget_bytes},
                  {"planner", trainer.planner().name()},
@@ -75,42 +120,7 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
                  {"largest_input_size", trainer.largest_signature().size},
                  {"input_pipeline", info.input_pipeline},
                  {"steps", steps},
-                 {"summary",
-                  {{"steps", s.steps},
-                   {"max_peak_bytes", s.max_peak_bytes},
-                   {"violations", s.violations},
-                   {"retries", s.retries},
-                   {"cache_hits", s.cache_hits},
-                   {"cache_misses", s.cache_misses},
-                   {"median_prediction_error", s.median_prediction_error},
-                   {"max_prediction_error", s.max_prediction_error},
-                   {"predictor_fit_error", s.predictor_fit_error},
-                   {"mean_step_seconds", s.mean_step_seconds},
-                   {"data_wait_seconds", s.data_wait_seconds},
-                   {"data_wait_fraction", s.data_wait_fraction},
-                   {"resident_bytes", s.resident_bytes},
-                   {"collection_steps", s.collection_steps},
-                   {"median_time_prediction_error", s.median_time_prediction_error},
-                   {"to_host_bandwidth", s.to_host_bandwidth},
-                   {"to_device_bandwidth", s.to_device_bandwidth},
-                   {"mean_new_plan_seconds", s.mean_new_plan_seconds},
-                   {"mean_cached_plan_seconds", s.mean_cached_plan_seconds},
-                   {"lease_wait_seconds", s.lease_wait_seconds},
-                   {"optimizer_state_bytes", s.optimizer_state_bytes}}}};
-  // Copy figures over the planned steps: collection steps swap everything whatever the planner.
-  json& summary = report["summary"];
-  const CopyStats& c = s.planned_copies;
-  summary["swap_bytes_per_step"] = s.per_planned_step(c.bytes());
-  summary["to_host_bytes_per_step"] = s.per_planned_step(c.to_host_bytes);
-  summary["to_device_bytes_per_step"] = s.per_planned_step(c.to_device_bytes);
-  summary["weight_swap_bytes_per_step"] = s.per_planned_step(c.weight_bytes);
-  summary["hidden_transfer_fraction"] = c.hidden_fraction();
-  summary["to_host_hidden_fraction"] = c.hidden_fraction(CopyDirection::ToHost);
-  summary["to_device_hidden_fraction"] = c.hidden_fraction(CopyDirection::ToDevice);
-  // Ranks: the gradient sums over the planned steps, and how much of them the backward hid.
-  summary["reduce_seconds_per_step"] =
-      s.steps > s.collection_steps ? s.planned_reduce.seconds / static_cast<double>(s.steps - s.collection_steps) : 0.0;
-  summary["reduce_hidden_fraction"] = s.planned_reduce.hidden_fraction();
+                 {"summary", summary_json(s)}};
   return report;
 }
 

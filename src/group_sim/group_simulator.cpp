@@ -90,21 +90,56 @@ const Request& request_of(Job& j, double fraction) {
   return j.requests.emplace(fraction, std::move(r)).first->second;
 }
 
-}  // namespace
+// The group's run, step by step of simulated time: jobs join, ask for
+// leases, are granted them in the order they asked, and run their steps
+// side by side on the device's compute slots and copy engines.
+class GroupRun {
+ public:
+  GroupRun(const GroupSpec& spec, jobs::Policy policy, const BudgetSpec& budget_spec);
+  GroupOutcome run();
 
-GroupOutcome simulate_group(const GroupSpec& spec, jobs::Policy policy, const BudgetSpec& budget_spec) {
+ private:
+  // How fast the running steps' compute and copies go, each a fraction of one alone.
+  struct Rates {
+    double compute = 0, copy = 0;
+  };
+  // The jobs as the policy sees them; `starting`: before any step, those that start with the group.
+  std::vector<jobs::JobView> views(bool starting = false) const;
+  void ask(Job& j);
+  Bytes total_live() const;
+  void join_arrivals();
+  // Grants, oldest request first, until none changes.
+  void grant_leases();
+  bool grant_one_pass();
+  void start_step(Job& j, Bytes lease);
+  Rates rates() const;
+  // Time to the next event (a job joins, a step's part ends); infinite when none will come.
+  Seconds next_event(const Rates& r) const;
+  void advance(Seconds dt, const Rates& r);
+  void abandon_waiting();
+  GroupOutcome outcome();
+
+  const GroupSpec& spec_;
+  jobs::Policy policy_;
+  std::vector<Job> jobs_;
+  GroupOutcome g_;
+  int expected_ = 0;  // jobs that start with the group
+  Seconds now_ = 0;
+  std::int64_t tickets_ = 0;
+};
+
+GroupRun::GroupRun(const GroupSpec& spec, jobs::Policy policy, const BudgetSpec& budget_spec)
+    : spec_(spec), policy_(policy), jobs_(spec.jobs.size()) {
   if (spec.jobs.empty()) throw UsageError("simulate --jobs: the group has no jobs");
   if (!(spec.device.compute_slots >= 1) || !(spec.device.copy_engines >= 1) || !(spec.device.contention >= 0)) {
     throw UsageError(
         "simulate --jobs: device compute_slots and copy_engines must be at least 1 and contention at "
         "least 0");
   }
-  GroupOutcome g;
-  g.policy = policy;
-  std::vector<Job> jobs(spec.jobs.size());
+  g_.policy = policy;
   Bytes references = 0;
-  for (size_t k = 0; k < jobs.size(); ++k) {
-    Job& j = jobs[k];
+  for (size_t k = 0; k < jobs_.size(); ++k) {
+    Job& j = jobs_[k];
     j.spec = &spec.jobs[k];
     const std::string planner = policy == jobs::Policy::Tensile ? "tensile" : j.spec->planner;
     j.planner = plan::make_planner(planner);
@@ -116,188 +151,223 @@ GroupOutcome simulate_group(const GroupSpec& spec, jobs::Policy policy, const Bu
     j.tensors = plan::swappable_tensor_bytes(largest);
     references += j.out.reference;
   }
-  g.budget = budget_spec.resolve(references);
-  const int expected =
+  g_.budget = budget_spec.resolve(references);
+  expected_ =
       static_cast<int>(std::count_if(spec.jobs.begin(), spec.jobs.end(), [](const SimJob& s) { return s.start <= 0; }));
+}
 
-  // The jobs as the policy sees them; `starting`: before any step, those
-  // that start with the group.
-  auto views = [&](bool starting = false) {
-    std::vector<jobs::JobView> v(jobs.size());
-    for (size_t k = 0; k < jobs.size(); ++k) {
-      const Job& j = jobs[k];
-      jobs::JobView& x = v[k];
-      x.present = starting ? j.spec->start <= 0 : j.joined && !j.done;
-      x.live = j.live;
-      x.lease = j.lease;
-      x.resident = j.resident;
-      x.reference = j.out.reference;
-      x.least_largest = j.out.least_largest;
-      x.tensors = j.tensors;
-      x.waiting = j.ticket >= 0;
-      x.ticket = j.ticket;
-      if (x.waiting) {
-        const plan::LeaseCurve& r = jobs[k].requests.at(j.fraction()).lease;
-        x.want = r.want;
-        x.least = r.least;
-        for (const auto& [bytes, seconds] : r.curve) x.curve.push_back({bytes, seconds});
-      }
+std::vector<jobs::JobView> GroupRun::views(bool starting) const {
+  std::vector<jobs::JobView> v(jobs_.size());
+  for (size_t k = 0; k < jobs_.size(); ++k) {
+    const Job& j = jobs_[k];
+    jobs::JobView& x = v[k];
+    x.present = starting ? j.spec->start <= 0 : j.joined && !j.done;
+    x.live = j.live;
+    x.lease = j.lease;
+    x.resident = j.resident;
+    x.reference = j.out.reference;
+    x.least_largest = j.out.least_largest;
+    x.tensors = j.tensors;
+    x.waiting = j.ticket >= 0;
+    x.ticket = j.ticket;
+    if (x.waiting) {
+      const plan::LeaseCurve& r = j.requests.at(j.fraction()).lease;
+      x.want = r.want;
+      x.least = r.least;
+      for (const auto& [bytes, seconds] : r.curve) x.curve.push_back({bytes, seconds});
     }
-    return v;
-  };
+  }
+  return v;
+}
 
+void GroupRun::ask(Job& j) {
+  request_of(j, j.fraction());
+  j.ticket = tickets_++;
+  j.asked_at = now_;
+}
+
+Bytes GroupRun::total_live() const {
+  Bytes t = 0;
+  for (const Job& j : jobs_) t += j.joined && !j.done ? j.live : 0;
+  return t;
+}
+
+void GroupRun::join_arrivals() {
+  for (Job& j : jobs_) {
+    if (j.joined || j.spec->start > now_ + kDone) continue;
+    j.joined = true;
+    j.out.start = now_;
+    j.lease = j.live = j.resident;
+    if (j.spec->steps > 0) {
+      ask(j);
+    } else {
+      j.done = j.out.completed = true;
+      j.out.end = now_;
+    }
+  }
+}
+
+void GroupRun::grant_leases() {
+  while (grant_one_pass()) {
+  }
+}
+
+bool GroupRun::grant_one_pass() {
+  std::vector<size_t> order;
+  for (size_t k = 0; k < jobs_.size(); ++k) {
+    if (jobs_[k].joined && !jobs_[k].done && jobs_[k].ticket >= 0) order.push_back(k);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return jobs_[a].ticket < jobs_[b].ticket; });
+  bool granted = false;
+  for (size_t k : order) {
+    Job& j = jobs_[k];
+    const jobs::Decision d = jobs::decide(policy_, views(), static_cast<int>(k), g_.budget, expected_);
+    if (d.kind == jobs::Decision::Never) {
+      j.done = true;
+      j.out.error = d.why;
+      j.out.end = now_;
+      j.ticket = -1;
+      j.live = j.lease = 0;
+      return true;  // the others' views changed: decide again from the oldest
+    }
+    if (d.kind == jobs::Decision::Wait) continue;
+    start_step(j, d.bytes);
+    granted = true;
+  }
+  return granted;
+}
+
+void GroupRun::start_step(Job& j, Bytes lease) {
+  const Request& r = j.requests.at(j.fraction());
+  const Plan p = j.planner->plan({r.chain, lease, &j.spec->chain});
+  const sim::SimResult priced = sim::simulate(r.chain, p.feasible ? p.schedule : r.frugal);
+  j.out.wait_seconds += now_ - j.asked_at;
+  j.ticket = -1;
+  j.lease = lease;
+  j.live = priced.peak_bytes;
+  if (priced.peak_bytes > lease) ++g_.violations;
+  const Seconds stall = priced.copies.stall_seconds();
+  j.compute_left = std::max<Seconds>(0, priced.time - stall) + j.spec->overhead;
+  j.copy_left = priced.copies.seconds();
+  j.latency_left = std::max<Seconds>(0, priced.time - std::max(priced.time - stall, j.copy_left));
+  j.running = true;
+  j.planned_time += priced.time;
+  j.plain_time += r.plain_time;
+  j.step_peak_max = std::max(j.step_peak_max, priced.peak_bytes);
+  j.plain_peak_max = std::max(j.plain_peak_max, r.plain_peak);
+  j.out.plain_seconds += r.plain_time + j.spec->overhead;
+  j.out.peak_bytes = std::max(j.out.peak_bytes, priced.peak_bytes);
+}
+
+GroupRun::Rates GroupRun::rates() const {
+  int computing = 0, copying = 0;
+  for (const Job& j : jobs_) {
+    if (!j.running) continue;
+    computing += j.compute_left > kDone;
+    copying += j.copy_left > kDone;
+  }
+  const DeviceModel& d = spec_.device;
+  const double side_by_side = std::min<double>(computing, d.compute_slots);
+  Rates r;
+  r.compute = computing == 0
+                  ? 0
+                  : std::min(1.0, d.compute_slots / computing) / (1 + d.contention * std::max(0.0, side_by_side - 1));
+  r.copy = copying == 0 ? 0 : std::min(1.0, d.copy_engines / copying);
+  return r;
+}
+
+Seconds GroupRun::next_event(const Rates& r) const {
+  Seconds dt = std::numeric_limits<Seconds>::infinity();
+  for (const Job& j : jobs_) {
+    if (!j.joined && !j.done) dt = std::min(dt, j.spec->start - now_);
+    if (!j.running) continue;
+    if (j.compute_left > kDone) dt = std::min(dt, j.compute_left / r.compute);
+    if (j.copy_left > kDone) dt = std::min(dt, j.copy_left / r.copy);
+    if (j.compute_left <= kDone && j.copy_left <= kDone) dt = std::min(dt, j.latency_left);
+  }
+  return dt;
+}
+
+void GroupRun::advance(Seconds dt, const Rates& r) {
+  now_ += dt;
+  for (Job& j : jobs_) {
+    if (!j.running) continue;
+    if (j.compute_left > kDone || j.copy_left > kDone) {
+      j.compute_left = std::max<Seconds>(0, j.compute_left - dt * r.compute);
+      j.copy_left = std::max<Seconds>(0, j.copy_left - dt * r.copy);
+    } else {
+      j.latency_left = std::max<Seconds>(0, j.latency_left - dt);
+    }
+    if (j.compute_left > kDone || j.copy_left > kDone || j.latency_left > kDone) continue;
+    j.running = false;
+    ++j.out.steps;
+    j.lease = j.live = j.resident;
+    if (j.out.steps == j.spec->steps) {
+      j.done = j.out.completed = true;
+      j.out.end = now_;
+    } else {
+      ask(j);
+    }
+  }
+}
+
+void GroupRun::abandon_waiting() {
+  // Nothing runs and nothing will join: any request left waits forever.
+  for (Job& j : jobs_) {
+    if (!j.joined || j.done) continue;
+    j.done = true;
+    j.out.error = "waited for a lease that no other job's step would free";
+    j.out.end = now_;
+  }
+}
+
+GroupOutcome GroupRun::outcome() {
+  std::vector<double> slowdowns;
+  for (Job& j : jobs_) {
+    j.out.seconds = j.out.end - j.out.start;
+    g_.makespan = std::max(g_.makespan, j.out.end);
+    if (j.plain_peak_max > 0) j.out.msr = 1 - static_cast<double>(j.step_peak_max) / j.plain_peak_max;
+    if (j.plain_time > 0) j.out.eor = j.planned_time / j.plain_time - 1;
+    if (j.out.completed && j.out.plain_seconds > 0) slowdowns.push_back(j.out.seconds / j.out.plain_seconds);
+    g_.jobs.push_back(j.out);
+  }
+  g_.jain = jobs::jain_index(slowdowns);
+  if (g_.max_total_live > g_.budget) ++g_.violations;
+  return g_;
+}
+
+GroupOutcome GroupRun::run() {
   // The group is refused, as the real one is, when a starting job's least
   // at its largest input cannot fit what the policy could ever lease it; a
   // job joining later that cannot is refused its first lease.
   std::vector<std::string> labels;
-  for (size_t k = 0; k < jobs.size(); ++k)
-    labels.push_back("job " + std::to_string(k + 1) + " (" + jobs[k].spec->label + ")");
-  g.refused = jobs::shortfall(policy, views(true), labels, g.budget, expected);
-  if (!g.refused.empty()) {
-    for (Job& j : jobs) g.jobs.push_back(j.out);
-    return g;
+  for (size_t k = 0; k < jobs_.size(); ++k)
+    labels.push_back("job " + std::to_string(k + 1) + " (" + jobs_[k].spec->label + ")");
+  g_.refused = jobs::shortfall(policy_, views(true), labels, g_.budget, expected_);
+  if (!g_.refused.empty()) {
+    for (Job& j : jobs_) g_.jobs.push_back(j.out);
+    return g_;
   }
-
-  Seconds now = 0;
-  std::int64_t tickets = 0;
-  auto ask = [&](Job& j) {
-    request_of(j, j.fraction());
-    j.ticket = tickets++;
-    j.asked_at = now;
-  };
-  auto total_live = [&]() {
-    Bytes t = 0;
-    for (const Job& j : jobs) t += j.joined && !j.done ? j.live : 0;
-    return t;
-  };
-
   while (true) {
-    for (Job& j : jobs) {
-      if (!j.joined && j.spec->start <= now + kDone) {
-        j.joined = true;
-        j.out.start = now;
-        j.lease = j.live = j.resident;
-        if (j.spec->steps > 0) {
-          ask(j);
-        } else {
-          j.done = j.out.completed = true;
-          j.out.end = now;
-        }
-      }
-    }
-    // Grants, oldest request first, until none changes.
-    for (bool granted = true; granted;) {
-      granted = false;
-      std::vector<size_t> order;
-      for (size_t k = 0; k < jobs.size(); ++k) {
-        if (jobs[k].joined && !jobs[k].done && jobs[k].ticket >= 0) order.push_back(k);
-      }
-      std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return jobs[a].ticket < jobs[b].ticket; });
-      for (size_t k : order) {
-        Job& j = jobs[k];
-        const jobs::Decision d = jobs::decide(policy, views(), static_cast<int>(k), g.budget, expected);
-        if (d.kind == jobs::Decision::Never) {
-          j.done = true;
-          j.out.error = d.why;
-          j.out.end = now;
-          j.ticket = -1;
-          j.live = j.lease = 0;
-          granted = true;
-          break;
-        }
-        if (d.kind == jobs::Decision::Wait) continue;
-        const Request& r = j.requests.at(j.fraction());
-        const Plan p = j.planner->plan({r.chain, d.bytes, &j.spec->chain});
-        const sim::SimResult priced = sim::simulate(r.chain, p.feasible ? p.schedule : r.frugal);
-        j.out.wait_seconds += now - j.asked_at;
-        j.ticket = -1;
-        j.lease = d.bytes;
-        j.live = priced.peak_bytes;
-        if (priced.peak_bytes > d.bytes) ++g.violations;
-        const Seconds stall = priced.copies.stall_seconds();
-        j.compute_left = std::max<Seconds>(0, priced.time - stall) + j.spec->overhead;
-        j.copy_left = priced.copies.seconds();
-        j.latency_left = std::max<Seconds>(0, priced.time - std::max(priced.time - stall, j.copy_left));
-        j.running = true;
-        j.planned_time += priced.time;
-        j.plain_time += r.plain_time;
-        j.step_peak_max = std::max(j.step_peak_max, priced.peak_bytes);
-        j.plain_peak_max = std::max(j.plain_peak_max, r.plain_peak);
-        j.out.plain_seconds += r.plain_time + j.spec->overhead;
-        j.out.peak_bytes = std::max(j.out.peak_bytes, priced.peak_bytes);
-        granted = true;
-      }
-    }
-    g.max_total_live = std::max(g.max_total_live, total_live());
-
-    // Rates of the running steps.
-    int computing = 0, copying = 0;
-    for (const Job& j : jobs) {
-      if (!j.running) continue;
-      computing += j.compute_left > kDone;
-      copying += j.copy_left > kDone;
-    }
-    const double side_by_side = std::min<double>(computing, spec.device.compute_slots);
-    const double compute_rate = computing == 0 ? 0
-                                               : std::min(1.0, spec.device.compute_slots / computing) /
-                                                     (1 + spec.device.contention * std::max(0.0, side_by_side - 1));
-    const double copy_rate = copying == 0 ? 0 : std::min(1.0, spec.device.copy_engines / copying);
-    Seconds dt = std::numeric_limits<Seconds>::infinity();
-    for (const Job& j : jobs) {
-      if (!j.joined && !j.done) dt = std::min(dt, j.spec->start - now);
-      if (!j.running) continue;
-      if (j.compute_left > kDone) dt = std::min(dt, j.compute_left / compute_rate);
-      if (j.copy_left > kDone) dt = std::min(dt, j.copy_left / copy_rate);
-      if (j.compute_left <= kDone && j.copy_left <= kDone) dt = std::min(dt, j.latency_left);
-    }
+    join_arrivals();
+    grant_leases();
+    g_.max_total_live = std::max(g_.max_total_live, total_live());
+    const Rates r = rates();
+    const Seconds dt = next_event(r);
     if (!std::isfinite(dt)) {
-      // Nothing runs and nothing will join: any request left waits forever.
-      for (Job& j : jobs) {
-        if (j.joined && !j.done) {
-          j.done = true;
-          j.out.error = "waited for a lease that no other job's step would free";
-          j.out.end = now;
-        }
-      }
+      abandon_waiting();
       break;
     }
-    dt = std::max<Seconds>(dt, 0);
-    now += dt;
-    for (Job& j : jobs) {
-      if (!j.running) continue;
-      if (j.compute_left > kDone || j.copy_left > kDone) {
-        j.compute_left = std::max<Seconds>(0, j.compute_left - dt * compute_rate);
-        j.copy_left = std::max<Seconds>(0, j.copy_left - dt * copy_rate);
-      } else {
-        j.latency_left = std::max<Seconds>(0, j.latency_left - dt);
-      }
-      if (j.compute_left <= kDone && j.copy_left <= kDone && j.latency_left <= kDone) {
-        j.running = false;
-        ++j.out.steps;
-        j.lease = j.live = j.resident;
-        if (j.out.steps == j.spec->steps) {
-          j.done = j.out.completed = true;
-          j.out.end = now;
-        } else {
-          ask(j);
-        }
-      }
-    }
-    if (std::all_of(jobs.begin(), jobs.end(), [](const Job& j) { return j.done; })) break;
+    advance(std::max<Seconds>(dt, 0), r);
+    if (std::all_of(jobs_.begin(), jobs_.end(), [](const Job& j) { return j.done; })) break;
   }
+  return outcome();
+}
 
-  std::vector<double> slowdowns;
-  for (Job& j : jobs) {
-    j.out.seconds = j.out.end - j.out.start;
-    g.makespan = std::max(g.makespan, j.out.end);
-    if (j.plain_peak_max > 0) j.out.msr = 1 - static_cast<double>(j.step_peak_max) / j.plain_peak_max;
-    if (j.plain_time > 0) j.out.eor = j.planned_time / j.plain_time - 1;
-    if (j.out.completed && j.out.plain_seconds > 0) slowdowns.push_back(j.out.seconds / j.out.plain_seconds);
-    g.jobs.push_back(j.out);
-  }
-  g.jain = jobs::jain_index(slowdowns);
-  if (g.max_total_live > g.budget) ++g.violations;
-  return g;
+}  // namespace
+
+GroupOutcome simulate_group(const GroupSpec& spec, jobs::Policy policy, const BudgetSpec& budget_spec) {
+  return GroupRun(spec, policy, budget_spec).run();
 }
 
 }  // namespace memtrain::group_sim
