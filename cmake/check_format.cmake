@@ -7,8 +7,11 @@ list(LENGTH sources count)
 if(count EQUAL 0)
   message(FATAL_ERROR "no sources found under ${SOURCE_DIR}")
 endif()
-execute_process(COMMAND ${CLANG_FORMAT} --dry-run --Werror ${sources} RESULT_VARIABLE result
-                ERROR_VARIABLE errors WORKING_DIRECTORY ${SOURCE_DIR})
+execute_process(
+  COMMAND ${CLANG_FORMAT} --dry-run --Werror ${sources}
+  RESULT_VARIABLE result
+  ERROR_VARIABLE errors
+  WORKING_DIRECTORY ${SOURCE_DIR})
 if(NOT result EQUAL 0)
   message(FATAL_ERROR "${errors}\nSources differ from .clang-format's style; run: "
                       "git ls-files '*.cpp' '*.h' | xargs ${CLANG_FORMAT} -i")

@@ -33,7 +33,7 @@ endfunction()
 # layer left out of the list would go unchecked, so the configure step stops.
 function(_memtrain_require_every_layer)
   file(GLOB lists RELATIVE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/src/*/CMakeLists.txt
-       ${PROJECT_SOURCE_DIR}/src/runtime/*/CMakeLists.txt)
+                                                     ${PROJECT_SOURCE_DIR}/src/runtime/*/CMakeLists.txt)
   foreach(list IN LISTS lists)
     get_filename_component(folder ${list} DIRECTORY)
     get_filename_component(name ${folder} NAME)
@@ -66,7 +66,7 @@ function(memtrain_check_layers)
         string(REGEX REPLACE "^#include \"([^\"]+)\".*$" "\\1" header "${line}")
         get_filename_component(header_folder ${header} DIRECTORY)
         if(header_folder STREQUAL "" OR NOT DEFINED layer_of_${header_folder})
-          continue()  # a header beside the source, or a third party's
+          continue() # a header beside the source, or a third party's
         endif()
         set(layer ${layer_of_${header_folder}})
         if(NOT layer IN_LIST allowed)

@@ -29,19 +29,26 @@ function(_memtrain_python out code)
   if(P_BUILD_ENVIRONMENT)
     set(isolation "")
   endif()
-  execute_process(COMMAND ${CMAKE_COMMAND} -E env ${isolation} ${MEMTRAIN_PYTHON_EXECUTABLE} -c "${code}"
-                  OUTPUT_VARIABLE output ERROR_VARIABLE error RESULT_VARIABLE result OUTPUT_STRIP_TRAILING_WHITESPACE)
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env ${isolation} ${MEMTRAIN_PYTHON_EXECUTABLE} -c "${code}"
+    OUTPUT_VARIABLE output
+    ERROR_VARIABLE error
+    RESULT_VARIABLE result
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
   set(${out} "${output}" PARENT_SCOPE)
   set(${out}_ERROR "${error}" PARENT_SCOPE)
   set(${out}_RESULT "${result}" PARENT_SCOPE)
 endfunction()
 
-_memtrain_python(_torch_facts
+_memtrain_python(
+  _torch_facts
   "import torch; print(torch.__version__); print(torch.utils.cmake_prefix_path); print(torch.version.cuda or '')")
 if(NOT _torch_facts_RESULT EQUAL 0)
-  message(FATAL_ERROR "memtrain: ${MEMTRAIN_PYTHON_EXECUTABLE} cannot import torch; memtrain builds against the "
-                      "LibTorch of a torch wheel (torch>=2.11; scripts/install-deps.sh makes such an environment) "
-                      "and MEMTRAIN_PYTHON_EXECUTABLE names its Python:\n${_torch_facts_ERROR}")
+  message(
+    FATAL_ERROR
+      "memtrain: ${MEMTRAIN_PYTHON_EXECUTABLE} cannot import torch; memtrain builds against the "
+      "LibTorch of a torch wheel (torch>=2.11; scripts/install-deps.sh makes such an environment) "
+      "and MEMTRAIN_PYTHON_EXECUTABLE names its Python:\n${_torch_facts_ERROR}")
 endif()
 string(REPLACE "\n" ";" _torch_facts "${_torch_facts}")
 list(GET _torch_facts 0 MEMTRAIN_TORCH_VERSION)
