@@ -1,7 +1,8 @@
 // A user's model cut into stages, trained under a budget with the user's own
-// loss and optimizer: Mimose's loop (a cached plan for this input size, or
-// the predictor's chain and a new plan; run; measure; teach the predictor),
-// split in two where the user's loss runs.
+// loss and optimizer: Mimose's loop, as the Trainer runs it (one
+// runtime::StepPlanner: a cached plan for this input size, or the
+// predictor's chain and a new plan; run; retry; teach the predictor), split
+// in two where the user's loss runs.
 //
 // begin(x) starts the step's schedule on a worker thread and returns once
 // the schedule has computed the model's output; the caller computes its loss

@@ -11,7 +11,8 @@
 namespace memtrain::runtime {
 
 void RankSteps::check_agree(double mine, const std::string& what) {
-  const auto all = ranks_.gather({mine});
+  if (!ranks_) return;
+  const auto all = ranks_->gather({mine});
   for (int r = 0; r < world(); ++r) {
     if (all[r][0] != all[0][0]) {
       throw Error("rank " + std::to_string(r) + "'s " + what + " is " + format_number("%.0f", all[r][0]) +
@@ -21,11 +22,12 @@ void RankSteps::check_agree(double mine, const std::string& what) {
 }
 
 void RankSteps::start(StagedModel& model, DeviceMemory& memory, std::uint64_t seed, int micro_batches) {
+  if (!ranks_) return;
   // The ranks must split the same global batches the same way.
   const std::vector<double> mine{static_cast<double>(seed), static_cast<double>(micro_batches),
                                  options_.deterministic_reduce ? 1.0 : 0.0,
                                  static_cast<double>(model.parameter_count()), options_.shard_optimizer ? 1.0 : 0.0};
-  const auto all = ranks_.gather(mine);
+  const auto all = ranks_->gather(mine);
   const char* names[] = {"seed", "micro-batches", "deterministic reduce (1: on)", "parameter count",
                          "optimizer sharding (1: on)"};
   for (int r = 0; r < world(); ++r) {
@@ -42,7 +44,7 @@ void RankSteps::start(StagedModel& model, DeviceMemory& memory, std::uint64_t se
   std::vector<torch::Tensor> state;
   for (const torch::Tensor& p : model.parameters()) state.push_back(p.detach());
   for (const torch::Tensor& b : model.buffers()) state.push_back(b);
-  ranks_.broadcast(state, 0);
+  ranks_->broadcast(state, 0);
 }
 
 void RankSteps::cut_shards(const StagedModel& model) {
@@ -53,6 +55,7 @@ void RankSteps::cut_shards(const StagedModel& model) {
 }
 
 void RankSteps::start_sums(StagedModel& model, Bytes budget, bool per_stage, const std::function<bool(Bytes)>& fits) {
+  if (!ranks_) return;
   std::vector<std::vector<torch::Tensor>> stage_weights;
   for (int i = 0; i < model.size(); ++i) stage_weights.push_back(model.stage(i).parameters());
   // Pieces as large as kBucketBytes (few round trips), halved until the
@@ -71,23 +74,25 @@ void RankSteps::start_sums(StagedModel& model, Bytes budget, bool per_stage, con
          (reserve(piece) > budget / kShareOfBudget || (options_.sum_beside_backward && !room_beside_backward(piece)))) {
     piece /= 2;
   }
-  for (const std::vector<double>& theirs : ranks_.gather({static_cast<double>(piece)}))
+  for (const std::vector<double>& theirs : ranks_->gather({static_cast<double>(piece)}))
     piece = std::min(piece, static_cast<Bytes>(theirs[0]));
   bucket_bytes_ = piece;
   // No room for even the smallest copies beside the largest input's
   // backward: this rank sums after its backward instead (the others need
   // not: every rank sums the same buckets in the same order either way).
   beside_backward_ = room_beside_backward(piece);
-  sums_ = std::make_unique<RankGradientSums>(ranks_, std::move(stage_weights), piece, options_.deterministic_reduce,
+  sums_ = std::make_unique<RankGradientSums>(*ranks_, std::move(stage_weights), piece, options_.deterministic_reduce,
                                              per_stage);
 }
 
 Schedule RankSteps::summing(const Schedule& schedule) const {
+  if (!sums_) return schedule;
   return beside_backward_ ? plan::with_gradient_sums(schedule, sums_->first_stages())
                           : plan::with_gradient_sums_at_end(schedule, sums_->first_stages());
 }
 
 void RankSteps::freeze_summed(StagedModel& model) {
+  if (!sums_) return;
   torch::NoGradGuard no_grad;
   for (int s : sums_->settle_failed_attempt()) {
     for (torch::Tensor& w : model.stage(s).parameters()) {
@@ -125,7 +130,7 @@ void RankSteps::share_weights(const StagedModel& model) {
   // Rank by rank, in the same order everywhere: its updated elements, in place.
   for (int r = 0; r < static_cast<int>(shards_.size()); ++r) {
     std::vector<torch::Tensor> pieces = shard_pieces(model, r);
-    ranks_.broadcast(pieces, r, bucket_bytes_);
+    ranks_->broadcast(pieces, r, bucket_bytes_);
   }
 }
 

@@ -1,6 +1,7 @@
 // Data parallelism as the Trainer sees it: one object holds every decision
 // that having ranks brings, so the trainer asks it rather than testing for
-// ranks on every path.
+// ranks on every path. One process is a world of one: no agreement to reach,
+// no sums, nothing to share.
 //
 // - start(): the ranks agree on what must be equal and begin from rank 0's
 //   parameters and buffers.
@@ -39,12 +40,16 @@ struct RankStepsOptions {
 
 class RankSteps {
  public:
-  RankSteps(RankGroup& ranks, RankStepsOptions options) : ranks_(ranks), options_(options) {}
+  // `ranks` (not owned): the job's ranks; null: this process alone.
+  RankSteps(RankGroup* ranks, RankStepsOptions options) : ranks_(ranks), options_(options) {}
 
-  int world() const { return ranks_.world(); }
-  int rank() const { return ranks_.rank(); }
+  bool ranked() const { return ranks_ != nullptr; }
+  int world() const { return ranks_ ? ranks_->world() : 1; }
+  int rank() const { return ranks_ ? ranks_->rank() : 0; }
   // Every rank's `mine`, in rank order.
-  std::vector<std::vector<double>> gather(const std::vector<double>& mine) { return ranks_.gather(mine); }
+  std::vector<std::vector<double>> gather(const std::vector<double>& mine) {
+    return ranks_ ? ranks_->gather(mine) : std::vector<std::vector<double>>{mine};
+  }
   // Throws Error when a rank's value differs from rank 0's (`what`: its name, for the message).
   void check_agree(double mine, const std::string& what);
 
@@ -61,17 +66,19 @@ class RankSteps {
   // the planner can still plan the largest input with `reserve` bytes less.
   // per_stage: each stage's gradients leave on their own (weights on the host).
   void start_sums(StagedModel& model, Bytes budget, bool per_stage, const std::function<bool(Bytes)>& fits);
-  bool summing_started() const { return sums_ != nullptr; }
-  RankGradientSums& sums() { return *sums_; }
+  // The sums a step's last part runs with; null without ranks.
+  RankGradientSums* sums() { return sums_.get(); }
   bool sums_beside_backward() const { return sums_ && beside_backward_; }
   // What planners leave free for the sums' copies.
   Bytes planning_reserve() const { return sums_beside_backward() ? sums_->reserve_bytes() : 0; }
-  // The schedule a step's last part runs: `schedule` with its sums.
+  // The schedule a step's last part runs: `schedule` with its sums (without ranks, `schedule`).
   Schedule summing(const Schedule& schedule) const;
   // The sums as predicted before a step (the network as the steps so far showed it).
   GradientReduction reduction() const { return sums_ ? sums_->reduction() : GradientReduction{}; }
 
-  void begin_step() { sums_->begin_step(); }
+  void begin_step() {
+    if (sums_) sums_->begin_step();
+  }
   // A failed attempt: weights whose gradients were already summed leave the retry.
   void freeze_summed(StagedModel& model);
   void thaw_summed();
@@ -85,7 +92,7 @@ class RankSteps {
  private:
   std::vector<torch::Tensor> shard_pieces(const StagedModel& model, int r) const;
 
-  RankGroup& ranks_;
+  RankGroup* ranks_;
   RankStepsOptions options_;
   std::vector<std::vector<ElementRange>> shards_;  // per rank, its elements of each weight
   Bytes bucket_bytes_ = kBucketBytes;              // the pieces the ranks agreed on (sums, sharing)

@@ -12,13 +12,9 @@ namespace memtrain::runtime {
 namespace {
 
 // The global count of what the loss averages over: every rank's `counted` added.
-double count_across(RankSteps* ranks, const std::vector<double>& counted) {
+double count_across(RankSteps& ranks, const std::vector<double>& counted) {
   double all = 0;
-  if (!ranks) {
-    for (double c : counted) all += c;
-    return all;
-  }
-  for (const std::vector<double>& theirs : ranks->gather(counted)) {
+  for (const std::vector<double>& theirs : ranks.gather(counted)) {
     for (double c : theirs) all += c;
   }
   return all;
@@ -32,7 +28,7 @@ void split_among_ranks(const Batch& batch, int m, RankSteps& ranks, const at::Ge
   const std::vector<std::uint64_t> seeds = draw_part_seeds(generator, ranks.world() * m);
   p.micro_seeds.assign(seeds.begin() + ranks.rank() * m, seeds.begin() + (ranks.rank() + 1) * m);
   const double mine = batch.targets.ne(kIgnoreTarget).sum().item<double>();
-  p.micro_loss_denominator = std::max(1.0, count_across(&ranks, {mine}));
+  p.micro_loss_denominator = std::max(1.0, count_across(ranks, {mine}));
   // A schedule of one micro-batch runs the slice whole, with the step's generator and share.
   if (m == 1) {
     p.seeds = p.micro_seeds;
@@ -42,16 +38,16 @@ void split_among_ranks(const Batch& batch, int m, RankSteps& ranks, const at::Ge
 
 }  // namespace
 
-StepParts split_step(const Batch& batch, int m, bool split, RankSteps* ranks, const at::Generator& generator) {
+StepParts split_step(const Batch& batch, int m, bool split, RankSteps& ranks, const at::Generator& generator) {
   StepParts p;
   if (!split) {
     p.batches = {batch};
     p.loss_weights = {1};
-    if (ranks) split_among_ranks(batch, m, *ranks, generator, p);
+    if (ranks.ranked()) split_among_ranks(batch, m, ranks, generator, p);
     return p;
   }
-  const int world = ranks ? ranks->world() : 1;
-  const int rank = ranks ? ranks->rank() : 0;
+  const int world = ranks.world();
+  const int rank = ranks.rank();
   // Every global part's seed, drawn by every rank from its copy of the
   // step's generator: part g of the job draws the same masks whichever
   // process runs it.

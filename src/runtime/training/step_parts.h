@@ -29,8 +29,8 @@ struct StepParts {
 // `batch` cut into `micro_batches` parts when `split` (the weights on the
 // device with micro-batches or ranks); else whole, and with ranks and the
 // weights in host memory, with what the schedule's own micro-batches need.
-// Draws the parts' seeds from `generator`; `ranks` may be null.
-StepParts split_step(const Batch& batch, int micro_batches, bool split, RankSteps* ranks,
+// Draws the parts' seeds from `generator`.
+StepParts split_step(const Batch& batch, int micro_batches, bool split, RankSteps& ranks,
                      const at::Generator& generator);
 
 }  // namespace memtrain::runtime

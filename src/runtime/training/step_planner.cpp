@@ -118,16 +118,21 @@ Schedule StepPlanner::fallback_schedule() const {
   return plan::schedule_checkpointing_everything(model_.size());
 }
 
+const Chain& StepPlanner::largest_for_planning() {
+  if (pinned_largest_) return *pinned_largest_;
+  predicted_largest_ = largest_chain();
+  return predicted_largest_;
+}
+
 Schedule StepPlanner::most_frugal(std::int64_t size) {
-  const Chain largest = largest_chain();
-  return plan::most_frugal_schedule(*planner_, predicted_chain(cache().planning_size(size)), &largest,
+  return plan::most_frugal_schedule(*planner_, predicted_chain(cache().planning_size(size)), &largest_for_planning(),
                                     fallback_schedule());
 }
 
 Plan StepPlanner::plan_for(std::int64_t size) {
   const Chain chain = planning_chain(size);
-  const Chain largest = largest_chain();
-  return planner_->plan({chain, plan::stricter_budget(budget_, chain, cache().strictness(size)), &largest});
+  return planner_->plan(
+      {chain, plan::stricter_budget(budget_, chain, cache().strictness(size)), &largest_for_planning()});
 }
 
 StepChoice StepPlanner::choose(std::int64_t size, long steps_before) {

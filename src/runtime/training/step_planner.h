@@ -175,6 +175,8 @@ class StepPlanner {
   // The plan cache of the current budget; the bucket width is fixed by the first.
   predict::PlanCache& cache();
   Plan plan_for(std::int64_t size);
+  // largest_chain() without copying a pinned chain: planning asks for it on every new plan.
+  const Chain& largest_for_planning();
 
   StepPlannerOptions options_;
   const StagedModel& model_;
@@ -189,6 +191,7 @@ class StepPlanner {
   Bytes resident_ = 0;
   std::int64_t largest_size_ = 0;
   std::optional<Chain> pinned_largest_;
+  Chain predicted_largest_;            // largest_for_planning()'s, when none is pinned
   std::vector<Seconds> update_times_;  // per stage; weights on the host
 };
 

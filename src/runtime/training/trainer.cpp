@@ -28,7 +28,6 @@ using Clock = std::chrono::steady_clock;
 Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory factory, BatchSource& source)
     : options_(std::move(options)), memory_(memory), source_(source) {
   check_trainer_options(options_);
-  options_.planner_options.micro_batches = options_.micro_batches;
   const auto scope = memory_.activate();
   std::optional<PoolScope> in_host_pool;
   if (options_.weights_on_host) in_host_pool.emplace(&memory_.host());
@@ -36,15 +35,12 @@ Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory fact
   model_ = std::make_unique<StagedModel>(factory());
   if (!options_.weights_on_host) model_->to(memory_.device());
   model_->train(true);
-  if (options_.ranks) {
-    ranks_ = std::make_unique<RankSteps>(
-        *options_.ranks,
-        RankStepsOptions{options_.deterministic_reduce, options_.sum_beside_backward, options_.shard_optimizer});
-    ranks_->cut_shards(*model_);
-  }
-  optimizer_ = ranks_ && ranks_->sharded()
-                   ? std::make_unique<Adam>(model_->parameters(), options_.adam, ranks_->my_shard())
-                   : std::make_unique<Adam>(model_->parameters(), options_.adam);
+  ranks_ = std::make_unique<RankSteps>(
+      options_.ranks,
+      RankStepsOptions{options_.deterministic_reduce, options_.sum_beside_backward, options_.shard_optimizer});
+  ranks_->cut_shards(*model_);
+  optimizer_ = ranks_->sharded() ? std::make_unique<Adam>(model_->parameters(), options_.adam, ranks_->my_shard())
+                                 : std::make_unique<Adam>(model_->parameters(), options_.adam);
   executor_ = std::make_unique<Executor>(*model_, memory_);
   WeightPlacement placement;
   if (options_.weights_on_host) {
@@ -55,7 +51,7 @@ Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory fact
   if (options_.lease) lease_ = std::make_unique<LeasedSteps>(*options_.lease);
   steps_ = std::make_unique<StepPlanner>(step_planner_options(options_), *model_, model_constants(), placement);
   generator_ = memory_.make_generator(options_.seed);
-  if (ranks_) ranks_->start(*model_, memory_, options_.seed, options_.micro_batches);
+  ranks_->start(*model_, memory_, options_.seed, options_.micro_batches);
 }
 
 Trainer::~Trainer() = default;
@@ -91,8 +87,7 @@ std::int64_t Trainer::planning_size(const Signature& sig) const {
 }
 
 void Trainer::discard_gradients() {
-  const std::vector<torch::Tensor> none;
-  const std::vector<torch::Tensor>& frozen = ranks_ ? ranks_->frozen() : none;
+  const std::vector<torch::Tensor>& frozen = ranks_->frozen();
   if (host_weights_) {
     host_weights_->abandon(frozen);
   } else if (frozen.empty()) {
@@ -216,7 +211,6 @@ void Trainer::fix_own_budget() {
     budget_ = options_.budget.resolve(reference_peak_);
   }
   use_budget(budget_);
-  if (!ranks_) return;
   // Whether the planner still plans the largest input with `reserve` bytes less.
   const auto fits = [&](Bytes reserve) {
     return !planner.respects_budget() || options_.least_budget ||
@@ -224,8 +218,8 @@ void Trainer::fix_own_budget() {
   };
   ranks_->start_sums(*model_, budget_, host_weights_ != nullptr, fits);
   // The least budget is the planner's, plus what the sums' copies hold beside the backward.
-  if (options_.least_budget && ranks_->sums_beside_backward()) use_budget(budget_ += ranks_->sums().reserve_bytes());
-  use_budget(budget_);
+  if (options_.least_budget && ranks_->sums_beside_backward()) budget_ += ranks_->planning_reserve();
+  use_budget(budget_);  // again: the sums' reserve changed the planning budget
 }
 
 void Trainer::use_budget(Bytes budget) {
@@ -262,12 +256,12 @@ StepRecord Trainer::step() {
   if (lease_) take_lease(size, rec);
   rec.budget_bytes = step_budget_;
 
-  const StepParts parts = split_step(batch, options_.micro_batches, split_steps(), ranks_.get(), generator_);
+  const StepParts parts = split_step(batch, options_.micro_batches, split_steps(), *ranks_, generator_);
   StepChoice choice = steps_->choose(size, static_cast<long>(records_.size()));
   rec.plan = choice.kind;
   rec.planning_seconds = choice.planning_seconds;
   // What the sums are predicted to cost: the network as the steps before this one showed it.
-  const GradientReduction reduction = ranks_ ? ranks_->reduction() : GradientReduction{};
+  const GradientReduction reduction = ranks_->reduction();
   const StepRun run = run_with_retries(parts, size, choice, rec);
   record_run(choice.schedule, size, run.result, static_cast<int>(parts.batches.size()), reduction, rec);
   update(size, run.result, rec);
@@ -305,8 +299,8 @@ Trainer::StepRun Trainer::run_parts(const Schedule& schedule, const StepParts& p
     ctx.micro_loss_denominator = parts.micro_loss_denominator;
     // With ranks, the last part's backward makes the gradients final: it sums them as it goes.
     const bool last = i + 1 == parts.batches.size();
-    ExecutionResult r = ranks_ && last ? executor_->run(ranks_->summing(schedule), batch, ctx, &ranks_->sums())
-                                       : executor_->run(schedule, batch, ctx);
+    ExecutionResult r = ranks_->sums() && last ? executor_->run(ranks_->summing(schedule), batch, ctx, ranks_->sums())
+                                               : executor_->run(schedule, batch, ctx);
     run.losses.push_back(r.loss);
     run.correct.push_back(ctx.correct);
     run.counted.push_back(ctx.counted);
@@ -329,9 +323,7 @@ Trainer::StepRun Trainer::run_parts(const Schedule& schedule, const StepParts& p
   return run;
 }
 
-std::vector<std::vector<double>> Trainer::across_ranks(const std::vector<double>& mine) {
-  return ranks_ ? ranks_->gather(mine) : std::vector<std::vector<double>>{mine};
-}
+std::vector<std::vector<double>> Trainer::across_ranks(const std::vector<double>& mine) { return ranks_->gather(mine); }
 
 void Trainer::record_outcome(const StepRun& run, StepRecord& rec) {
   // Every part's loss, added in the job's order: what one process running
@@ -358,12 +350,10 @@ Trainer::StepRun Trainer::run_with_retries(const StepParts& parts, std::int64_t 
   const BufferSnapshot buffers = BufferSnapshot::capture(*model_, memory_);
   // However the step ends, every weight takes gradients again.
   struct Thaw {
-    RankSteps* ranks;
-    ~Thaw() {
-      if (ranks) ranks->thaw_summed();
-    }
-  } thaw{ranks_.get()};
-  if (ranks_) ranks_->begin_step();
+    RankSteps& ranks;
+    ~Thaw() { ranks.thaw_summed(); }
+  } thaw{*ranks_};
+  ranks_->begin_step();
   StepAttempts attempts;
   while (true) {
     try {
@@ -372,7 +362,7 @@ Trainer::StepRun Trainer::run_with_retries(const StepParts& parts, std::int64_t 
       // Roll back: no gradient (or staged update, or batch-norm statistic)
       // of the failed attempt survives, and the retry draws the same random
       // numbers. Gradients already summed over the ranks were final and stand.
-      if (ranks_) ranks_->freeze_summed(*model_);
+      ranks_->freeze_summed(*model_);
       discard_gradients();
       buffers.restore();
       start.restore(generator_);
@@ -437,7 +427,7 @@ void Trainer::update(std::int64_t size, const ExecutionResult& result, StepRecor
   memory_.synchronize();
   const Bytes before_update = memory_.live();
   Bytes temporary = optimizer_->update_temp_bytes();
-  if (ranks_) temporary = std::max(temporary, ranks_->share_temporary_bytes(*model_));
+  temporary = std::max(temporary, ranks_->share_temporary_bytes(*model_));
   if (memory_.enforced() && before_update + temporary > step_budget_) {
     throw Error("step " + std::to_string(rec.step) + ": budget " + format_bytes(step_budget_) +
                 " leaves no room for the optimizer update (" + format_bytes(temporary) + " on top of " +
@@ -481,7 +471,7 @@ void Trainer::save_checkpoint(const std::string& path) {
   c.default_generator = at::detail::getDefaultCPUGenerator().get_state();
   write_trainer_checkpoint(path, c);
   // Every rank's file is written before any is put in place.
-  if (ranks_) ranks_->gather({static_cast<double>(steps_done())});
+  ranks_->gather({static_cast<double>(steps_done())});
   publish_checkpoint_file(path);
 }
 
@@ -505,7 +495,7 @@ void Trainer::resume(const std::string& path) {
     throw fail("it holds " + std::to_string(c.weights.size()) + " weights and " + std::to_string(c.buffers.size()) +
                " buffers; this model has " + std::to_string(params.size()) + " and " + std::to_string(buffers.size()));
   }
-  if (ranks_) ranks_->check_agree(static_cast<double>(c.steps), "checkpoint step (resume every rank from one step)");
+  ranks_->check_agree(static_cast<double>(c.steps), "checkpoint step (resume every rank from one step)");
   torch::NoGradGuard no_grad;
   const auto copy_into = [&](const torch::Tensor& to, const torch::Tensor& from, const std::string& what) {
     if (!to.sizes().equals(from.sizes()) || to.scalar_type() != from.scalar_type())

@@ -1,6 +1,9 @@
 // The Mimose loop, per step: the batch's signature -> a cached plan, or the
 // predictor's chain for this size and a new plan -> execute -> measure ->
-// teach the predictor. Before the first step it calibrates on the dataset's
+// teach the predictor; that loop is the StepPlanner's, shared with the
+// Python module, and the trainer adds its optimizer and its modes (ranks,
+// a shared device, weights in host memory), each an object it owns, which
+// decides that mode's part of a step. Before the first step it calibrates on the dataset's
 // largest input: the unconstrained peak (for budgets given as N%) and one
 // fully measured chain. The first `collect_steps` steps checkpoint every
 // stage so any size fits while the predictor learns.
@@ -171,7 +174,7 @@ class Trainer {
   Bytes budget_bytes() const { return budget_; }
   bool weights_on_host() const { return host_weights_ != nullptr; }
   // Ranks: whether the gradient sums run beside the backward (after calibration).
-  bool sums_beside_backward() const { return ranks_ && ranks_->sums_beside_backward(); }
+  bool sums_beside_backward() const { return ranks_->sums_beside_backward(); }
   int micro_batches() const { return options_.micro_batches; }
   const Chain& largest_chain() const { return largest_chain_; }
   const Signature& largest_signature() const { return largest_signature_; }
@@ -212,9 +215,9 @@ class Trainer {
   // The step's loss and accuracy over all parts (and ranks).
   void record_outcome(const StepRun& run, StepRecord& rec);
 
-  bool split_steps() const { return !host_weights_ && (options_.micro_batches > 1 || ranks_); }
+  bool split_steps() const { return !host_weights_ && (options_.micro_batches > 1 || ranks_->ranked()); }
   // The budget planners plan a step for: the step's, less what the gradient sums' copies may hold.
-  Bytes planning_budget() const { return step_budget_ - (ranks_ ? ranks_->planning_reserve() : 0); }
+  Bytes planning_budget() const { return step_budget_ - ranks_->planning_reserve(); }
   void use_budget(Bytes budget);
   // The size the predictor and the plan cache know a batch by: its own, or
   // that of its largest micro-batch when a step is split.
@@ -236,8 +239,8 @@ class Trainer {
   DeviceMemory& memory_;
   BatchSource& source_;
   std::unique_ptr<StagedModel> model_;
-  // The modes, each deciding its own part of a step; null when off.
-  std::unique_ptr<RankSteps> ranks_;           // data parallelism over options.ranks
+  // The modes, each deciding its own part of a step; lease_ and host_weights_ are null when off.
+  std::unique_ptr<RankSteps> ranks_;           // data parallelism over options.ranks (a world of one without)
   std::unique_ptr<LeasedSteps> lease_;         // a device shared with other jobs
   std::unique_ptr<HostWeights> host_weights_;  // weights in host memory
   std::unique_ptr<Adam> optimizer_;

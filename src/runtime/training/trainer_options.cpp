@@ -52,7 +52,8 @@ StepPlannerOptions step_planner_options(const TrainerOptions& o) {
 }
 
 void check_trainer_options(const TrainerOptions& o) {
-  check_step_planner_options(step_planner_options(o));
+  const StepPlannerOptions s = step_planner_options(o);
+  check_step_planner_options(s);
   if (!(o.adam.lr > 0))
     throw UsageError("learning rate (adam.lr) " + std::to_string(o.adam.lr) + " is out of range; expected > 0");
   if (o.micro_batches < 1) {
@@ -60,7 +61,6 @@ void check_trainer_options(const TrainerOptions& o) {
                      " is out of range; expected >= 1");
   }
   check_training_modes(modes_of(o));
-  const StepPlannerOptions s = step_planner_options(o);
   plan::check_weights_placement(*plan::make_planner(s.planner, s.planner_options), o.weights_on_host);
   if (o.weights_on_host && !(o.device_to_host_bandwidth > 0 && o.host_to_device_bandwidth > 0)) {
     throw UsageError(

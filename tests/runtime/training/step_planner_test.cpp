@@ -1,0 +1,118 @@
+// The step planner both front ends plan through: what a step runs, and the
+// retry ladder after a step ran out of budget (a stricter plan that becomes
+// the size's cached plan, then every stage checkpointed, then an error).
+#include "runtime/training/step_planner.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "plan/schedule_builders.h"
+#include "runtime/execution/chain_measurement.h"
+#include "sim/simulator.h"
+#include "support/rig.h"
+
+namespace memtrain::runtime {
+namespace {
+
+// A StepPlanner for the rig's model that has measured its largest batch once.
+struct Measured {
+  testing::Rig rig{0.0};
+  Batch batch = rig.batch();
+  std::int64_t size = batch.signature.size;
+  StepPlanner steps;
+
+  explicit Measured(StepPlannerOptions options)
+      : steps(std::move(options), *rig.model, stage_constants(*rig.model, 0)) {
+    const ExecutionResult r = rig.run(steps.collection_schedule(0), batch);
+    steps.observe_sample(size, sample_execution(r, rig.model->size(), 0));
+    steps.note_size(size);
+    // Half of what keeping everything needs: plans must recompute.
+    const Chain chain = steps.predicted_chain(size);
+    steps.use_budget(sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).peak_bytes / 2);
+  }
+};
+
+StepPlannerOptions optimal() {
+  StepPlannerOptions o;
+  o.planner = "optimal";
+  return o;
+}
+
+TEST(StepPlanner, CollectsFirstThenPlansAndCachesPerSize) {
+  Measured m(optimal());
+  EXPECT_EQ(m.steps.choose(m.size, 0).kind, PlanKind::Collect);
+  EXPECT_EQ(m.steps.choose(m.size, 3).kind, PlanKind::Collect);
+  const StepChoice made = m.steps.choose(m.size, 4);
+  EXPECT_EQ(made.kind, PlanKind::New);
+  const StepChoice hit = m.steps.choose(m.size, 5);
+  EXPECT_EQ(hit.kind, PlanKind::Cached);
+  EXPECT_EQ(hit.schedule, made.schedule);
+}
+
+TEST(StepPlanner, ARetryRunsAStricterScheduleThatBecomesTheSizesPlan) {
+  Measured m(optimal());
+  StepChoice choice = m.steps.choose(m.size, 4);
+  const Schedule everything_checkpointed = m.steps.fallback_schedule();
+  StepAttempts attempts;
+  std::vector<Schedule> ran{choice.schedule};
+  // Each rung is a schedule the step has not run out with yet, and the next
+  // step of this size runs it from the cache.
+  for (int rung = 1; rung <= 8; ++rung) {
+    try {
+      choice = m.steps.retry(m.size, choice, attempts, "step 5: input " + m.batch.signature.describe(), "out");
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("step 5: input " + m.batch.signature.describe() +
+                                           " does not fit the budget even with the most frugal schedule"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::find(ran.begin(), ran.end(), everything_checkpointed), ran.end())
+          << "every stage checkpointed is the last rung";
+      return;
+    }
+    EXPECT_EQ(choice.kind, PlanKind::Retry);
+    EXPECT_EQ(attempts.retries, rung);
+    EXPECT_EQ(std::find(ran.begin(), ran.end(), choice.schedule), ran.end())
+        << "rung " << rung << " repeats a schedule";
+    ran.push_back(choice.schedule);
+    const StepChoice next = m.steps.choose(m.size, 5 + rung);
+    EXPECT_EQ(next.kind, PlanKind::Cached) << "rung " << rung;
+    EXPECT_EQ(next.schedule, choice.schedule) << "rung " << rung;
+  }
+  ADD_FAILURE() << "the ladder never ended";
+}
+
+TEST(StepPlanner, RetriesEndAfterMaxRetries) {
+  StepPlannerOptions o = optimal();
+  o.max_retries = 1;
+  Measured m(o);
+  StepChoice choice = m.steps.choose(m.size, 4);
+  StepAttempts attempts;
+  choice = m.steps.retry(m.size, choice, attempts, "step 5", "out of budget");
+  try {
+    m.steps.retry(m.size, choice, attempts, "step 5", "out of budget");
+    ADD_FAILURE() << "a second retry with max_retries 1";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("step 5 still ran out of budget after 1 stricter schedules: out of budget") !=
+                    std::string::npos ||
+                what.find("does not fit the budget even with the most frugal schedule") != std::string::npos)
+        << what;
+  }
+}
+
+TEST(StepPlanner, OptionsOutOfRangeAreRefusedByName) {
+  StepPlannerOptions o;
+  o.collect_steps = kMaxCollectSteps + 1;
+  EXPECT_THROW(check_step_planner_options(o), UsageError);
+  o = {};
+  o.margin = -1;
+  try {
+    check_step_planner_options(o);
+    ADD_FAILURE() << "a negative margin";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("prediction margin (margin)"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace memtrain::runtime
