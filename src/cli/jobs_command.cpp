@@ -8,12 +8,14 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "cli/commands.h"
 #include "cli/json_file.h"
 #include "cli/memtrain_program.h"
 #include "core/error.h"
 #include "core/parse_number.h"
+#include "jobs/core_shares.h"
 #include "jobs/launcher.h"
 
 namespace memtrain::cli {
@@ -194,6 +196,8 @@ void set_jobs(const JobsArgs& r, jobs::LaunchOptions& o) {
   }
   o.program = memtrain_program();
   o.progress = !r.quiet;
+  // Each job its share of the cores, unless its flags say otherwise.
+  jobs::share_cores(o.jobs, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
 // One line for the group and one per job; false when a job not meant to be killed did not complete.
@@ -207,8 +211,12 @@ bool print_jobs_outcome(const jobs::LaunchOptions& o, const jobs::LaunchResult& 
     const size_t i = j.at("index").get<size_t>() - 1;
     const bool meant_to_die = i < o.jobs.size() && o.jobs[i].kill_after_steps >= 0;
     if (!j.at("completed").get<bool>() && !meant_to_die) ok = false;
-    std::printf("memtrain jobs: job %zu (pid %d) %s: %lld steps, peak %s, waited %.2f s for leases%s%s\n", i + 1,
-                j.at("pid").get<int>(), j.at("completed").get<bool>() ? "completed" : "did not complete",
+    const int count = j.at("threads").is_number() ? j.at("threads").get<int>() : 0;
+    const std::string threads =
+        count > 0 ? std::to_string(count) + (count == 1 ? " thread" : " threads") : "threads unknown";
+    std::printf("memtrain jobs: job %zu (pid %d, %s) %s: %lld steps, peak %s, waited %.2f s for leases%s%s\n", i + 1,
+                j.at("pid").get<int>(), threads.c_str(),
+                j.at("completed").get<bool>() ? "completed" : "did not complete",
                 static_cast<long long>(j.at("steps").get<std::int64_t>()),
                 format_bytes(j.at("peak_bytes").get<Bytes>()).c_str(), j.at("wait_seconds").get<double>(),
                 j.at("error").is_string() ? "; " : "",

@@ -230,6 +230,8 @@ nlohmann::json jobs_report(const LaunchOptions& o, const LaunchResult& r) {
               {"lease_delay_steps",
                m && m->others_steps_to_first_lease >= 0 ? json(m->others_steps_to_first_lease) : json()}};
     if (o.jobs.size() > i) j["args"] = o.jobs[i].train_args;
+    // The compute threads the job ran with, from its own report.
+    j["threads"] = report.is_object() && report.contains("cpu_threads") ? report.at("cpu_threads") : json();
     // From the job's own report: samples, retries, violations, and the
     // Simulator's peaks and times for what ran and for keeping everything.
     json samples_per_second, retries, msr, eor, cbr;

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -73,6 +74,27 @@ TEST(JobsCommand, AKilledJobsMemoryIsReclaimedALateOneIsLeasedAndTheOthersTrainA
   ASSERT_EQ(memtrain("train " + kJob + " --budget 100% --json " + alone + " --quiet", dir.path() + "/alone.log"), 0)
       << text_of(dir.path() + "/alone.log");
   EXPECT_EQ(losses(json_of(dir.path() + "/work/job-1.json")), losses(json_of(alone)));
+}
+
+// Jobs that name no --threads share the cores: together they never run more
+// compute threads than there are cores (or one each, with more jobs than cores).
+TEST(JobsCommand, JobsWithoutThreadsShareTheCores) {
+  testing::TempDir dir;
+  const std::string job = "--steps 3 --batch 8 --max-length 40";
+  ASSERT_EQ(memtrain("jobs --budget 100% --policy static --job '" + job + "' --job '" + job + " --seed 2' --json " +
+                         dir.path() + "/jobs.json --work-dir " + dir.path() + "/work --quiet",
+                     dir.path() + "/log"),
+            0)
+      << text_of(dir.path() + "/log");
+  const json r = json_of(dir.path() + "/jobs.json");
+  int threads = 0;
+  for (const json& j : r.at("jobs")) {
+    ASSERT_TRUE(j.at("threads").is_number()) << j.dump();
+    EXPECT_GE(j.at("threads").get<int>(), 1);
+    threads += j.at("threads").get<int>();
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_LE(threads, std::max(cores, 2)) << r.dump();
 }
 
 // TENSILE: each job plans with the tensile planner under a fixed allotment

@@ -1,0 +1,21 @@
+// The CPU cores a group's jobs share out. Each `memtrain train` takes every
+// core by default, so N jobs on C cores would run N*C compute threads and
+// slow each other unpredictably; the launcher gives each job that names no
+// --threads its share of the cores its other jobs leave.
+#pragma once
+
+#include <vector>
+
+#include "jobs/launcher.h"
+
+namespace memtrain::jobs {
+
+// The --threads each job of `jobs` runs with on `cores` cores: its own when
+// its flags give --threads, else an even share (at least 1) of the cores the
+// others' own counts leave, spare cores going to the first jobs.
+std::vector<int> core_shares(const std::vector<JobSpec>& jobs, int cores);
+
+// `jobs` with --threads added to the flags of every job that names none.
+void share_cores(std::vector<JobSpec>& jobs, int cores);
+
+}  // namespace memtrain::jobs

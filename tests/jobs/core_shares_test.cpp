@@ -1,0 +1,43 @@
+// A group's jobs share the cores: jobs that name no --threads split what the
+// others leave, so the group never runs more compute threads than cores
+// (or than one per job, when there are more jobs than cores).
+#include "jobs/core_shares.h"
+
+#include <numeric>
+
+#include <gtest/gtest.h>
+
+namespace memtrain::jobs {
+namespace {
+
+JobSpec job(std::vector<std::string> args) {
+  JobSpec j;
+  j.train_args = std::move(args);
+  return j;
+}
+
+int total(const std::vector<int>& shares) { return std::accumulate(shares.begin(), shares.end(), 0); }
+
+TEST(CoreShares, JobsWithoutThreadsSplitTheCores) {
+  const std::vector<JobSpec> three(3, job({"--steps", "5"}));
+  EXPECT_EQ(core_shares(three, 2), (std::vector<int>{1, 1, 1})) << "at least one thread a job";
+  EXPECT_EQ(core_shares(three, 8), (std::vector<int>{3, 3, 2})) << "spare cores to the first jobs";
+  for (int cores = 1; cores <= 64; ++cores)
+    EXPECT_LE(total(core_shares(three, cores)), std::max(cores, 3)) << cores << " cores";
+}
+
+TEST(CoreShares, AJobsOwnThreadsAreKeptAndLeaveTheOthersTheRest) {
+  const std::vector<JobSpec> jobs = {job({"--threads", "4"}), job({"--model", "gpt"}), job({})};
+  EXPECT_EQ(core_shares(jobs, 8), (std::vector<int>{4, 2, 2}));
+  EXPECT_EQ(core_shares(jobs, 4), (std::vector<int>{4, 1, 1}));
+}
+
+TEST(CoreShares, ShareCoresAddsThreadsOnlyWhereNoneIsGiven) {
+  std::vector<JobSpec> jobs = {job({"--threads", "1"}), job({"--steps", "5"})};
+  share_cores(jobs, 4);
+  EXPECT_EQ(jobs[0].train_args, (std::vector<std::string>{"--threads", "1"}));
+  EXPECT_EQ(jobs[1].train_args, (std::vector<std::string>{"--steps", "5", "--threads", "3"}));
+}
+
+}  // namespace
+}  // namespace memtrain::jobs
