@@ -20,7 +20,8 @@ ScheduleLimits ScheduleLimits::of(const Chain& chain) {
   return limits;
 }
 
-namespace {
+// Named, not anonymous: ScheduleRun holds an Interpreter.
+namespace interpretation {
 
 Error bad_op(size_t index, const Op& op, const std::string& why) {
   std::string name = op_kind_name(op.kind);
@@ -43,12 +44,17 @@ class Interpreter {
   }
 
   ScheduleState run() {
-    for (size_t k = 0; k < schedule_.ops.size(); ++k) {
-      k_ = k;
-      step(schedule_.ops[k]);
-    }
+    while (!done()) step_next();
     check_end();
     return state_;
+  }
+
+  bool done() const { return next_ >= schedule_.ops.size(); }
+  size_t position() const { return next_; }
+  const Op& next() const { return schedule_.ops.at(next_); }
+  void step_next() {
+    k_ = next_++;
+    step(schedule_.ops[k_]);
   }
 
  private:
@@ -375,10 +381,13 @@ class Interpreter {
   ScheduleBackend* backend_;
   const int n_;
   ScheduleState state_;
-  size_t k_ = 0;  // the operation being interpreted
+  size_t k_ = 0;     // the operation being interpreted
+  size_t next_ = 0;  // the operation to interpret next
 };
 
-}  // namespace
+}  // namespace interpretation
+
+using interpretation::Interpreter;
 
 ScheduleState interpret(const Schedule& schedule, const ScheduleLimits& limits, ScheduleBackend& backend) {
   return Interpreter(schedule, limits, &backend).run();
@@ -387,5 +396,36 @@ ScheduleState interpret(const Schedule& schedule, const ScheduleLimits& limits, 
 void check_schedule(const Schedule& schedule, const ScheduleLimits& limits) {
   Interpreter(schedule, limits, nullptr).run();
 }
+
+struct ScheduleRun::Parts {
+  Schedule schedule;
+  ScheduleLimits limits;
+  Interpreter interpreter;
+  Parts(Schedule s, ScheduleLimits l, ScheduleBackend* backend)
+      : schedule(std::move(s)), limits(std::move(l)), interpreter(schedule, limits, backend) {}
+};
+
+ScheduleRun::ScheduleRun(Schedule schedule, ScheduleLimits limits, ScheduleBackend& backend)
+    : parts_(std::make_unique<Parts>(std::move(schedule), std::move(limits), &backend)) {}
+
+ScheduleRun::~ScheduleRun() = default;
+
+bool ScheduleRun::done() const { return parts_->interpreter.done(); }
+
+size_t ScheduleRun::position() const { return parts_->interpreter.position(); }
+
+const Op& ScheduleRun::next() const {
+  MEMTRAIN_ASSERT(!done(), "a finished schedule has no next operation");
+  return parts_->interpreter.next();
+}
+
+void ScheduleRun::step() {
+  MEMTRAIN_ASSERT(!done(), "a finished schedule has no next operation");
+  parts_->interpreter.step_next();
+}
+
+ScheduleState ScheduleRun::finish() { return parts_->interpreter.run(); }
+
+const Schedule& ScheduleRun::schedule() const { return parts_->schedule; }
 
 }  // namespace memtrain

@@ -8,6 +8,7 @@
 // the same messages; they can differ only in what an operation costs.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "core/chain.h"
@@ -40,5 +41,30 @@ ScheduleState interpret(const Schedule& schedule, const ScheduleLimits& limits, 
 
 // The same checks, with no backend: whether `schedule` can run at all.
 void check_schedule(const Schedule& schedule, const ScheduleLimits& limits);
+
+// interpret(), an operation at a time, for a caller that runs code of its
+// own between operations (the Python module runs the user's forward between
+// its blocks' operations). Each operation is checked and handed to the
+// backend as interpret() would; the same errors, at the same operation.
+class ScheduleRun {
+ public:
+  // `backend` outlives this.
+  ScheduleRun(Schedule schedule, ScheduleLimits limits, ScheduleBackend& backend);
+  ~ScheduleRun();
+  ScheduleRun(const ScheduleRun&) = delete;
+  ScheduleRun& operator=(const ScheduleRun&) = delete;
+
+  bool done() const;        // every operation was interpreted
+  size_t position() const;  // the index of the next operation
+  const Op& next() const;   // the next operation; not when done()
+  void step();              // interprets the next operation; not when done()
+  // Interprets what is left, then the end checks interpret() makes.
+  ScheduleState finish();
+  const Schedule& schedule() const;
+
+ private:
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
+};
 
 }  // namespace memtrain

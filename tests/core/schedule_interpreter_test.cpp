@@ -84,6 +84,38 @@ TEST(ScheduleInterpreter, HandsEveryOperationToTheBackendInOrderWithWhatItFrees)
   for (int i = 0; i <= 3; ++i) EXPECT_FALSE(end.micro[0].stored[i]) << i;
 }
 
+TEST(ScheduleRun, StepsThroughWhatInterpretRunsAndMakesTheSameEndChecks) {
+  const Schedule s = testing::parse_schedule("Fck0 Fn1 Fall2 L B2 Fall0 Fall1 B1 B0");
+  RecordingBackend whole, stepped;
+  interpret(s, limits(3), whole);
+  ScheduleRun run(s, limits(3), stepped);
+  // The caller stops before stage 2's forward, then before B(1), as the
+  // Python module stops between a model's blocks.
+  while (!(run.next().kind == OpKind::ForwardAll && run.next().stage == 2)) run.step();
+  EXPECT_EQ(stepped.calls, (std::vector<std::string>{"Fck0", "Fn1 frees"}));
+  EXPECT_EQ(run.position(), 2u);
+  while (!(run.next().kind == OpKind::Backward && run.next().stage == 1)) run.step();
+  const ScheduleState end = run.finish();
+  EXPECT_TRUE(run.done());
+  EXPECT_EQ(stepped.calls, whole.calls);
+  EXPECT_EQ(end.micro[0].grad, 0);
+
+  RecordingBackend unfinished;
+  ScheduleRun short_run(testing::parse_schedule("Fall0 Fall1 L B1"), limits(2), unfinished);
+  while (!short_run.done()) short_run.step();
+  try {
+    short_run.finish();
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "schedule: ends before the backward of stage 0 (the last gradient is delta_1)");
+  }
+  RecordingBackend refused;
+  ScheduleRun bad(testing::parse_schedule("Fck0 Fall2"), limits(3), refused);
+  bad.step();
+  EXPECT_THROW(bad.step(), Error);
+  EXPECT_EQ(refused.calls, std::vector<std::string>{"Fck0"});
+}
+
 TEST(ScheduleInterpreter, TellsTheFirstBackwardOfAStageAndAGradientCopyInFlight) {
   RecordingBackend b;
   const Schedule s = testing::parse_schedule("Win0 Fall0 L B0 Gout0 Wout0 Win0 Fall0@1 L@1 Gin0 B0@1 Gout0 Wout0 U0");
