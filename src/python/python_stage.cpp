@@ -91,7 +91,10 @@ torch::Tensor PythonStage::forward(const torch::Tensor& input, runtime::StepCont
   if (!kept.empty()) {
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> live = buffers();
-    for (size_t i = 0; i < live.size(); ++i) live[i].copy_(kept[i]);
+    // Through variable_data(), which has a version counter of its own: the
+    // run's autograd saved the buffers (batch norm does), and putting their
+    // values back must not look like a change to what it saved.
+    for (size_t i = 0; i < live.size(); ++i) live[i].variable_data().copy_(kept[i]);
   }
   return out;
 }
