@@ -25,21 +25,8 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-ExecutionResult Executor::run(const Schedule& schedule, const Batch& batch, StepContext& ctx,
-                              GradientReducer* reducer) {
-  // Recomputation replays the step's random draws from it (dropout).
-  if (!ctx.generator.defined()) throw Error("executor: StepContext::generator is not set; give the step a generator");
-  try {
-    return run_unchecked(schedule, batch, ctx, reducer);
-  } catch (const OutOfBudget&) {
-    throw;
-  } catch (const std::exception& e) {
-    if (!memory_.is_out_of_budget(e)) throw;
-    throw OutOfBudget(memory_.describe(), 0, memory_.live(), memory_.budget());
-  }
-}
-
-namespace {
+// Named, not anonymous: LibTorchBackend, which ScheduleExecution holds, keeps these.
+namespace execution {
 
 // One micro-batch's share of a step: its rows of the batch, its context
 // (targets, padding, its own generator) and the share of the loss it carries.
@@ -103,17 +90,24 @@ struct MicroTensors {
         saved_leaving(n), saved_arriving(n), moves_saved(n, 0) {}
 };
 
+}  // namespace execution
+
+using execution::Copies;
+using execution::MicroBatchInput;
+using execution::MicroTensors;
+using execution::split_batch;
+
 // Runs each operation the interpreter hands it on LibTorch and measures it.
 // The interpreter has checked the operation against the schedule's state;
 // what is checked here is only what LibTorch itself must agree with.
 class LibTorchBackend : public ScheduleBackend {
  public:
   LibTorchBackend(StagedModel& model, DeviceMemory& memory, std::unique_ptr<HostTransfers>& transfers,
-                  HostWeights* host_weights, GradientReducer* reducer, const Schedule& schedule, const Batch& batch,
+                  HostWeights* host_weights, GradientReducer* reducer, const Schedule& schedule, Batch batch,
                   StepContext& ctx)
       : model_(model), memory_(memory), transfers_(transfers), host_weights_(host_weights), reducer_(reducer),
-        batch_(batch), ctx_(ctx), n_(model.size()), micro_batches_(schedule.micro_batches()), weights_arriving_(n_),
-        grads_arriving_(n_), grads_leaving_(n_) {
+        batch_(std::move(batch)), ctx_(ctx), n_(model.size()), micro_batches_(schedule.micro_batches()),
+        weights_arriving_(n_), grads_arriving_(n_), grads_leaving_(n_) {
     for (int m = 0; m < micro_batches_; ++m) micro_.emplace_back(n_);
     for (const Op& op : schedule.ops) {
       if (op.kind == OpKind::OffloadSaved && op.stage >= 0 && op.stage < n_ && op.micro >= 0 &&
@@ -122,10 +116,10 @@ class LibTorchBackend : public ScheduleBackend {
       }
     }
     if (micro_batches_ > 1) {
-      parts_ = split_batch(batch, ctx, micro_batches_, memory_);
+      parts_ = split_batch(batch_, ctx, micro_batches_, memory_);
       for (int m = 0; m < micro_batches_; ++m) micro_[m].x[0] = parts_[m].input;
     } else {
-      micro_[0].x[0] = batch.input;
+      micro_[0].x[0] = batch_.input;
     }
     result_.ops.reserve(schedule.ops.size());
     memory_.reset_peak();
@@ -338,6 +332,17 @@ class LibTorchBackend : public ScheduleBackend {
     rec_.wait_seconds = reducer_->start(bucket);
   }
 
+  torch::Tensor output_of(int i) const {
+    const MicroTensors& ms = micro_.at(0);
+    // Detached: what the caller does to its tensor never touches the step's.
+    if (ms.x.at(i + 1).defined()) return ms.x[i + 1].detach();
+    if (ms.graph.at(i).defined()) return ms.graph[i].detach();
+    return {};
+  }
+  torch::Tensor gradient() const { return micro_.at(0).grad; }
+  void set_gradient(torch::Tensor gradient) { micro_.at(0).grad = std::move(gradient); }
+  ExecutionResult& result() { return result_; }
+
  private:
   StepContext& context(int m) { return micro_batches_ > 1 ? parts_[m].ctx : ctx_; }
   HostTransfers& transfers() {
@@ -422,7 +427,7 @@ class LibTorchBackend : public ScheduleBackend {
   std::unique_ptr<HostTransfers>& transfers_;  // the executor's, made at the first copy
   HostWeights* host_weights_;
   GradientReducer* reducer_;  // a data-parallel rank's gradient sums; null: one process
-  const Batch& batch_;
+  const Batch batch_;
   StepContext& ctx_;
   const int n_;
   const int micro_batches_;
@@ -436,7 +441,54 @@ class LibTorchBackend : public ScheduleBackend {
   Clock::time_point start_, t0_;
 };
 
-}  // namespace
+ScheduleExecution::ScheduleExecution(std::unique_ptr<LibTorchBackend> backend, ScheduleLimits limits,
+                                     DeviceMemory& memory, const Schedule& schedule)
+    : backend_(std::move(backend)), memory_(memory),
+      run_(std::make_unique<ScheduleRun>(schedule, std::move(limits), *backend_)) {}
+
+ScheduleExecution::~ScheduleExecution() {
+  // The run refers to the backend.
+  run_.reset();
+  backend_.reset();
+}
+
+void ScheduleExecution::step() {
+  try {
+    run_->step();
+  } catch (const OutOfBudget&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (!memory_.is_out_of_budget(e)) throw;
+    throw OutOfBudget(memory_.describe(), 0, memory_.live(), memory_.budget());
+  }
+}
+
+ExecutionResult ScheduleExecution::finish() {
+  while (!done()) step();
+  run_->finish();  // the end checks
+  return backend_->finish();
+}
+
+torch::Tensor ScheduleExecution::output_of(int stage) const { return backend_->output_of(stage); }
+torch::Tensor ScheduleExecution::gradient() const { return backend_->gradient(); }
+void ScheduleExecution::set_gradient(torch::Tensor gradient) { backend_->set_gradient(std::move(gradient)); }
+ExecutionResult& ScheduleExecution::result() { return backend_->result(); }
+
+ExecutionResult Executor::run(const Schedule& schedule, const Batch& batch, StepContext& ctx,
+                              GradientReducer* reducer) {
+  // Recomputation replays the step's random draws from it (dropout).
+  if (!ctx.generator.defined()) throw Error("executor: StepContext::generator is not set; give the step a generator");
+  auto backend =
+      std::make_unique<LibTorchBackend>(model_, memory_, transfers_, host_weights_, reducer, schedule, batch, ctx);
+  return ScheduleExecution(std::move(backend), limits(reducer), memory_, schedule).finish();
+}
+
+std::unique_ptr<ScheduleExecution> Executor::start(const Schedule& schedule, const Batch& batch, StepContext& ctx) {
+  if (!ctx.generator.defined()) throw Error("executor: StepContext::generator is not set; give the step a generator");
+  auto backend =
+      std::make_unique<LibTorchBackend>(model_, memory_, transfers_, host_weights_, nullptr, schedule, batch, ctx);
+  return std::make_unique<ScheduleExecution>(std::move(backend), limits(nullptr), memory_, schedule);
+}
 
 ScheduleLimits Executor::limits(const GradientReducer* reducer) const {
   ScheduleLimits limits;
@@ -446,13 +498,6 @@ ScheduleLimits Executor::limits(const GradientReducer* reducer) const {
   limits.weights_on_host = host_weights_ != nullptr;
   if (reducer) limits.reduce_buckets = reducer->first_stages();
   return limits;
-}
-
-ExecutionResult Executor::run_unchecked(const Schedule& schedule, const Batch& batch, StepContext& ctx,
-                                        GradientReducer* reducer) {
-  LibTorchBackend backend(model_, memory_, transfers_, host_weights_, reducer, schedule, batch, ctx);
-  interpret(schedule, limits(reducer), backend);
-  return backend.finish();
 }
 
 }  // namespace memtrain::runtime

@@ -59,6 +59,46 @@ struct ExecutionResult {
   std::vector<OpRecord> ops;
 };
 
+class LibTorchBackend;
+
+// A schedule run an operation at a time (Executor::start), for a caller
+// that runs code of its own between operations: the Python module runs the
+// user's forward between its blocks' operations, and their backward as
+// autograd reaches each block. Between operations the caller may take a
+// stage's output and hand the backward its gradient.
+class ScheduleExecution {
+ public:
+  ScheduleExecution(std::unique_ptr<LibTorchBackend> backend, ScheduleLimits limits, DeviceMemory& memory,
+                    const Schedule& schedule);
+  ~ScheduleExecution();
+  ScheduleExecution(const ScheduleExecution&) = delete;
+  ScheduleExecution& operator=(const ScheduleExecution&) = delete;
+
+  bool done() const { return run_->done(); }
+  const Op& next() const { return run_->next(); }
+  // Runs the next operation; throws as Executor::run does (OutOfBudget when
+  // an allocation exceeds an enforced budget).
+  void step();
+  // Runs what is left; the result as Executor::run returns it.
+  ExecutionResult finish();
+
+  // Micro-batch 0's output of stage i's last forward (x_{i+1}, or the output
+  // of its forward with grad, detached); undefined when neither is held.
+  torch::Tensor output_of(int stage) const;
+  // The gradient flowing backward in micro-batch 0: after B(i), the
+  // gradient of x_i. The caller may replace it before the next backward
+  // (with the same values, or with more gradient reaching x_i).
+  torch::Tensor gradient() const;
+  void set_gradient(torch::Tensor gradient);
+  // The operations run so far, measured.
+  ExecutionResult& result();
+
+ private:
+  std::unique_ptr<LibTorchBackend> backend_;
+  DeviceMemory& memory_;
+  std::unique_ptr<ScheduleRun> run_;
+};
+
 class Executor {
  public:
   // Installs the saved-tensor hooks (SavedTensors) before any step runs.
@@ -77,6 +117,10 @@ class Executor {
   ExecutionResult run(const Schedule& schedule, const Batch& batch, StepContext& ctx,
                       GradientReducer* reducer = nullptr);
 
+  // The same run, an operation at a time (ScheduleExecution::step), on one
+  // process. `ctx` outlives the execution; `batch` is copied.
+  std::unique_ptr<ScheduleExecution> start(const Schedule& schedule, const Batch& batch, StepContext& ctx);
+
   // Weights in host memory: the weight operations move them through
   // `weights` (not owned; nullptr: the weights stay on the device).
   void set_host_weights(HostWeights* weights) { host_weights_ = weights; }
@@ -87,9 +131,6 @@ class Executor {
   ScheduleLimits limits(const GradientReducer* reducer = nullptr) const;
 
  private:
-  ExecutionResult run_unchecked(const Schedule& schedule, const Batch& batch, StepContext& ctx,
-                                GradientReducer* reducer);
-
   StagedModel& model_;
   DeviceMemory& memory_;
   std::unique_ptr<HostTransfers> transfers_;  // made at the first offload
