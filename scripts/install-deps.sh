@@ -50,7 +50,7 @@ fi
 
 # The Python environment: pyproject.toml's build requirements (the module's
 # build and the CUDA toolkit LibTorch's CMake files need) and
-# scripts/requirements.txt (torch, pytest). A stamp of both lists skips pip
+# scripts/requirements.txt (torch, pytest, transformers). A stamp of both lists skips pip
 # when nothing changed.
 if [[ ! -x $VENV/bin/python ]]; then
   echo "install-deps: making the Python environment $VENV"

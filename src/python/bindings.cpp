@@ -18,6 +18,7 @@
 #include "plan/schedule_builders.h"
 #include "predict/advisor.h"
 #include "predict/measurement.h"
+#include "python/block_steps.h"
 #include "python/gradient_boundary.h"
 #include "python/planned_stages.h"
 #include "python/python_stage.h"
@@ -95,6 +96,33 @@ py::dict step_dict(const StepReport& r) {
   return d;
 }
 
+// What both runners plan with, from the Module's arguments.
+PlannedStagesOptions options_of(const py::object& budget, const std::string& planner, int collect_steps,
+                                const py::object& bandwidth, double prediction_scale) {
+  PlannedStagesOptions options;
+  options.steps.planner = planner;
+  options.budget = budget_of(budget);
+  options.steps.collect_steps = collect_steps;
+  options.steps.prediction_scale = prediction_scale;
+  const auto known = plan::device_weight_planner_names();
+  if (std::find(known.begin(), known.end(), planner) == known.end()) {
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    throw UsageError("planner '" + planner + "' is not known; expected one of " + list);
+  }
+  runtime::check_step_planner_options(options.steps);
+  if (!bandwidth.is_none()) {
+    options.steps.device_to_host_bandwidth = options.steps.host_to_device_bandwidth = bandwidth_of(bandwidth);
+  } else if (runtime::needs_host_link(*plan::make_planner(planner), false)) {
+    // As `memtrain train` does: plans that copy to the host need the
+    // link's speed. A smaller probe than the CLI's: the steps' own copies refine it.
+    const runtime::LinkRates link = runtime::measure_link(device(), Bytes(16) << 20, runtime::kDefaultLinkRepeats);
+    options.steps.device_to_host_bandwidth = link.device_to_host;
+    options.steps.host_to_device_bandwidth = link.host_to_device;
+  }
+  return options;
+}
+
 // A model under a budget: the stages, the boundary, and the planned steps.
 class Runner {
  public:
@@ -107,27 +135,7 @@ class Runner {
     auto boundary = std::make_shared<GradientBoundary>();
     modules.push_back(boundary);
     stage_names.push_back("loss");
-    PlannedStagesOptions options;
-    options.steps.planner = planner;
-    options.budget = budget_of(budget);
-    options.steps.collect_steps = collect_steps;
-    options.steps.prediction_scale = prediction_scale;
-    const auto known = plan::device_weight_planner_names();
-    if (std::find(known.begin(), known.end(), planner) == known.end()) {
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      throw UsageError("planner '" + planner + "' is not known; expected one of " + list);
-    }
-    runtime::check_step_planner_options(options.steps);
-    if (!bandwidth.is_none()) {
-      options.steps.device_to_host_bandwidth = options.steps.host_to_device_bandwidth = bandwidth_of(bandwidth);
-    } else if (runtime::needs_host_link(*plan::make_planner(planner), false)) {
-      // As `memtrain train` does: plans that copy to the host need the
-      // link's speed. A smaller probe than the CLI's: the steps' own copies refine it.
-      const runtime::LinkRates link = runtime::measure_link(device(), Bytes(16) << 20, runtime::kDefaultLinkRepeats);
-      options.steps.device_to_host_bandwidth = link.device_to_host;
-      options.steps.host_to_device_bandwidth = link.host_to_device;
-    }
+    const PlannedStagesOptions options = options_of(budget, planner, collect_steps, bandwidth, prediction_scale);
     stages_ = std::make_unique<PlannedStages>(runtime::StagedModel("python", stage_names, modules), boundary.get(),
                                               device(), options);
   }
@@ -140,6 +148,34 @@ class Runner {
 
  private:
   std::unique_ptr<PlannedStages> stages_;
+};
+
+// Any model's blocks under a budget, stepped on the caller's thread.
+class BlockRunner {
+ public:
+  // calls[i]: what block i's forward calls with its input (the block, with
+  // the rest of the arguments of its call in this step).
+  BlockRunner(const std::vector<py::object>& blocks, const std::vector<std::string>& names,
+              const std::vector<py::object>& calls, const py::object& budget, const std::string& planner,
+              int collect_steps, const py::object& bandwidth, double prediction_scale) {
+    if (blocks.empty()) throw UsageError("the model has no blocks; expected at least one torch.nn.Module");
+    MEMTRAIN_ASSERT(calls.size() == blocks.size() && names.size() == blocks.size(), "a call and a name per block");
+    std::vector<std::shared_ptr<runtime::StageModule>> modules;
+    std::vector<std::string> stage_names = names;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      modules.push_back(std::make_shared<PythonStage>(blocks[i], names[i], calls[i]));
+    }
+    auto boundary = std::make_shared<GradientBoundary>();
+    modules.push_back(boundary);
+    stage_names.push_back("after the blocks");
+    const PlannedStagesOptions options = options_of(budget, planner, collect_steps, bandwidth, prediction_scale);
+    steps_ = std::make_unique<BlockSteps>(runtime::StagedModel("python", stage_names, modules), boundary.get(),
+                                          device(), options);
+  }
+  BlockSteps& steps() { return *steps_; }
+
+ private:
+  std::unique_ptr<BlockSteps> steps_;
 };
 
 // One begun step; dropping it without finish() abandons the step.
@@ -316,6 +352,32 @@ PYBIND11_MODULE(_memtrain, m) {
       .def_property_readonly("reference_peak_bytes", [](Runner& r) { return r.stages().reference_peak_bytes(); })
       .def_property_readonly("planner", [](Runner& r) { return r.stages().planner().name(); })
       .def("largest_chain", [](Runner& r) { return r.stages().largest_chain(); });
+
+  py::class_<BlockRunner, std::shared_ptr<BlockRunner>>(m, "BlockRunner")
+      .def(py::init<const std::vector<py::object>&, const std::vector<std::string>&, const std::vector<py::object>&,
+                    const py::object&, const std::string&, int, const py::object&, double>(),
+           py::arg("blocks"), py::arg("names"), py::arg("calls"), py::arg("budget"), py::arg("planner"),
+           py::arg("collect_steps"), py::arg("bandwidth") = py::none(), py::arg("prediction_scale") = 1.0)
+      .def("forward", [](BlockRunner& r, int block, const torch::Tensor& x) { return r.steps().forward(block, x); })
+      .def("backward",
+           [](BlockRunner& r, long step, int block, const torch::Tensor& dy) {
+             torch::Tensor dx = r.steps().backward(step, block, dy);
+             if (block == 0) steps_peak() = std::max(steps_peak(), r.steps().last_step().peak_bytes);
+             return dx;
+           })
+      .def("cancel", [](BlockRunner& r) { r.steps().cancel(); })
+      .def_property_readonly("step", [](BlockRunner& r) { return r.steps().step(); })
+      .def("begin_calibration", [](BlockRunner& r) { return r.steps().begin_calibration(); })
+      .def("calibration_round", [](BlockRunner& r, int round) { r.steps().calibration_round(round); })
+      .def("end_calibration", [](BlockRunner& r) { r.steps().end_calibration(); })
+      .def("last_step",
+           [](BlockRunner& r) -> py::object {
+             if (r.steps().last_step().step == 0) return py::none();
+             return step_dict(r.steps().last_step());
+           })
+      .def_property_readonly("budget_bytes", [](BlockRunner& r) { return r.steps().budget_bytes(); })
+      .def_property_readonly("planner", [](BlockRunner& r) { return r.steps().planner().name(); })
+      .def("largest_chain", [](BlockRunner& r) { return r.steps().largest_chain(); });
 
   py::class_<StepHandle, std::shared_ptr<StepHandle>>(m, "StepHandle")
       .def("take_output", &StepHandle::take_output)

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/seconds_since.h"
 #include "plan/schedule_builders.h"
+#include "python/step_input.h"
 #include "runtime/execution/chain_measurement.h"
 #include "runtime/memory/counting_allocator.h"
 #include "runtime/model/buffer_snapshot.h"
@@ -23,37 +24,6 @@ using Clock = std::chrono::steady_clock;
 
 // Thrown on the worker when the caller abandons a step at the boundary.
 struct StepCancelled {};
-
-// Each parameter's gradient as it was, put back when this goes (after a
-// measurement). Holding the old gradients makes autograd accumulate out of
-// place, so restoring them undoes the measurement exactly.
-class GradientSnapshot {
- public:
-  explicit GradientSnapshot(const std::vector<torch::Tensor>& params) : params_(params) {
-    for (const torch::Tensor& p : params_) grads_.push_back(p.grad());
-  }
-  ~GradientSnapshot() {
-    for (size_t i = 0; i < params_.size(); ++i) params_[i].mutable_grad() = grads_[i];
-  }
-  GradientSnapshot(const GradientSnapshot&) = delete;
-  GradientSnapshot& operator=(const GradientSnapshot&) = delete;
-
- private:
-  std::vector<torch::Tensor> params_, grads_;
-};
-
-runtime::Batch batch_of(const torch::Tensor& x) {
-  runtime::Batch batch;
-  // A leaf of its own: the planned backward stops at it, and its gradient
-  // goes back to the caller's autograd rather than into the caller's graph.
-  batch.input = x.detach();
-  if (x.requires_grad() && x.is_floating_point()) batch.input.requires_grad_(true);
-  std::vector<std::int64_t> shape(x.sizes().begin(), x.sizes().end());
-  if (shape.empty()) shape.push_back(1);
-  batch.signature = Signature::of_shape(shape);
-  batch.examples = shape[0];
-  return batch;
-}
 
 }  // namespace
 

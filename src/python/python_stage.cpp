@@ -23,7 +23,8 @@ std::string cpp_name(std::string name) {
 
 }  // namespace
 
-PythonStage::PythonStage(py::object module, std::string name) : module_(std::move(module)), name_(std::move(name)) {
+PythonStage::PythonStage(py::object module, std::string name, py::object call)
+    : module_(std::move(module)), call_(std::move(call)), name_(std::move(name)) {
   for (const auto& item : module_.attr("named_parameters")()) {
     const auto pair = item.cast<py::tuple>();
     const torch::Tensor p = pair[1].cast<torch::Tensor>();
@@ -57,6 +58,7 @@ PythonStage::~PythonStage() {
   // The last reference may go on a thread without the GIL.
   py::gil_scoped_acquire gil;
   module_ = py::object();
+  call_ = py::object();
   variants_.clear();
 }
 
@@ -75,7 +77,11 @@ torch::Tensor PythonStage::forward(const torch::Tensor& input, runtime::StepCont
     const long refusals = runtime::refusals_on_this_thread();
     py::object result;
     try {
-      result = ctx.variant == 0 ? module_(input) : variants_.at(ctx.variant - 1)(input);
+      if (ctx.variant != 0) {
+        result = variants_.at(ctx.variant - 1)(input);
+      } else {
+        result = call_.is_none() ? module_(input) : call_(input);
+      }
     } catch (py::error_already_set&) {
       // Out of budget inside the stage reaches here as a Python RuntimeError;
       // the executor and its retries must see it as what it is.

@@ -20,8 +20,10 @@ namespace memtrain::python {
 
 class PythonStage : public runtime::StageModule {
  public:
-  // `module` must be a torch.nn.Module; `name` says which stage it is in errors.
-  PythonStage(pybind11::object module, std::string name);
+  // `module` must be a torch.nn.Module; `name` says which stage it is in
+  // errors. `call`, when not None, is what a forward calls with the input
+  // instead of `module` (a block's call with the rest of its arguments).
+  PythonStage(pybind11::object module, std::string name, pybind11::object call = pybind11::none());
   ~PythonStage() override;
 
   torch::Tensor forward(const torch::Tensor& input, runtime::StepContext& ctx) override;
@@ -29,6 +31,7 @@ class PythonStage : public runtime::StageModule {
 
  private:
   pybind11::object module_;                 // touched only with the GIL held
+  pybind11::object call_;                   // None: module_ itself
   std::vector<pybind11::object> variants_;  // variant i + 1's callable
   std::vector<std::string> variant_names_;
   std::string name_;

@@ -33,3 +33,57 @@ def mlp(seed=0):
     torch.manual_seed(seed)
     return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Dropout(0.1), nn.Linear(256, 256), nn.Tanh(),
                          nn.Dropout(0.1), nn.Linear(256, 10))
+
+
+class MaskedBlock(Block):
+    """A Transformer block called as real models call theirs: with a mask and
+    a keyword flag, returning its output and a statistic that needs no
+    gradient."""
+
+    def forward(self, x, mask, scale=1.0):
+        h = self.norm1(x)
+        x = x + scale * self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        x = x + self.mlp(self.norm2(x))
+        return x, x.detach().abs().mean()
+
+
+class MaskedGPT(nn.Module):
+    """A small causal language model whose forward loops over its blocks."""
+
+    def __init__(self, vocab=300, width=64, heads=4, layers=6, seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embed = nn.Embedding(vocab, width)
+        self.drop = nn.Dropout(0.1)
+        self.blocks = nn.ModuleList([MaskedBlock(width, heads) for _ in range(layers)])
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, ids):
+        length = ids.shape[1]
+        mask = torch.triu(torch.full((length, length), float("-inf")), 1)
+        x = self.drop(self.embed(ids))
+        for block in self.blocks:
+            x, _ = block(x, mask, scale=0.5)
+        return self.head(self.norm(x))
+
+
+def gpt2(layers=4, width=64, seed=0):
+    """transformers' GPT-2 from its configuration class: random weights,
+    nothing downloaded."""
+    import transformers
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(seed)
+    config = transformers.GPT2Config(vocab_size=500, n_positions=128, n_embd=width, n_layer=layers, n_head=4)
+    return transformers.GPT2LMHeadModel(config)
+
+
+def llama(layers=4, width=64, seed=0):
+    """transformers' Llama from its configuration class, with attention dropout."""
+    import transformers
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(seed)
+    config = transformers.LlamaConfig(vocab_size=500, hidden_size=width, intermediate_size=2 * width,
+                                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                      max_position_embeddings=128, attention_dropout=0.1)
+    return transformers.LlamaForCausalLM(config)

@@ -21,9 +21,9 @@ def test_stage_that_is_not_a_module():
         memtrain.Module([nn.Linear(4, 4), lambda x: x], budget="1GiB")
 
 
-def test_stages_that_are_not_a_sequence():
-    with pytest.raises(TypeError, match="stages of type Linear are not stages"):
-        memtrain.Module(nn.Linear(4, 4), budget="1GiB")
+def test_a_model_that_is_not_a_module():
+    with pytest.raises(TypeError, match="a model of type int is not a model; expected a torch.nn.Module"):
+        memtrain.Module(3, budget="1GiB")
 
 
 @pytest.mark.parametrize("budget,words", [("lots", "budget"), ("150%", "budget"), (-5, "must be positive"),

@@ -1,15 +1,17 @@
 """memtrain: train a PyTorch model under a hard memory budget.
 
     import torch, memtrain
-    model = torch.nn.Sequential(...)                       # your stages
-    m = memtrain.Module(model, budget="50%", sample=largest_batch)
+    model = MyGPT(...)                                     # any nn.Module
+    m = memtrain.Module(model, budget="50%", sample=(longest_ids, mask))
     opt = torch.optim.Adam(m.parameters())
-    for x, y in batches:                                   # sizes may vary
-        loss = torch.nn.functional.cross_entropy(m(x), y)  # your loss
+    for ids, mask, y in batches:                           # sizes may vary
+        loss = torch.nn.functional.cross_entropy(m(ids, mask), y)
         opt.zero_grad(); loss.backward(); opt.step()       # the planned backward
     print(m.last_step["plan"], memtrain.memory_stats())
 
-For each input size memtrain predicts what every stage needs, plans which
+The model's forward runs as written; its repeated blocks (the longest
+ModuleList of one class, or blocks=) are the stages memtrain plans. For each
+input size memtrain predicts what every block needs, plans which
 activations to keep and which to recompute so the step fits the budget, and
 runs that plan; gradients are those of the plain model, bit for bit.
 """
@@ -23,6 +25,7 @@ if torch.__version__ != _BUILT_FOR_TORCH:
                       f"{torch.__version__} ({torch.__file__}); rebuild memtrain for it: pip install --force-reinstall "
                       "--no-cache-dir <memtrain's source folder>")
 
+from . import _blocks
 from . import _memtrain as _native
 from ._memtrain import BrownBatches, Chain, Error, Infeasible, OutOfBudget, UsageError, memory_stats, reset_peak
 
@@ -69,44 +72,117 @@ def _stages_of(stages):
 class Module(torch.nn.Module):
     """A model under a memory budget.
 
-    stages: a torch.nn.Sequential, or a list of modules applied in order;
-      each stage is a unit memtrain may keep, recompute or offload.
+    model: any torch.nn.Module. Its forward runs as written, with the
+      arguments the module is called with; its repeated blocks are the units
+      memtrain may keep, recompute or offload. Or a torch.nn.Sequential (or a
+      list of modules applied in order), whose stages are those units.
     budget: bytes (int), text such as "512MiB", or "N%" of the peak the plain
       model reaches on `sample`.
+    blocks: the model's repeated blocks, a torch.nn.ModuleList or a list of
+      its submodules, which its forward calls one after another, each on what
+      the one before returned. Left out: the longest ModuleList in the model
+      whose modules are all of one class.
     planner: one of planner_names() ("mimose", "optimal", ...).
-    sample: the largest input the model will see; measured once, before any
-      step, for N% budgets and to check that the budget is feasible.
-    collect_steps: steps run with every stage checkpointed while memtrain
-      learns how each stage's memory grows with the input size.
+    sample: the largest input the model will see (a tensor, a tuple of the
+      forward's arguments or a dict of its keyword arguments); measured once,
+      before any step, for N% budgets and to check that the budget is
+      feasible.
+    collect_steps: steps run with every block checkpointed while memtrain
+      learns how each block's memory grows with the input size.
     bandwidth: the host link that planners which copy to host memory
       ("swap", "tensile") plan with, in bytes/s or text such as "25GB/s";
       measured once when not given. Each step's own copies refine it.
 
-    Calling the module under torch.no_grad() runs the stages plainly.
+    Under torch.no_grad() the model runs plainly. The state_dict() is the
+    model's, with its own keys.
     """
 
-    def __init__(self, stages, budget, planner="mimose", sample=None, collect_steps=4, bandwidth=None,
+    def __init__(self, model, budget, blocks=None, planner="mimose", sample=None, collect_steps=4, bandwidth=None,
                  _prediction_scale=1.0):
         super().__init__()
-        named = _stages_of(stages)
+        chain = blocks is None and isinstance(model, (torch.nn.Sequential, list, tuple, torch.nn.ModuleList))
+        if not chain and not isinstance(model, torch.nn.Module):
+            raise TypeError(f"a model of type {type(model).__name__} is not a model; expected a torch.nn.Module, "
+                            "or a list of torch.nn.Module applied in order")
+        named = _stages_of(model) if chain else list(model.named_children())
         for i, (name, stage) in enumerate(named):
             if not isinstance(stage, torch.nn.Module):
                 raise TypeError(f"stage {i} is a {type(stage).__name__}, not a torch.nn.Module")
+        if chain:
             # The stages' own names: state_dict() keys are the wrapped model's.
-            self.add_module(name, stage)
+            for name, stage in named:
+                self.add_module(name, stage)
+            object.__setattr__(self, "_model", None)
+        else:
+            # The model's own parameters, buffers and children, shared: its
+            # state_dict() keys, its parameters() and train()/eval() reach them.
+            self._modules = model._modules
+            self._parameters = model._parameters
+            self._buffers = model._buffers
+            self._non_persistent_buffers_set = model._non_persistent_buffers_set
+            object.__setattr__(self, "_model", model)  # not a child: its children are ours
         with torch.no_grad():
             # Weights made before memtrain was imported move into counted memory.
             for t in list(self.parameters()) + [b for b in self.buffers() if b is not None]:
                 if t.device.type != "cpu":
                     raise UsageError(f"a parameter or buffer is on {t.device}; memtrain runs this model on cpu")
                 t.data = t.data.clone()
-        if sample is not None:
-            if not isinstance(sample, torch.Tensor):
+        if chain:
+            if sample is not None and not isinstance(sample, torch.Tensor):
                 raise TypeError(f"sample is a {type(sample).__name__}; expected a torch.Tensor")
-        self._runner = _native.Runner([s for _, s in named], [f"{n} ({type(s).__name__})" for n, s in named],
-                                      budget, planner, collect_steps, bandwidth, _prediction_scale)
-        if sample is not None:
-            self._runner.calibrate(sample)
+            self._runner = _native.Runner([s for _, s in named], [f"{n} ({type(s).__name__})" for n, s in named],
+                                          budget, planner, collect_steps, bandwidth, _prediction_scale)
+            self._blocks = None
+            if sample is not None:
+                self._runner.calibrate(sample)
+        else:
+            self._blocks = _blocks.PlannedBlocks(_blocks.blocks_of(model, blocks), budget, planner, collect_steps,
+                                                 bandwidth, _prediction_scale)
+            self._runner = self._blocks.runner
+            if sample is not None:
+                self._calibrate(sample)
+
+    def _calibrate(self, sample):
+        args, kwargs = _blocks.sample_arguments(sample)
+        params = [p for p in self.parameters() if p.requires_grad]
+        grads = [p.grad for p in params]
+        buffers = [(b, b.clone()) for b in self.buffers() if b is not None]
+        try:
+            with torch.no_grad():
+                # Measured as a step of training is, with every gradient allocated.
+                for p in params:
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
+            rounds = self._runner.begin_calibration()
+            for r in range(rounds):
+                self._runner.calibration_round(r)
+                loss = _blocks.loss_of(self._model(*args, **kwargs))
+                torch.autograd.backward(loss, torch.ones_like(loss))
+                del loss
+        except BaseException:
+            self._runner.cancel()
+            raise
+        finally:
+            # A measurement, not a step: nothing it did survives.
+            for p, g in zip(params, grads):
+                p.grad = g
+            with torch.no_grad():
+                for b, kept in buffers:
+                    b.copy_(kept)
+        self._runner.end_calibration()
+
+    def train(self, mode=True):
+        super().train(mode)
+        if self._model is not None:
+            self._model.training = mode
+        return self
+
+    @property
+    def blocks(self):
+        """The modules memtrain plans: the model's blocks, or the chain's stages."""
+        if self._blocks is not None:
+            return list(self._blocks.blocks)
+        return list(self.children())
 
     @property
     def budget_bytes(self):
@@ -117,14 +193,20 @@ class Module(torch.nn.Module):
     def last_step(self):
         """What the last step did: plan ("collect", "new", "cached" or "retry"),
         input_shape, input_size, peak_bytes, predicted_peak_bytes, budget_bytes,
-        retries, seconds and schedule (the operations, as the CLI prints them)."""
+        retries, seconds and schedule (the operations, as the CLI prints them).
+        For any model the input is block 0's."""
         return self._runner.last_step()
 
     def chain(self):
         """The cost model memtrain has learnt, at the largest input seen."""
         return self._runner.largest_chain()
 
-    def forward(self, x):
+    def forward(self, *args, **kwargs):
+        if self._model is not None:
+            return self._model(*args, **kwargs)
+        if len(args) != 1 or kwargs:
+            raise TypeError("a chain of stages takes one tensor")
+        x = args[0]
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"the input is a {type(x).__name__}; expected a torch.Tensor")
         if not torch.is_grad_enabled():

@@ -1,0 +1,312 @@
+#include "python/block_steps.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "core/seconds_since.h"
+#include "plan/schedule_builders.h"
+#include "runtime/execution/chain_measurement.h"
+#include "runtime/memory/counting_allocator.h"
+#include "sim/simulator.h"
+
+namespace memtrain::python {
+
+namespace {
+
+bool is_forward(OpKind kind) {
+  return kind == OpKind::ForwardAll || kind == OpKind::ForwardCheckpoint || kind == OpKind::ForwardNone;
+}
+
+}  // namespace
+
+BlockSteps::BlockSteps(runtime::StagedModel model, GradientBoundary* boundary, runtime::DeviceMemory& memory,
+                       PlannedStagesOptions options)
+    : model_(std::move(model)), boundary_(boundary), memory_(memory), options_(std::move(options)),
+      steps_(options_.steps, model_, runtime::stage_constants(model_, /*optimizer_slots=*/0)) {
+  MEMTRAIN_ASSERT(model_.size() >= 2 && &model_.stage(model_.size() - 1) == boundary_,
+                  "the gradient boundary follows at least one block");
+  if (!options_.budget.is_percent) budget_ = options_.budget.bytes;
+  executor_ = std::make_unique<runtime::Executor>(model_, memory_);
+  boundary_->set_exchange([this](const torch::Tensor& output) { return exchange(output); });
+}
+
+BlockSteps::~BlockSteps() { cancel(); }
+
+torch::Tensor BlockSteps::exchange(const torch::Tensor& output) {
+  torch::Tensor dy = std::move(dy_);
+  dy_ = torch::Tensor();
+  return dy.defined() ? dy : torch::zeros_like(output);
+}
+
+void BlockSteps::cancel() {
+  execution_.reset();
+  dy_ = kept_dy_ = last_dx_ = torch::Tensor();
+  memory_.set_enforced(false);
+}
+
+void BlockSteps::begin_step(const torch::Tensor& x) {
+  if (!x.defined()) throw UsageError("block 0's input is undefined; expected a tensor");
+  if (x.device() != memory_.device()) {
+    throw UsageError("block 0's input is on " + x.device().str() + "; memtrain runs this model on " +
+                     memory_.device().str());
+  }
+  const bool calibrating = calibration_round_ >= 0;
+  if (!calibrating && options_.budget.is_percent && reference_peak_ == 0) {
+    throw UsageError("a budget of " + std::to_string(options_.budget.percent) +
+                     "% needs a sample input to measure the unconstrained peak on; give a sample or a budget in bytes");
+  }
+  cancel();  // a step begun and never finished
+  t0_ = std::chrono::steady_clock::now();
+  batch_ = batch_of(x);
+  const std::int64_t size = batch_.signature.size;
+  memory_.synchronize();
+  if (calibrating) {
+    calibration_live_ = std::max(calibration_live_, memory_.live());
+    const bool reference = options_.budget.is_percent && calibration_round_ == 0;
+    const int round = calibration_round_ - (options_.budget.is_percent ? 1 : 0);
+    choice_ = runtime::StepChoice{};
+    choice_.kind = runtime::PlanKind::Collect;
+    choice_.schedule = reference ? plan::schedule_keeping_everything(model_.size()) : steps_.collection_schedule(round);
+  } else {
+    if (steps_.predictor().ready()) steps_.observe_resident(memory_.live(), batch_.bytes(), size);
+    steps_.note_size(size);
+    current_ = StepReport{};
+    current_.step = steps_run_ + 1;
+    current_.signature = batch_.signature;
+    current_.budget_bytes = budget_;
+    steps_.use_budget(budget_);
+    choice_ = steps_.choose(size, steps_run_++);
+    memory_.set_budget(budget_);
+    memory_.set_enforced(planner().respects_budget());
+  }
+  attempts_ = runtime::StepAttempts{};
+  ctx_ = runtime::StepContext{};
+  // Blocks draw from LibTorch's default generator, which the executor
+  // replays (with the context's) when it runs a block again.
+  ctx_.generator = at::detail::getDefaultCPUGenerator();
+  start_rng_ = runtime::RngSnapshot::capture(ctx_.generator);
+  start_buffers_ = runtime::BufferSnapshot::capture(model_, memory_);
+  execution_ = executor_->start(choice_.schedule, batch_, ctx_);
+  ++step_id_;
+  forwarded_ = -1;
+}
+
+torch::Tensor BlockSteps::forward(int block, const torch::Tensor& input) {
+  if (block < 0 || block >= blocks()) {
+    throw UsageError("block " + std::to_string(block) + " does not exist; the model has blocks 0.." +
+                     std::to_string(blocks() - 1));
+  }
+  if (block == 0) {
+    begin_step(input);
+  } else if (!execution_ || forwarded_ != block - 1) {
+    throw UsageError(
+        "block " + std::to_string(block) + " was called " +
+        (execution_ && forwarded_ >= block ? "again in one forward" : "before block " + std::to_string(block - 1)) +
+        "; memtrain plans blocks that the model's forward calls once each, in order");
+  }
+  run_forward_to(block);
+  forwarded_ = block;
+  torch::Tensor output = execution_->output_of(block);
+  MEMTRAIN_ASSERT(output.defined(), "a block's forward leaves its output");
+  if (block == blocks() - 1) {
+    // From here to the backward, the caller's code (head, loss) runs: its
+    // memory is the boundary's forward.
+    memory_.synchronize();
+    caller_live_ = memory_.live();
+    memory_.reset_peak();
+  }
+  return output;
+}
+
+void BlockSteps::run_until_forward_of_later(int block) {
+  while (!execution_->done()) {
+    const Op& op = execution_->next();
+    if (is_forward(op.kind) && op.stage > block) return;
+    execution_->step();
+  }
+  MEMTRAIN_ASSERT(false, "a schedule runs the boundary's forward after the blocks'");
+}
+
+void BlockSteps::run_forward_to(int block) {
+  while (true) {
+    try {
+      run_until_forward_of_later(block);
+      return;
+    } catch (const OutOfBudget& oob) {
+      restart_schedule(oob.what());
+    }
+  }
+}
+
+void BlockSteps::restart_schedule(const std::string& why) {
+  MEMTRAIN_ASSERT(calibration_round_ < 0, "calibration runs with the budget not enforced");
+  // Nothing of the attempt reached the gradients: roll back and run again.
+  execution_.reset();
+  start_buffers_->restore();
+  start_rng_->restore(ctx_.generator);
+  choice_ = steps_.retry(batch_.signature.size, choice_, attempts_,
+                         "step " + std::to_string(current_.step) + ": input " + batch_.signature.describe(), why);
+  current_.retries = attempts_.retries;
+  ctx_ = runtime::StepContext{};
+  ctx_.generator = at::detail::getDefaultCPUGenerator();
+  execution_ = executor_->start(choice_.schedule, batch_, ctx_);
+}
+
+void BlockSteps::fold_caller_memory() {
+  runtime::ExecutionResult& result = execution_->result();
+  MEMTRAIN_ASSERT(!result.ops.empty() && result.ops.back().op.kind == OpKind::ForwardAll,
+                  "the boundary's forward was measured");
+  runtime::OpRecord& rec = result.ops.back();
+  const Bytes caller_peak = std::max(caller_live_, caller_peak_);
+  rec.live_before = caller_live_;
+  rec.live_after = caller_peak;
+  rec.peak = std::max(rec.peak, caller_peak);
+  result.peak = std::max(result.peak, rec.peak);
+}
+
+torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy) {
+  if (step != step_id_ || !execution_ || forwarded_ != blocks() - 1) {
+    throw UsageError(
+        "this output's step is no longer running (a later forward replaced it); call backward before the next "
+        "forward");
+  }
+  if (block == blocks() - 1) {
+    memory_.synchronize();
+    caller_peak_ = memory_.peak();
+    dy_ = dy;
+    after_caller_ = runtime::RngSnapshot::capture(ctx_.generator);
+    // Nothing of the backward has run yet: it can run again from here when
+    // the blocks have no gradients now (the caller may zero them after the forward).
+    can_replay_ = true;
+    for (const torch::Tensor& p : model_.parameters()) can_replay_ = can_replay_ && !p.grad().defined();
+    if (can_replay_ && dy.defined()) {
+      runtime::PoolScope host(&memory_.host());
+      kept_dy_ = dy.clone();
+    }
+  } else {
+    // A replay gives block i the gradient block i + 1's backward made: the
+    // same as autograd's only when nothing else used block i's output.
+    can_replay_ = can_replay_ && dy.is_same(last_dx_);
+    execution_->set_gradient(dy.defined() ? dy : torch::zeros_like(execution_->output_of(block)));
+  }
+  try {
+    run_backward_to(block);
+  } catch (const OutOfBudget& oob) {
+    replay_to(block, oob);
+  }
+  torch::Tensor dx = execution_->gradient();
+  last_dx_ = dx;
+  if (block == 0) end_step();
+  return dx;
+}
+
+void BlockSteps::run_backward_to(int block) {
+  while (true) {
+    MEMTRAIN_ASSERT(!execution_->done(), "block " + std::to_string(block) + "'s backward is in the schedule");
+    const Op op = execution_->next();
+    if (op.kind == OpKind::Backward && op.stage < block) {
+      throw Error("block " + std::to_string(block) +
+                  "'s backward was reached after a block before it; memtrain plans blocks whose outputs feed the "
+                  "next block");
+    }
+    execution_->step();
+    if (op.kind == OpKind::ForwardAll && op.stage == blocks()) fold_caller_memory();
+    if (op.kind == OpKind::Backward && op.stage == block) return;
+  }
+}
+
+void BlockSteps::replay_to(int block, const OutOfBudget& first) {
+  std::string why = first.what();
+  while (true) {
+    if (!can_replay_ || !kept_dy_.defined()) {
+      steps_.mark_failed(batch_.signature.size, choice_);
+      cancel();
+      throw Error(why + ", in the planned backward of input " + batch_.signature.describe() +
+                  ": the parameters' gradients are partial; zero them and run the step again (the next plan for "
+                  "this size is stricter; with zero_grad(set_to_none=True) memtrain retries by itself)");
+    }
+    try {
+      // The step again under a stricter plan, from no gradients, with the
+      // same random draws and the caller's gradient.
+      for (torch::Tensor& p : model_.parameters()) p.mutable_grad() = torch::Tensor();
+      if (batch_.input.requires_grad()) batch_.input.mutable_grad() = torch::Tensor();
+      restart_schedule(why);
+      run_until_forward_of_later(blocks() - 1);
+      after_caller_->restore(ctx_.generator);
+      dy_ = kept_dy_.clone();
+      run_backward_to(block);
+      return;
+    } catch (const OutOfBudget& again) {
+      why = again.what();
+    }
+  }
+}
+
+void BlockSteps::end_step() {
+  runtime::ExecutionResult result = execution_->finish();
+  execution_.reset();
+  kept_dy_ = last_dx_ = torch::Tensor();
+  memory_.set_enforced(false);
+  const std::int64_t size = batch_.signature.size;
+  if (calibration_round_ >= 0) {
+    if (options_.budget.is_percent && calibration_round_ == 0) {
+      reference_peak_ = result.peak;
+      budget_ = options_.budget.resolve(reference_peak_);
+    } else {
+      steps_.observe_sample(size, runtime::sample_execution(result, model_.size(), 0));
+    }
+    // A measurement, not a step: nothing it did survives.
+    calibration_buffers_->restore();
+    calibration_rng_->restore(at::detail::getDefaultCPUGenerator());
+    return;
+  }
+  steps_.learn(size, result, 0);
+  current_.plan = choice_.kind;
+  current_.schedule = choice_.schedule;
+  current_.peak_bytes = result.peak;
+  if (choice_.kind != runtime::PlanKind::Collect) {
+    current_.predicted_peak_bytes = sim::simulate(steps_.predicted_chain(size), choice_.schedule).peak_bytes;
+  }
+  current_.seconds = seconds_since(t0_);
+  last_ = current_;
+}
+
+int BlockSteps::begin_calibration() {
+  MEMTRAIN_ASSERT(steps_run_ == 0 && !execution_, "calibration runs before any step");
+  memory_.set_enforced(false);
+  calibration_grads_ = std::make_unique<GradientSnapshot>(model_.parameters());
+  // Measured as a step of training is, with every gradient allocated (the
+  // memory model keeps them resident), whatever the caller has now.
+  for (torch::Tensor& p : model_.parameters()) {
+    if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+  }
+  calibration_rng_ = runtime::RngSnapshot::capture(at::detail::getDefaultCPUGenerator());
+  calibration_buffers_ = runtime::BufferSnapshot::capture(model_, memory_);
+  calibration_live_ = 0;
+  return (options_.budget.is_percent ? 1 : 0) + steps_.variant_rounds();
+}
+
+void BlockSteps::calibration_round(int round) { calibration_round_ = round; }
+
+void BlockSteps::end_calibration() {
+  calibration_round_ = -1;
+  cancel();
+  calibration_grads_.reset();
+  calibration_rng_.reset();
+  calibration_buffers_.reset();
+  if (!batch_.input.defined()) throw UsageError("the sample never called the model's blocks");
+  steps_.observe_resident(calibration_live_, batch_.bytes(), batch_.signature.size);
+  steps_.note_size(batch_.signature.size);
+  if (planner().respects_budget()) {
+    const Chain largest = largest_chain();
+    const Plan p = steps_.planner().plan({largest, budget_, &largest});
+    if (!p.feasible) {
+      throw Infeasible("budget " + format_bytes(budget_) + " is below what planner " + planner().name() +
+                           " needs for input " + batch_.signature.describe() + ": " + format_bytes(p.min_budget_bytes),
+                       p.min_budget_bytes);
+    }
+  }
+}
+
+}  // namespace memtrain::python

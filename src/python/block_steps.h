@@ -1,0 +1,145 @@
+// The blocks of any model, trained under a budget: the user's forward runs
+// as written and calls its repeated blocks; the blocks are the chain's
+// stages, planned per input size by the one runtime::StepPlanner, as
+// PlannedStages plans a chain of stages. Nothing runs on another thread: the
+// step's schedule runs an operation at a time (runtime::ScheduleExecution)
+// on the caller's thread, as the forward calls each block and as autograd's
+// backward reaches each one.
+//
+// - forward(0, x) begins a step on x (block 0's input): a cached plan for
+//   its size or a new one, or a collection schedule while the predictor
+//   learns. forward(i, ...) runs the schedule until the next operation is
+//   the first forward of a later block, and returns block i's output. Before
+//   the loss every stage runs forward once, in order, so block i's
+//   operations are exactly those up to block i + 1's forward.
+// - What the caller runs after the last block (the head, the loss, and
+//   their backward) is the chain's last stage, the GradientBoundary: its
+//   forward runs when the gradient of the last block's output arrives, and
+//   its measured memory is what the caller's code reached in between.
+// - backward(i, dy) gives the schedule the gradient of block i's output (as
+//   autograd summed it) and runs it to block i's backward; it returns the
+//   gradient of block i's input. Block 0's backward ends the step, and the
+//   step planner learns from what the step measured.
+//
+// Out of budget before the last block has returned, the step is rolled back
+// (buffers and generators as the step found them) and run again to the
+// block the caller is in, under a stricter plan, losing nothing. Out of
+// budget during the backward, the step is run again from its start to the
+// backward autograd is in, from no gradients, with the caller's gradient
+// kept in host memory and the same random draws, when that is exact: the
+// blocks had no gradients when the backward began, and each block's output
+// fed only the next block. Otherwise the step throws, its gradients
+// partial, and the next plan for its size is stricter.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "python/gradient_boundary.h"
+#include "python/planned_stages.h"
+#include "python/step_input.h"
+#include "runtime/execution/executor.h"
+#include "runtime/memory/device_memory.h"
+#include "runtime/model/buffer_snapshot.h"
+#include "runtime/model/rng_snapshot.h"
+#include "runtime/model/staged_model.h"
+#include "runtime/training/step_planner.h"
+
+namespace memtrain::python {
+
+class BlockSteps {
+ public:
+  // `model`: the blocks, then `boundary`. `memory` outlives this.
+  BlockSteps(runtime::StagedModel model, GradientBoundary* boundary, runtime::DeviceMemory& memory,
+             PlannedStagesOptions options);
+  ~BlockSteps();
+  BlockSteps(const BlockSteps&) = delete;
+  BlockSteps& operator=(const BlockSteps&) = delete;
+
+  int blocks() const { return model_.size() - 1; }
+
+  // Block `block` was called in the caller's forward. Block 0 begins a step
+  // on `input` (abandoning one begun and never finished); a later block
+  // continues the step, whose own output of the block before is its input.
+  torch::Tensor forward(int block, const torch::Tensor& input);
+  // The gradient of block `block`'s output in step `step` reached it;
+  // returns the gradient of the block's input (undefined when none is needed).
+  torch::Tensor backward(long step, int block, const torch::Tensor& dy);
+  // Abandons a begun step (its outputs were dropped without a backward).
+  void cancel();
+  // The step forward() began last (1, 2, ...); 0 before any.
+  long step() const { return step_id_; }
+
+  // Measuring the caller's sample: the caller runs its forward and a
+  // backward once per round, between begin and end. Returns the rounds.
+  // Gradients, generators and buffers are left as found; end_calibration()
+  // throws Infeasible when the budget is below what the planner needs.
+  int begin_calibration();
+  void calibration_round(int round);
+  void end_calibration();
+
+  const StepReport& last_step() const { return last_; }
+  Bytes budget_bytes() const { return budget_; }
+  Chain largest_chain() const { return steps_.largest_chain(); }
+  const plan::Planner& planner() const { return steps_.planner(); }
+
+ private:
+  void begin_step(const torch::Tensor& x);
+  // Runs the schedule up to block `block`'s return, retrying a step that
+  // runs out of budget from its start.
+  void run_forward_to(int block);
+  void run_until_forward_of_later(int block);
+  void restart_schedule(const std::string& why);
+  void run_backward_to(int block);
+  // Out of budget in block `block`'s backward: the step again from its
+  // start under stricter plans, to that backward, when it can be exact.
+  void replay_to(int block, const OutOfBudget& first);
+  void end_step();
+  void fold_caller_memory();
+  torch::Tensor exchange(const torch::Tensor& output);
+
+  runtime::StagedModel model_;
+  GradientBoundary* boundary_;
+  runtime::DeviceMemory& memory_;
+  PlannedStagesOptions options_;
+  runtime::StepPlanner steps_;
+  std::unique_ptr<runtime::Executor> executor_;
+  Bytes budget_ = 0;
+  Bytes reference_peak_ = 0;
+  long steps_run_ = 0;
+  StepReport last_, current_;
+
+  // The running step.
+  long step_id_ = 0;
+  int forwarded_ = -1;  // the last block whose call returned
+  runtime::Batch batch_;
+  runtime::StepContext ctx_;
+  runtime::StepChoice choice_;
+  runtime::StepAttempts attempts_;
+  std::optional<runtime::RngSnapshot> start_rng_;
+  std::optional<runtime::BufferSnapshot> start_buffers_;
+  std::unique_ptr<runtime::ScheduleExecution> execution_;
+  torch::Tensor dy_;  // the boundary's, until its forward takes it
+  // Replaying the backward: whether the blocks had no gradients when it
+  // began and every block got the gradient the one after it made; the
+  // caller's gradient (a host copy); the generators when it began; the
+  // gradient the last backward returned.
+  bool can_replay_ = false;
+  torch::Tensor kept_dy_, last_dx_;
+  std::optional<runtime::RngSnapshot> after_caller_;
+  Bytes caller_live_ = 0;                     // device bytes when the last block returned
+  Bytes caller_peak_ = 0;                     // their peak until the backward reached it
+  std::chrono::steady_clock::time_point t0_;  // the step's start
+
+  // Calibration: the round the next step runs (-1: none), and what it keeps.
+  int calibration_round_ = -1;
+  std::unique_ptr<GradientSnapshot> calibration_grads_;
+  std::optional<runtime::RngSnapshot> calibration_rng_;
+  std::optional<runtime::BufferSnapshot> calibration_buffers_;
+  Bytes calibration_live_ = 0;
+};
+
+}  // namespace memtrain::python

@@ -1,0 +1,289 @@
+"""Any model under a budget: its own forward runs as written, and each call
+of one of its repeated blocks becomes a step of memtrain's planned chain.
+
+The blocks' forward methods are replaced, on the instances, by a call into
+memtrain. Block 0's call begins a step on its input (the input's size picks
+the plan); block i's call runs the schedule up to block i + 1's forward and
+returns block i's output, as one autograd node per block call. When the
+backward reaches a block's node it runs the schedule to that block's
+backward (recomputing and reloading as planned) and hands autograd the
+gradient of the block's input. What runs between, before and after the
+blocks is ordinary autograd; the budget counts its memory too.
+
+The schedule calls a block again with the arguments of its call in this
+step, so a recomputed block sees the same mask, positions and flags.
+"""
+
+import weakref
+from collections.abc import Mapping
+
+import torch
+
+from . import _memtrain as _native
+
+
+def find_blocks(model):
+    """The repeated blocks of `model`: the longest torch.nn.ModuleList whose
+    modules are all of one class (at least two of them). Raises UsageError
+    when there is none, or when two lists are longest, naming them."""
+    candidates = []
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) >= 2:
+            kinds = {type(m) for m in module}
+            if len(kinds) == 1:
+                candidates.append((name, module))
+    if not candidates:
+        raise _native.UsageError(
+            f"found no blocks in {type(model).__name__}: no torch.nn.ModuleList of two or more modules of one "
+            "class; pass blocks= (a ModuleList or a list of its submodules that its forward calls in order)")
+    longest = max(len(m) for _, m in candidates)
+    best = [(n, m) for n, m in candidates if len(m) == longest]
+    if len(best) > 1:
+        names = ", ".join(f"{n} ({len(m)} x {type(m[0]).__name__})" for n, m in best)
+        raise _native.UsageError(f"the blocks of {type(model).__name__} are ambiguous: {names}; pass blocks= one "
+                                 "of them")
+    return list(best[0][1])
+
+
+def blocks_of(model, blocks):
+    """The blocks as a list, checked to be distinct submodules of `model`."""
+    if blocks is None:
+        return find_blocks(model)
+    if isinstance(blocks, torch.nn.Module) and not isinstance(blocks, torch.nn.ModuleList):
+        raise TypeError(f"blocks of type {type(blocks).__name__} are not blocks; expected a torch.nn.ModuleList or a "
+                        "list of torch.nn.Module")
+    blocks = list(blocks)
+    if not blocks:
+        raise _native.UsageError("blocks is empty; expected at least one submodule of the model")
+    inside = {id(m) for m in model.modules()}
+    for i, block in enumerate(blocks):
+        if not isinstance(block, torch.nn.Module):
+            raise TypeError(f"block {i} is a {type(block).__name__}, not a torch.nn.Module")
+        if id(block) not in inside:
+            raise _native.UsageError(f"block {i} ({type(block).__name__}) is not a submodule of the model")
+        if any(block is b for b in blocks[:i]):
+            raise _native.UsageError(f"block {i} ({type(block).__name__}) is listed twice; each block runs once "
+                                     "per forward")
+    return blocks
+
+
+def _primary(result, where):
+    """The tensor of a block's result that the next block takes (the result
+    itself, or its first tensor), and a function that puts another tensor in
+    its place. The function holds the rest of the result, not that tensor."""
+    if isinstance(result, torch.Tensor):
+        return result, lambda y: y
+    if isinstance(result, (tuple, list)):
+        for k, item in enumerate(result):
+            if isinstance(item, torch.Tensor):
+                hollow = list(result)
+                hollow[k] = None
+                kind = type(result)
+
+                def rebuild(y):
+                    items = list(hollow)
+                    items[k] = y
+                    if kind is list or kind is tuple:
+                        return kind(items)
+                    return kind(*items) if hasattr(kind, "_fields") else kind(items)
+                return item, rebuild
+    if isinstance(result, Mapping):
+        for key, item in result.items():
+            if isinstance(item, torch.Tensor):
+                hollow = {k: (None if k == key else v) for k, v in result.items()}
+                kind = type(result)
+
+                def rebuild(y):
+                    copy = kind(**hollow) if hasattr(kind, "to_tuple") else kind(hollow)
+                    copy[key] = y
+                    return copy
+                return item, rebuild
+    raise _native.Error(f"{where} returned a {type(result).__name__} with no tensor; a block returns a tensor, or a "
+                        "tuple or output object whose first tensor is its output")
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _tensors(v)
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _tensors(v)
+
+
+class _BlockCall(torch.autograd.Function):
+    """One block call as one autograd node. Its forward runs the schedule up
+    to the block's return; its backward runs the schedule to the block's
+    backward, which accumulates the parameters' gradients itself (through
+    their own accumulators, so hooks on them, DistributedDataParallel's
+    among them, see each gradient once). `needs_grad`: a leaf that needs a
+    gradient, given when the input needs none but the block's parameters
+    do, so that the output needs one."""
+
+    @staticmethod
+    def forward(ctx, blocks, index, x, needs_grad):
+        ctx.blocks = blocks
+        ctx.index = index
+        y = blocks.runner.forward(index, x)
+        ctx.step = blocks.runner.step
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        dx = ctx.blocks.runner.backward(ctx.step, ctx.index, dy)
+        if not ctx.needs_input_grad[2]:
+            dx = None
+        return None, None, dx, None
+
+
+_NEEDS_GRAD = torch.empty(0, requires_grad=True)
+
+
+class PlannedBlocks:
+    """The blocks of one model, their calls in the running step, and the
+    native runner that plans and runs them."""
+
+    def __init__(self, blocks, budget, planner, collect_steps, bandwidth, prediction_scale):
+        self.blocks = blocks
+        self.calls = [None] * len(blocks)  # (args after the input, kwargs) of each block's call this step
+        self.templates = [None] * len(blocks)  # each block's result, to give back around its output
+        self.last_output = None  # what the previous block's call returned
+        self.originals = [b.forward for b in blocks]
+        self.params = [[p for p in b.parameters() if p.requires_grad] for b in blocks]
+        self.calibrating = False
+        me = weakref.ref(self)
+        calls = [_RunBlock(me, i) for i in range(len(blocks))]
+        names = [f"block {i} ({type(b).__name__})" for i, b in enumerate(blocks)]
+        self.runner = _native.BlockRunner(blocks, names, calls, budget, planner, collect_steps, bandwidth,
+                                          prediction_scale)
+        for i, block in enumerate(blocks):
+            block.forward = _BlockForward(me, i, self.originals[i])
+
+    def release(self):
+        """Gives the blocks their own forward back."""
+        for block, original in zip(self.blocks, self.originals):
+            if isinstance(block.__dict__.get("forward"), _BlockForward):
+                del block.forward
+
+    def call(self, i, args, kwargs):
+        where = f"block {i} ({type(self.blocks[i]).__name__})"
+        if not args or not isinstance(args[0], torch.Tensor):
+            raise _native.UsageError(f"{where} was called without a tensor as its first argument; memtrain plans "
+                                     "blocks whose first argument is the tensor the block before returned")
+        x, rest = args[0], args[1:]
+        for t in _tensors((rest, kwargs)):
+            if t.requires_grad:
+                raise _native.UsageError(
+                    f"{where} was called with a tensor other than its input that needs a gradient (shape "
+                    f"{tuple(t.shape)}); memtrain plans blocks whose other arguments (masks, positions) need none")
+        if i == 0:
+            self.calls = [None] * len(self.blocks)
+            self.templates = [None] * len(self.blocks)
+        elif x is not self.last_output:
+            raise _native.UsageError(
+                f"{where}'s input is not what block {i - 1} returned; memtrain plans blocks that the forward calls "
+                "one after another, each on the output of the one before (pass blocks= the ones that are)")
+        self.calls[i] = (rest, kwargs, _autocast_state())
+        needs_grad = _NEEDS_GRAD if not x.requires_grad and self.params[i] else None
+        y = _BlockCall.apply(self, i, x, needs_grad)
+        self.last_output = y if i + 1 < len(self.blocks) else None
+        return self.templates[i](y)
+
+    def run(self, i, x):
+        """Block i on input x, with the rest of its call's arguments (the
+        schedule's call, for its first forward and any recomputation)."""
+        rest, kwargs, autocast = self.calls[i]
+        with _autocast_as(autocast):
+            result = self.originals[i](x, *rest, **kwargs)
+        where = f"block {i} ({type(self.blocks[i]).__name__})"
+        y, rebuild = _primary(result, where)
+        if self.templates[i] is None:
+            for t in _tensors(rebuild(None) if not isinstance(result, torch.Tensor) else ()):
+                if t.requires_grad:
+                    raise _native.Error(f"{where} returned a tensor besides its output that needs a gradient (shape "
+                                        f"{tuple(t.shape)}); memtrain plans blocks whose other results need none")
+            self.templates[i] = rebuild
+        return y
+
+
+def _autocast_devices():
+    return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+
+
+def _autocast_state():
+    """torch.autocast as the caller has it, per device: a recomputed block
+    runs in the backward, outside the caller's autocast, and must compute
+    in the same precision as its first forward."""
+    return [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _autocast_devices()]
+
+
+class _autocast_as:
+    def __init__(self, state):
+        self.contexts = [torch.autocast(d, dtype=dtype, enabled=on) for d, on, dtype in state]
+
+    def __enter__(self):
+        for c in self.contexts:
+            c.__enter__()
+
+    def __exit__(self, *exc):
+        for c in reversed(self.contexts):
+            c.__exit__(*exc)
+        return False
+
+
+class _RunBlock:
+    """What the schedule calls to run block i (holding its PlannedBlocks
+    weakly: the native runner holds this)."""
+
+    def __init__(self, blocks_ref, index):
+        self.blocks_ref = blocks_ref
+        self.index = index
+
+    def __call__(self, x):
+        return self.blocks_ref().run(self.index, x)
+
+
+class _BlockForward:
+    """A block's forward while memtrain plans it: with grad, a step of the
+    chain; without (inference, torch.no_grad()), the block's own forward."""
+
+    def __init__(self, blocks_ref, index, original):
+        self.blocks_ref = blocks_ref
+        self.index = index
+        self.original = original
+
+    def __call__(self, *args, **kwargs):
+        blocks = self.blocks_ref()
+        if blocks is None or not torch.is_grad_enabled():
+            return self.original(*args, **kwargs)
+        return blocks.call(self.index, args, kwargs)
+
+
+def loss_of(output):
+    """What calibration runs the backward from: the output's loss when it
+    has one, else its first tensor that needs a gradient."""
+    if isinstance(output, torch.Tensor):
+        return output
+    loss = output.get("loss") if isinstance(output, Mapping) else None
+    if isinstance(loss, torch.Tensor):
+        return loss
+    for t in _tensors(output):
+        if t.requires_grad:
+            return t
+    raise _native.UsageError(f"the model's output on the sample ({type(output).__name__}) holds no tensor that "
+                             "needs a gradient")
+
+
+def sample_arguments(sample):
+    """A sample as the model's arguments: a tensor, a tuple of positional
+    arguments, or a dict of keyword arguments."""
+    if isinstance(sample, torch.Tensor):
+        return (sample,), {}
+    if isinstance(sample, tuple):
+        return sample, {}
+    if isinstance(sample, Mapping):
+        return (), dict(sample)
+    raise TypeError(f"sample is a {type(sample).__name__}; expected a torch.Tensor, a tuple of the model's "
+                    "arguments or a dict of its keyword arguments")
