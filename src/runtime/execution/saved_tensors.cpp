@@ -52,6 +52,11 @@ class SlotHooks : public torch::autograd::SavedVariableHooks {
 // saved_tensors_hooks (save_on_cpu, non-reentrant checkpointing), which
 // must keep working inside and outside memtrain's stages, and the
 // innermost hooks win, as in PyTorch.
+// Answers as the engine it replaces (Python's, when torch's Python module
+// is loaded) wherever an answer is the engine's own: a node's anomaly
+// metadata is read back as Python's kind (AOT autograd's tracing reads it,
+// and read as the wrong kind it crashes the process), and a failed node's
+// Python error must persist.
 class HookingEngine : public torch::autograd::Engine {
  public:
   explicit HookingEngine(torch::autograd::Engine& replaced) : replaced_(replaced) {}
@@ -59,6 +64,13 @@ class HookingEngine : public torch::autograd::Engine {
     if (auto hooks = replaced_.get_default_saved_variable_hooks()) return hooks;
     if (!capturing) return nullptr;
     return std::make_unique<SlotHooks>(capturing->add_slot());
+  }
+  std::unique_ptr<torch::autograd::AnomalyMetadata> make_anomaly_metadata() override {
+    return replaced_.make_anomaly_metadata();
+  }
+  void thread_on_exception(const std::shared_ptr<torch::autograd::GraphTask>& graph_task,
+                           const std::shared_ptr<torch::autograd::Node>& fn, std::exception& e) override {
+    replaced_.thread_on_exception(graph_task, fn, e);
   }
 
  private:
