@@ -62,7 +62,7 @@ def check_steps(model, batches, loss_of, plain, seed=5):
         for name, a, p in zip(names, grads, model.parameters()):
             assert a == digest(p.grad), f"step {step}: gradient of {name} differs"
         assert torch.equal(rng, torch.get_rng_state()), f"step {step}: the generator is not where the plain model leaves it"
-        reports.append(model.last_step)
+        reports.append(getattr(model, "_orig_mod", model).last_step)
     return reports
 
 
@@ -270,3 +270,32 @@ def test_an_argument_that_needs_a_gradient_is_refused():
     m = memtrain.Module(WithLearnedBias(), budget="1GiB")
     with pytest.raises(memtrain.UsageError, match="block 0 .* other than its input that needs a gradient"):
         m(torch.randn(2, 8))
+
+
+def compiled_blocks(model):
+    # aot_eager: torch.compile's graph capture and AOT autograd without
+    # inductor's C++ build, which would take a minute here.
+    for i, block in enumerate(model.blocks):
+        model.blocks[i] = torch.compile(block, backend="aot_eager", dynamic=True)
+    return model
+
+
+def test_compiled_blocks_run_inside_memtrain_exactly():
+    batches = token_batches([32, 48, 24, 64, 40, 56])
+    plain = train_steps(compiled_blocks(MaskedGPT(layers=4)), batches, lambda m, ids: lm_loss(m(ids), ids))
+    m = memtrain.Module(compiled_blocks(MaskedGPT(layers=4)), budget="60%", planner="optimal", sample=batches[3])
+    assert all(type(b).__name__ == "OptimizedModule" for b in m.blocks)
+    reports = check_steps(m, batches, lambda m, ids: lm_loss(m(ids), ids), plain)
+    assert any(op.startswith(("Fck", "Fn")) for r in reports[4:] for op in r["schedule"])
+
+
+def test_the_whole_wrapped_model_under_torch_compile_is_refused():
+    batches = token_batches([32])
+    m = memtrain.Module(MaskedGPT(layers=2), budget="1GiB")
+    with pytest.raises(memtrain.UsageError, match="compile the blocks themselves before wrapping"):
+        torch.compile(m, backend="aot_eager")(batches[0])
+    with pytest.raises(memtrain.UsageError, match="compile the blocks themselves before wrapping"):
+        m.compile()
+    torch._dynamo.reset()
+    lm_loss(m(batches[0]), batches[0]).backward()  # and the module runs on, uncompiled
+    assert m.last_step["step"] == 1

@@ -201,6 +201,10 @@ class Module(torch.nn.Module):
         """The cost model memtrain has learnt, at the largest input seen."""
         return self._runner.largest_chain()
 
+    def compile(self, *args, **kwargs):
+        raise UsageError("memtrain.Module.compile(): memtrain's steps are not compiled; compile the blocks "
+                         "themselves before wrapping the model (model.blocks[i] = torch.compile(block))")
+
     def forward(self, *args, **kwargs):
         if self._model is not None:
             return self._model(*args, **kwargs)

@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Mapping
 
 import torch
+from torch._C._dynamo.eval_frame import set_eval_frame as _set_eval_frame
 
 from . import _memtrain as _native
 
@@ -161,12 +162,6 @@ class PlannedBlocks:
         for i, block in enumerate(blocks):
             block.forward = _BlockForward(me, i, self.originals[i])
 
-    def release(self):
-        """Gives the blocks their own forward back."""
-        for block, original in zip(self.blocks, self.originals):
-            if isinstance(block.__dict__.get("forward"), _BlockForward):
-                del block.forward
-
     def call(self, i, args, kwargs):
         where = f"block {i} ({type(self.blocks[i]).__name__})"
         if not args or not isinstance(args[0], torch.Tensor):
@@ -258,7 +253,23 @@ class _BlockForward:
         blocks = self.blocks_ref()
         if blocks is None or not torch.is_grad_enabled():
             return self.original(*args, **kwargs)
+        if _under_torch_compile():
+            raise _native.UsageError(
+                "a model memtrain plans was called under torch.compile: torch.compile would compile the blocks "
+                "again inside memtrain's steps; compile the blocks themselves before wrapping the model "
+                "(model.blocks[i] = torch.compile(block)), and call the memtrain.Module itself")
         return blocks.call(self.index, args, kwargs)
+
+
+def _under_torch_compile():
+    """Whether torch.compile is tracing or running this call: its frame
+    callback is set while a compiled function runs, graph breaks included."""
+    if torch.compiler.is_compiling():
+        return True
+    prior = _set_eval_frame(None)
+    _set_eval_frame(prior)
+    return prior is not None and prior is not False
+
 
 
 def loss_of(output):
