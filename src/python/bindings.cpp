@@ -20,7 +20,6 @@
 #include "predict/measurement.h"
 #include "python/block_steps.h"
 #include "python/gradient_boundary.h"
-#include "python/planned_stages.h"
 #include "python/python_stage.h"
 #include "runtime/input/brown_batches.h"
 #include "runtime/memory/device_memory.h"
@@ -34,7 +33,7 @@ namespace memtrain::python {
 namespace {
 
 // The process's device: every tensor the process allocates on the CPU is
-// counted in it (the import thread and each step's worker are routed to it).
+// counted in it (the import thread, and any thread while it runs a block).
 runtime::CpuDeviceMemory& device() {
   static auto* memory = new runtime::CpuDeviceMemory();  // never destroyed: tensors outlive modules
   return *memory;
@@ -97,9 +96,9 @@ py::dict step_dict(const StepReport& r) {
 }
 
 // What both runners plan with, from the Module's arguments.
-PlannedStagesOptions options_of(const py::object& budget, const std::string& planner, int collect_steps,
-                                const py::object& bandwidth, double prediction_scale) {
-  PlannedStagesOptions options;
+BlockStepsOptions options_of(const py::object& budget, const std::string& planner, int collect_steps,
+                             const py::object& bandwidth, double prediction_scale) {
+  BlockStepsOptions options;
   options.steps.planner = planner;
   options.budget = budget_of(budget);
   options.steps.collect_steps = collect_steps;
@@ -123,33 +122,6 @@ PlannedStagesOptions options_of(const py::object& budget, const std::string& pla
   return options;
 }
 
-// A model under a budget: the stages, the boundary, and the planned steps.
-class Runner {
- public:
-  Runner(const std::vector<py::object>& stages, const std::vector<std::string>& names, const py::object& budget,
-         const std::string& planner, int collect_steps, const py::object& bandwidth, double prediction_scale) {
-    if (stages.empty()) throw UsageError("the model has no stages; expected at least one torch.nn.Module");
-    std::vector<std::shared_ptr<runtime::StageModule>> modules;
-    std::vector<std::string> stage_names = names;
-    for (size_t i = 0; i < stages.size(); ++i) modules.push_back(std::make_shared<PythonStage>(stages[i], names[i]));
-    auto boundary = std::make_shared<GradientBoundary>();
-    modules.push_back(boundary);
-    stage_names.push_back("loss");
-    const PlannedStagesOptions options = options_of(budget, planner, collect_steps, bandwidth, prediction_scale);
-    stages_ = std::make_unique<PlannedStages>(runtime::StagedModel("python", stage_names, modules), boundary.get(),
-                                              device(), options);
-  }
-  ~Runner() {
-    // The step thread may drop tensors Python also holds, which takes the GIL.
-    py::gil_scoped_release no_gil;
-    stages_.reset();
-  }
-  PlannedStages& stages() { return *stages_; }
-
- private:
-  std::unique_ptr<PlannedStages> stages_;
-};
-
 // Any model's blocks under a budget, stepped on the caller's thread.
 class BlockRunner {
  public:
@@ -168,7 +140,7 @@ class BlockRunner {
     auto boundary = std::make_shared<GradientBoundary>();
     modules.push_back(boundary);
     stage_names.push_back("after the blocks");
-    const PlannedStagesOptions options = options_of(budget, planner, collect_steps, bandwidth, prediction_scale);
+    const BlockStepsOptions options = options_of(budget, planner, collect_steps, bandwidth, prediction_scale);
     steps_ = std::make_unique<BlockSteps>(runtime::StagedModel("python", stage_names, modules), boundary.get(),
                                           device(), options);
   }
@@ -176,37 +148,6 @@ class BlockRunner {
 
  private:
   std::unique_ptr<BlockSteps> steps_;
-};
-
-// One begun step; dropping it without finish() abandons the step.
-class StepHandle {
- public:
-  StepHandle(std::shared_ptr<Runner> runner, torch::Tensor output)
-      : runner_(std::move(runner)), output_(std::move(output)) {}
-  ~StepHandle() {
-    if (!finished_) {
-      py::gil_scoped_release no_gil;
-      runner_->stages().cancel();
-    }
-  }
-  // Once: holding it here would tie the output's Python object to the
-  // autograd node that holds this handle, a cycle no collector sees.
-  torch::Tensor take_output() { return std::move(output_); }
-  torch::Tensor finish(const torch::Tensor& dy) {
-    finished_ = true;
-    torch::Tensor dx;
-    {
-      py::gil_scoped_release no_gil;
-      dx = runner_->stages().finish(dy);
-    }
-    steps_peak() = std::max(steps_peak(), runner_->stages().last_step().peak_bytes);
-    return dx;
-  }
-
- private:
-  std::shared_ptr<Runner> runner_;
-  torch::Tensor output_;
-  bool finished_ = false;
 };
 
 py::dict plan_dict(const Plan& p, const Chain& chain) {
@@ -322,37 +263,6 @@ PYBIND11_MODULE(_memtrain, m) {
       "parse_bytes", [](const std::string& text) { return parse_bytes(text, "budget"); },
       "Bytes in text such as '512MiB'.");
 
-  py::class_<Runner, std::shared_ptr<Runner>>(m, "Runner")
-      .def(py::init<const std::vector<py::object>&, const std::vector<std::string>&, const py::object&,
-                    const std::string&, int, const py::object&, double>(),
-           py::arg("stages"), py::arg("names"), py::arg("budget"), py::arg("planner"), py::arg("collect_steps"),
-           py::arg("bandwidth") = py::none(), py::arg("prediction_scale") = 1.0)
-      .def(
-          "calibrate",
-          [](Runner& r, const torch::Tensor& sample) {
-            py::gil_scoped_release no_gil;
-            r.stages().calibrate(sample);
-          },
-          py::arg("sample"))
-      .def("begin",
-           [](const std::shared_ptr<Runner>& r, const torch::Tensor& x) {
-             torch::Tensor output;
-             {
-               py::gil_scoped_release no_gil;
-               output = r->stages().begin(x);
-             }
-             return std::make_shared<StepHandle>(r, output);
-           })
-      .def("last_step",
-           [](Runner& r) -> py::object {
-             if (r.stages().last_step().step == 0) return py::none();
-             return step_dict(r.stages().last_step());
-           })
-      .def_property_readonly("budget_bytes", [](Runner& r) { return r.stages().budget_bytes(); })
-      .def_property_readonly("reference_peak_bytes", [](Runner& r) { return r.stages().reference_peak_bytes(); })
-      .def_property_readonly("planner", [](Runner& r) { return r.stages().planner().name(); })
-      .def("largest_chain", [](Runner& r) { return r.stages().largest_chain(); });
-
   py::class_<BlockRunner, std::shared_ptr<BlockRunner>>(m, "BlockRunner")
       .def(py::init<const std::vector<py::object>&, const std::vector<std::string>&, const std::vector<py::object>&,
                     const py::object&, const std::string&, int, const py::object&, double>(),
@@ -366,6 +276,7 @@ PYBIND11_MODULE(_memtrain, m) {
              return dx;
            })
       .def("cancel", [](BlockRunner& r) { r.steps().cancel(); })
+      .def("abandon", [](BlockRunner& r, long step) { r.steps().abandon(step); })
       .def_property_readonly("step", [](BlockRunner& r) { return r.steps().step(); })
       .def("begin_calibration", [](BlockRunner& r) { return r.steps().begin_calibration(); })
       .def("calibration_round", [](BlockRunner& r, int round) { r.steps().calibration_round(round); })
@@ -378,10 +289,6 @@ PYBIND11_MODULE(_memtrain, m) {
       .def_property_readonly("budget_bytes", [](BlockRunner& r) { return r.steps().budget_bytes(); })
       .def_property_readonly("planner", [](BlockRunner& r) { return r.steps().planner().name(); })
       .def("largest_chain", [](BlockRunner& r) { return r.steps().largest_chain(); });
-
-  py::class_<StepHandle, std::shared_ptr<StepHandle>>(m, "StepHandle")
-      .def("take_output", &StepHandle::take_output)
-      .def("finish", &StepHandle::finish);
 
   py::class_<Chain>(m, "Chain")
       .def_static(

@@ -1,5 +1,6 @@
 #include "python/block_steps.h"
 
+#include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -18,10 +19,18 @@ bool is_forward(OpKind kind) {
   return kind == OpKind::ForwardAll || kind == OpKind::ForwardCheckpoint || kind == OpKind::ForwardNone;
 }
 
+// Whether something hears `p`'s gradient arrive (DistributedDataParallel
+// does): a backward run again would tell it twice.
+bool watched(const torch::Tensor& p) {
+  const std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::try_get_grad_accumulator(p);
+  if (accumulator && !accumulator->post_hooks().empty()) return true;
+  return torch::autograd::impl::post_acc_grad_hooks(p) != nullptr;
+}
+
 }  // namespace
 
 BlockSteps::BlockSteps(runtime::StagedModel model, GradientBoundary* boundary, runtime::DeviceMemory& memory,
-                       PlannedStagesOptions options)
+                       BlockStepsOptions options)
     : model_(std::move(model)), boundary_(boundary), memory_(memory), options_(std::move(options)),
       steps_(options_.steps, model_, runtime::stage_constants(model_, /*optimizer_slots=*/0)) {
   MEMTRAIN_ASSERT(model_.size() >= 2 && &model_.stage(model_.size() - 1) == boundary_,
@@ -93,6 +102,8 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
 }
 
 torch::Tensor BlockSteps::forward(int block, const torch::Tensor& input) {
+  // Counted whichever thread calls: the step's tensors are made here.
+  const auto counted = memory_.activate();
   if (block < 0 || block >= blocks()) {
     throw UsageError("block " + std::to_string(block) + " does not exist; the model has blocks 0.." +
                      std::to_string(blocks() - 1));
@@ -166,6 +177,7 @@ void BlockSteps::fold_caller_memory() {
 }
 
 torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy) {
+  const auto counted = memory_.activate();
   if (step != step_id_ || !execution_ || forwarded_ != blocks() - 1) {
     throw UsageError(
         "this output's step is no longer running (a later forward replaced it); call backward before the next "
@@ -179,7 +191,9 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
     // Nothing of the backward has run yet: it can run again from here when
     // the blocks have no gradients now (the caller may zero them after the forward).
     can_replay_ = true;
-    for (const torch::Tensor& p : model_.parameters()) can_replay_ = can_replay_ && !p.grad().defined();
+    for (const torch::Tensor& p : model_.parameters()) {
+      can_replay_ = can_replay_ && !p.grad().defined() && !watched(p);
+    }
     if (can_replay_ && dy.defined()) {
       runtime::PoolScope host(&memory_.host());
       kept_dy_ = dy.clone();

@@ -1,10 +1,10 @@
 // The blocks of any model, trained under a budget: the user's forward runs
-// as written and calls its repeated blocks; the blocks are the chain's
-// stages, planned per input size by the one runtime::StepPlanner, as
-// PlannedStages plans a chain of stages. Nothing runs on another thread: the
-// step's schedule runs an operation at a time (runtime::ScheduleExecution)
-// on the caller's thread, as the forward calls each block and as autograd's
-// backward reaches each one.
+// as written and calls its repeated blocks (an nn.Sequential calls its
+// stages); the blocks are the chain's stages, planned per input size by the
+// one runtime::StepPlanner, as the Trainer plans its steps. Nothing runs on
+// another thread: the step's schedule runs an operation at a time
+// (runtime::ScheduleExecution) on the caller's thread, as the forward calls
+// each block and as autograd's backward reaches each one.
 //
 // - forward(0, x) begins a step on x (block 0's input): a cached plan for
 //   its size or a new one, or a collection schedule while the predictor
@@ -27,8 +27,9 @@
 // budget during the backward, the step is run again from its start to the
 // backward autograd is in, from no gradients, with the caller's gradient
 // kept in host memory and the same random draws, when that is exact: the
-// blocks had no gradients when the backward began, and each block's output
-// fed only the next block. Otherwise the step throws, its gradients
+// blocks had no gradients when the backward began, nothing hears their
+// gradients arrive (DistributedDataParallel's hooks), and each block's
+// output fed only the next block. Otherwise the step throws, its gradients
 // partial, and the next plan for its size is stricter.
 #pragma once
 
@@ -36,10 +37,12 @@
 #include <memory>
 #include <optional>
 
+#include "core/chain.h"
 #include "core/error.h"
+#include "core/signature.h"
 #include "core/units.h"
+#include "plan/planner.h"
 #include "python/gradient_boundary.h"
-#include "python/planned_stages.h"
 #include "python/step_input.h"
 #include "runtime/execution/executor.h"
 #include "runtime/memory/device_memory.h"
@@ -50,11 +53,41 @@
 
 namespace memtrain::python {
 
+// A budget below what the planner needs for the calibration input.
+class Infeasible : public Error {
+ public:
+  Infeasible(const std::string& what, Bytes min_bytes) : Error(what), min_bytes_(min_bytes) {}
+  Bytes min_bytes() const { return min_bytes_; }
+
+ private:
+  Bytes min_bytes_;
+};
+
+struct BlockStepsOptions {
+  // Mimose's loop, as the Trainer runs it. Its bucket width 0: 1/64 of the
+  // largest size seen when the predictor first could plan.
+  runtime::StepPlannerOptions steps;
+  BudgetSpec budget = {false, 0, 0};
+};
+
+// What the last step did.
+struct StepReport {
+  long step = 0;
+  runtime::PlanKind plan = runtime::PlanKind::New;
+  Signature signature;  // block 0's input
+  Schedule schedule;
+  Bytes peak_bytes = 0;
+  Bytes predicted_peak_bytes = -1;  // -1: a collection step, nothing predicted
+  Bytes budget_bytes = 0;
+  int retries = 0;
+  Seconds seconds = 0;  // from block 0's call to the end of its backward, the caller's code between included
+};
+
 class BlockSteps {
  public:
   // `model`: the blocks, then `boundary`. `memory` outlives this.
   BlockSteps(runtime::StagedModel model, GradientBoundary* boundary, runtime::DeviceMemory& memory,
-             PlannedStagesOptions options);
+             BlockStepsOptions options);
   ~BlockSteps();
   BlockSteps(const BlockSteps&) = delete;
   BlockSteps& operator=(const BlockSteps&) = delete;
@@ -70,6 +103,10 @@ class BlockSteps {
   torch::Tensor backward(long step, int block, const torch::Tensor& dy);
   // Abandons a begun step (its outputs were dropped without a backward).
   void cancel();
+  // Abandons step `step` if it is still running.
+  void abandon(long step) {
+    if (step == step_id_) cancel();
+  }
   // The step forward() began last (1, 2, ...); 0 before any.
   long step() const { return step_id_; }
 
@@ -104,7 +141,7 @@ class BlockSteps {
   runtime::StagedModel model_;
   GradientBoundary* boundary_;
   runtime::DeviceMemory& memory_;
-  PlannedStagesOptions options_;
+  BlockStepsOptions options_;
   runtime::StepPlanner steps_;
   std::unique_ptr<runtime::Executor> executor_;
   Bytes budget_ = 0;

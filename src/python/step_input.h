@@ -1,7 +1,5 @@
-// What both of the module's step runners (PlannedStages for a chain of
-// stages, BlockSteps for the blocks of any model) make of the caller's
-// tensors: the step's input as a batch, and the parameters' gradients put
-// back after a measurement.
+// What the module's steps make of the caller's tensors: the step's input as
+// a batch, and the parameters' gradients put back after a measurement.
 #pragma once
 
 #include <torch/torch.h>

@@ -38,35 +38,14 @@ def planner_names():
     return list(_native.planner_names())
 
 
-class _PlannedStep(torch.autograd.Function):
-    """The planned step as one autograd node: forward runs the schedule up to
-    the model's output; backward hands the output's gradient to the schedule,
-    which runs the planned backward and returns the input's gradient."""
-
-    @staticmethod
-    def forward(ctx, runner, x, *params):
-        ctx.param_count = len(params)
-        ctx.handle = runner.begin(x)
-        return ctx.handle.take_output()
-
-    @staticmethod
-    def backward(ctx, dy):
-        handle = ctx.handle
-        ctx.handle = None
-        dx = handle.finish(dy.contiguous())
-        grads = [None] * (2 + ctx.param_count)
-        if ctx.needs_input_grad[1]:
-            grads[1] = dx
-        return tuple(grads)
-
-
-def _stages_of(stages):
+def _as_sequential(stages):
+    """A list of stages as the nn.Sequential that applies them in order."""
     if isinstance(stages, torch.nn.Sequential):
-        return list(stages.named_children())
-    if isinstance(stages, (list, tuple, torch.nn.ModuleList)):
-        return [(str(i), s) for i, s in enumerate(stages)]
-    raise TypeError(f"stages of type {type(stages).__name__} are not stages; expected a torch.nn.Sequential "
-                    "or a list of torch.nn.Module")
+        return stages
+    for i, stage in enumerate(stages):
+        if not isinstance(stage, torch.nn.Module):
+            raise TypeError(f"stage {i} is a {type(stage).__name__}, not a torch.nn.Module")
+    return torch.nn.Sequential(*stages)
 
 
 class Module(torch.nn.Module):
@@ -100,47 +79,31 @@ class Module(torch.nn.Module):
     def __init__(self, model, budget, blocks=None, planner="mimose", sample=None, collect_steps=4, bandwidth=None,
                  _prediction_scale=1.0):
         super().__init__()
-        chain = blocks is None and isinstance(model, (torch.nn.Sequential, list, tuple, torch.nn.ModuleList))
-        if not chain and not isinstance(model, torch.nn.Module):
+        if blocks is None and isinstance(model, (torch.nn.Sequential, list, tuple, torch.nn.ModuleList)):
+            # A chain: its stages are the blocks, called one after another.
+            model = _as_sequential(model)
+            blocks = list(model.children())
+        elif not isinstance(model, torch.nn.Module):
             raise TypeError(f"a model of type {type(model).__name__} is not a model; expected a torch.nn.Module, "
                             "or a list of torch.nn.Module applied in order")
-        named = _stages_of(model) if chain else list(model.named_children())
-        for i, (name, stage) in enumerate(named):
-            if not isinstance(stage, torch.nn.Module):
-                raise TypeError(f"stage {i} is a {type(stage).__name__}, not a torch.nn.Module")
-        if chain:
-            # The stages' own names: state_dict() keys are the wrapped model's.
-            for name, stage in named:
-                self.add_module(name, stage)
-            object.__setattr__(self, "_model", None)
-        else:
-            # The model's own parameters, buffers and children, shared: its
-            # state_dict() keys, its parameters() and train()/eval() reach them.
-            self._modules = model._modules
-            self._parameters = model._parameters
-            self._buffers = model._buffers
-            self._non_persistent_buffers_set = model._non_persistent_buffers_set
-            object.__setattr__(self, "_model", model)  # not a child: its children are ours
+        # The model's own parameters, buffers and children, shared: its
+        # state_dict() keys, its parameters() and train()/eval() reach them.
+        self._modules = model._modules
+        self._parameters = model._parameters
+        self._buffers = model._buffers
+        self._non_persistent_buffers_set = model._non_persistent_buffers_set
+        object.__setattr__(self, "_model", model)  # not a child: its children are ours
         with torch.no_grad():
             # Weights made before memtrain was imported move into counted memory.
             for t in list(self.parameters()) + [b for b in self.buffers() if b is not None]:
                 if t.device.type != "cpu":
                     raise UsageError(f"a parameter or buffer is on {t.device}; memtrain runs this model on cpu")
                 t.data = t.data.clone()
-        if chain:
-            if sample is not None and not isinstance(sample, torch.Tensor):
-                raise TypeError(f"sample is a {type(sample).__name__}; expected a torch.Tensor")
-            self._runner = _native.Runner([s for _, s in named], [f"{n} ({type(s).__name__})" for n, s in named],
-                                          budget, planner, collect_steps, bandwidth, _prediction_scale)
-            self._blocks = None
-            if sample is not None:
-                self._runner.calibrate(sample)
-        else:
-            self._blocks = _blocks.PlannedBlocks(_blocks.blocks_of(model, blocks), budget, planner, collect_steps,
-                                                 bandwidth, _prediction_scale)
-            self._runner = self._blocks.runner
-            if sample is not None:
-                self._calibrate(sample)
+        self._blocks = _blocks.PlannedBlocks(_blocks.blocks_of(model, blocks), budget, planner, collect_steps,
+                                             bandwidth, _prediction_scale)
+        self._runner = self._blocks.runner
+        if sample is not None:
+            self._calibrate(sample)
 
     def _calibrate(self, sample):
         args, kwargs = _blocks.sample_arguments(sample)
@@ -173,16 +136,13 @@ class Module(torch.nn.Module):
 
     def train(self, mode=True):
         super().train(mode)
-        if self._model is not None:
-            self._model.training = mode
+        self._model.training = mode
         return self
 
     @property
     def blocks(self):
         """The modules memtrain plans: the model's blocks, or the chain's stages."""
-        if self._blocks is not None:
-            return list(self._blocks.blocks)
-        return list(self.children())
+        return list(self._blocks.blocks)
 
     @property
     def budget_bytes(self):
@@ -206,19 +166,7 @@ class Module(torch.nn.Module):
                          "themselves before wrapping the model (model.blocks[i] = torch.compile(block))")
 
     def forward(self, *args, **kwargs):
-        if self._model is not None:
-            return self._model(*args, **kwargs)
-        if len(args) != 1 or kwargs:
-            raise TypeError("a chain of stages takes one tensor")
-        x = args[0]
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"the input is a {type(x).__name__}; expected a torch.Tensor")
-        if not torch.is_grad_enabled():
-            for stage in self.children():
-                x = stage(x)
-            return x
-        params = [p for p in self.parameters() if p.requires_grad]
-        return _PlannedStep.apply(self._runner, x, *params)
+        return self._model(*args, **kwargs)
 
 
 def plan(model_or_chain, budget, planner="optimal"):

@@ -129,10 +129,14 @@ class _BlockCall(torch.autograd.Function):
         ctx.index = index
         y = blocks.runner.forward(index, x)
         ctx.step = blocks.runner.step
+        if index == len(blocks.blocks) - 1:
+            ctx.guard = _StepGuard(blocks.runner, ctx.step)
         return y
 
     @staticmethod
     def backward(ctx, dy):
+        if hasattr(ctx, "guard"):
+            ctx.guard.reached = True
         dx = ctx.blocks.runner.backward(ctx.step, ctx.index, dy)
         if not ctx.needs_input_grad[2]:
             dx = None
@@ -140,6 +144,21 @@ class _BlockCall(torch.autograd.Function):
 
 
 _NEEDS_GRAD = torch.empty(0, requires_grad=True)
+
+
+class _StepGuard:
+    """Held by the last block's autograd node: when the caller drops the
+    step's output without a backward, the node goes, and so does the step
+    (its kept activations with it)."""
+
+    def __init__(self, runner, step):
+        self.runner = runner
+        self.step = step
+        self.reached = False
+
+    def __del__(self):
+        if not self.reached:
+            self.runner.abandon(self.step)
 
 
 class PlannedBlocks:
@@ -150,6 +169,7 @@ class PlannedBlocks:
         self.blocks = blocks
         self.calls = [None] * len(blocks)  # (args after the input, kwargs) of each block's call this step
         self.templates = [None] * len(blocks)  # each block's result, to give back around its output
+        self.checked = [False] * len(blocks)  # whether a run with grad showed its other results need no gradient
         self.last_output = None  # what the previous block's call returned
         self.originals = [b.forward for b in blocks]
         self.params = [[p for p in b.parameters() if p.requires_grad] for b in blocks]
@@ -184,7 +204,8 @@ class PlannedBlocks:
         needs_grad = _NEEDS_GRAD if not x.requires_grad and self.params[i] else None
         y = _BlockCall.apply(self, i, x, needs_grad)
         self.last_output = y if i + 1 < len(self.blocks) else None
-        return self.templates[i](y)
+        rebuild = self.templates[i]
+        return y if rebuild is None else rebuild(y)  # None: an operator variant ran, which returns its output
 
     def run(self, i, x):
         """Block i on input x, with the rest of its call's arguments (the
@@ -195,11 +216,15 @@ class PlannedBlocks:
         where = f"block {i} ({type(self.blocks[i]).__name__})"
         y, rebuild = _primary(result, where)
         if self.templates[i] is None:
-            for t in _tensors(rebuild(None) if not isinstance(result, torch.Tensor) else ()):
+            self.templates[i] = rebuild  # what the caller gets back around the output
+        if torch.is_grad_enabled() and not self.checked[i] and not isinstance(result, torch.Tensor):
+            # A run with grad shows what needs a gradient (a run without,
+            # the first one of a checkpointed block, cannot).
+            for t in _tensors(rebuild(None)):
                 if t.requires_grad:
                     raise _native.Error(f"{where} returned a tensor besides its output that needs a gradient (shape "
                                         f"{tuple(t.shape)}); memtrain plans blocks whose other results need none")
-            self.templates[i] = rebuild
+            self.checked[i] = True
         return y
 
 
