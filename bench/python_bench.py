@@ -19,12 +19,10 @@ step, so that their times are measured side by side.
 
 import argparse
 import datetime
-import hashlib
 import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 
@@ -34,6 +32,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 
 import memtrain
+from side_by_side import Contender, digest, publish
 
 # The tests' plain-PyTorch Transformer (dropout 0.1), not memtrain's own models.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
@@ -53,14 +52,6 @@ def batches(args):
     data = memtrain.BrownBatches(args.batch, seed=args.seed, vocabulary=args.vocab)
     longest = data.largest()
     return data, longest, [data.next() for _ in range(args.steps)]
-
-
-def digest(tensors):
-    """A fingerprint of the tensors' bytes: equal digests, bit-equal tensors."""
-    h = hashlib.sha256()
-    for t in tensors:
-        h.update(t.detach().contiguous().numpy().tobytes())
-    return h.hexdigest()
 
 
 class Training:
@@ -154,53 +145,18 @@ def run_role(args):
     print(json.dumps(record), flush=True)
 
 
-class Contender:
-    """One contender's process. Contenders live side by side, each with only
-    its own model, gradients and Adam's state in its (counted) memory, and
-    take turns step by step: one computes at a time, and what slows the
-    machine down slows them alike, so their times compare."""
-
-    def __init__(self, args, *role):
-        common = ["--steps", args.steps, "--checkpoint-steps", args.checkpoint_steps, "--planner", args.planner,
-                  "--batch", args.batch, "--width", args.width, "--heads", args.heads, "--layers", args.layers,
-                  "--vocab", args.vocab, "--seed", args.seed, "--collect-steps", args.collect_steps]
-        command = [sys.executable, os.path.abspath(__file__)] + [str(a) for a in common + list(role)]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def expect(self, *words):
-        line = self.process.stdout.readline().strip()
-        if line not in words:
-            raise RuntimeError(f"contender {self.process.args[-2:]} answered {line!r}, expected one of {words}")
-        return line
-
-    def step(self, i):
-        self.process.stdin.write(f"step {i}\n")
-        self.process.stdin.flush()
-        self.expect("done")
-
-    def record(self):
-        if self.process.args[-1] != "reference":
-            self.process.stdin.write("end\n")
-        self.process.stdin.close()
-        out = self.process.stdout.read()
-        if self.process.wait() != 0:
-            raise RuntimeError(f"contender {self.process.args[-2:]} failed")
-        return json.loads(out.strip().splitlines()[-1])
+def contender(args, *role):
+    """One contender's process (side_by_side.Contender), with this run's settings."""
+    common = ["--steps", args.steps, "--checkpoint-steps", args.checkpoint_steps, "--planner", args.planner,
+              "--batch", args.batch, "--width", args.width, "--heads", args.heads, "--layers", args.layers,
+              "--vocab", args.vocab, "--seed", args.seed, "--collect-steps", args.collect_steps]
+    command = [sys.executable, os.path.abspath(__file__)] + [str(a) for a in common + list(role)]
+    return Contender(" ".join(str(r) for r in role), command)
 
 
 def reference_peak(args):
     # With the same batches alive as every contender: they count too.
-    return Contender(args, "--role", "reference").record()["reference"]
-
-
-def publish(name, text, path):
-    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-    doc = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    section = f"{begin}\n{text}{end}"
-    b, e = doc.find(begin), doc.find(end)
-    doc = doc[:b] + section + doc[e + len(end):] if b >= 0 and e > b else doc + "\n" + section + "\n"
-    open(path, "w").write(doc)
-    print(f"{name}: wrote {path}", file=sys.stderr)
+    return contender(args, "--role", "reference").record(send_end=False)["reference"]
 
 
 def main():
@@ -232,10 +188,10 @@ def main():
     n = len(timed)
     reference = reference_peak(args)
     percents = [int(b) for b in args.budgets.split(",")]
-    plain_process = Contender(args, "--role", "plain")
-    checkpoint_processes = [Contender(args, "--role", "checkpoint", "--segments", s)
+    plain_process = contender(args, "--role", "plain")
+    checkpoint_processes = [contender(args, "--role", "checkpoint", "--segments", s)
                             for s in range(1, args.layers + 3)]
-    memtrain_processes = [Contender(args, "--role", "memtrain", "--budget-bytes", int(reference * p / 100))
+    memtrain_processes = [contender(args, "--role", "memtrain", "--budget-bytes", int(reference * p / 100))
                           for p in percents]
     for c in [plain_process] + checkpoint_processes:
         c.expect("ready")

@@ -1,0 +1,73 @@
+"""What the Python benchmarks share: contenders in processes of their own
+that take turns step by step, a digest of tensors' bytes, and writing a
+section of docs/BENCHMARKS.md."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+
+def digest(tensors):
+    """A fingerprint of the tensors' bytes: equal digests, bit-equal tensors."""
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().contiguous().reshape(-1).view(-1).numpy().tobytes())
+    return h.hexdigest()
+
+
+class Contender:
+    """One contender's process: `command` prints "ready" (or "idle") once
+    prepared, runs step i on each "step i" line from stdin (answering
+    "done"), and prints its record as JSON on "end". Contenders live side by
+    side, each with only its own tensors in its (counted) memory, and take
+    turns: one computes at a time, so what slows the machine slows them alike."""
+
+    def __init__(self, name, command, env=None):
+        self.name = name
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                        env=env)
+
+    def expect(self, *words):
+        line = self.process.stdout.readline().strip()
+        if line not in words:
+            raise RuntimeError(f"contender {self.name} answered {line!r}, expected one of {words}")
+        return line
+
+    def step(self, i):
+        self.process.stdin.write(f"step {i}\n")
+        self.process.stdin.flush()
+        self.expect("done")
+
+    def record(self, send_end=True):
+        if send_end:
+            self.process.stdin.write("end\n")
+        self.process.stdin.close()
+        out = self.process.stdout.read()
+        if self.process.wait() != 0:
+            raise RuntimeError(f"contender {self.name} failed")
+        return json.loads(out.strip().splitlines()[-1])
+
+
+def serve(step, record):
+    """A contender's side of the protocol: step(i) per "step i"; record()
+    is printed as JSON at "end"."""
+    for line in sys.stdin:
+        words = line.split()
+        if words[0] == "end":
+            break
+        step(int(words[1]))
+        print("done", flush=True)
+    print(json.dumps(record()), flush=True)
+
+
+def publish(name, text, path):
+    """Writes `text` as the section `name` of the Markdown file at `path`."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    doc = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    section = f"{begin}\n{text}{end}"
+    b, e = doc.find(begin), doc.find(end)
+    doc = doc[:b] + section + doc[e + len(end):] if b >= 0 and e > b else doc + "\n" + section + "\n"
+    open(path, "w").write(doc)
+    print(f"{name}: wrote {path}", file=sys.stderr)
