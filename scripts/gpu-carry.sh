@@ -4,7 +4,8 @@
 # and cannot download them: the Debian packages scripts/build-cuda.sh needs
 # there (the list below), downloaded here (not installed) into .gpu/debs, the
 # Gloo headers and the corpus that scripts/install-deps.sh installed, as
-# .gpu/gloo.tgz and .gpu/brown.tgz. Carry .gpu to that machine and run there
+# .gpu/gloo.tgz and .gpu/brown.tgz, and pytest's wheels (.gpu/wheels) for the
+# Python module's CUDA tests. Carry .gpu to that machine and run there
 #   scripts/gpu-check.sh OUTDIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,4 +28,8 @@ if [[ ! -f $gloo/usr/include/gloo/config.h ]]; then
   exit 1
 fi
 tar czf .gpu/gloo.tgz -C "$gloo" usr/include/gloo
-echo "gpu-carry: .gpu/debs ($(ls .gpu/debs | wc -l) packages), .gpu/gloo.tgz and .gpu/brown.tgz ready; carry .gpu"
+rm -rf .gpu/wheels
+"${MEMTRAIN_VENV:-/opt/memtrain/venv}/bin/python" -m pip download -q -d .gpu/wheels \
+  "$(grep '^pytest==' scripts/requirements.txt)"
+echo "gpu-carry: .gpu/debs ($(ls .gpu/debs | wc -l) packages), .gpu/gloo.tgz, .gpu/brown.tgz and .gpu/wheels ready;" \
+  "carry .gpu"

@@ -2,7 +2,7 @@
 # One prepared run for a GPU machine that has PyTorch (CUDA), nvcc, CMake and
 # Ninja but nothing of memtrain's: builds the CLI, the CUDA tests and the
 # Python module against that machine's torch (scripts/build-cuda.sh), runs the
-# CUDA tests, imports the module, and prints the headline figures (the tagger
+# CUDA tests, imports the module and runs its CUDA tests, and prints the headline figures (the tagger
 # under mimose at 50% on CUDA). Each phase has a time limit, so the whole fits
 # in MEMTRAIN_GPU_SECONDS (480 by default) and a failed phase still leaves
 # the others' results. Everything it writes goes to OUTDIR; check.log says
@@ -80,7 +80,20 @@ print("import memtrain:", memtrain.__file__, "torch", torch.__version__, "planne
 ' 2>&1 | tee -a "$log"
 say "module import: exit ${PIPESTATUS[0]}"
 
-# 4. Headline: the tagger at batch 32 under mimose at 50% on CUDA.
+# 4. The module on CUDA: a budget on a model whose blocks take a mask, exact
+# and kept (tests/python/test_cuda.py), with pytest from the carried wheels
+# when this Python has none.
+pytest_path=
+if ! "$python" -c 'import pytest' 2>/dev/null && [[ -d ${gpu_carry:-.gpu}/wheels ]]; then
+  pytest_path=/tmp/memtrain-pytest
+  "$python" -m pip install -q --no-index --find-links "${gpu_carry:-.gpu}/wheels" --target "$pytest_path" pytest \
+    >>"$out/python-tests.log" 2>&1
+fi
+PYTHONPATH=build-cuda/python${pytest_path:+:$pytest_path} timeout "$(left 60)" "$python" -m pytest -q \
+  -p no:cacheprovider tests/python/test_cuda.py >>"$out/python-tests.log" 2>&1
+say "Python CUDA tests: exit $?; $(tail -1 "$out/python-tests.log")"
+
+# 5. Headline: the tagger at batch 32 under mimose at 50% on CUDA.
 device=cuda
 [[ $gpu == 1 ]] || device=cpu
 timeout "$(left 10)" "$memtrain" train --device "$device" --planner mimose --budget 50% \

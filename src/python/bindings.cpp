@@ -6,6 +6,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -42,6 +43,17 @@ runtime::CpuDeviceMemory& device() {
 // The executor measures each operation's peak (resetting the device's), so
 // the process's peak is the device's since the last operation and the peaks
 // of the steps since reset_peak().
+// The memory of the device a model's blocks run on: the process's CPU
+// device, or a CUDA device counted by the caching allocator's statistics,
+// one per device index, made when a model on it is first wrapped.
+runtime::DeviceMemory& device_memory(const std::string& name) {
+  if (name == "cpu") return device();
+  static auto* devices = new std::map<std::string, std::unique_ptr<runtime::DeviceMemory>>();  // outlive tensors
+  std::unique_ptr<runtime::DeviceMemory>& memory = (*devices)[name];
+  if (!memory) memory = runtime::make_device_memory(name);
+  return *memory;
+}
+
 Bytes& steps_peak() {
   static Bytes peak = 0;
   return peak;
@@ -95,9 +107,10 @@ py::dict step_dict(const StepReport& r) {
   return d;
 }
 
-// What both runners plan with, from the Module's arguments.
-BlockStepsOptions options_of(const py::object& budget, const std::string& planner, int collect_steps,
-                             const py::object& bandwidth, double prediction_scale) {
+// What a model's steps plan with, from the Module's arguments; the host link
+// measured on `memory` when a planner needs it and none is given.
+BlockStepsOptions options_of(runtime::DeviceMemory& memory, const py::object& budget, const std::string& planner,
+                             int collect_steps, const py::object& bandwidth, double prediction_scale) {
   BlockStepsOptions options;
   options.steps.planner = planner;
   options.budget = budget_of(budget);
@@ -115,7 +128,7 @@ BlockStepsOptions options_of(const py::object& budget, const std::string& planne
   } else if (runtime::needs_host_link(*plan::make_planner(planner), false)) {
     // As `memtrain train` does: plans that copy to the host need the
     // link's speed. A smaller probe than the CLI's: the steps' own copies refine it.
-    const runtime::LinkRates link = runtime::measure_link(device(), Bytes(16) << 20, runtime::kDefaultLinkRepeats);
+    const runtime::LinkRates link = runtime::measure_link(memory, Bytes(16) << 20, runtime::kDefaultLinkRepeats);
     options.steps.device_to_host_bandwidth = link.device_to_host;
     options.steps.host_to_device_bandwidth = link.host_to_device;
   }
@@ -129,7 +142,7 @@ class BlockRunner {
   // the rest of the arguments of its call in this step).
   BlockRunner(const std::vector<py::object>& blocks, const std::vector<std::string>& names,
               const std::vector<py::object>& calls, const py::object& budget, const std::string& planner,
-              int collect_steps, const py::object& bandwidth, double prediction_scale) {
+              int collect_steps, const py::object& bandwidth, double prediction_scale, const std::string& device) {
     if (blocks.empty()) throw UsageError("the model has no blocks; expected at least one torch.nn.Module");
     MEMTRAIN_ASSERT(calls.size() == blocks.size() && names.size() == blocks.size(), "a call and a name per block");
     std::vector<std::shared_ptr<runtime::StageModule>> modules;
@@ -140,9 +153,10 @@ class BlockRunner {
     auto boundary = std::make_shared<GradientBoundary>();
     modules.push_back(boundary);
     stage_names.push_back("after the blocks");
-    const BlockStepsOptions options = options_of(budget, planner, collect_steps, bandwidth, prediction_scale);
-    steps_ = std::make_unique<BlockSteps>(runtime::StagedModel("python", stage_names, modules), boundary.get(),
-                                          device(), options);
+    runtime::DeviceMemory& memory = device_memory(device);
+    const BlockStepsOptions options = options_of(memory, budget, planner, collect_steps, bandwidth, prediction_scale);
+    steps_ = std::make_unique<BlockSteps>(runtime::StagedModel("python", stage_names, modules), boundary.get(), memory,
+                                          options);
   }
   BlockSteps& steps() { return *steps_; }
 
@@ -265,9 +279,10 @@ PYBIND11_MODULE(_memtrain, m) {
 
   py::class_<BlockRunner, std::shared_ptr<BlockRunner>>(m, "BlockRunner")
       .def(py::init<const std::vector<py::object>&, const std::vector<std::string>&, const std::vector<py::object>&,
-                    const py::object&, const std::string&, int, const py::object&, double>(),
+                    const py::object&, const std::string&, int, const py::object&, double, const std::string&>(),
            py::arg("blocks"), py::arg("names"), py::arg("calls"), py::arg("budget"), py::arg("planner"),
-           py::arg("collect_steps"), py::arg("bandwidth") = py::none(), py::arg("prediction_scale") = 1.0)
+           py::arg("collect_steps"), py::arg("bandwidth") = py::none(), py::arg("prediction_scale") = 1.0,
+           py::arg("device") = "cpu")
       .def("forward", [](BlockRunner& r, int block, const torch::Tensor& x) { return r.steps().forward(block, x); })
       .def("backward",
            [](BlockRunner& r, long step, int block, const torch::Tensor& dy) {

@@ -29,6 +29,13 @@ bool watched(const torch::Tensor& p) {
 
 }  // namespace
 
+at::Generator BlockSteps::default_generator() const {
+  // What a block's dropout draws from: torch's default generator of the
+  // device the blocks run on.
+  const torch::Device device = memory_.device();
+  return device.is_cpu() ? at::detail::getDefaultCPUGenerator() : at::globalContext().defaultGenerator(device);
+}
+
 BlockSteps::BlockSteps(runtime::StagedModel model, GradientBoundary* boundary, runtime::DeviceMemory& memory,
                        BlockStepsOptions options)
     : model_(std::move(model)), boundary_(boundary), memory_(memory), options_(std::move(options)),
@@ -93,7 +100,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   ctx_ = runtime::StepContext{};
   // Blocks draw from LibTorch's default generator, which the executor
   // replays (with the context's) when it runs a block again.
-  ctx_.generator = at::detail::getDefaultCPUGenerator();
+  ctx_.generator = default_generator();
   start_rng_ = runtime::RngSnapshot::capture(ctx_.generator);
   start_buffers_ = runtime::BufferSnapshot::capture(model_, memory_);
   execution_ = executor_->start(choice_.schedule, batch_, ctx_);
@@ -160,7 +167,7 @@ void BlockSteps::restart_schedule(const std::string& why) {
                          "step " + std::to_string(current_.step) + ": input " + batch_.signature.describe(), why);
   current_.retries = attempts_.retries;
   ctx_ = runtime::StepContext{};
-  ctx_.generator = at::detail::getDefaultCPUGenerator();
+  ctx_.generator = default_generator();
   execution_ = executor_->start(choice_.schedule, batch_, ctx_);
 }
 
@@ -196,7 +203,7 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
     }
     if (can_replay_ && dy.defined()) {
       runtime::PoolScope host(&memory_.host());
-      kept_dy_ = dy.clone();
+      kept_dy_ = dy.to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
     }
   } else {
     // A replay gives block i the gradient block i + 1's backward made: the
@@ -248,7 +255,7 @@ void BlockSteps::replay_to(int block, const OutOfBudget& first) {
       restart_schedule(why);
       run_until_forward_of_later(blocks() - 1);
       after_caller_->restore(ctx_.generator);
-      dy_ = kept_dy_.clone();
+      dy_ = kept_dy_.to(memory_.device(), /*non_blocking=*/false, /*copy=*/true);
       run_backward_to(block);
       return;
     } catch (const OutOfBudget& again) {
@@ -272,7 +279,7 @@ void BlockSteps::end_step() {
     }
     // A measurement, not a step: nothing it did survives.
     calibration_buffers_->restore();
-    calibration_rng_->restore(at::detail::getDefaultCPUGenerator());
+    calibration_rng_->restore(default_generator());
     return;
   }
   steps_.learn(size, result, 0);
@@ -295,7 +302,7 @@ int BlockSteps::begin_calibration() {
   for (torch::Tensor& p : model_.parameters()) {
     if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
   }
-  calibration_rng_ = runtime::RngSnapshot::capture(at::detail::getDefaultCPUGenerator());
+  calibration_rng_ = runtime::RngSnapshot::capture(default_generator());
   calibration_buffers_ = runtime::BufferSnapshot::capture(model_, memory_);
   calibration_live_ = 0;
   return (options_.budget.is_percent ? 1 : 0) + steps_.variant_rounds();

@@ -137,6 +137,7 @@ class BlockSteps {
   void end_step();
   void fold_caller_memory();
   torch::Tensor exchange(const torch::Tensor& output);
+  at::Generator default_generator() const;
 
   runtime::StagedModel model_;
   GradientBoundary* boundary_;

@@ -38,6 +38,21 @@ def planner_names():
     return list(_native.planner_names())
 
 
+def _device_of(model):
+    """The one device of the model's parameters and buffers: "cpu", or a
+    CUDA device with its index."""
+    devices = {t.device for t in list(model.parameters()) + list(model.buffers()) if t is not None}
+    if len(devices) > 1:
+        raise UsageError(f"the model's parameters and buffers are on {', '.join(sorted(map(str, devices)))}; "
+                         "memtrain plans a model on one device")
+    device = devices.pop() if devices else torch.device("cpu")
+    if device.type == "cuda":
+        return torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device())
+    if device.type != "cpu":
+        raise UsageError(f"the model is on {device}; memtrain runs models on cpu or cuda")
+    return device
+
+
 def _as_sequential(stages):
     """A list of stages as the nn.Sequential that applies them in order."""
     if isinstance(stages, torch.nn.Sequential):
@@ -93,14 +108,14 @@ class Module(torch.nn.Module):
         self._buffers = model._buffers
         self._non_persistent_buffers_set = model._non_persistent_buffers_set
         object.__setattr__(self, "_model", model)  # not a child: its children are ours
-        with torch.no_grad():
-            # Weights made before memtrain was imported move into counted memory.
-            for t in list(self.parameters()) + [b for b in self.buffers() if b is not None]:
-                if t.device.type != "cpu":
-                    raise UsageError(f"a parameter or buffer is on {t.device}; memtrain runs this model on cpu")
-                t.data = t.data.clone()
+        device = _device_of(self)
+        if device.type == "cpu":
+            with torch.no_grad():
+                # Weights made before memtrain was imported move into counted memory.
+                for t in list(self.parameters()) + [b for b in self.buffers() if b is not None]:
+                    t.data = t.data.clone()
         self._blocks = _blocks.PlannedBlocks(_blocks.blocks_of(model, blocks), budget, planner, collect_steps,
-                                             bandwidth, _prediction_scale)
+                                             bandwidth, _prediction_scale, str(device))
         self._runner = self._blocks.runner
         if sample is not None:
             self._calibrate(sample)

@@ -165,7 +165,7 @@ class PlannedBlocks:
     """The blocks of one model, their calls in the running step, and the
     native runner that plans and runs them."""
 
-    def __init__(self, blocks, budget, planner, collect_steps, bandwidth, prediction_scale):
+    def __init__(self, blocks, budget, planner, collect_steps, bandwidth, prediction_scale, device):
         self.blocks = blocks
         self.calls = [None] * len(blocks)  # (args after the input, kwargs) of each block's call this step
         self.templates = [None] * len(blocks)  # each block's result, to give back around its output
@@ -178,7 +178,7 @@ class PlannedBlocks:
         calls = [_RunBlock(me, i) for i in range(len(blocks))]
         names = [f"block {i} ({type(b).__name__})" for i, b in enumerate(blocks)]
         self.runner = _native.BlockRunner(blocks, names, calls, budget, planner, collect_steps, bandwidth,
-                                          prediction_scale)
+                                          prediction_scale, device)
         for i, block in enumerate(blocks):
             block.forward = _BlockForward(me, i, self.originals[i])
 
