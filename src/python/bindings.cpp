@@ -153,6 +153,13 @@ class BlockRunner {
     auto boundary = std::make_shared<GradientBoundary>();
     modules.push_back(boundary);
     stage_names.push_back("after the blocks");
+    if (device != "cpu" && plan::make_planner(planner)->uses_host_link()) {
+      // Its copies crash on CUDA worker threads inside the module's backward
+      // (a segmentation fault on an H200); `memtrain train` runs it there.
+      throw UsageError("planner '" + planner + "' copies to host memory, which memtrain.Module does not do on " +
+                       device + " yet; use optimal or mimose there (memtrain train --device cuda runs " + planner +
+                       ")");
+    }
     runtime::DeviceMemory& memory = device_memory(device);
     const BlockStepsOptions options = options_of(memory, budget, planner, collect_steps, bandwidth, prediction_scale);
     steps_ = std::make_unique<BlockSteps>(runtime::StagedModel("python", stage_names, modules), boundary.get(), memory,
@@ -283,10 +290,20 @@ PYBIND11_MODULE(_memtrain, m) {
            py::arg("blocks"), py::arg("names"), py::arg("calls"), py::arg("budget"), py::arg("planner"),
            py::arg("collect_steps"), py::arg("bandwidth") = py::none(), py::arg("prediction_scale") = 1.0,
            py::arg("device") = "cpu")
-      .def("forward", [](BlockRunner& r, int block, const torch::Tensor& x) { return r.steps().forward(block, x); })
+      // Without the GIL: the planned backward runs on torch's autograd engine,
+      // which refuses a caller holding it; a block takes it for its own call.
+      .def("forward",
+           [](BlockRunner& r, int block, const torch::Tensor& x) {
+             py::gil_scoped_release no_gil;
+             return r.steps().forward(block, x);
+           })
       .def("backward",
            [](BlockRunner& r, long step, int block, const torch::Tensor& dy) {
-             torch::Tensor dx = r.steps().backward(step, block, dy);
+             torch::Tensor dx;
+             {
+               py::gil_scoped_release no_gil;
+               dx = r.steps().backward(step, block, dy);
+             }
              if (block == 0) steps_peak() = std::max(steps_peak(), r.steps().last_step().peak_bytes);
              return dx;
            })

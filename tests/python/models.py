@@ -61,7 +61,7 @@ class MaskedGPT(nn.Module):
 
     def forward(self, ids):
         length = ids.shape[1]
-        mask = torch.triu(torch.full((length, length), float("-inf")), 1)
+        mask = torch.triu(torch.full((length, length), float("-inf"), device=ids.device), 1)
         x = self.drop(self.embed(ids))
         for block in self.blocks:
             x, _ = block(x, mask, scale=0.5)

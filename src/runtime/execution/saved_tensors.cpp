@@ -53,7 +53,8 @@ class SlotHooks : public torch::autograd::SavedVariableHooks {
 // must keep working inside and outside memtrain's stages, and the
 // innermost hooks win, as in PyTorch.
 // Answers as the engine it replaces (Python's, when torch's Python module
-// is loaded) wherever an answer is the engine's own: a node's anomaly
+// is loaded) wherever an answer is the engine's own, and runs backwards on
+// it: a node's anomaly
 // metadata is read back as Python's kind (AOT autograd's tracing reads it,
 // and read as the wrong kind it crashes the process), and a failed node's
 // Python error must persist.
@@ -64,6 +65,15 @@ class HookingEngine : public torch::autograd::Engine {
     if (auto hooks = replaced_.get_default_saved_variable_hooks()) return hooks;
     if (!capturing) return nullptr;
     return std::make_unique<SlotHooks>(capturing->add_slot());
+  }
+  // Runs on the replaced engine, whose worker threads and device queues
+  // exist: a backward started inside another (memtrain's planned backward,
+  // called from autograd's CUDA worker) reenters the engine that runs it.
+  torch::autograd::variable_list execute(const torch::autograd::edge_list& roots,
+                                         const torch::autograd::variable_list& inputs, bool keep_graph,
+                                         bool create_graph, bool accumulate_grad,
+                                         const torch::autograd::edge_list& outputs) override {
+    return replaced_.execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
   }
   std::unique_ptr<torch::autograd::AnomalyMetadata> make_anomaly_metadata() override {
     return replaced_.make_anomaly_metadata();
