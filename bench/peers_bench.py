@@ -198,6 +198,9 @@ def run_role(args):
                 with torch.autograd.graph.save_on_cpu():
                     return model(**b).loss
         record["peak"] = peak_at_longest(model, forward, longest)
+        if args.probe:
+            print(f"peak {record['peak']}", flush=True)
+            return
     record["setup_seconds"] = time.perf_counter() - t0
     t = Training(trained, forward)
 
@@ -223,7 +226,8 @@ def main():
     p.add_argument("--budgets", default="70,50,30", help="percent of the plain peak at the longest batch")
     p.add_argument("--planners", default="mimose,optimal,swap")
     p.add_argument("--compiled", default="optimal", help="planners also run with compiled blocks ('' for none)")
-    p.add_argument("--fractions", default="1.0,0.5,0.0", help="activation_memory_budget values torch.compile tries")
+    p.add_argument("--fractions", default="1.0,0.6,0.3,0.0",
+                   help="activation_memory_budget values torch.compile tries, largest first, until each budget fits")
     p.add_argument("--ks", default="2,3", help="checkpoint every k-th block, for these k")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--width", type=int, default=256)
@@ -240,6 +244,7 @@ def main():
     p.add_argument("--k", type=int, help=argparse.SUPPRESS)
     p.add_argument("--fraction", type=float, help=argparse.SUPPRESS)
     p.add_argument("--compiled-blocks", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "BENCHMARKS.md"))
     args = p.parse_args()
     if args.threads:
@@ -259,9 +264,11 @@ def main():
         f"{args.width}, {args.heads} heads, vocabulary {args.vocab} (Brown's most frequent words), dropout 0.1, "
         f"Adam; {args.steps} Brown batches of {args.batch} sentences, the length changing every step. Budget: N% of "
         "the plain model's training-step peak at the longest batch, every tensor of the process counted. Each "
-        "contender trains in a process of its own; the processes take turns step by step. A peer fits a budget "
-        "when its peak at the longest batch does (each k and each activation_memory_budget fraction is its own "
-        "contender; the table shows the fastest k that fits and the largest fraction that fits). Times: mean "
+        "peer's peak at the longest batch is measured first, in a process alone; a peer fits a budget when that "
+        "peak does (for every_k the largest k that fits, for torch.compile the largest activation_memory_budget "
+        "fraction that fits, both the fewest recomputations). Then, for each budget, one group of processes, "
+        "one contender each: the plain model, memtrain's planners at that budget and the peers that fit it; "
+        "they take turns step by step, so ratios within a group are side by side. Times: mean "
         f"seconds per step (forward, backward, Adam) over the steps after memtrain's {args.collect_steps} "
         "collection steps. Exact: every step's gradients bit-equal to the plain model's. Setup: seconds from "
         "the process's start to its first step (memtrain's calibration; torch.compile's compilation; a peer's "
@@ -274,99 +281,140 @@ def main():
     publish("peers_bench", "\n".join(head + sections) + "\n", args.out)
 
 
+def peer_command(args, peer, *more):
+    """The command of a peer named as "role" or "role value" (every_k's k,
+    compile_budget's fraction)."""
+    role, *value = peer.split()
+    extra = ["--k", value[0]] if role == "every_k" else ["--fraction", value[0]] if value else []
+    return role_command(args, "--role", role, *more, *extra)
+
+
+def probe(args, peer):
+    """A peer's peak at the longest batch, measured in a process alone."""
+    c = Contender(peer, peer_command(args, peer, "--probe"))
+    line = c.process.stdout.readline().split()
+    if c.process.wait() != 0 or len(line) != 2 or line[0] != "peak":
+        raise RuntimeError(f"peer {peer} did not measure its peak")
+    print(f"{args.model}: {peer} peaks at {int(line[1])} bytes", file=sys.stderr, flush=True)
+    return int(line[1])
+
+
+def peers_for(args, budgets):
+    """Each peer's peak at the longest batch, and for each budget the peers
+    to time: every fixed peer that fits, the largest k of every_k that fits
+    and the largest activation_memory_budget fraction that fits (the fewest
+    recomputations of each kind)."""
+    peaks = {peer: probe(args, peer) for peer in ["hf_gc", "sac", "save_on_cpu"]}
+    for k in sorted((int(k) for k in args.ks.split(",") if k), reverse=True):
+        peaks[f"every_k {k}"] = probe(args, f"every_k {k}")
+    for fraction in [f for f in args.fractions.split(",") if f]:
+        if all(any(p.startswith("compile_budget") and peak <= b for p, peak in peaks.items()) for b in budgets.values()):
+            break  # every budget has its largest fitting fraction
+        peaks[f"compile_budget {fraction}"] = probe(args, f"compile_budget {fraction}")
+    chosen = {}
+    for percent, budget in budgets.items():
+        fitting = [p for p, peak in peaks.items() if peak <= budget]
+        best = {}
+        for p in fitting:  # probed largest k and fraction first
+            best.setdefault(p.split()[0], p)
+        chosen[percent] = list(best.values())
+    return peaks, chosen
+
+
 def bench_model(args):
+    """One group of processes per budget, taking turns step by step: the
+    plain model, memtrain's planners at that budget and the peers that fit
+    it. Groups keep the processes alive at once (each holds its peak) few."""
     percents = [int(b) for b in args.budgets.split(",")]
     measuring = Contender("reference", role_command(args, "--role", "reference"))
     reference = int(measuring.process.stdout.readline())
     measuring.process.wait()
     print(f"{args.model}: plain peak at the longest batch {reference} bytes", file=sys.stderr, flush=True)
-    contenders = {"plain": Contender("plain", role_command(args, "--role", "plain"))}
-    for percent in percents + [100]:
-        planners = args.planners.split(",") if percent != 100 else ["optimal"]
-        for planner in planners:
-            name = f"memtrain {planner} {percent}%"
-            contenders[name] = Contender(name, role_command(args, "--role", "memtrain", "--planner", planner,
-                                                            "--budget-bytes", reference * percent // 100))
+    budgets = {percent: reference * percent // 100 for percent in [100] + percents}
+    peaks, chosen = peers_for(args, {percent: budgets[percent] for percent in percents})
+    groups = {}
+    for percent, budget in budgets.items():
+        contenders = {"plain": Contender("plain", role_command(args, "--role", "plain"))}
+        for planner in args.planners.split(",") if percent != 100 else ["optimal"]:
+            contenders[f"memtrain {planner}"] = Contender(
+                planner, role_command(args, "--role", "memtrain", "--planner", planner, "--budget-bytes", budget))
         for planner in [c for c in args.compiled.split(",") if c] if percent != 100 else []:
-            name = f"memtrain {planner} compiled {percent}%"
-            contenders[name] = Contender(name, role_command(args, "--role", "memtrain", "--planner", planner,
-                                                            "--compiled-blocks", "--budget-bytes",
-                                                            reference * percent // 100))
-    peers = ["hf_gc", "sac", "save_on_cpu"] + [f"every_k {k}" for k in args.ks.split(",") if k] + \
-        [f"compile_budget {f}" for f in args.fractions.split(",") if f]
-    for peer in peers:
-        role, *value = peer.split()
-        extra = ["--k", value[0]] if role == "every_k" else ["--fraction", value[0]] if value else []
-        contenders[peer] = Contender(peer, role_command(args, "--role", role, *extra))
-    active = [c for c in contenders.values() if c.expect("ready", "idle") == "ready"]
-    for i in range(args.steps):
-        k = i % len(active)
-        for c in active[k:] + active[:k]:
-            c.step(i)
-        if (i + 1) % 10 == 0:
-            print(f"{args.model}: step {i + 1} of {args.steps}", file=sys.stderr, flush=True)
-    records = {name: c.record() for name, c in contenders.items()}
-    return table(args, reference, percents, records)
+            contenders[f"memtrain {planner} compiled"] = Contender(
+                planner, role_command(args, "--role", "memtrain", "--planner", planner, "--compiled-blocks",
+                                      "--budget-bytes", budget))
+        for peer in chosen.get(percent, []):
+            contenders[peer] = Contender(peer, peer_command(args, peer))
+        active = [c for c in contenders.values() if c.expect("ready", "idle") == "ready"]
+        for i in range(args.steps):
+            k = i % len(active)
+            for c in active[k:] + active[:k]:
+                c.step(i)
+            if (i + 1) % 10 == 0:
+                print(f"{args.model} {percent}%: step {i + 1} of {args.steps}", file=sys.stderr, flush=True)
+        groups[percent] = {name: c.record() for name, c in contenders.items()}
+    return table(args, budgets, peaks, groups)
 
 
-def table(args, reference, percents, records):
+def table(args, budgets, peaks, groups):
+    reference = budgets[100]
     timed = slice(args.collect_steps, None)
-    plain = records["plain"]
 
     def mean(r):
         return statistics.mean(r["times"][timed])
 
-    def exact(r):
+    def exact(r, plain):
         return all(g == h for g, h in zip(r["grads"], plain["grads"]))
 
-    def row(name, r, budget):
+    def row(name, r, budget, plain):
         if "least" in r:
             return f"| {name} | infeasible: least {r['least'] / 2**20:.1f} MiB | | | | |"
         over = sum(p > budget for p in r["peaks"])
-        fits = "" if "peak" not in r else f" (peak at longest {r['peak'] / 2**20:.1f} MiB)"
-        return (f"| {name}{fits} | {over} / {len(r['peaks'])} | {mean(r):.4f} | {mean(r) / mean(plain):.2f}x | "
-                f"{'yes' if exact(r) else 'no'} | {r['setup_seconds'] if 'setup_seconds' in r else 0:.1f} |")
+        return (f"| {name} | {over} / {len(r['peaks'])} | {mean(r):.4f} | {mean(r) / mean(plain):.3f}x | "
+                f"{'yes' if exact(r, plain) else 'no'} | {r.get('setup_seconds', 0):.1f} |")
 
-    lines = [f"### {args.model}\n", f"Plain: {mean(plain):.4f} s/step, peak at the longest batch "
-             f"{reference / 2**20:.1f} MiB.\n"]
-    full = records.get("memtrain optimal 100%")
-    if full and "least" not in full:
-        lines.append(f"At 100%: memtrain `optimal` {mean(full):.4f} s/step, {mean(full) / mean(plain):.3f}x the plain "
-                     f"step, {sum(p > reference for p in full['peaks'])} steps over, exact: "
-                     f"{'yes' if exact(full) else 'no'}.\n")
-    for percent in percents:
-        budget = reference * percent // 100
+    lines = [f"### {args.model}\n", f"Plain model's peak at the longest batch: {reference / 2**20:.1f} MiB. Peers' "
+             "peaks at the longest batch, each measured alone: " +
+             ", ".join(f"{p} {peak / 2**20:.1f} MiB" for p, peak in peaks.items()) + ".\n"]
+    full = groups[100]
+    plain = full["plain"]
+    m = full["memtrain optimal"]
+    if "least" not in m:
+        lines.append(f"**100%**: memtrain `optimal` {mean(m):.4f} s/step against the plain model's {mean(plain):.4f} "
+                     f"s/step in the same turns, **{mean(m) / mean(plain):.3f}x** (planning each new size and the "
+                     f"bookkeeping around each block included), {sum(p > reference for p in m['peaks'])} steps "
+                     f"over, exact: {'yes' if exact(m, plain) else 'no'}.\n")
+    for percent, budget in budgets.items():
+        if percent == 100:
+            continue
+        records = groups[percent]
+        plain = records["plain"]
         lines += [f"**{percent}%** ({budget / 2**20:.1f} MiB)\n",
-                  "| contender | steps over budget | s/step | / plain | exact | setup s |", "|---|---|---|---|---|---|"]
-        mine = {n: r for n, r in records.items() if n.startswith("memtrain") and n.endswith(f" {percent}%")}
-        for name, r in mine.items():
-            lines.append(row(name.rsplit(" ", 1)[0], r, budget))
-        peers = {n: r for n, r in records.items() if not n.startswith("memtrain") and n != "plain"}
-        fitting = {n: r for n, r in peers.items() if r["peak"] <= budget}
-        shown = {}
-        for n, r in peers.items():
-            kind = n.split()[0]
-            if kind in ("every_k", "compile_budget"):
-                best = shown.get(kind)
-                fits = n in fitting
-                better = best is None or (fits and (best[0] not in fitting or mean(r) < mean(best[1])))
-                if better:
-                    shown[kind] = (n, r)
-            else:
-                shown[n] = (n, r)
-        for kind, (n, r) in shown.items():
-            lines.append(row(n + ("" if n in fitting else ", does not fit"), r, budget))
-        within = {n: r for n, r in fitting.items() if all(p <= budget for p in r["peaks"])}
-        fastest_mine = min((r for r in mine.values() if "least" not in r and
-                            all(p <= budget for p in r["peaks"])), key=mean, default=None)
-        if within and fastest_mine:
-            best_peer = min(within, key=lambda n: mean(within[n]))
-            lines.append(f"\nFastest peer whose steps all stayed within the budget: {best_peer}, "
-                         f"{mean(within[best_peer]):.4f} s/step; memtrain's fastest: {mean(fastest_mine):.4f} s/step, "
-                         f"**{mean(within[best_peer]) / mean(fastest_mine):.2f}x** its speed.\n")
+                  "| contender | steps over budget | s/step | / plain | exact | setup s |", "|---|---|---|---|---|---|",
+                  row("plain (no budget)", plain, budget, plain)]
+        mine = {n: r for n, r in records.items() if n.startswith("memtrain")}
+        timed_peers = {n: r for n, r in records.items() if n != "plain" and n not in mine}
+        for name, r in list(mine.items()) + list(timed_peers.items()):
+            lines.append(row(name, r, budget, plain))
+        unfit = [p for p in peaks if peaks[p] > budget and p.split()[0] not in {n.split()[0] for n in timed_peers}]
+        if unfit:
+            lines.append("| does not fit (peak at the longest batch): " +
+                         ", ".join(f"{p} {peaks[p] / 2**20:.1f} MiB" for p in unfit) + " | | | | | |")
+
+        def within(r):
+            return "least" not in r and all(p <= budget for p in r["peaks"])
+        good_peers = {n: r for n, r in timed_peers.items() if within(r)}
+        fastest_mine = min((n for n, r in mine.items() if within(r)), key=lambda n: mean(mine[n]), default=None)
+        if good_peers and fastest_mine:
+            best = min(good_peers, key=lambda n: mean(good_peers[n]))
+            lines.append(f"\nFastest peer whose steps all stayed within the budget: {best}, "
+                         f"{mean(good_peers[best]):.4f} s/step; memtrain's fastest ({fastest_mine}): "
+                         f"{mean(mine[fastest_mine]):.4f} s/step, **{mean(good_peers[best]) / mean(mine[fastest_mine]):.2f}x** "
+                         "its speed.\n")
+        elif fastest_mine:
+            lines.append(f"\nNo peer stayed within the budget at every step; memtrain's fastest ({fastest_mine}) did, "
+                         f"at {mean(mine[fastest_mine]) / mean(plain):.2f}x the plain step.\n")
         else:
-            lines.append("\nNo peer stayed within the budget at every step.\n" if not within else
-                         "\nmemtrain did not stay within the budget.\n")
+            lines.append("\nmemtrain did not stay within the budget.\n")
     return "\n".join(lines) + "\n"
 
 
