@@ -152,11 +152,11 @@ def run_role(args):
             t(-i, longest)
         print(f"{max(t.peaks)}", flush=True)
         return
+    if args.compiled_blocks:
+        blocks = blocks_of(model)
+        for i, block in enumerate(blocks):
+            blocks[i] = torch.compile(block, dynamic=True)
     if args.role == "memtrain":
-        if args.compiled_blocks:
-            blocks = blocks_of(model)
-            for i, block in enumerate(blocks):
-                blocks[i] = torch.compile(block, dynamic=True)
         try:
             m = memtrain.Module(model, budget=args.budget_bytes, planner=args.planner, sample=longest,
                                 collect_steps=args.collect_steps)
@@ -226,8 +226,10 @@ def main():
     p.add_argument("--budgets", default="70,50,30", help="percent of the plain peak at the longest batch")
     p.add_argument("--planners", default="mimose,optimal,swap")
     p.add_argument("--compiled", default="optimal", help="planners also run with compiled blocks ('' for none)")
-    p.add_argument("--fractions", default="1.0,0.6,0.3,0.0",
-                   help="activation_memory_budget values torch.compile tries, largest first, until each budget fits")
+    p.add_argument("--fractions", default="1.0,0.5,0.0",
+                   help="activation_memory_budget fractions torch.compile is probed at before the search rounds")
+    p.add_argument("--search-rounds", type=int, default=1,
+                   help="rounds of midpoints probed between the fractions to find the largest that fits each budget")
     p.add_argument("--ks", default="2,3", help="checkpoint every k-th block, for these k")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--width", type=int, default=256)
@@ -270,7 +272,8 @@ def main():
         "one contender each: the plain model, memtrain's planners at that budget and the peers that fit it; "
         "they take turns step by step, so ratios within a group are side by side. Times: mean "
         f"seconds per step (forward, backward, Adam) over the steps after memtrain's {args.collect_steps} "
-        "collection steps. Exact: every step's gradients bit-equal to the plain model's. Setup: seconds from "
+        "collection steps. Exact: every step's gradients bit-equal to the plain model's (memtrain with compiled "
+        "blocks: to the plain model's with the same compiled blocks). Setup: seconds from "
         "the process's start to its first step (memtrain's calibration; torch.compile's compilation; a peer's "
         "two measuring steps).\n",
         "Rockmate is not in the table: rockmate 2.0.0 from PyPI does not import (its rkgb 2.0.0 package lacks "
@@ -299,6 +302,21 @@ def probe(args, peer):
     return int(line[1])
 
 
+def refinements(fractions, budget):
+    """The activation_memory_budget fractions to probe next for `budget`,
+    given the peaks measured at `fractions`: the midpoint above the largest
+    fraction that fits, or, when none fits, the midpoints beside the fraction
+    with the least peak (peaks need not fall with the fraction)."""
+    probed = sorted(fractions)
+    fitting = [f for f in probed if fractions[f] <= budget]
+    if fitting:
+        above = [f for f in probed if f > max(fitting)]
+        return [round((max(fitting) + above[0]) / 2, 3)] if above else []
+    least = min(probed, key=lambda f: fractions[f])
+    i = probed.index(least)
+    return [round((least + probed[j]) / 2, 3) for j in (i - 1, i + 1) if 0 <= j < len(probed)]
+
+
 def peers_for(args, budgets):
     """Each peer's peak at the longest batch, and for each budget the peers
     to time: every fixed peer that fits, the largest k of every_k that fits
@@ -307,10 +325,15 @@ def peers_for(args, budgets):
     peaks = {peer: probe(args, peer) for peer in ["hf_gc", "sac", "save_on_cpu"]}
     for k in sorted((int(k) for k in args.ks.split(",") if k), reverse=True):
         peaks[f"every_k {k}"] = probe(args, f"every_k {k}")
-    for fraction in [f for f in args.fractions.split(",") if f]:
-        if all(any(p.startswith("compile_budget") and peak <= b for p, peak in peaks.items()) for b in budgets.values()):
-            break  # every budget has its largest fitting fraction
-        peaks[f"compile_budget {fraction}"] = probe(args, f"compile_budget {fraction}")
+    fractions = {}  # activation_memory_budget fraction: peak
+    for fraction in sorted({float(f) for f in args.fractions.split(",") if f}, reverse=True):
+        fractions[fraction] = probe(args, f"compile_budget {fraction:g}")
+    for _ in range(args.search_rounds):
+        wanted = sorted({f for b in budgets.values() for f in refinements(fractions, b)} - set(fractions), reverse=True)
+        for fraction in wanted:
+            fractions[fraction] = probe(args, f"compile_budget {fraction:g}")
+    for fraction in sorted(fractions, reverse=True):
+        peaks[f"compile_budget {fraction:g}"] = fractions[fraction]
     chosen = {}
     for percent, budget in budgets.items():
         fitting = [p for p, peak in peaks.items() if peak <= budget]
@@ -335,6 +358,9 @@ def bench_model(args):
     groups = {}
     for percent, budget in budgets.items():
         contenders = {"plain": Contender("plain", role_command(args, "--role", "plain"))}
+        if args.compiled and percent != 100:  # what memtrain with compiled blocks must equal
+            contenders["plain compiled"] = Contender("plain compiled", role_command(args, "--role", "plain",
+                                                                                    "--compiled-blocks"))
         for planner in args.planners.split(",") if percent != 100 else ["optimal"]:
             contenders[f"memtrain {planner}"] = Contender(
                 planner, role_command(args, "--role", "memtrain", "--planner", planner, "--budget-bytes", budget))
@@ -365,12 +391,16 @@ def table(args, budgets, peaks, groups):
     def exact(r, plain):
         return all(g == h for g, h in zip(r["grads"], plain["grads"]))
 
-    def row(name, r, budget, plain):
+    def exact_against(name, r, records):
+        same = records.get("plain compiled") if "compiled" in name else None
+        return exact(r, records["plain"] if same is None or same is r else same)
+
+    def row(name, r, budget, records):
         if "least" in r:
             return f"| {name} | infeasible: least {r['least'] / 2**20:.1f} MiB | | | | |"
         over = sum(p > budget for p in r["peaks"])
-        return (f"| {name} | {over} / {len(r['peaks'])} | {mean(r):.4f} | {mean(r) / mean(plain):.3f}x | "
-                f"{'yes' if exact(r, plain) else 'no'} | {r.get('setup_seconds', 0):.1f} |")
+        return (f"| {name} | {over} / {len(r['peaks'])} | {mean(r):.4f} | {mean(r) / mean(records['plain']):.3f}x | "
+                f"{'yes' if exact_against(name, r, records) else 'no'} | {r.get('setup_seconds', 0):.1f} |")
 
     lines = [f"### {args.model}\n", f"Plain model's peak at the longest batch: {reference / 2**20:.1f} MiB. Peers' "
              "peaks at the longest batch, each measured alone: " +
@@ -390,11 +420,13 @@ def table(args, budgets, peaks, groups):
         plain = records["plain"]
         lines += [f"**{percent}%** ({budget / 2**20:.1f} MiB)\n",
                   "| contender | steps over budget | s/step | / plain | exact | setup s |", "|---|---|---|---|---|---|",
-                  row("plain (no budget)", plain, budget, plain)]
+                  row("plain (no budget)", plain, budget, records)]
+        if "plain compiled" in records:
+            lines.append(row("plain, blocks compiled (no budget)", records["plain compiled"], budget, records))
         mine = {n: r for n, r in records.items() if n.startswith("memtrain")}
-        timed_peers = {n: r for n, r in records.items() if n != "plain" and n not in mine}
+        timed_peers = {n: r for n, r in records.items() if not n.startswith("plain") and n not in mine}
         for name, r in list(mine.items()) + list(timed_peers.items()):
-            lines.append(row(name, r, budget, plain))
+            lines.append(row(name, r, budget, records))
         unfit = [p for p in peaks if peaks[p] > budget and p.split()[0] not in {n.split()[0] for n in timed_peers}]
         if unfit:
             lines.append("| does not fit (peak at the longest batch): " +
