@@ -103,6 +103,8 @@ py::dict step_dict(const StepReport& r) {
   d["budget_bytes"] = r.budget_bytes;
   d["retries"] = r.retries;
   d["seconds"] = r.seconds;
+  d["planning_seconds"] = r.planning_seconds;
+  d["blocks_seconds"] = r.blocks_seconds;
   d["schedule"] = operations_of(r.schedule);
   return d;
 }

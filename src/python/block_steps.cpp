@@ -160,6 +160,7 @@ void BlockSteps::run_forward_to(int block) {
 void BlockSteps::restart_schedule(const std::string& why) {
   MEMTRAIN_ASSERT(calibration_round_ < 0, "calibration runs with the budget not enforced");
   // Nothing of the attempt reached the gradients: roll back and run again.
+  for (const runtime::OpRecord& rec : execution_->result().ops) current_.blocks_seconds += rec.seconds;
   execution_.reset();
   start_buffers_->restore();
   start_rng_->restore(ctx_.generator);
@@ -290,6 +291,8 @@ void BlockSteps::end_step() {
     current_.predicted_peak_bytes = sim::simulate(steps_.predicted_chain(size), choice_.schedule).peak_bytes;
   }
   current_.seconds = seconds_since(t0_);
+  current_.planning_seconds = choice_.planning_seconds;
+  for (const runtime::OpRecord& rec : result.ops) current_.blocks_seconds += rec.seconds;
   last_ = current_;
 }
 

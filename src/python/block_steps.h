@@ -80,7 +80,9 @@ struct StepReport {
   Bytes predicted_peak_bytes = -1;  // -1: a collection step, nothing predicted
   Bytes budget_bytes = 0;
   int retries = 0;
-  Seconds seconds = 0;  // from block 0's call to the end of its backward, the caller's code between included
+  Seconds seconds = 0;           // from block 0's call to the end of its backward, the caller's code between included
+  Seconds planning_seconds = 0;  // choosing the schedule (a cache lookup, or planning a new size), retries included
+  Seconds blocks_seconds = 0;    // the schedules' operations (blocks' runs, recomputations, copies), retries included
 };
 
 class BlockSteps {

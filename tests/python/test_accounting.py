@@ -45,3 +45,34 @@ def test_last_step_reports_plan_sizes_and_peaks():
             assert s["peak_bytes"] <= s["budget_bytes"]
             assert abs(s["predicted_peak_bytes"] - s["peak_bytes"]) <= 0.25 * s["peak_bytes"]
     assert seen[:4] == ["collect"] * 4 and "new" in seen and "cached" in seen
+
+
+class _SlowBlock(torch.nn.Module):
+    """A block whose forward takes at least `seconds` (its backward is fast)."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 16)
+        self.seconds = seconds
+
+    def forward(self, x):
+        import time
+        time.sleep(self.seconds)
+        return torch.tanh(self.linear(x))
+
+
+def test_last_step_splits_its_time_between_the_blocks_and_memtrain():
+    blocks, nap = 4, 0.05
+    m = memtrain.Module(torch.nn.Sequential(*[_SlowBlock(nap) for _ in range(blocks)]), budget=1 << 30,
+                        planner="optimal", collect_steps=1)
+    for step in range(3):
+        m(torch.randn(8 + step, 16)).sum().backward()
+        s = m.last_step
+        # Every block ran forward once at least, each run sleeping: that is the blocks' time, not memtrain's.
+        assert s["blocks_seconds"] >= blocks * nap
+        # Counting the blocks' runs as memtrain's would put a whole block's nap or more there.
+        assert 0 <= s["overhead_seconds"] < nap
+        assert 0 <= s["planning_seconds"] <= s["overhead_seconds"]
+        assert s["blocks_seconds"] <= s["seconds"]
+        if s["plan"] == "new":
+            assert s["planning_seconds"] > 0

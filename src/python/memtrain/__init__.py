@@ -168,9 +168,16 @@ class Module(torch.nn.Module):
     def last_step(self):
         """What the last step did: plan ("collect", "new", "cached" or "retry"),
         input_shape, input_size, peak_bytes, predicted_peak_bytes, budget_bytes,
-        retries, seconds and schedule (the operations, as the CLI prints them).
+        retries, seconds, schedule (the operations, as the CLI prints them),
+        planning_seconds (choosing the schedule), blocks_seconds (running its
+        operations) and overhead_seconds (memtrain's own time in the step:
+        its block calls and backward nodes less the operations they ran).
         For any model the input is block 0's."""
-        return self._runner.last_step()
+        report = self._runner.last_step()
+        wall = self._blocks.finished_wall
+        if report is not None and wall is not None:
+            report["overhead_seconds"] = max(0.0, wall - report["blocks_seconds"])
+        return report
 
     def chain(self):
         """The cost model memtrain has learnt, at the largest input seen."""

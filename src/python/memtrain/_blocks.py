@@ -14,6 +14,7 @@ The schedule calls a block again with the arguments of its call in this
 step, so a recomputed block sees the same mask, positions and flags.
 """
 
+import time
 import weakref
 from collections.abc import Mapping
 
@@ -135,11 +136,16 @@ class _BlockCall(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
+        t0 = time.perf_counter()
         if hasattr(ctx, "guard"):
             ctx.guard.reached = True
-        dx = ctx.blocks.runner.backward(ctx.step, ctx.index, dy)
+        blocks = ctx.blocks
+        dx = blocks.runner.backward(ctx.step, ctx.index, dy)
         if not ctx.needs_input_grad[2]:
             dx = None
+        blocks.wall += time.perf_counter() - t0
+        if ctx.index == 0:
+            blocks.finished_wall = blocks.wall  # the step the runner's last_step() now reports
         return None, None, dx, None
 
 
@@ -173,7 +179,9 @@ class PlannedBlocks:
         self.last_output = None  # what the previous block's call returned
         self.originals = [b.forward for b in blocks]
         self.params = [[p for p in b.parameters() if p.requires_grad] for b in blocks]
-        self.calibrating = False
+        self.calling = None  # the block whose call is running its first forward
+        self.wall = 0.0  # seconds in memtrain's block calls and backward nodes, this step
+        self.finished_wall = None  # the same, for the last step that finished
         me = weakref.ref(self)
         calls = [_RunBlock(me, i) for i in range(len(blocks))]
         names = [f"block {i} ({type(b).__name__})" for i, b in enumerate(blocks)]
@@ -183,6 +191,7 @@ class PlannedBlocks:
             block.forward = _BlockForward(me, i, self.originals[i])
 
     def call(self, i, args, kwargs):
+        t0 = time.perf_counter()
         where = f"block {i} ({type(self.blocks[i]).__name__})"
         if not args or not isinstance(args[0], torch.Tensor):
             raise _native.UsageError(f"{where} was called without a tensor as its first argument; memtrain plans "
@@ -196,23 +205,32 @@ class PlannedBlocks:
         if i == 0:
             self.calls = [None] * len(self.blocks)
             self.templates = [None] * len(self.blocks)
+            self.wall = 0.0
         elif x is not self.last_output:
             raise _native.UsageError(
                 f"{where}'s input is not what block {i - 1} returned; memtrain plans blocks that the forward calls "
                 "one after another, each on the output of the one before (pass blocks= the ones that are)")
         self.calls[i] = (rest, kwargs, _autocast_state())
         needs_grad = _NEEDS_GRAD if not x.requires_grad and self.params[i] else None
-        y = _BlockCall.apply(self, i, x, needs_grad)
+        self.calling = i
+        try:
+            y = _BlockCall.apply(self, i, x, needs_grad)
+        finally:
+            self.calling = None
         self.last_output = y if i + 1 < len(self.blocks) else None
         rebuild = self.templates[i]
+        self.wall += time.perf_counter() - t0
         return y if rebuild is None else rebuild(y)  # None: an operator variant ran, which returns its output
 
     def run(self, i, x):
         """Block i on input x, with the rest of its call's arguments (the
         schedule's call, for its first forward and any recomputation)."""
         rest, kwargs, autocast = self.calls[i]
-        with _autocast_as(autocast):
+        if self.calling == i:  # inside the caller's own call: its autocast state is in force
             result = self.originals[i](x, *rest, **kwargs)
+        else:
+            with _autocast_as(autocast):
+                result = self.originals[i](x, *rest, **kwargs)
         where = f"block {i} ({type(self.blocks[i]).__name__})"
         y, rebuild = _primary(result, where)
         if self.templates[i] is None:
