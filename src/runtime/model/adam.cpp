@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <thread>
 #include <vector>
 
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "core/error.h"
 #include "core/seconds_since.h"
 
 namespace memtrain::runtime {
@@ -19,44 +19,80 @@ bool fusable(const torch::Tensor& t) {
   return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
 }
 
+bool overlap(const torch::Tensor& a, const torch::Tensor& b) {
+  const auto* a0 = static_cast<const char*>(a.data_ptr());
+  const auto* b0 = static_cast<const char*>(b.data_ptr());
+  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+// The float constants of one update, computed once.
+struct UpdateConstants {
+  float b1, b2, rest1, rest2, sqrt_bias2, eps, step, decay;
+};
+
+// One update of elements [begin, end). This file is compiled without errno
+// from sqrt and without contracting a multiply and an add into one
+// rounding: the loops vectorize, and every lane rounds as the scalar loop
+// would, so the bits do not depend on the CPU or the threads' split. Clones
+// for AVX-512 and AVX2 are picked at load time by the CPU.
+struct Updated {
+  float w, m, v;
+};
+
+inline Updated update_element(float w, float m, float v, float g, const UpdateConstants& c) {
+  const float mi = c.b1 * m + c.rest1 * g;
+  const float vi = c.b2 * v + c.rest2 * (g * g);
+  const float denom = std::sqrt(vi) / c.sqrt_bias2 + c.eps;
+  return {w * c.decay - c.step * (mi / denom), mi, vi};
+}
+
+// In place: w, m, v are read and written through one pointer each.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void update_in_place(
+    float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g, std::int64_t begin,
+    std::int64_t end, UpdateConstants c) {
+  for (std::int64_t i = begin; i < end; ++i) {
+    const Updated u = update_element(w[i], m[i], v[i], g[i], c);
+    w[i] = u.w;
+    m[i] = u.m;
+    v[i] = u.v;
+  }
+}
+
+// Into outputs that share no memory with the inputs.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void update_into(
+    float* __restrict w_out, float* __restrict m_out, float* __restrict v_out, const float* __restrict w,
+    const float* __restrict m, const float* __restrict v, const float* __restrict g, std::int64_t begin,
+    std::int64_t end, UpdateConstants c) {
+  for (std::int64_t i = begin; i < end; ++i) {
+    const Updated u = update_element(w[i], m[i], v[i], g[i], c);
+    w_out[i] = u.w;
+    m_out[i] = u.m;
+    v_out[i] = u.v;
+  }
+}
+
 // On the host an update is bound by memory traffic, and LibTorch's op-by-op
 // update reads and writes each array several times (and allocates its
-// denominator). This is one pass, reading w, m, v, g and writing the new
-// three (in place when the outputs are the inputs); each element gets the
-// same float operations whatever the threads' split.
-void fused_update(float* w_out, float* m_out, float* v_out, const float* w, const float* m, const float* v,
-                  const float* g, std::int64_t n, const AdamOptions& o, double bias1, double bias2) {
-  const float b1 = static_cast<float>(o.beta1), b2 = static_cast<float>(o.beta2);
-  const float rest1 = static_cast<float>(1 - o.beta1), rest2 = static_cast<float>(1 - o.beta2);
-  const float sqrt_bias2 = static_cast<float>(std::sqrt(bias2));
-  const float eps = static_cast<float>(o.eps);
-  const float step = static_cast<float>(o.lr / bias1);
-  const float decay = static_cast<float>(1 - o.lr * o.weight_decay);
+// denominator): this is one pass, on threads of its own.
+void fused_update(bool in_place, float* w_out, float* m_out, float* v_out, const float* w, const float* m,
+                  const float* v, const float* g, std::int64_t n, const AdamOptions& o, double bias1, double bias2) {
+  const UpdateConstants c{static_cast<float>(o.beta1),          static_cast<float>(o.beta2),
+                          static_cast<float>(1 - o.beta1),      static_cast<float>(1 - o.beta2),
+                          static_cast<float>(std::sqrt(bias2)), static_cast<float>(o.eps),
+                          static_cast<float>(o.lr / bias1),     static_cast<float>(1 - o.lr * o.weight_decay)};
   auto range = [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const float gi = g[i];
-      const float mi = b1 * m[i] + rest1 * gi;
-      const float vi = b2 * v[i] + rest2 * (gi * gi);
-      const float denom = std::sqrt(vi) / sqrt_bias2 + eps;
-      w_out[i] = w[i] * decay - step * (mi / denom);
-      m_out[i] = mi;
-      v_out[i] = vi;
+    if (in_place) {
+      update_in_place(w_out, m_out, v_out, g, begin, end, c);
+    } else {
+      update_into(w_out, m_out, v_out, w, m, v, g, begin, end, c);
     }
   };
-  // Threads of our own: at::parallel_for is inline OpenMP in LibTorch's
-  // headers, serial in code built without -fopenmp (measured on an H100
-  // host's 16 cores: 1.9 ns per byte of weights, 2.3x slower than LibTorch's
-  // parallel ops). Small tensors are not worth a thread.
+  // On LibTorch's own OpenMP threads (this file is built with -fopenmp, so
+  // at::parallel_for is OpenMP here too): threads of our own ran beside
+  // LibTorch's, still spinning after its last op, and lost a quarter of
+  // the update's speed to them. Small tensors are not worth a thread.
   constexpr std::int64_t kPerThread = 1 << 18;
-  const std::int64_t threads = std::clamp<std::int64_t>(n / kPerThread, 1, at::get_num_threads());
-  if (threads == 1) return range(0, n);
-  std::vector<std::thread> workers;
-  const std::int64_t chunk = (n + threads - 1) / threads;
-  for (std::int64_t t = 1; t < threads; ++t) {
-    workers.emplace_back(range, t * chunk, std::min(n, (t + 1) * chunk));
-  }
-  range(0, chunk);
-  for (std::thread& t : workers) t.join();
+  at::parallel_for(0, n, kPerThread, range);
 }
 
 }  // namespace
@@ -132,8 +168,23 @@ void Adam::apply_into(torch::Tensor w_out, torch::Tensor m_out, torch::Tensor v_
   const bool fused = fusable(w_out) && fusable(m_out) && fusable(v_out) && fusable(w) && fusable(m) && fusable(v) &&
                      fusable(g) && w.numel() == g.numel();
   if (fused) {
-    fused_update(w_out.data_ptr<float>(), m_out.data_ptr<float>(), v_out.data_ptr<float>(), w.data_ptr<float>(),
-                 m.data_ptr<float>(), v.data_ptr<float>(), g.data_ptr<float>(), w.numel(), options_, bias1, bias2);
+    // The pass runs in place, or into outputs apart from every input; any
+    // other mix is copied into the outputs first and updated there.
+    const bool in_place =
+        w_out.data_ptr() == w.data_ptr() && m_out.data_ptr() == m.data_ptr() && v_out.data_ptr() == v.data_ptr();
+    bool apart = true;
+    for (const torch::Tensor* out : {&w_out, &m_out, &v_out}) {
+      for (const torch::Tensor* in : {&w, &m, &v, &g}) apart = apart && !overlap(*out, *in);
+    }
+    if (!in_place && !apart) {
+      if (!w_out.is_same(w)) w_out.copy_(w);
+      if (!m_out.is_same(m)) m_out.copy_(m);
+      if (!v_out.is_same(v)) v_out.copy_(v);
+    }
+    const bool from_outputs = in_place || !apart;
+    fused_update(from_outputs, w_out.data_ptr<float>(), m_out.data_ptr<float>(), v_out.data_ptr<float>(),
+                 w.data_ptr<float>(), m.data_ptr<float>(), v.data_ptr<float>(), g.data_ptr<float>(), w.numel(),
+                 options_, bias1, bias2);
     return;
   }
   // Elsewhere (a GPU) op by op, one temporary the size of the weight.

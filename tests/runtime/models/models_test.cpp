@@ -192,6 +192,43 @@ TEST(Adam, TheHostUpdateGivesTheSameBitsWhateverTheThreads) {
   EXPECT_FALSE(torch::equal(results[0].slice(0, 0, n), w)) << "the update changed the weights";
 }
 
+TEST(Adam, TheVectorizedHostUpdateGivesTheScalarLoopsBits) {
+  torch::manual_seed(5);
+  const std::int64_t n = 1000 + 13;  // a tail past every vector width
+  const torch::Tensor w = torch::randn({n}), m = torch::randn({n}) * 0.1, v = torch::rand({n}) * 0.01;
+  const torch::Tensor g = torch::randn({n});
+  const AdamOptions o{1e-2, 0.9, 0.999, 1e-8, 0.1};
+  const long t = 7;
+  // The update one element at a time, in the float operations Adam documents.
+  torch::Tensor we = w.clone(), me = m.clone(), ve = v.clone();
+  const double bias1 = 1 - std::pow(o.beta1, t), bias2 = 1 - std::pow(o.beta2, t);
+  const float b1 = static_cast<float>(o.beta1), b2 = static_cast<float>(o.beta2);
+  const float rest1 = static_cast<float>(1 - o.beta1), rest2 = static_cast<float>(1 - o.beta2);
+  const float sqrt_bias2 = static_cast<float>(std::sqrt(bias2)), eps = static_cast<float>(o.eps);
+  const float step = static_cast<float>(o.lr / bias1), decay = static_cast<float>(1 - o.lr * o.weight_decay);
+  float *wp = we.data_ptr<float>(), *mp = me.data_ptr<float>(), *vp = ve.data_ptr<float>();
+  const float* gp = g.data_ptr<float>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    volatile float mi = b1 * mp[i] + rest1 * gp[i];  // volatile: each operation rounded on its own
+    volatile float vi = b2 * vp[i] + rest2 * (gp[i] * gp[i]);
+    volatile float denom = std::sqrt(static_cast<float>(vi)) / sqrt_bias2 + eps;
+    wp[i] = wp[i] * decay - step * (mi / denom);
+    mp[i] = mi;
+    vp[i] = vi;
+  }
+  const Adam adam({}, o);
+  torch::Tensor wi = w.clone(), mi = m.clone(), vi = v.clone();
+  adam.apply(wi, mi, vi, g, t);
+  EXPECT_TRUE(torch::equal(wi, we) && torch::equal(mi, me) && torch::equal(vi, ve))
+      << "in place: " << (wi - we).abs().max().item<float>();
+  // Weights in place, moments into tensors of their own: the same bits.
+  const torch::Tensor m0 = m.clone(), v0 = v.clone();
+  torch::Tensor wm = w.clone(), m_out = torch::empty_like(m), v_out = torch::empty_like(v);
+  adam.apply_into(wm, m_out, v_out, wm, m, v, g, t);
+  EXPECT_TRUE(torch::equal(wm, we) && torch::equal(m_out, me) && torch::equal(v_out, ve));
+  EXPECT_TRUE(torch::equal(m, m0) && torch::equal(v, v0)) << "the moments' inputs untouched";
+}
+
 TEST(Adam, AnUpdateIntoNewTensorsEqualsTheUpdateInPlaceAndLeavesItsInputs) {
   torch::manual_seed(2);
   const torch::Tensor w = torch::randn({1000}), m = torch::randn({1000}) * 0.1, v = torch::rand({1000}) * 0.01;
