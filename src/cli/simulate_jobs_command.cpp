@@ -65,6 +65,7 @@ int run_simulate_jobs(const std::vector<std::string>& args) {
                       {"reference_peak_bytes", j.reference},
                       {"least_budget_bytes", j.least_largest},
                       {"retries", 0},
+                      {"tensile_replans", j.tensile_replans},
                       {"msr", j.msr},
                       {"eor", j.eor},
                       {"cbr", or_null(j.eor > 0, j.eor > 0 ? j.msr / j.eor : 0)}});

@@ -55,8 +55,9 @@ struct Request {
 struct Job {
   const SimJob* spec = nullptr;
   std::unique_ptr<plan::Planner> planner;
-  std::map<double, Request> requests;  // by input fraction
-  std::vector<Bytes> tensors;          // swappable at its largest input (the tensile policy's view)
+  std::map<double, Request> requests;    // by input fraction
+  std::vector<Bytes> tensors;            // swappable at its largest input (the tensile policy's view)
+  Bytes planned = 0, planned_least = 0;  // what the tensile policy planned its allotment for (0: largest input)
   bool joined = false, done = false;
   Bytes resident = 0, lease = 0, live = 0;
   std::int64_t ticket = -1;  // open request's arrival order; -1: none
@@ -168,6 +169,8 @@ std::vector<jobs::JobView> GroupRun::views(bool starting) const {
     x.reference = j.out.reference;
     x.least_largest = j.out.least_largest;
     x.tensors = j.tensors;
+    x.planned = j.planned;
+    x.planned_least = j.planned_least;
     x.waiting = j.ticket >= 0;
     x.ticket = j.ticket;
     if (x.waiting) {
@@ -184,6 +187,14 @@ void GroupRun::ask(Job& j) {
   request_of(j, j.fraction());
   j.ticket = tickets_++;
   j.asked_at = now_;
+  if (policy_ == jobs::Policy::Tensile) {
+    jobs::JobView mine = views().at(static_cast<size_t>(&j - jobs_.data()));
+    if (jobs::replan_tensile(mine)) {
+      j.planned = mine.planned;
+      j.planned_least = mine.planned_least;
+      ++j.out.tensile_replans;
+    }
+  }
 }
 
 Bytes GroupRun::total_live() const {

@@ -55,6 +55,7 @@ struct SimJobOutcome {
   Bytes peak_bytes = 0;       // the most it held at once
   Bytes reference = 0, least_largest = 0;
   double msr = 0, eor = 0;
+  std::int64_t tensile_replans = 0;  // times the tensile policy planned its allotment again (input drift)
 };
 
 struct GroupOutcome {

@@ -71,6 +71,8 @@ struct JobGroup::Segment {
     std::int64_t others_steps_at_request, others_steps_to_first_lease;
     std::int32_t tensor_count, pad;
     Bytes tensors[kTensorSizes];
+    Bytes planned, planned_least;  // what the tensile policy planned its allotment for (0: the largest input)
+    std::int64_t replans;          // times it did so
   };
 
   std::atomic<std::uint64_t> magic;
@@ -407,6 +409,8 @@ std::vector<JobView> JobGroup::views_locked() const {
     v.reference = m.reference;
     v.least_largest = m.least_largest;
     v.tensors.assign(m.tensors, m.tensors + m.tensor_count);
+    v.planned = m.planned;
+    v.planned_least = m.planned_least;
     v.waiting = m.waiting != 0;
     v.ticket = m.ticket;
     v.want = m.want;
@@ -431,6 +435,14 @@ Bytes JobGroup::acquire(const LeaseRequest& request, Seconds* waited) {
   for (size_t p = 0; p < curve.size(); ++p) {
     me.curve_bytes[p] = curve[p].bytes;
     me.curve_seconds[p] = curve[p].seconds;
+  }
+  if (static_cast<Policy>(s->policy) == Policy::Tensile) {
+    JobView mine = views_locked().at(static_cast<size_t>(member_));
+    if (replan_tensile(mine)) {
+      me.planned = mine.planned;
+      me.planned_least = mine.planned_least;
+      ++me.replans;
+    }
   }
   me.ticket = s->next_ticket++;
   me.waiting = 1;
@@ -514,6 +526,7 @@ GroupState JobGroup::state() const {
     ms.wait_seconds = m.wait_seconds;
     ms.calibrate_wait_seconds = m.calibrate_wait_seconds;
     ms.reclaimed = m.reclaimed;
+    ms.replans = m.replans;
     ms.others_steps_to_first_lease = m.others_steps_to_first_lease;
     g.members.push_back(ms);
   }

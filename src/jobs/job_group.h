@@ -43,6 +43,7 @@ struct MemberState {
   Seconds wait_seconds = 0;            // waiting for leases
   Seconds calibrate_wait_seconds = 0;  // waiting for the group to start
   Bytes reclaimed = 0;                 // bytes it still held when it was found gone
+  std::int64_t replans = 0;            // times the tensile policy planned its allotment again (input drift)
   // Steps the other members took between this one's request for its first
   // lease and the grant; -1: not granted yet.
   std::int64_t others_steps_to_first_lease = -1;

@@ -226,6 +226,7 @@ nlohmann::json jobs_report(const LaunchOptions& o, const LaunchResult& r) {
               {"reference_peak_bytes", m ? m->reference : 0},
               {"least_budget_bytes", m ? m->least_largest : 0},
               {"reclaimed_bytes", m ? m->reclaimed : 0},
+              {"tensile_replans", m ? m->replans : 0},
               {"reclaimed_after_seconds", out.reclaimed_after >= 0 ? json(out.reclaimed_after) : json()},
               {"lease_delay_steps",
                m && m->others_steps_to_first_lease >= 0 ? json(m->others_steps_to_first_lease) : json()}};

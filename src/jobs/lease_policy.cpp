@@ -39,8 +39,26 @@ Bytes knee_of(const std::vector<BudgetPoint>& curve, double slack) {
   return curve.back().bytes;
 }
 
+namespace {
+
+// The need and least budget job `j`'s allotment is planned for.
+Bytes planned_need(const JobView& j) { return j.planned > 0 ? j.planned : j.reference; }
+Bytes planned_least(const JobView& j) { return j.planned > 0 ? j.planned_least : j.least_largest; }
+
+}  // namespace
+
+bool replan_tensile(JobView& j) {
+  const Bytes need = planned_need(j);
+  const bool drifted =
+      need <= 0 || std::abs(static_cast<double>(j.want - need)) > kTensileDrift * static_cast<double>(need);
+  if (!drifted || j.want <= 0) return false;
+  j.planned = j.want;
+  j.planned_least = j.least;
+  return true;
+}
+
 std::vector<Bytes> tensile_allotments(const std::vector<JobView>& jobs, Bytes budget) {
-  std::vector<Bytes> allot(jobs.size(), 0);
+  std::vector<Bytes> allot(jobs.size(), 0), least(jobs.size(), 0);
   Bytes excess = -budget;
   struct Tensor {
     Bytes bytes;
@@ -49,16 +67,22 @@ std::vector<Bytes> tensile_allotments(const std::vector<JobView>& jobs, Bytes bu
   std::vector<Tensor> tensors;
   for (size_t k = 0; k < jobs.size(); ++k) {
     if (!jobs[k].present) continue;
-    allot[k] = std::max(jobs[k].reference, jobs[k].least_largest);
+    const Bytes need = planned_need(jobs[k]);
+    least[k] = planned_least(jobs[k]);
+    allot[k] = std::max(need, least[k]);
     excess += allot[k];
-    for (Bytes t : jobs[k].tensors) tensors.push_back({t, k});
+    // Tensors known at the largest input; a smaller or larger need scales them.
+    const double scale = jobs[k].reference > 0 && jobs[k].planned > 0
+                             ? static_cast<double>(need) / static_cast<double>(jobs[k].reference)
+                             : 1.0;
+    for (Bytes t : jobs[k].tensors) tensors.push_back({static_cast<Bytes>(scale * static_cast<double>(t)), k});
   }
   if (excess <= 0) return allot;
   // Largest first; ties to the earlier job, so every member computes the same.
   std::stable_sort(tensors.begin(), tensors.end(), [](const Tensor& a, const Tensor& b) { return a.bytes > b.bytes; });
   for (const Tensor& t : tensors) {
     if (excess <= 0) break;
-    const Bytes cut = std::min({t.bytes, excess, allot[t.job] - jobs[t.job].least_largest});
+    const Bytes cut = std::min({t.bytes, excess, allot[t.job] - least[t.job]});
     if (cut <= 0) continue;
     allot[t.job] -= cut;
     excess -= cut;
@@ -66,14 +90,14 @@ std::vector<Bytes> tensile_allotments(const std::vector<JobView>& jobs, Bytes bu
   if (excess <= 0) return allot;
   // Recomputation: the rest, in proportion to what each job can still give.
   Bytes room = 0;
-  for (size_t k = 0; k < jobs.size(); ++k) room += jobs[k].present ? allot[k] - jobs[k].least_largest : 0;
+  for (size_t k = 0; k < jobs.size(); ++k) room += jobs[k].present ? allot[k] - least[k] : 0;
   if (room <= 0) return allot;
   const double part = std::min(1.0, static_cast<double>(excess) / static_cast<double>(room));
   for (size_t k = 0; k < jobs.size(); ++k) {
     if (!jobs[k].present) continue;
-    const Bytes give = allot[k] - jobs[k].least_largest;
+    const Bytes give = allot[k] - least[k];
     allot[k] -= static_cast<Bytes>(std::ceil(part * static_cast<double>(give)));
-    allot[k] = std::max(allot[k], jobs[k].least_largest);
+    allot[k] = std::max(allot[k], least[k]);
   }
   return allot;
 }
@@ -143,10 +167,11 @@ Decision decide(Policy policy, const std::vector<JobView>& jobs, int requester, 
       return {Decision::Grant, whole, ""};
     }
     case Policy::Tensile: {
-      // TENSILE plans each job for its largest input, not for this step's:
-      // the lease is the job's allotment, whatever this input needs (never
-      // less than its least). Allotments follow the jobs present, so a job
-      // joining or leaving re-plans everyone's.
+      // TENSILE plans each job for an input (its largest, until the input
+      // drifts and replan_tensile plans it for the new one): the lease is
+      // the job's allotment, whatever this input needs (never less than its
+      // least). Allotments follow the jobs present and their plans, so a
+      // job joining, leaving or re-planning re-plans everyone's.
       const Bytes allot = tensile_allotments(jobs, budget).at(static_cast<size_t>(requester));
       const Bytes grant = std::max(r.least, std::min(allot, ever));
       if (free_now < grant) return {Decision::Wait, 0, ""};

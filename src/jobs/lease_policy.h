@@ -48,6 +48,9 @@ struct JobView {
   // Its largest tensors at its largest input whose swaps hide, descending
   // (at most kTensorSizes): what the tensile policy takes its memory from.
   std::vector<Bytes> tensors;
+  // The need (peak) and least budget its tensile allotment is planned for;
+  // 0: its largest input's (reference, least_largest).
+  Bytes planned = 0, planned_least = 0;
   bool waiting = false;     // it has a request open
   std::int64_t ticket = 0;  // arrival order of that request
   Bytes want = 0, least = 0;
@@ -79,13 +82,23 @@ std::string shortfall(Policy policy, const std::vector<JobView>& jobs, const std
 // when one has everything.
 double jain_index(const std::vector<double>& values);
 
-// TENSILE's allotments: each present job's scheduled peak for its largest
-// input, the jobs' peaks taken to add up (their global peak). When they pass
-// the budget, swaps lower them: the largest tensor of any job first, a job
-// never below its least budget; what swaps cannot cover is recomputed,
-// taken from the jobs in proportion to what each can still give. 0 for
-// absent jobs.
+// TENSILE's allotments: each present job's scheduled peak for the input it
+// is planned for (its largest, until it re-plans), the jobs' peaks taken to
+// add up (their global peak). When they pass the budget, swaps lower them:
+// the largest tensor of any job first (a re-planned job's tensors scaled
+// with its need), a job never below its least budget; what swaps cannot
+// cover is recomputed, taken from the jobs in proportion to what each can
+// still give. 0 for absent jobs.
 std::vector<Bytes> tensile_allotments(const std::vector<JobView>& jobs, Bytes budget);
+
+// TENSILE re-plans a job whose input drifts: when the need of the step it
+// asks for (`want`) is more than this far from the need its allotment was
+// planned for, the allotment is planned again for this step's need.
+constexpr double kTensileDrift = 0.30;
+// Called as job `j` opens a request: re-plans its allotment for the
+// request (planned = want, planned_least = least) when its need drifted by
+// more than kTensileDrift; returns whether it did.
+bool replan_tensile(JobView& j);
 
 // The arbiter's choice on a curve: the fewest bytes whose predicted time is
 // within `slack` of the fastest.

@@ -119,16 +119,21 @@ TEST(JobsCommand, TensileLeasesFixedAllotmentsAndTheJobsTrainAsAlone) {
     EXPECT_EQ(report.at("planner"), "tensile");
     // After the collection steps every lease is the job's allotment,
     // whatever the step's input; it changes only when the other job leaves,
-    // to all this job would take alone (at least its unconstrained peak).
+    // to all this job would take alone (at least its unconstrained peak),
+    // or when either job's need drifts by more than 30% and re-plans.
     std::vector<double> leases;
     for (const json& step : report.at("steps")) {
       if (step.at("plan") != "collect") leases.push_back(step.at("budget_bytes").get<double>());
     }
     ASSERT_FALSE(leases.empty());
+    const long replans =
+        r.at("jobs")[0].at("tensile_replans").get<long>() + r.at("jobs")[1].at("tensile_replans").get<long>();
+    long unexplained = 0;
     for (size_t k = 1; k < leases.size(); ++k) {
       if (leases[k] == leases[k - 1]) continue;
-      EXPECT_GE(leases[k], report.at("reference_peak_bytes").get<double>()) << report.at("steps").dump();
+      unexplained += leases[k] < report.at("reference_peak_bytes").get<double>();
     }
+    EXPECT_LE(unexplained, replans) << report.at("steps").dump();
     EXPECT_LE(leases.front(), budget);
   }
   const std::string alone = dir.path() + "/alone.json";

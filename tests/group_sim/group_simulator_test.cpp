@@ -99,6 +99,22 @@ TEST(GroupSimulator, NoPolicyEverPassesTheBudget) {
   EXPECT_GE(completed, 4 * 8) << "most runs are feasible";
 }
 
+TEST(GroupSimulator, TensileReplansAJobWhenItsInputDriftsAndOnlyThen) {
+  GroupSpec spec;
+  SimJob drifting = job_of(testing::with_link(testing::random_chain(8, 31), 1e9), 6, "drifting");
+  drifting.sizes = {1.0, 0.1};  // a tenth of the largest input, then the largest again, ...
+  const SimJob steady = job_of(testing::with_link(testing::random_chain(8, 32), 1e9), 6, "steady");
+  spec.jobs = {drifting, steady};
+  const GroupOutcome g = simulate_group(spec, Policy::Tensile, percent(70));
+  ASSERT_TRUE(g.refused.empty()) << g.refused;
+  EXPECT_EQ(g.violations, 0);
+  // Planned first for its largest input: every step of the small input
+  // drifts from the plan, and so does every return to the largest.
+  EXPECT_GE(g.jobs[0].tensile_replans, 2);
+  EXPECT_EQ(g.jobs[1].tensile_replans, 0) << "its input never drifts";
+  EXPECT_EQ(simulate_group(spec, Policy::Arbiter, percent(70)).jobs[0].tensile_replans, 0) << "tensile's alone";
+}
+
 TEST(GroupSimulator, ABudgetBelowTheJobsLeastNamesEachJob) {
   GroupSpec spec;
   spec.jobs = {job_of(testing::random_chain(6, 1), 2, "first"), job_of(testing::random_chain(6, 2), 2, "second")};

@@ -152,16 +152,46 @@ TEST(LeasePolicy, TensileRecomputesWhatSwapsCannotCover) {
 }
 
 TEST(LeasePolicy, TensileLeasesTheAllotmentWhateverTheInputNeeds) {
-  // This step wants 150 of job 0's 370 allotment: TENSILE knows only its
-  // plan for the largest input, so it leases the whole allotment.
+  // This step wants 300 of job 0's 370 allotment (planned for its largest
+  // input's 400: a drift of 25%, within TENSILE's 30%), so it leases the
+  // whole allotment.
   std::vector<JobView> jobs = {calibrated_job(400, 100, {60, 20}), calibrated_job(500, 200, {70, 10})};
-  jobs[0] = asking(jobs[0], 1, 120, 150);
+  jobs[0] = asking(jobs[0], 1, 120, 300);
+  EXPECT_FALSE(replan_tensile(jobs[0]));
   Decision d = decide(Policy::Tensile, jobs, 0, 800, 2);
   ASSERT_EQ(d.kind, Decision::Grant);
   EXPECT_EQ(d.bytes, 370);
   // While the other job holds more than its allotment leaves, it waits.
   jobs[1].live = jobs[1].lease = 500;
   EXPECT_EQ(decide(Policy::Tensile, jobs, 0, 800, 2).kind, Decision::Wait);
+}
+
+TEST(LeasePolicy, TensileReplansAJobWhoseInputDriftsMoreThanThirtyPercent) {
+  std::vector<JobView> jobs = {calibrated_job(400, 100, {60, 20}), calibrated_job(500, 200, {70, 10})};
+  // Job 0's step needs 200 (half its largest input's 400): its allotment is
+  // planned again for 200, least 80. The global peak 200 + 500 fits 800: no
+  // swaps, and job 1 keeps its whole 500.
+  jobs[0] = asking(jobs[0], 1, 80, 200);
+  ASSERT_TRUE(replan_tensile(jobs[0]));
+  EXPECT_EQ(jobs[0].planned, 200);
+  EXPECT_EQ(jobs[0].planned_least, 80);
+  EXPECT_EQ(tensile_allotments(jobs, 800), (std::vector<Bytes>{200, 500}));
+  Decision d = decide(Policy::Tensile, jobs, 0, 800, 2);
+  ASSERT_EQ(d.kind, Decision::Grant);
+  EXPECT_EQ(d.bytes, 200);
+  // Within 30% of 200 the plan stands; back at 400 it is planned again.
+  jobs[0] = asking(jobs[0], 2, 90, 250);
+  EXPECT_FALSE(replan_tensile(jobs[0]));
+  EXPECT_EQ(jobs[0].planned, 200);
+  jobs[0] = asking(jobs[0], 3, 100, 400);
+  EXPECT_TRUE(replan_tensile(jobs[0]));
+  EXPECT_EQ(tensile_allotments(jobs, 800), (std::vector<Bytes>{370, 430}));
+  // A re-planned job's tensors scale with its need: at 200 (half of 400)
+  // job 0's largest tensor is 30, so under a budget of 600 the swaps take
+  // job 1's 70 and then 30 of job 0's.
+  jobs[0] = asking(jobs[0], 4, 80, 200);
+  ASSERT_TRUE(replan_tensile(jobs[0]));
+  EXPECT_EQ(tensile_allotments(jobs, 600), (std::vector<Bytes>{170, 430}));
 }
 
 TEST(LeasePolicy, JainsIndexIsOneWhenEqualAndOneOverNWhenOneHasEverything) {
