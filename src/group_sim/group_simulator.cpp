@@ -58,6 +58,7 @@ struct Job {
   std::map<double, Request> requests;    // by input fraction
   std::vector<Bytes> tensors;            // swappable at its largest input (the tensile policy's view)
   Bytes planned = 0, planned_least = 0;  // what the tensile policy planned its allotment for (0: largest input)
+  bool waited_for_whole = false;         // the open request waited for its whole want (arbiter)
   bool joined = false, done = false;
   Bytes resident = 0, lease = 0, live = 0;
   std::int64_t ticket = -1;  // open request's arrival order; -1: none
@@ -171,6 +172,7 @@ std::vector<jobs::JobView> GroupRun::views(bool starting) const {
     x.tensors = j.tensors;
     x.planned = j.planned;
     x.planned_least = j.planned_least;
+    x.stepping = j.running;
     x.waiting = j.ticket >= 0;
     x.ticket = j.ticket;
     if (x.waiting) {
@@ -232,7 +234,9 @@ bool GroupRun::grant_one_pass() {
   bool granted = false;
   for (size_t k : order) {
     Job& j = jobs_[k];
-    const jobs::Decision d = jobs::decide(policy_, views(), static_cast<int>(k), g_.budget, expected_);
+    const jobs::Decision d =
+        jobs::decide(policy_, views(), static_cast<int>(k), g_.budget, expected_, spec_.device.compute_slots);
+    if (d.choice == jobs::Decision::WaitForWhole) j.waited_for_whole = true;
     if (d.kind == jobs::Decision::Never) {
       j.done = true;
       j.out.error = d.why;
@@ -242,6 +246,12 @@ bool GroupRun::grant_one_pass() {
       return true;  // the others' views changed: decide again from the oldest
     }
     if (d.kind == jobs::Decision::Wait) continue;
+    if (d.choice != jobs::Decision::Other) {
+      // Each granted request once: how it was granted, and whether it waited for its whole want first.
+      ++j.out.arbiter_choices[jobs::choice_name(d.choice)];
+      if (j.waited_for_whole) ++j.out.arbiter_choices[jobs::choice_name(jobs::Decision::WaitForWhole)];
+    }
+    j.waited_for_whole = false;
     start_step(j, d.bytes);
     granted = true;
   }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,9 @@ struct SimJobOutcome {
   Bytes reference = 0, least_largest = 0;
   double msr = 0, eor = 0;
   std::int64_t tensile_replans = 0;  // times the tensile policy planned its allotment again (input drift)
+  // How the arbiter granted its requests, by choice_name ("wait for whole":
+  // requests that waited for their whole want before it was granted).
+  std::map<std::string, std::int64_t> arbiter_choices;
 };
 
 struct GroupOutcome {

@@ -55,4 +55,12 @@ void share_cores(std::vector<JobSpec>& jobs, int cores) {
   }
 }
 
+double compute_slots(const std::vector<int>& threads, int cores) {
+  if (threads.empty()) return 1;
+  long total = 0;
+  for (int t : threads) total += std::max(1, t);
+  const double n = static_cast<double>(threads.size());
+  return std::clamp(static_cast<double>(cores) * n / static_cast<double>(total), 1.0, n);
+}
+
 }  // namespace memtrain::jobs

@@ -18,4 +18,9 @@ std::vector<int> core_shares(const std::vector<JobSpec>& jobs, int cores);
 // `jobs` with --threads added to the flags of every job that names none.
 void share_cores(std::vector<JobSpec>& jobs, int cores);
 
+// How many of the jobs compute at full speed at once on `cores` cores, each
+// with its `threads`: the cores over the mean threads, between 1 and the
+// jobs (the device model the arbiter weighs waiting with).
+double compute_slots(const std::vector<int>& threads, int cores);
+
 }  // namespace memtrain::jobs

@@ -73,6 +73,7 @@ struct JobGroup::Segment {
     Bytes tensors[kTensorSizes];
     Bytes planned, planned_least;  // what the tensile policy planned its allotment for (0: the largest input)
     std::int64_t replans;          // times it did so
+    std::int64_t choices[5];       // the arbiter's grants by Decision::Choice (WaitForWhole: requests that waited)
   };
 
   std::atomic<std::uint64_t> magic;
@@ -80,6 +81,7 @@ struct JobGroup::Segment {
   std::int32_t policy, expected, joined, calibrating;
   std::int32_t budget_is_percent, resolved;
   std::int32_t creator_pid, pad;
+  double compute_slots;
   double percent;
   Bytes given_bytes;  // a budget in bytes, resolved as it is
   // -1 until resolved: the starting jobs calibrate one at a time before any
@@ -144,6 +146,7 @@ std::unique_ptr<JobGroup> JobGroup::create(const GroupSettings& settings) {
   init_process_shared_mutex(&s->mutex);
   s->policy = static_cast<std::int32_t>(settings.policy);
   s->expected = settings.expected_jobs;
+  s->compute_slots = settings.compute_slots;
   s->calibrating = -1;
   s->budget_is_percent = settings.budget.is_percent;
   s->percent = settings.budget.percent;
@@ -411,6 +414,7 @@ std::vector<JobView> JobGroup::views_locked() const {
     v.tensors.assign(m.tensors, m.tensors + m.tensor_count);
     v.planned = m.planned;
     v.planned_least = m.planned_least;
+    v.stepping = m.in_step != 0;
     v.waiting = m.waiting != 0;
     v.ticket = m.ticket;
     v.want = m.want;
@@ -448,17 +452,23 @@ Bytes JobGroup::acquire(const LeaseRequest& request, Seconds* waited) {
   me.waiting = 1;
   me.others_steps_at_request = s->steps_except(member_);
   unlock();
+  bool waited_for_whole = false;
   while (true) {
     lock();
     reap_locked();
     const bool joiner_measures = s->calibrating >= 0 && s->calibrating != member_;
     const Decision d = joiner_measures ? Decision{Decision::Wait, 0, ""}
                                        : decide(static_cast<Policy>(s->policy), views_locked(), member_,
-                                                s->budget.load(), std::max(s->expected, 0));
+                                                s->budget.load(), std::max(s->expected, 0), s->compute_slots);
     if (d.kind == Decision::Wait) {
+      waited_for_whole = waited_for_whole || d.choice == Decision::WaitForWhole;
       unlock();
       pause_briefly();
       continue;
+    }
+    if (d.kind == Decision::Grant && d.choice != Decision::Other) {
+      ++me.choices[d.choice];
+      if (waited_for_whole) ++me.choices[Decision::WaitForWhole];
     }
     me.waiting = 0;
     const Seconds w = seconds_since(start);
@@ -509,6 +519,7 @@ GroupState JobGroup::state() const {
   g.calibration_max_live = s->calibration_max_live.load();
   g.refusals = s->refusals.load();
   g.refused = s->refused;
+  g.compute_slots = s->compute_slots;
   for (int j = 0; j < s->joined; ++j) {
     const Segment::Slot& m = s->slot[j];
     MemberState ms;
@@ -527,6 +538,9 @@ GroupState JobGroup::state() const {
     ms.calibrate_wait_seconds = m.calibrate_wait_seconds;
     ms.reclaimed = m.reclaimed;
     ms.replans = m.replans;
+    for (int c = Decision::Whole; c <= Decision::Fitting; ++c) {
+      if (m.choices[c] > 0) ms.arbiter_choices[choice_name(static_cast<Decision::Choice>(c))] = m.choices[c];
+    }
     ms.others_steps_to_first_lease = m.others_steps_to_first_lease;
     g.members.push_back(ms);
   }

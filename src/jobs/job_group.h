@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ struct GroupSettings {
   std::string device;     // "cpu", "cuda:0": members on another device are refused
   BudgetSpec budget;      // N%: of the sum of the starting jobs' unconstrained peaks at their largest inputs
   int expected_jobs = 1;  // jobs that start with the group; leases wait until all have calibrated
+  // Jobs the device computes at full speed at once (lease_policy's decide);
+  // 0: as many as there are jobs.
+  double compute_slots = 0;
 };
 
 // One member, as the launcher and the reports see it.
@@ -44,6 +48,9 @@ struct MemberState {
   Seconds calibrate_wait_seconds = 0;  // waiting for the group to start
   Bytes reclaimed = 0;                 // bytes it still held when it was found gone
   std::int64_t replans = 0;            // times the tensile policy planned its allotment again (input drift)
+  // How the arbiter granted its requests, by choice_name ("wait for whole":
+  // requests that waited for their whole want first).
+  std::map<std::string, std::int64_t> arbiter_choices;
   // Steps the other members took between this one's request for its first
   // lease and the grant; -1: not granted yet.
   std::int64_t others_steps_to_first_lease = -1;
@@ -56,6 +63,7 @@ struct GroupState {
   Bytes calibration_max_live = 0;    // the most while the starting jobs calibrated, unconstrained
   std::int64_t refusals = 0;         // charges refused by the group's budget
   std::string refused;               // why the group refused to start, or empty
+  double compute_slots = 0;          // the device model the arbiter decides with (0: a slot per job)
   std::vector<MemberState> members;  // in joining order
 };
 

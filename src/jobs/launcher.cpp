@@ -227,6 +227,7 @@ nlohmann::json jobs_report(const LaunchOptions& o, const LaunchResult& r) {
               {"least_budget_bytes", m ? m->least_largest : 0},
               {"reclaimed_bytes", m ? m->reclaimed : 0},
               {"tensile_replans", m ? m->replans : 0},
+              {"arbiter_choices", m ? json(m->arbiter_choices) : json::object()},
               {"reclaimed_after_seconds", out.reclaimed_after >= 0 ? json(out.reclaimed_after) : json()},
               {"lease_delay_steps",
                m && m->others_steps_to_first_lease >= 0 ? json(m->others_steps_to_first_lease) : json()}};
@@ -275,6 +276,7 @@ nlohmann::json jobs_report(const LaunchOptions& o, const LaunchResult& r) {
   return {{"budget_bytes", r.group.budget},
           {"policy", policy_name(o.group.policy)},
           {"group", o.group.name},
+          {"compute_slots", o.group.compute_slots},
           {"summary",
            {{"makespan_seconds", r.makespan},
             {"violations", violations},

@@ -138,7 +138,19 @@ Decision fixed_share(Bytes share, const JobView& r, Bytes free_now) {
 
 }  // namespace
 
-Decision decide(Policy policy, const std::vector<JobView>& jobs, int requester, Bytes budget, int expected_jobs) {
+const char* choice_name(Decision::Choice choice) {
+  switch (choice) {
+    case Decision::Whole: return "whole";
+    case Decision::WaitForWhole: return "wait for whole";
+    case Decision::Knee: return "knee";
+    case Decision::Fitting: return "fitting";
+    case Decision::Other: break;
+  }
+  return "other";
+}
+
+Decision decide(Policy policy, const std::vector<JobView>& jobs, int requester, Bytes budget, int expected_jobs,
+                double compute_slots) {
   const JobView& r = jobs.at(static_cast<size_t>(requester));
   MEMTRAIN_ASSERT(r.present && r.waiting, "only an open request is decided");
   Bytes others_held = 0, others_resident = 0;
@@ -178,23 +190,42 @@ Decision decide(Policy policy, const std::vector<JobView>& jobs, int requester, 
       return {Decision::Grant, grant, ""};
     }
     case Policy::Arbiter: {
-      // Older requests keep what they still lack of their least, so none starves.
+      int others_stepping = 0;
+      for (size_t k = 0; k < jobs.size(); ++k) {
+        others_stepping += static_cast<int>(k) != requester && jobs[k].present && jobs[k].stepping;
+      }
+      // Weighing waiting against recomputation on the device's compute
+      // slots: while the other steps keep every slot busy, waiting costs the
+      // group no device time and recomputation costs some, so the request
+      // takes its whole want or waits for it (a running step ends and frees
+      // memory). When its own step fills the last free slot, nothing is
+      // gained by leaving memory to another job: whole want, if it fits.
+      // Otherwise a slot would idle: the knee, or what fits now.
+      const bool busy_without_it = compute_slots > 0 && others_stepping >= compute_slots;
+      const bool fills_last_slot = compute_slots > 0 && others_stepping + 1 >= compute_slots;
+      // Older requests keep what they still lack of their least (of their
+      // whole want, when they wait for it), so none starves.
       Bytes reserved = 0;
       for (const JobView& k : jobs) {
-        if (k.present && k.waiting && k.ticket < r.ticket) reserved += std::max<Bytes>(0, k.least - held(k));
+        if (k.present && k.waiting && k.ticket < r.ticket) {
+          reserved += std::max<Bytes>(0, (busy_without_it ? k.want : k.least) - held(k));
+        }
       }
       const Bytes room = free_now - reserved;
+      const Bytes whole = std::min(r.want, ever);
+      if (fills_last_slot && room >= whole) return {Decision::Grant, whole, "", Decision::Whole};
+      if (busy_without_it) return {Decision::Wait, 0, "", Decision::WaitForWhole};
       if (room < r.least) return {Decision::Wait, 0, ""};
-      // The knee when it fits: more buys little time and keeps others waiting.
+      // The knee when it fits (more buys little time and keeps others waiting).
       const Bytes knee = knee_of(r.curve, kArbiterSlack);
-      if (room >= knee) return {Decision::Grant, std::max(knee, r.least), ""};
+      if (room >= knee) return {Decision::Grant, std::max(knee, r.least), "", Decision::Knee};
       // Otherwise the most the room holds, on the curve (plans repeat, the
       // plan cache hits), or the room itself.
       Bytes best = r.least;
       for (const BudgetPoint& p : r.curve) {
         if (p.bytes <= room) best = std::max(best, p.bytes);
       }
-      return {Decision::Grant, best, ""};
+      return {Decision::Grant, best, "", Decision::Fitting};
     }
   }
   MEMTRAIN_ASSERT(false, "every policy decides");

@@ -51,6 +51,7 @@ struct JobView {
   // The need (peak) and least budget its tensile allotment is planned for;
   // 0: its largest input's (reference, least_largest).
   Bytes planned = 0, planned_least = 0;
+  bool stepping = false;    // it holds a lease and is running its step
   bool waiting = false;     // it has a request open
   std::int64_t ticket = 0;  // arrival order of that request
   Bytes want = 0, least = 0;
@@ -61,11 +62,24 @@ struct Decision {
   enum Kind { Grant, Wait, Never } kind = Wait;
   Bytes bytes = 0;  // Grant: the step's budget, at least `least`
   std::string why;  // Never: why no wait will help
+  // The arbiter's reason, for its report.
+  enum Choice { Other, Whole, WaitForWhole, Knee, Fitting } choice = Other;
 };
+
+// The arbiter's choices, named for reports: "whole", "wait for whole", ...
+const char* choice_name(Decision::Choice choice);
 
 // The decision on `requester`'s open request. `expected_jobs`: the jobs the
 // group was started with (static and proportional split among at least these).
-Decision decide(Policy policy, const std::vector<JobView>& jobs, int requester, Bytes budget, int expected_jobs);
+// `compute_slots`: jobs the device computes at full speed at once (1: a GPU
+// time-sliced among them; a CPU's cores over each job's threads); 0: as many
+// as there are jobs. The arbiter weighs waiting against recomputation with
+// it: while the other jobs' steps keep every slot busy, a request waits for
+// its whole want (waiting costs the group no device time; recomputing adds
+// some); when a slot would idle, it takes the knee of its curve, or the most
+// that fits now.
+Decision decide(Policy policy, const std::vector<JobView>& jobs, int requester, Bytes budget, int expected_jobs,
+                double compute_slots = 0);
 
 // The most job `j` can ever be leased: the budget less what the other
 // present jobs keep between steps, and under static and proportional no more

@@ -34,6 +34,7 @@ TEST(JobsCommand, AKilledJobsMemoryIsReclaimedALateOneIsLeasedAndTheOthersTrainA
   ASSERT_EQ(status, 0) << text_of(log);
   const json r = json_of(dir.path() + "/jobs.json");
   EXPECT_EQ(r.at("policy"), "arbiter");
+  EXPECT_GE(r.at("compute_slots").get<double>(), 1) << "the device model the arbiter decided with";
   const double budget = r.at("budget_bytes").get<double>();
   EXPECT_GT(budget, 0);
   const json& sum = r.at("summary");
@@ -55,6 +56,12 @@ TEST(JobsCommand, AKilledJobsMemoryIsReclaimedALateOneIsLeasedAndTheOthersTrainA
     EXPECT_GT(j.at("peak_bytes").get<double>(), 0);
     EXPECT_LE(j.at("peak_bytes").get<double>(), budget);
     EXPECT_TRUE(j.at("msr").is_number()) << j.dump();
+    // The arbiter says how it granted each step's lease.
+    long granted = 0;
+    for (const auto& [choice, count] : j.at("arbiter_choices").items()) {
+      if (choice != "wait for whole") granted += count.get<long>();
+    }
+    EXPECT_GE(granted, 6) << j.dump();
     EXPECT_GE(j.at("eor").get<double>(), -1e-9) << "a schedule is never faster than keeping everything";
     EXPECT_GE(j.at("wait_seconds").get<double>(), 0);
     EXPECT_GT(j.at("pid").get<long>(), 0);

@@ -39,5 +39,13 @@ TEST(CoreShares, ShareCoresAddsThreadsOnlyWhereNoneIsGiven) {
   EXPECT_EQ(jobs[1].train_args, (std::vector<std::string>{"--steps", "5", "--threads", "3"}));
 }
 
+TEST(CoreShares, ComputeSlotsAreTheCoresOverTheMeanThreadsBetweenOneAndTheJobs) {
+  EXPECT_DOUBLE_EQ(compute_slots({1, 1, 1}, 2), 2.0);     // three one-thread jobs on two cores
+  EXPECT_DOUBLE_EQ(compute_slots({2, 2, 2}, 2), 1.0);     // every job every core: time-sliced
+  EXPECT_DOUBLE_EQ(compute_slots({1, 1}, 16), 2.0);       // never more slots than jobs
+  EXPECT_DOUBLE_EQ(compute_slots({4, 4, 4, 4}, 2), 1.0);  // never fewer than one
+  EXPECT_DOUBLE_EQ(compute_slots({}, 8), 1.0);
+}
+
 }  // namespace
 }  // namespace memtrain::jobs

@@ -194,6 +194,39 @@ TEST(LeasePolicy, TensileReplansAJobWhoseInputDriftsMoreThanThirtyPercent) {
   EXPECT_EQ(tensile_allotments(jobs, 600), (std::vector<Bytes>{170, 430}));
 }
 
+TEST(LeasePolicy, OnABusyTimeSlicedDeviceTheArbiterWaitsForTheWholeWantRatherThanRecompute) {
+  // Job 1 steps under a lease of 500; job 0 asks for 600 (knee 300).
+  const std::vector<BudgetPoint> curve = {{300, 1.04}, {600, 1.0}};
+  std::vector<JobView> jobs = {asking(idle(100), 1, 200, 600, curve), running(100, 500, 450)};
+  jobs[1].stepping = true;
+  // Without a device model (every job its own slot) it takes the knee now.
+  Decision d = decide(Policy::Arbiter, jobs, 0, 1000, 2);
+  EXPECT_EQ(d.kind, Decision::Grant);
+  EXPECT_EQ(d.bytes, 300);
+  EXPECT_EQ(d.choice, Decision::Knee);
+  // Time-sliced (one slot), job 1 keeps the device busy: waiting costs no
+  // device time, recomputing would; it waits for its whole 600.
+  d = decide(Policy::Arbiter, jobs, 0, 1000, 2, 1);
+  EXPECT_EQ(d.kind, Decision::Wait);
+  EXPECT_EQ(d.choice, Decision::WaitForWhole);
+  // Two slots: the other slot would idle while it waits, so it takes the knee.
+  EXPECT_EQ(decide(Policy::Arbiter, jobs, 0, 1000, 2, 2).choice, Decision::Knee);
+  // Job 1's step over, the whole want fits: granted whole.
+  jobs[1] = idle(100);
+  d = decide(Policy::Arbiter, jobs, 0, 1000, 2, 1);
+  EXPECT_EQ(d.kind, Decision::Grant);
+  EXPECT_EQ(d.bytes, 600);
+  EXPECT_EQ(d.choice, Decision::Whole);
+  // Nothing else steps (job 1's step just ended, its lease not yet settled)
+  // and the whole want cannot fit: waiting would idle the device, so it
+  // takes the knee now.
+  jobs[1] = running(100, 500, 450);
+  d = decide(Policy::Arbiter, jobs, 0, 1000, 2, 1);
+  EXPECT_EQ(d.kind, Decision::Grant);
+  EXPECT_EQ(d.bytes, 300);
+  EXPECT_EQ(d.choice, Decision::Knee);
+}
+
 TEST(LeasePolicy, JainsIndexIsOneWhenEqualAndOneOverNWhenOneHasEverything) {
   EXPECT_DOUBLE_EQ(jain_index({2, 2, 2}), 1.0);
   EXPECT_DOUBLE_EQ(jain_index({5, 0, 0, 0}), 0.25);
