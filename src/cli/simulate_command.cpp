@@ -52,7 +52,13 @@ const char* kSimulateHelp =
     "Prices several jobs sharing one device (docs/jobs.md): each step's lease decided by policy P\n"
     "(static, proportional, fcfs, tensile or arbiter), planned by the job's planner, priced by the\n"
     "Simulator; the jobs share the budget, the device's compute and its copy engines. B: bytes or\n"
-    "N% of the sum of the jobs' peaks with nothing recomputed at their chains' inputs.\n";
+    "N% of the sum of the jobs' peaks with nothing recomputed at their chains' inputs.\n"
+    "\n"
+    "usage: memtrain simulate --jobs FILE.json --sweep [--points N] [--csv FILE] [--plot FILE.svg|.png]\n"
+    "\n"
+    "Every policy at N budgets (default 16) from the least at which any policy completes the group\n"
+    "to 100%: makespans in a table, a CSV (default jobs-sweep.csv) and a plot with a line per policy\n"
+    "(default jobs-sweep.svg; gnuplot).\n";
 
 // A feasible plan's schedule simulated: what it costs, printed and added to `j`.
 void report_schedule(Chain chain, const Plan& p, const GradientReduction& reduction, int micro_batches,

@@ -1,12 +1,18 @@
 // `memtrain simulate --jobs FILE --policy P --budget B`: several jobs on one
 // device priced by the group Simulator (group_sim), with the report fields
-// of `memtrain jobs`.
+// of `memtrain jobs`. With --sweep: every policy's makespan over budgets from
+// the least at which any policy completes the group to 100%.
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/gnuplot.h"
 #include "cli/json_file.h"
 #include "core/error.h"
 #include "group_sim/group_simulator.h"
@@ -17,11 +23,129 @@ namespace {
 
 nlohmann::json or_null(bool known, double value) { return known ? nlohmann::json(value) : nlohmann::json(); }
 
+constexpr jobs::Policy kAllPolicies[] = {jobs::Policy::Static, jobs::Policy::Proportional, jobs::Policy::Fcfs,
+                                         jobs::Policy::Tensile, jobs::Policy::Arbiter};
+
+BudgetSpec percent_budget(double percent) {
+  BudgetSpec b;
+  b.is_percent = true;
+  b.percent = percent;
+  return b;
+}
+
+// The group ran to its end: not refused, every job completed.
+bool completes(const group_sim::GroupOutcome& g) {
+  return g.refused.empty() &&
+         std::all_of(g.jobs.begin(), g.jobs.end(), [](const group_sim::SimJobOutcome& j) { return j.completed; });
+}
+
+// The least percent (to 0.25) at which `policy` completes the group; 0 when
+// not even 100% does.
+double least_completing_percent(const group_sim::GroupSpec& spec, jobs::Policy policy) {
+  if (!completes(group_sim::simulate_group(spec, policy, percent_budget(100)))) return 0;
+  double lo = 0, hi = 100;  // lo fails (or is 0), hi completes
+  while (hi - lo > 0.25) {
+    const double mid = (lo + hi) / 2;
+    (completes(group_sim::simulate_group(spec, policy, percent_budget(mid))) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+int run_sweep(Flags& flags, const std::string& path) {
+  const int points = static_cast<int>(flags.integer("points", 16, 2, 1000));
+  const std::string csv_path = flags.text("csv", "jobs-sweep.csv");
+  const std::string plot_path = flags.text("plot", "jobs-sweep.svg");
+  const std::string terminal = gnuplot_terminal(plot_path);  // reject a bad name before the work
+  flags.check_all_used();
+
+  const group_sim::GroupSpec spec = group_sim::read_group_file(path);
+  double least = 100;
+  for (jobs::Policy p : kAllPolicies) {
+    const double l = least_completing_percent(spec, p);
+    if (l > 0) least = std::min(least, l);
+  }
+  std::ofstream csv(csv_path);
+  if (!csv) throw Error("--csv: cannot write '" + csv_path + "'");
+  csv << "policy,budget_percent,budget_bytes,completed,makespan_seconds,violations\n";
+  std::printf("makespan (simulated seconds) per policy; '-' where the group is refused or a job cannot complete\n");
+  std::printf("%8s %12s", "budget", "bytes");
+  for (jobs::Policy p : kAllPolicies) std::printf(" %12s", jobs::policy_name(p));
+  std::printf(" %18s\n", "arbiter/best other");
+  double worst_ratio = 0;
+  for (int k = 0; k < points; ++k) {
+    const double percent = least + (100 - least) * k / (points - 1);
+    std::map<jobs::Policy, double> makespan;
+    Bytes bytes = 0;
+    std::string row;
+    for (jobs::Policy p : kAllPolicies) {
+      const group_sim::GroupOutcome g = group_sim::simulate_group(spec, p, percent_budget(percent));
+      bytes = g.budget;
+      const bool done = completes(g);
+      if (done) makespan[p] = g.makespan;
+      char cell[32];
+      if (done) {
+        std::snprintf(cell, sizeof cell, " %12.3f", g.makespan);
+      } else {
+        std::snprintf(cell, sizeof cell, " %12s", "-");
+      }
+      row += cell;
+      csv << jobs::policy_name(p) << ',' << percent << ',' << g.budget << ',' << (done ? 1 : 0) << ','
+          << (done ? std::to_string(g.makespan) : "") << ',' << g.violations << '\n';
+    }
+    double best_other = std::numeric_limits<double>::infinity();
+    for (const auto& [p, m] : makespan) {
+      if (p != jobs::Policy::Arbiter) best_other = std::min(best_other, m);
+    }
+    std::string ratio = "-";
+    if (makespan.count(jobs::Policy::Arbiter) && best_other < std::numeric_limits<double>::infinity()) {
+      const double r = makespan[jobs::Policy::Arbiter] / best_other;
+      worst_ratio = std::max(worst_ratio, r);
+      char text[32];
+      std::snprintf(text, sizeof text, "%.3f", r);
+      ratio = text;
+    }
+    std::printf("%7.2f%% %12s%s %18s\n", percent, format_bytes(bytes).c_str(), row.c_str(), ratio.c_str());
+  }
+  csv.close();
+  std::printf(
+      "least budget any policy completes: %.2f%%; arbiter's makespan at most %.3fx the best other "
+      "policy's over the sweep\n",
+      least, worst_ratio);
+  std::string script = terminal +
+                       "set datafile separator ','\n"
+                       "set key top right\n"
+                       "set grid\n"
+                       "set xlabel 'budget (% of the sum of the jobs'' peaks)'\n"
+                       "set ylabel 'simulated makespan (s)'\n"
+                       "set title 'makespan against budget, " +
+                       std::to_string(spec.jobs.size()) +
+                       " jobs'\n"
+                       "plot ";
+  bool first = true;
+  for (jobs::Policy p : kAllPolicies) {
+    script += (first ? "" : ", ") + gnuplot_quote(csv_path) + " using 2:(strcol(1) eq " +
+              gnuplot_quote(jobs::policy_name(p)) + " && $4 == 1 ? $5 : 1/0) with linespoints title " +
+              gnuplot_quote(jobs::policy_name(p));
+    first = false;
+  }
+  script += "\n";
+  run_gnuplot(script);
+  std::printf("wrote %s and %s\n", csv_path.c_str(), plot_path.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int run_simulate_jobs(const std::vector<std::string>& args) {
-  Flags flags(args, {}, "simulate --jobs");
+  Flags flags(args, {"sweep"}, "simulate --jobs");
   const std::string path = flags.text("jobs", "");
+  if (flags.has("sweep")) {
+    for (const char* other : {"policy", "budget", "json"}) {
+      if (flags.has(other))
+        throw UsageError(std::string("simulate --jobs --sweep runs every policy at many budgets; drop --") + other);
+    }
+    return run_sweep(flags, path);
+  }
   if (!flags.has("policy"))
     throw UsageError(std::string("simulate --jobs: --policy is required; expected ") + jobs::kPolicyNames);
   if (!flags.has("budget")) throw UsageError("simulate --jobs: --budget is required (bytes, or N% of the jobs' peaks)");
@@ -66,6 +190,7 @@ int run_simulate_jobs(const std::vector<std::string>& args) {
                       {"least_budget_bytes", j.least_largest},
                       {"retries", 0},
                       {"tensile_replans", j.tensile_replans},
+                      {"arbiter_choices", j.arbiter_choices},
                       {"msr", j.msr},
                       {"eor", j.eor},
                       {"cbr", or_null(j.eor > 0, j.eor > 0 ? j.msr / j.eor : 0)}});

@@ -2,9 +2,11 @@
 // budget, one of them killed, one joining late.
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -182,6 +184,54 @@ TEST(SimulateJobs, PricesTheEightJobExampleUnderEveryPolicyWithinTheBudget) {
   EXPECT_EQ(memtrain("simulate --jobs " + example + " --budget 90%", dir.path() + "/log"), 2);
   EXPECT_NE(text_of(dir.path() + "/log").find("expected static, proportional, fcfs, tensile or arbiter"),
             std::string::npos);
+}
+
+// Every policy over budgets: a CSV row per policy and budget from the least
+// at which any completes to 100%, a plot, and the arbiter on this
+// time-sliced device never slower than the best other policy by 1%.
+TEST(SimulateJobs, TheSweepPricesEveryPolicyFromTheLeastCompletingBudgetTo100Percent) {
+  const char* source = std::getenv("MEMTRAIN_SOURCE_DIR");  // ctest sets it
+  ASSERT_NE(source, nullptr) << "run under ctest, or set MEMTRAIN_SOURCE_DIR";
+  const std::string example = std::string(source) + "/docs/examples/jobs-h100-8.json";
+  testing::TempDir dir;
+  const std::string csv = dir.path() + "/sweep.csv", svg = dir.path() + "/sweep.svg";
+  ASSERT_EQ(memtrain("simulate --jobs " + example + " --sweep --points 5 --csv " + csv + " --plot " + svg,
+                     dir.path() + "/log"),
+            0)
+      << text_of(dir.path() + "/log");
+  std::istringstream lines(text_of(csv));
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line, "policy,budget_percent,budget_bytes,completed,makespan_seconds,violations");
+  std::map<double, std::map<std::string, double>> makespans;  // completed runs, by budget and policy
+  int rows = 0;
+  double lowest = 100;
+  while (std::getline(lines, line)) {
+    ++rows;
+    std::vector<std::string> f;
+    std::stringstream cells(line);
+    for (std::string c; std::getline(cells, c, ',');) f.push_back(c);
+    ASSERT_GE(f.size(), 4u) << line;
+    const double percent = std::stod(f[1]);
+    lowest = std::min(lowest, percent);
+    if (f[3] == "1") {
+      makespans[percent][f[0]] = std::stod(f[4]);
+      EXPECT_EQ(f[5], "0") << "no violations: " << line;
+    }
+  }
+  EXPECT_EQ(rows, 5 * 5);
+  EXPECT_FALSE(makespans[lowest].empty()) << "some policy completes at the sweep's least budget";
+  ASSERT_TRUE(makespans.count(100.0));
+  for (const auto& [percent, by_policy] : makespans) {
+    if (!by_policy.count("arbiter")) continue;
+    for (const auto& [policy, m] : by_policy) {
+      EXPECT_LE(by_policy.at("arbiter"), 1.01 * m) << policy << " at " << percent << "%";
+    }
+  }
+  EXPECT_NE(text_of(svg).find("<svg"), std::string::npos);
+  // A sweep runs every policy at many budgets: one of them is refused.
+  EXPECT_EQ(memtrain("simulate --jobs " + example + " --sweep --policy fcfs", dir.path() + "/log"), 2);
+  EXPECT_NE(text_of(dir.path() + "/log").find("drop --policy"), std::string::npos) << text_of(dir.path() + "/log");
 }
 
 TEST(JobsCommand, ABudgetBelowWhatTheJobsNeedNamesEachJobAndItsLeast) {
