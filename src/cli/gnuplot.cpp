@@ -34,6 +34,16 @@ std::string gnuplot_terminal(const std::string& path) {
   return "set terminal " + terminal + "\nset output " + gnuplot_quote(path) + "\n";
 }
 
+std::string gnuplot_series_plot(const std::string& path, const std::vector<std::string>& series, const std::string& x,
+                                const std::string& y, const std::string& shown) {
+  std::string plot = "plot ";
+  for (size_t k = 0; k < series.size(); ++k) {
+    plot += (k ? ", " : "") + gnuplot_quote(path) + " using (" + x + "):(strcol(1) eq " + gnuplot_quote(series[k]) +
+            " && " + shown + " ? " + y + " : 1/0) with linespoints title " + gnuplot_quote(series[k]);
+  }
+  return plot + "\n";
+}
+
 void run_gnuplot(const std::string& script) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
     throw Error("gnuplot is not installed; scripts/install-deps.sh installs it (Debian package gnuplot-nox)");

@@ -141,11 +141,18 @@ int run_sweep(Flags& flags, const std::string& chain_path, const plan::PlannerOp
         std::printf(" %8.3f", ratio);
       else
         std::printf(" %8s", "-");
-      csv << t.planner << ',' << t.budget_bytes << ',' << t.budget_fraction << ',' << (t.feasible ? 1 : 0) << ','
-          << (t.feasible ? std::to_string(t.time) : "") << ',' << (t.feasible ? std::to_string(ratio) : "") << ','
-          << (t.feasible ? std::to_string(t.peak_bytes) : "") << ',' << t.recomputed_forwards << '\n';
     }
     std::printf("\n");
+  }
+  // One planner's rows after another: gnuplot draws each line through consecutive rows.
+  for (size_t q = 0; q < planners.size(); ++q) {
+    for (size_t k = q; k < curve.size(); k += planners.size()) {
+      const plan::TradeoffPoint& t = curve[k];
+      csv << t.planner << ',' << t.budget_bytes << ',' << t.budget_fraction << ',' << (t.feasible ? 1 : 0) << ','
+          << (t.feasible ? std::to_string(t.time) : "") << ','
+          << (t.feasible ? std::to_string(t.time / keep_all_time) : "") << ','
+          << (t.feasible ? std::to_string(t.peak_bytes) : "") << ',' << t.recomputed_forwards << '\n';
+    }
   }
   csv.close();
   std::string script = terminal +
@@ -155,15 +162,8 @@ int run_sweep(Flags& flags, const std::string& chain_path, const plan::PlannerOp
                        "set xlabel 'budget (% of the peak with nothing recomputed)'\n"
                        "set ylabel 'simulated step time / time with nothing recomputed'\n"
                        "set title 'memory/time trade-off, " +
-                       std::to_string(chain.size()) +
-                       " stages'\n"
-                       "plot ";
-  for (size_t q = 0; q < planners.size(); ++q) {
-    script += (q ? ", " : "") + gnuplot_quote(csv_path) + " using (100*$3):(strcol(1) eq " +
-              gnuplot_quote(planners[q]) + " && $4 == 1 ? $6 : 1/0) with linespoints title " +
-              gnuplot_quote(planners[q]);
-  }
-  script += "\n";
+                       std::to_string(chain.size()) + " stages'\n" +
+                       gnuplot_series_plot(csv_path, planners, "100*$3", "$6", "$4 == 1");
   run_gnuplot(script);
   std::printf("wrote %s and %s\n", csv_path.c_str(), plot_path.c_str());
   return 0;

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -67,6 +69,7 @@ int run_sweep(Flags& flags, const std::string& path) {
   std::ofstream csv(csv_path);
   if (!csv) throw Error("--csv: cannot write '" + csv_path + "'");
   csv << "policy,budget_percent,budget_bytes,completed,makespan_seconds,violations\n";
+  std::map<jobs::Policy, std::string> rows;  // each policy's CSV rows, written one policy after another
   std::printf("makespan (simulated seconds) per policy; '-' where the group is refused or a job cannot complete\n");
   std::printf("%8s %12s", "budget", "bytes");
   for (jobs::Policy p : kAllPolicies) std::printf(" %12s", jobs::policy_name(p));
@@ -89,8 +92,10 @@ int run_sweep(Flags& flags, const std::string& path) {
         std::snprintf(cell, sizeof cell, " %12s", "-");
       }
       row += cell;
-      csv << jobs::policy_name(p) << ',' << percent << ',' << g.budget << ',' << (done ? 1 : 0) << ','
+      std::ostringstream row;
+      row << jobs::policy_name(p) << ',' << percent << ',' << g.budget << ',' << (done ? 1 : 0) << ','
           << (done ? std::to_string(g.makespan) : "") << ',' << g.violations << '\n';
+      rows[p] += row.str();
     }
     double best_other = std::numeric_limits<double>::infinity();
     for (const auto& [p, m] : makespan) {
@@ -106,11 +111,14 @@ int run_sweep(Flags& flags, const std::string& path) {
     }
     std::printf("%7.2f%% %12s%s %18s\n", percent, format_bytes(bytes).c_str(), row.c_str(), ratio.c_str());
   }
+  for (jobs::Policy p : kAllPolicies) csv << rows[p];
   csv.close();
   std::printf(
       "least budget any policy completes: %.2f%%; arbiter's makespan at most %.3fx the best other "
       "policy's over the sweep\n",
       least, worst_ratio);
+  std::vector<std::string> names;
+  for (jobs::Policy p : kAllPolicies) names.emplace_back(jobs::policy_name(p));
   std::string script = terminal +
                        "set datafile separator ','\n"
                        "set key top right\n"
@@ -118,17 +126,8 @@ int run_sweep(Flags& flags, const std::string& path) {
                        "set xlabel 'budget (% of the sum of the jobs'' peaks)'\n"
                        "set ylabel 'simulated makespan (s)'\n"
                        "set title 'makespan against budget, " +
-                       std::to_string(spec.jobs.size()) +
-                       " jobs'\n"
-                       "plot ";
-  bool first = true;
-  for (jobs::Policy p : kAllPolicies) {
-    script += (first ? "" : ", ") + gnuplot_quote(csv_path) + " using 2:(strcol(1) eq " +
-              gnuplot_quote(jobs::policy_name(p)) + " && $4 == 1 ? $5 : 1/0) with linespoints title " +
-              gnuplot_quote(jobs::policy_name(p));
-    first = false;
-  }
-  script += "\n";
+                       std::to_string(spec.jobs.size()) + " jobs'\n" +
+                       gnuplot_series_plot(csv_path, names, "$2", "$5", "$4 == 1");
   run_gnuplot(script);
   std::printf("wrote %s and %s\n", csv_path.c_str(), plot_path.c_str());
   return 0;

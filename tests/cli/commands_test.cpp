@@ -273,12 +273,17 @@ TEST(Commands, PlanSweepWritesEveryPlannerAtEveryBudgetAndAPlot) {
             "planner,budget_bytes,budget_fraction,feasible,time_seconds,time_over_keep_all,peak_bytes,"
             "recomputed_forwards");
   std::map<std::string, int> rows, feasible;
+  std::string previous;
+  int runs = 0;  // runs of consecutive rows of one planner: the plot draws a line through each
   while (std::getline(in, line)) {
     const std::string planner = line.substr(0, line.find(','));
+    runs += planner != previous;
+    previous = planner;
     ++rows[planner];
     feasible[planner] += line.find(",1,") != std::string::npos;
   }
   EXPECT_EQ(rows.size(), plan::device_weight_planner_names().size());
+  EXPECT_EQ(runs, static_cast<int>(rows.size())) << "each planner's rows one after another";
   for (const auto& [planner, count] : rows) EXPECT_EQ(count, 7) << planner;
   EXPECT_EQ(feasible["none"], 1);  // only at the top budget
   EXPECT_GE(feasible["optimal"], feasible["mimose"]);

@@ -204,14 +204,17 @@ TEST(SimulateJobs, TheSweepPricesEveryPolicyFromTheLeastCompletingBudgetTo100Per
   std::getline(lines, line);
   EXPECT_EQ(line, "policy,budget_percent,budget_bytes,completed,makespan_seconds,violations");
   std::map<double, std::map<std::string, double>> makespans;  // completed runs, by budget and policy
-  int rows = 0;
+  int rows = 0, runs = 0;  // runs of consecutive rows of one policy: the plot draws a line through each
   double lowest = 100;
+  std::string previous;
   while (std::getline(lines, line)) {
     ++rows;
     std::vector<std::string> f;
     std::stringstream cells(line);
     for (std::string c; std::getline(cells, c, ',');) f.push_back(c);
     ASSERT_GE(f.size(), 4u) << line;
+    runs += f[0] != previous;
+    previous = f[0];
     const double percent = std::stod(f[1]);
     lowest = std::min(lowest, percent);
     if (f[3] == "1") {
@@ -220,6 +223,7 @@ TEST(SimulateJobs, TheSweepPricesEveryPolicyFromTheLeastCompletingBudgetTo100Per
     }
   }
   EXPECT_EQ(rows, 5 * 5);
+  EXPECT_EQ(runs, 5) << "each policy's rows one after another";
   EXPECT_FALSE(makespans[lowest].empty()) << "some policy completes at the sweep's least budget";
   ASSERT_TRUE(makespans.count(100.0));
   for (const auto& [percent, by_policy] : makespans) {
