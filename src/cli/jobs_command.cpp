@@ -198,9 +198,9 @@ void set_jobs(const JobsArgs& r, jobs::LaunchOptions& o) {
   o.progress = !r.quiet;
   // Each job its share of the cores, unless its flags say otherwise.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  jobs::share_cores(o.jobs, cores);
+  const std::vector<int> threads = jobs::share_cores(o.jobs, cores);
   // What the arbiter weighs waiting against recomputation with.
-  o.group.compute_slots = jobs::compute_slots(jobs::core_shares(o.jobs, cores), cores);
+  o.group.compute_slots = jobs::compute_slots(threads, cores);
 }
 
 // One line for the group and one per job; false when a job not meant to be killed did not complete.

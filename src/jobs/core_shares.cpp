@@ -46,13 +46,14 @@ std::vector<int> core_shares(const std::vector<JobSpec>& jobs, int cores) {
   return shares;
 }
 
-void share_cores(std::vector<JobSpec>& jobs, int cores) {
+std::vector<int> share_cores(std::vector<JobSpec>& jobs, int cores) {
   const std::vector<int> shares = core_shares(jobs, cores);
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     if (names_threads(jobs[i])) continue;
     jobs[i].train_args.push_back("--threads");
     jobs[i].train_args.push_back(std::to_string(shares[i]));
   }
+  return shares;
 }
 
 double compute_slots(const std::vector<int>& threads, int cores) {

@@ -15,8 +15,9 @@ namespace memtrain::jobs {
 // others' own counts leave, spare cores going to the first jobs.
 std::vector<int> core_shares(const std::vector<JobSpec>& jobs, int cores);
 
-// `jobs` with --threads added to the flags of every job that names none.
-void share_cores(std::vector<JobSpec>& jobs, int cores);
+// `jobs` with --threads added to the flags of every job that names none;
+// returns every job's threads (core_shares).
+std::vector<int> share_cores(std::vector<JobSpec>& jobs, int cores);
 
 // How many of the jobs compute at full speed at once on `cores` cores, each
 // with its `threads`: the cores over the mean threads, between 1 and the
