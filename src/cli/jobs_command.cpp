@@ -209,6 +209,10 @@ bool print_jobs_outcome(const jobs::LaunchOptions& o, const jobs::LaunchResult& 
   std::printf("memtrain jobs: policy %s, budget %s; makespan %.2f s; largest total live %s; %ld violations\n",
               jobs::policy_name(o.group.policy), format_bytes(result.group.budget).c_str(), result.makespan,
               format_bytes(result.group.max_live).c_str(), sum.at("violations").get<long>());
+  if (o.group.policy == jobs::Policy::Arbiter) {
+    std::printf("memtrain jobs: the arbiter weighed waiting against recomputation on %.3g compute slots\n",
+                result.group.compute_slots);
+  }
   bool ok = true;
   for (const nlohmann::json& j : report.at("jobs")) {
     const size_t i = j.at("index").get<size_t>() - 1;
@@ -224,6 +228,17 @@ bool print_jobs_outcome(const jobs::LaunchOptions& o, const jobs::LaunchResult& 
                 format_bytes(j.at("peak_bytes").get<Bytes>()).c_str(), j.at("wait_seconds").get<double>(),
                 j.at("error").is_string() ? "; " : "",
                 j.at("error").is_string() ? j.at("error").get<std::string>().c_str() : "");
+    // How the arbiter granted this job's leases ("whole 18, knee 1, ...").
+    std::string choices;
+    for (const auto& [choice, n] : j.at("arbiter_choices").items()) {
+      choices += (choices.empty() ? "" : ", ") + choice + " " + std::to_string(n.get<long>());
+    }
+    if (!choices.empty()) std::printf("memtrain jobs: job %zu's leases: %s\n", i + 1, choices.c_str());
+    if (const long replans = j.at("tensile_replans").get<long>(); replans > 0) {
+      const std::string times = replans == 1 ? "once" : std::to_string(replans) + " times";
+      std::printf("memtrain jobs: job %zu's allotment planned again %s (its need drifted over 30%%)\n", i + 1,
+                  times.c_str());
+    }
   }
   return ok;
 }

@@ -106,6 +106,22 @@ TEST(JobsCommand, JobsWithoutThreadsShareTheCores) {
   EXPECT_LE(threads, std::max(cores, 2)) << r.dump();
 }
 
+// What the terminal says under the arbiter: the compute slots it decided
+// with, and how it granted each job's leases.
+TEST(JobsCommand, TheArbiterSaysWhatItDecidedWith) {
+  testing::TempDir dir;
+  const std::string job = "--steps 3 --batch 8 --max-length 40";
+  ASSERT_EQ(memtrain("jobs --budget 100% --policy arbiter --job '" + job + "' --job '" + job +
+                         " --seed 2' --work-dir " + dir.path() + "/work",
+                     dir.path() + "/log"),
+            0)
+      << text_of(dir.path() + "/log");
+  const std::string out = text_of(dir.path() + "/log");
+  EXPECT_NE(out.find("the arbiter weighed waiting against recomputation on"), std::string::npos) << out;
+  EXPECT_NE(out.find("job 1's leases: "), std::string::npos) << out;
+  EXPECT_NE(out.find("job 2's leases: "), std::string::npos) << out;
+}
+
 // TENSILE: each job plans with the tensile planner under a fixed allotment
 // for its largest input; the allotments add up to at most the budget.
 TEST(JobsCommand, TensileLeasesFixedAllotmentsAndTheJobsTrainAsAlone) {
