@@ -141,7 +141,8 @@ void read_training_options(Flags& flags, TrainRequest& r) {
   // A bad name or weight placement is refused before data loads.
   const auto planner = plan::make_planner(options.planner, options.planner_options);
   plan::check_weights_placement(*planner, weights.on_host, "--weights-on host");
-  options.budget = parse_budget(flags.text("budget", r.workload.model == "resnet" ? "75%" : "50%"), "--budget");
+  options.budget =
+      parse_budget(flags.text("budget", r.workload.model.rfind("resnet", 0) == 0 ? "75%" : "50%"), "--budget");
   options.seed = static_cast<std::uint64_t>(flags.integer("seed", 1, 0, INT64_MAX));
   options.collect_steps =
       static_cast<int>(flags.integer("collect-steps", options.collect_steps, 0, runtime::kMaxCollectSteps));

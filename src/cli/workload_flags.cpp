@@ -11,10 +11,10 @@
 namespace memtrain::cli {
 
 const char* const kWorkloadHelp =
-    "  --model transformer|gpt|resnet  model (default transformer): a tagger, a next-word decoder,\n"
-    "                               an image classifier\n"
+    "  --model transformer|gpt|resnet|resnet50  model (default transformer): a tagger, a next-word\n"
+    "                               decoder, an image classifier, ResNet-50\n"
     "  --data brown|fashion-mnist|DIR  dataset (default: brown for transformer and gpt, fashion-mnist for\n"
-    "                               resnet); DIR: image shards from `memtrain data pack`, for resnet\n"
+    "                               the resnets); DIR: image shards from `memtrain data pack`, for the resnets\n"
     "  --data-dir DIR               dataset directory (default: where scripts/install-deps.sh puts it)\n"
     "  --layers N --width N --heads N --dropout P   model size (see docs/usage.md)\n"
     "  --vocab N                    Brown: most frequent words kept (default 10000)\n"
@@ -51,7 +51,7 @@ WorkloadFlags read_workload_flags(Flags& flags) {
   }
   if (token_model != (w.data == "brown")) {
     throw UsageError("--model " + w.model + " does not fit --data " + (w.shards.dir.empty() ? w.data : w.shards.dir) +
-                     "; expected transformer or gpt with brown, resnet with fashion-mnist or image shards");
+                     "; expected transformer or gpt with brown, resnet or resnet50 with fashion-mnist or image shards");
   }
   w.data_dir = flags.text("data-dir", "");
   w.spec.layers = flags.integer("layers", -1, 0, 256);

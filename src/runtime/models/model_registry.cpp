@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "runtime/models/gpt_decoder.h"
 #include "runtime/models/resnet.h"
+#include "runtime/models/resnet50.h"
 #include "runtime/models/transformer_tagger.h"
 
 namespace memtrain::runtime {
@@ -38,11 +39,20 @@ StagedModel make_model(const std::string& name, const ModelSpec& spec, const Dat
     if (spec.width >= 0) c.width = spec.width;
     return make_resnet(c);
   }
+  if (name == "resnet50") {
+    if (spec.heads >= 0) throw UsageError("heads apply to the transformer, not resnet50");
+    if (spec.layers >= 0) throw UsageError("resnet50 has 3, 4, 6 and 3 blocks per group; layers do not apply");
+    ResNet50Config c;
+    c.in_channels = shape.in_channels;
+    c.classes = shape.classes;
+    if (spec.width >= 0) c.width = spec.width;
+    return make_resnet50(c);
+  }
   std::string known;
   for (const std::string& n : model_names()) known += (known.empty() ? "" : ", ") + n;
   throw UsageError("unknown model '" + name + "'; known: " + known);
 }
 
-std::vector<std::string> model_names() { return {"gpt", "resnet", "transformer"}; }
+std::vector<std::string> model_names() { return {"gpt", "resnet", "resnet50", "transformer"}; }
 
 }  // namespace memtrain::runtime

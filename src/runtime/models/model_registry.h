@@ -1,5 +1,5 @@
 // Built-in models by name: `transformer` (token tagger), `gpt` (next-word
-// decoder) and `resnet` (image classifier). Unset knobs take each model's defaults.
+// decoder), `resnet` (image classifier) and `resnet50` (ResNet-50). Unset knobs take each model's defaults.
 #pragma once
 
 #include <cstdint>
@@ -12,9 +12,10 @@ namespace memtrain::runtime {
 
 struct ModelSpec {
   std::int64_t layers = -1;  // transformer: encoder layers (6); gpt: decoder blocks (6); resnet: blocks per group (2)
-  std::int64_t width = -1;   // transformer: model width (128); gpt: 256; resnet: first group's channels (16)
-  std::int64_t heads = -1;   // transformer and gpt (4)
-  double dropout = -1;       // transformer and gpt (0.1)
+  std::int64_t width =
+      -1;  // transformer: model width (128); gpt: 256; resnet: first group's channels (16); resnet50: 64
+  std::int64_t heads = -1;  // transformer and gpt (4)
+  double dropout = -1;      // transformer and gpt (0.1)
 };
 
 // What the data fixes about a model.

@@ -3,47 +3,14 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
-#include "runtime/model/classification_loss.h"
+#include "runtime/models/pooled_classifier_stage.h"
 #include "runtime/ops/convolution_backward.h"
 #include "runtime/ops/recomputed_segment.h"
+#include "runtime/ops/step_batch_norm.h"
 
 namespace memtrain::runtime {
 
 namespace {
-
-// Every batch norm here, and the written-out backward that reruns them.
-constexpr double kNormMomentum = 0.1;
-constexpr double kNormEps = 1e-5;
-
-// Batch norm in training mode normalises with the batch's statistics. Its
-// running statistics are a side effect: updated on a stage's first forward
-// of a step, not again when the stage is recomputed (StepContext::
-// update_buffers), so a checkpointed run ends with the same buffers as a
-// plain one.
-class StepBatchNorm : public torch::nn::Module {
- public:
-  explicit StepBatchNorm(int64_t channels)
-      : weight_(register_parameter("weight", torch::ones({channels}))),
-        bias_(register_parameter("bias", torch::zeros({channels}))),
-        mean_(register_buffer("running_mean", torch::zeros({channels}))),
-        var_(register_buffer("running_var", torch::ones({channels}))) {}
-
-  torch::Tensor forward(const torch::Tensor& x, const StepContext& ctx) {
-    return forward(x, ctx.training, ctx.update_buffers);
-  }
-  const torch::Tensor& weight() const { return weight_; }
-  const torch::Tensor& bias() const { return bias_; }
-  torch::Tensor forward(const torch::Tensor& x, bool training, bool update_buffers) {
-    // In training without buffer updates, passing no running statistics
-    // normalises with the batch's and records nothing.
-    const bool running = !training || update_buffers;
-    return torch::batch_norm(x, weight_, bias_, running ? mean_ : torch::Tensor(), running ? var_ : torch::Tensor(),
-                             training, kNormMomentum, kNormEps, /*cudnn_enabled=*/true);
-  }
-
- private:
-  torch::Tensor weight_, bias_, mean_, var_;
-};
 
 torch::nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride) {
   return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false));
@@ -60,7 +27,7 @@ class StemStage : public StageModule {
   // the next exists, instead of at the end of one long expression.
   torch::Tensor forward(const torch::Tensor& x, StepContext& ctx) override {
     torch::Tensor h = conv_(x);
-    h = norm_->forward(h, ctx);
+    h = norm_->forward(h, ctx.training, ctx.update_buffers);
     return h.relu_();
   }
 
@@ -74,26 +41,6 @@ std::tuple<torch::Tensor, torch::Tensor> conv_backward(const torch::nn::Conv2d& 
                                                        const torch::Tensor& input, bool input_grad) {
   ConvolutionGrads g = conv2d_backward(conv, grad, input, input_grad, /*want_weights=*/true);
   return {g.input, g.weight};
-}
-
-// Batch norm's forward and backward as one recomputation needs them: the
-// statistics the backward reads, and no running statistics touched.
-struct NormRun {
-  torch::Tensor output, mean, invstd, reserve;
-  int64_t impl = 0;
-};
-
-NormRun norm_forward(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  auto [out, mean, invstd, reserve, impl] =
-      at::_batch_norm_impl_index(x, weight, bias, {}, {}, true, kNormMomentum, kNormEps, /*cudnn_enabled=*/true);
-  return {out, mean, invstd, reserve, impl};
-}
-
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> norm_backward(const NormRun& run, const torch::Tensor& input,
-                                                                      const torch::Tensor& grad,
-                                                                      const torch::Tensor& weight) {
-  return at::_batch_norm_impl_index_backward(run.impl, input, grad, weight, {}, {}, run.mean, run.invstd, true,
-                                             kNormEps, {true, true, true}, run.reserve);
 }
 
 class BasicBlockStage : public StageModule, public Segment {
@@ -260,19 +207,6 @@ class BasicBlockStage : public StageModule, public Segment {
   std::shared_ptr<StepBatchNorm> shortcut_norm_;
 };
 
-class PoolClassifierStage : public StageModule {
- public:
-  PoolClassifierStage(int64_t channels, int64_t classes)
-      : out_(register_module("out", torch::nn::Linear(channels, classes))) {}
-
-  torch::Tensor forward(const torch::Tensor& x, StepContext& ctx) override {
-    return classification_loss(out_(x.mean({2, 3})), ctx);
-  }
-
- private:
-  torch::nn::Linear out_;
-};
-
 }  // namespace
 
 StagedModel make_resnet(const ResNetConfig& c) {
@@ -299,7 +233,7 @@ StagedModel make_resnet(const ResNetConfig& c) {
     }
   }
   names.push_back("classify");
-  stages.push_back(std::make_shared<PoolClassifierStage>(channels, c.classes));
+  stages.push_back(std::make_shared<PooledClassifierStage>(channels, c.classes));
   return StagedModel("resnet", std::move(names), std::move(stages));
 }
 

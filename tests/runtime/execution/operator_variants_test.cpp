@@ -9,6 +9,7 @@
 #include "runtime/model/rng_snapshot.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/models/resnet.h"
+#include "runtime/models/resnet50.h"
 #include "support/rig.h"
 
 namespace memtrain::runtime {
@@ -156,40 +157,28 @@ TEST(OperatorVariants, ResNetBlockRecomputedInBackwardUpdatesRunningStatisticsOn
   }
 }
 
-// Through the executor, a ResNet step whose blocks all run as one variant
-// computes what a plain step does, bit for bit; measured, blocks that keep
-// only their input
-// keep nothing but their output and reach a lower peak in their backward.
-TEST(OperatorVariants, ResNetBlocksKeepingOnlyTheirInputStepExactlyAndPeakLower) {
-  CpuDeviceMemory memory;
-  auto scope = memory.activate();
-  StagedModel m = small_resnet();
-  const int n = m.size();
-  torch::manual_seed(8);
+// A batch of `examples` random one-channel images of `side` pixels, 10 classes.
+Batch image_batch(std::int64_t examples, std::int64_t side) {
   Batch batch;
-  batch.input = torch::randn({4, 1, 24, 24});
-  batch.targets = torch::randint(0, 10, {4});
-  batch.signature = Signature::of_shape({4, 1, 24, 24});
-  batch.examples = 4;
-  // Every block as variant v (the measured chain needs each variant).
-  auto blocks_as = [n](int v) {
-    std::vector<int> variants(n, 0);
-    for (int i = 1; i + 1 < n; ++i) variants[i] = v;
-    return variants;
-  };
+  batch.input = torch::randn({examples, 1, side, side});
+  batch.targets = torch::randint(0, 10, {examples});
+  batch.signature = Signature::of_shape({examples, 1, side, side});
+  batch.examples = examples;
+  return batch;
+}
 
+// One step of `m` per assignment of variants to its stages (a collection
+// schedule), each from the same weights, statistics and generator; the
+// first is the plain step the others must equal bit for bit: loss,
+// gradients and batch-norm statistics. Returns the chain they measured.
+Chain expect_variant_steps_exact(StagedModel& m, CpuDeviceMemory& memory, const Batch& batch,
+                                 const std::vector<std::vector<int>>& assignments) {
+  const int n = m.size();
+  const BufferSnapshot start = BufferSnapshot::capture(m, memory);
   std::vector<predict::ChainSample> samples;
   std::vector<double> losses;
   std::vector<std::vector<torch::Tensor>> grads, buffers;
-  auto model_buffers = [&] {
-    std::vector<torch::Tensor> b;
-    for (int i = 0; i < n; ++i) {
-      for (const auto& t : m.stage(i).buffers()) b.push_back(t);
-    }
-    return b;
-  };
-  const BufferSnapshot start = BufferSnapshot::capture(m, memory);
-  for (const std::vector<int>& variants : {blocks_as(0), blocks_as(1), blocks_as(2)}) {
+  for (const std::vector<int>& variants : assignments) {
     for (auto& p : m.parameters()) p.mutable_grad() = torch::Tensor();
     start.restore();
     StepContext ctx;
@@ -201,19 +190,38 @@ TEST(OperatorVariants, ResNetBlocksKeepingOnlyTheirInputStepExactlyAndPeakLower)
     grads.emplace_back();
     for (const auto& p : m.parameters()) grads.back().push_back(p.grad().clone());
     buffers.emplace_back();
-    for (const auto& t : model_buffers()) buffers.back().push_back(t.clone());
-  }
-  for (int v : {1, 2}) {
-    EXPECT_EQ(losses[0], losses[v]) << "variant " << v;
-    for (size_t k = 0; k < grads[0].size(); ++k) {
-      EXPECT_TRUE(torch::equal(grads[0][k], grads[v][k])) << "variant " << v << " gradient " << k;
-    }
-    for (size_t k = 0; k < buffers[0].size(); ++k) {
-      EXPECT_TRUE(torch::equal(buffers[0][k], buffers[v][k])) << "variant " << v << " buffer " << k;
+    for (int i = 0; i < n; ++i) {
+      for (const auto& t : m.stage(i).buffers()) buffers.back().push_back(t.clone());
     }
   }
+  for (size_t run = 1; run < assignments.size(); ++run) {
+    EXPECT_EQ(losses[0], losses[run]) << "run " << run;
+    for (size_t k = 0; k < grads[0].size(); ++k)
+      EXPECT_TRUE(torch::equal(grads[0][k], grads[run][k])) << "run " << run << " gradient " << k;
+    for (size_t k = 0; k < buffers[0].size(); ++k)
+      EXPECT_TRUE(torch::equal(buffers[0][k], buffers[run][k])) << "run " << run << " buffer " << k;
+  }
+  return chain_from_samples(samples, stage_constants(m, Adam::kSlots));
+}
 
-  const Chain chain = chain_from_samples(samples, stage_constants(m, Adam::kSlots));
+// Through the executor, a ResNet step whose blocks all run as one variant
+// computes what a plain step does, bit for bit; measured, blocks that keep
+// only their input
+// keep nothing but their output and reach a lower peak in their backward.
+TEST(OperatorVariants, ResNetBlocksKeepingOnlyTheirInputStepExactlyAndPeakLower) {
+  CpuDeviceMemory memory;
+  auto scope = memory.activate();
+  StagedModel m = small_resnet();
+  const int n = m.size();
+  torch::manual_seed(8);
+  const Batch batch = image_batch(4, 24);
+  // Every block as variant v (the measured chain needs each variant).
+  auto blocks_as = [n](int v) {
+    std::vector<int> variants(n, 0);
+    for (int i = 1; i + 1 < n; ++i) variants[i] = v;
+    return variants;
+  };
+  const Chain chain = expect_variant_steps_exact(m, memory, batch, {blocks_as(0), blocks_as(1), blocks_as(2)});
   for (int i = 1; i + 1 < n; ++i) {
     const Stage& plain = chain.stages[i];
     ASSERT_EQ(plain.variant_count(), 3) << plain.name;
@@ -223,6 +231,90 @@ TEST(OperatorVariants, ResNetBlocksKeepingOnlyTheirInputStepExactlyAndPeakLower)
     EXPECT_LT(lean.saved_bytes + lean.backward_temp_bytes, plain.saved_bytes + plain.backward_temp_bytes)
         << plain.name << ": the backward's peak";
   }
+}
+
+StagedModel small_resnet50() {
+  torch::manual_seed(9);
+  ResNet50Config c;
+  c.in_channels = 1;
+  c.classes = 10;
+  c.width = 4;
+  c.blocks_per_group = {2, 1};
+  return make_resnet50(c);
+}
+
+// Stages 0: stem; 1: block with a projecting shortcut; 2: identity
+// shortcut; 3: strided. Odd sides put windows over the pooling's padding.
+TEST(OperatorVariants, ResNet50StemAndBottleneckVariantsGiveTheSameGradients) {
+  StagedModel m = small_resnet50();
+  ASSERT_EQ(m.stage_variant_names(0), (std::vector<std::string>{"pool-keeps-offsets"}));
+  ASSERT_EQ(m.stage_variant_names(1), (std::vector<std::string>{"recompute-norm-relu", "recompute-norm-relu-conv3"}));
+  for (const std::int64_t side : {24, 31}) {
+    torch::manual_seed(side);
+    const torch::Tensor image = torch::randn({3, 1, side, side});
+    const std::string at = " at " + std::to_string(side) + " px";
+    expect_identical(run_stage(m.stage(0), image, {}, 0, 2), run_stage(m.stage(0), image, {}, 1, 2), "stem" + at);
+    torch::Tensor stem_out;
+    {
+      torch::NoGradGuard no_grad;
+      StepContext ctx;
+      stem_out = m.stage(0).forward(image, ctx);
+    }
+    const torch::Tensor wide = torch::randn_like(stem_out).repeat({1, 4, 1, 1});
+    for (const auto& [stage, in] : std::vector<std::pair<int, torch::Tensor>>{{1, stem_out}, {2, wide}, {3, wide}}) {
+      const Pass plain = run_stage(m.stage(stage), in, {}, 0, 3);
+      for (int variant : {1, 2}) {
+        expect_identical(plain, run_stage(m.stage(stage), in, {}, variant, 3),
+                         "block " + std::to_string(stage) + " variant " + std::to_string(variant) + at);
+      }
+    }
+  }
+}
+
+// A ReLU whose input is all negative leaves every window's maximum at 0:
+// no gradient may pass, as in the plain stem.
+TEST(OperatorVariants, ResNet50StemVariantPassesNoGradientWhereTheRectifiedMaximumIsZero) {
+  StagedModel m = small_resnet50();
+  {
+    torch::NoGradGuard no_grad;
+    m.stage(0).named_parameters()["norm.bias"][0] = -10;  // channel 0 rectified to 0 everywhere
+  }
+  torch::manual_seed(4);
+  const torch::Tensor image = torch::randn({2, 1, 16, 16});
+  const Pass plain = run_stage(m.stage(0), image, {}, 0, 5);
+  const Pass lean = run_stage(m.stage(0), image, {}, 1, 5);
+  expect_identical(plain, lean, "stem");
+  EXPECT_TRUE(torch::equal(plain.output.select(1, 0), torch::zeros_like(plain.output.select(1, 0))));
+  EXPECT_EQ(plain.weight_grads[0].select(0, 0).abs().sum().item<float>(), 0) << "channel 0's filter gets nothing";
+}
+
+// Through the executor, ResNet-50 steps with every stage as its variant
+// compute what plain steps do, bit for bit, batch-norm statistics included;
+// measured, each variant keeps less for its backward.
+TEST(OperatorVariants, ResNet50VariantsStepExactlyAndKeepLess) {
+  CpuDeviceMemory memory;
+  auto scope = memory.activate();
+  StagedModel m = small_resnet50();
+  const int n = m.size();
+  torch::manual_seed(8);
+  const Batch batch = image_batch(4, 40);
+  // Each stage as its leanest variant, and the blocks as their first.
+  std::vector<int> leanest(n, 2), first(n, 1);
+  leanest.front() = 1;                // the stem has one
+  leanest.back() = first.back() = 0;  // the classifier has none
+  const Chain chain = expect_variant_steps_exact(m, memory, batch, {std::vector<int>(n, 0), first, leanest});
+  for (int i = 0; i + 1 < n; ++i) {
+    const Stage& s = chain.stages[i];
+    ASSERT_EQ(s.variant_count(), i == 0 ? 2 : 3) << s.name;
+    for (int v = 1; v < s.variant_count(); ++v) {
+      EXPECT_LT(s.variant(v).saved_bytes, s.variant(v - 1).saved_bytes) << s.name << " variant " << v;
+      EXPECT_GE(s.variant(v).saved_bytes, chain.activation_bytes(i + 1)) << s.name << ": the output is still kept";
+    }
+  }
+  // The stem drops the rectified tensor (4 outputs' bytes) and 8-byte
+  // indices (2 outputs') for one byte per output (a quarter of one).
+  const Bytes out = chain.activation_bytes(1);
+  EXPECT_GE(chain.stages[0].saved_bytes - chain.stages[0].variant(1).saved_bytes, 5 * out);
 }
 
 // What the variants are for: measured by the executor, each keeps less.

@@ -8,6 +8,7 @@
 #include "runtime/model/adam.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/models/resnet.h"
+#include "runtime/models/resnet50.h"
 #include "runtime/training/trainer.h"
 #include "support/tiny_tagging.h"
 
@@ -29,7 +30,7 @@ TEST(ModelRegistry, RejectsUnknownModelsAndBadSizes) {
     make_model("lstm", {}, {10, 3, 8, 1});
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "unknown model 'lstm'; known: gpt, resnet, transformer");
+    EXPECT_STREQ(e.what(), "unknown model 'lstm'; known: gpt, resnet, resnet50, transformer");
   }
   ModelSpec odd;
   odd.width = 30;
@@ -66,6 +67,49 @@ TEST(ResNet, AcceptsAnyImageSize) {
     EXPECT_EQ(x.dim(), 0) << side;
     EXPECT_EQ(ctx.counted, 2);
   }
+}
+
+// ResNet-50's layout: a stem, 3 + 4 + 6 + 3 bottleneck blocks, the
+// classifier; the stem and each group's first block quarter or halve H x W.
+TEST(ResNet50, HasSixteenBottleneckBlocksAndAcceptsAnyImageSize) {
+  ResNet50Config c;
+  c.in_channels = 1;
+  c.classes = 10;
+  c.width = 2;
+  StagedModel m = make_resnet50(c);
+  ASSERT_EQ(m.size(), 18);
+  EXPECT_EQ(m.stage_name(0), "stem");
+  EXPECT_EQ(m.stage_name(4), "block1.0");
+  EXPECT_EQ(m.stage_name(16), "block3.2");
+  EXPECT_EQ(m.stage_name(17), "classify");
+  for (int side : {32, 45}) {
+    torch::Tensor x = torch::randn({2, 1, side, side});
+    StepContext ctx = context(torch::tensor({3, 7}));
+    std::vector<std::int64_t> sides;
+    for (int i = 0; i < m.size(); ++i) {
+      x = m.stage(i).forward(x, ctx);
+      if (x.dim() == 4) sides.push_back(x.size(3));
+    }
+    EXPECT_EQ(x.dim(), 0) << side;
+    const std::int64_t s1 = (side + 1) / 2, s2 = (s1 + 1) / 2;  // stem convolution, max pooling
+    EXPECT_EQ(sides.front(), s2) << side;
+    EXPECT_EQ(sides[1], s2) << side;
+    EXPECT_EQ(sides.back(), (((s2 + 1) / 2 + 1) / 2 + 1) / 2) << side;
+  }
+  // The widest stage's output: 4 x 8 x width channels.
+  EXPECT_EQ(m.stage(16).parameters()[0].size(1), 4 * 8 * 2);
+
+  ResNet50Config wide = c;
+  wide.width = 300;
+  try {
+    make_resnet50(wide);
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "resnet50: width 300 is out of range; expected 1..256");
+  }
+  ModelSpec layers;
+  layers.layers = 2;
+  EXPECT_THROW(make_model("resnet50", layers, {0, 10, 0, 1}), UsageError);
 }
 
 // Batch norm's running statistics must not see a recomputation.

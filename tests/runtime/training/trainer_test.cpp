@@ -5,9 +5,12 @@
 #include <thread>
 
 #include "core/error.h"
+#include "data/fashion_mnist.h"
 #include "plan/registry.h"
 #include "runtime/input/brown_batches.h"
+#include "runtime/input/fashion_mnist_batches.h"
 #include "runtime/input/largest_input_batches.h"
+#include "runtime/models/model_registry.h"
 #include "runtime/training/trainer.h"
 #include "support/tiny_tagging.h"
 #include "support/training_runs.h"
@@ -225,6 +228,35 @@ TEST(Trainer, JointChoosesVariantsAndFitsBelowOptimalsMinimum) {
   EXPECT_GT(at_largest, 0);
   EXPECT_EQ(with_variant, at_largest) << "of the planned steps at the largest input " << largest;
   EXPECT_EQ(trainer.summary().violations, 0);
+}
+
+// ResNet-50 on images of changing size: at a budget where recomputing
+// whole blocks would cost more, `joint` runs the stem's and blocks'
+// variants, stays within the budget and trains exactly as plain training.
+TEST(Trainer, JointTrainsResNet50ExactlyWithItsVariants) {
+  static const auto images = std::make_shared<const data::ImageDataset>(
+      data::read_fashion_mnist(data::find_fashion_mnist_directory(""), "test"));
+  ModelSpec spec;
+  spec.width = 4;
+  const DataShape shape{0, images->classes, 0, 1};
+  auto run = [&](const TrainerOptions& o) {
+    CpuDeviceMemory memory;
+    FashionMnistBatches source(images, 4, 96, 112, 5);
+    Trainer trainer(
+        o, memory, [&] { return make_model("resnet50", spec, shape); }, source);
+    return testing::run_trainer(trainer, 10);
+  };
+  const testing::TrainingRun plain = run(options("none"));
+  const testing::TrainingRun lean = run(options("joint", "70%"));
+  expect_same_training(plain, lean, "joint");
+  long first = 0, second = 0;
+  for (const StepRecord& r : lean.records) {
+    if (r.plan == PlanKind::Collect) continue;
+    first += r.schedule.find(".v1") != std::string::npos;
+    second += r.schedule.find(".v2") != std::string::npos;
+  }
+  EXPECT_GT(first + second, 0) << "planned steps ran no variant";
+  EXPECT_EQ(lean.summary.violations, 0);
 }
 
 TEST(Trainer, TheLeastBudgetIsWhatThePlannerNeedsAndItTrainsWithinIt) {
