@@ -10,6 +10,11 @@ void scale_activation_memory(Chain& chain, double factor) {
     s.forward_temp_bytes = scaled(s.forward_temp_bytes);
     s.nograd_forward_temp_bytes = scaled(s.nograd_forward_temp_bytes);
     s.backward_temp_bytes = scaled(s.backward_temp_bytes);
+    for (StageVariant& v : s.variants) {
+      v.saved_bytes = scaled(v.saved_bytes);
+      v.forward_temp_bytes = scaled(v.forward_temp_bytes);
+      v.backward_temp_bytes = scaled(v.backward_temp_bytes);
+    }
   }
 }
 

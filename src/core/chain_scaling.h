@@ -7,7 +7,8 @@
 
 namespace memtrain {
 
-// Multiplies every stage's activation fields (input, saved, temporaries) by `factor`.
+// Multiplies every stage's activation fields (input, saved, temporaries),
+// its operator variants' included, by `factor`.
 void scale_activation_memory(Chain& chain, double factor);
 
 }  // namespace memtrain

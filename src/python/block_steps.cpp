@@ -283,13 +283,15 @@ void BlockSteps::end_step() {
     calibration_rng_->restore(default_generator());
     return;
   }
-  steps_.learn(size, result, 0);
   current_.plan = choice_.kind;
   current_.schedule = choice_.schedule;
   current_.peak_bytes = result.peak;
   if (choice_.kind != runtime::PlanKind::Collect) {
+    // Predicted before the predictor learns this step, as the trainer does.
     current_.predicted_peak_bytes = sim::simulate(steps_.predicted_chain(size), choice_.schedule).peak_bytes;
+    steps_.observe_peak(size, current_.predicted_peak_bytes, result.peak);
   }
+  steps_.learn(size, result, 0);
   current_.seconds = seconds_since(t0_);
   current_.planning_seconds = choice_.planning_seconds;
   for (const runtime::OpRecord& rec : result.ops) current_.blocks_seconds += rec.seconds;

@@ -76,8 +76,16 @@ Chain StepPlanner::completed(Chain chain) const {
 
 Chain StepPlanner::planning_chain(std::int64_t size) {
   Chain chain = predicted_chain(cache().planning_size(size));
-  if (options_.prediction_scale != 1.0) scale_activation_memory(chain, options_.prediction_scale);
+  const double scale = options_.prediction_scale * shortfall_;
+  if (scale != 1.0) scale_activation_memory(chain, scale);
   return chain;
+}
+
+void StepPlanner::observe_peak(std::int64_t size, Bytes predicted_peak, Bytes measured_peak) {
+  const Bytes fixed = predicted_chain(size).persistent_bytes();
+  if (predicted_peak <= fixed || measured_peak <= predicted_peak) return;
+  const double factor = static_cast<double>(measured_peak - fixed) / static_cast<double>(predicted_peak - fixed);
+  shortfall_ = std::min(kMaxShortfall, std::max(shortfall_, factor));
 }
 
 Chain StepPlanner::largest_chain() const {

@@ -119,7 +119,8 @@ class StepPlanner {
   // predictor (link, copy issue, resident bytes, weight placement).
   Chain completed(Chain chain) const;
   Chain predicted_chain(std::int64_t size) const { return completed(predictor_.predict(size)); }
-  // What planners see for `size`: the prediction at its bucket's edge, scaled by prediction_scale.
+  // What planners see for `size`: the prediction at its bucket's edge, its
+  // activation memory scaled by prediction_scale and the learned shortfall.
   Chain planning_chain(std::int64_t size);
   // The largest input's chain: the one pin_largest() gave, else the
   // prediction at the largest size seen. Throws Error before any measurement.
@@ -162,6 +163,15 @@ class StepPlanner {
   // A finished step of `size`: the predictor learns its sample (with the
   // optimizer update's temporary bytes), the link and the copy issue its copies.
   void learn(std::int64_t size, const ExecutionResult& result, Bytes update_temp_bytes);
+  // A planned step of `size` that ran to its end peaked at `measured_peak`
+  // where the predicted chain said `predicted_peak`. Where it peaked higher,
+  // plans for new sizes from now on take the activation memory as that much
+  // larger (the largest such factor seen, at most kMaxShortfall): a size's
+  // first plan then fits where it would have run out and been retried under
+  // a plan an eighth of the activation budget stricter.
+  void observe_peak(std::int64_t size, Bytes predicted_peak, Bytes measured_peak);
+  double learned_shortfall() const { return shortfall_; }
+  static constexpr double kMaxShortfall = 1.25;
   // Calibration's measurements: a sample for the predictor, a run's copy issue times.
   void observe_sample(std::int64_t size, const predict::ChainSample& sample) { predictor_.observe(size, sample); }
   void observe_copy_issue(const ExecutionResult& result);
@@ -189,6 +199,7 @@ class StepPlanner {
   std::int64_t bucket_width_ = 0;                                // 0: not fixed yet
   Bytes budget_ = 0;
   Bytes resident_ = 0;
+  double shortfall_ = 1.0;  // observe_peak()'s factor, >= 1
   std::int64_t largest_size_ = 0;
   std::optional<Chain> pinned_largest_;
   Chain predicted_largest_;            // largest_for_planning()'s, when none is pinned

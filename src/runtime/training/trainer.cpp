@@ -271,6 +271,7 @@ StepRecord Trainer::step() {
   if (rec.plan != PlanKind::Collect) {
     prediction_error_.record(rec.predicted_peak_bytes, rec.peak_bytes);
     time_prediction_error_.record(rec.predicted_schedule_seconds, rec.schedule_seconds);
+    steps_->observe_peak(size, rec.predicted_peak_bytes, rec.peak_bytes);
   }
   record_outcome(run, rec);
   rec.seconds = seconds_since(t0);

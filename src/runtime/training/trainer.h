@@ -179,6 +179,8 @@ class Trainer {
   const Chain& largest_chain() const { return largest_chain_; }
   const Signature& largest_signature() const { return largest_signature_; }
   const predict::ChainPredictor& predictor() const { return steps_->predictor(); }
+  // How much more activation memory new sizes are planned for (StepPlanner::observe_peak).
+  double learned_shortfall() const { return steps_->learned_shortfall(); }
   StagedModel& model() { return *model_; }
   const plan::Planner& planner() const { return steps_->planner(); }
 

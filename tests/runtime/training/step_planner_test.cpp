@@ -100,6 +100,27 @@ TEST(StepPlanner, RetriesEndAfterMaxRetries) {
   }
 }
 
+// A step that peaked above its prediction makes the plans of new sizes
+// count that much more activation memory; one below it changes nothing,
+// and the factor has a ceiling.
+TEST(StepPlanner, PlansNewSizesForTheShortfallStepsShowed) {
+  Measured m(optimal());
+  const Chain before = m.steps.planning_chain(m.size);
+  const Bytes fixed = before.persistent_bytes();
+  const Bytes predicted = fixed + 1000000;
+  m.steps.observe_peak(m.size, predicted, predicted - 5000);
+  EXPECT_EQ(m.steps.learned_shortfall(), 1.0);
+  m.steps.observe_peak(m.size, predicted, predicted + 100000);  // 10% more activation memory
+  EXPECT_DOUBLE_EQ(m.steps.learned_shortfall(), 1.1);
+  const Chain after = m.steps.planning_chain(m.size);
+  for (int i = 0; i < before.size(); ++i) {
+    EXPECT_NEAR(static_cast<double>(after.stages[i].saved_bytes), 1.1 * before.stages[i].saved_bytes, 1.0) << i;
+  }
+  EXPECT_EQ(after.persistent_bytes(), fixed);
+  m.steps.observe_peak(m.size, predicted, predicted + 900000);
+  EXPECT_DOUBLE_EQ(m.steps.learned_shortfall(), StepPlanner::kMaxShortfall);
+}
+
 TEST(StepPlanner, OptionsOutOfRangeAreRefusedByName) {
   StepPlannerOptions o;
   o.collect_steps = kMaxCollectSteps + 1;

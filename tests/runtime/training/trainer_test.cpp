@@ -239,16 +239,25 @@ TEST(Trainer, JointTrainsResNet50ExactlyWithItsVariants) {
   ModelSpec spec;
   spec.width = 4;
   const DataShape shape{0, images->classes, 0, 1};
+  double shortfall = 0;
   auto run = [&](const TrainerOptions& o) {
     CpuDeviceMemory memory;
     FashionMnistBatches source(images, 4, 96, 112, 5);
     Trainer trainer(
         o, memory, [&] { return make_model("resnet50", spec, shape); }, source);
-    return testing::run_trainer(trainer, 10);
+    testing::TrainingRun r = testing::run_trainer(trainer, 10);
+    shortfall = trainer.learned_shortfall();
+    return r;
   };
   const testing::TrainingRun plain = run(options("none"));
   const testing::TrainingRun lean = run(options("joint", "70%"));
   expect_same_training(plain, lean, "joint");
+  // The trainer tells its step planner what each planned step peaked at:
+  // new sizes are planned for more only after a step peaked above its prediction.
+  bool above = false;
+  for (const StepRecord& r : lean.records)
+    above = above || (r.plan != PlanKind::Collect && r.peak_bytes > r.predicted_peak_bytes);
+  EXPECT_EQ(shortfall > 1.0, above);
   long first = 0, second = 0;
   for (const StepRecord& r : lean.records) {
     if (r.plan == PlanKind::Collect) continue;
