@@ -24,6 +24,31 @@ double LaneResult::mean_step() const {
   return n ? t / n : 0;
 }
 
+double LaneResult::mean_schedule() const {
+  double t = 0;
+  int n = 0;
+  for (size_t k = collect_steps; k < records.size(); ++k, ++n) t += records[k].schedule_seconds;
+  return n ? t / n : 0;
+}
+
+Bytes LaneResult::planned_peak() const {
+  Bytes peak = 0;
+  for (size_t k = collect_steps; k < records.size(); ++k) peak = std::max(peak, records[k].peak_bytes);
+  return peak;
+}
+
+long LaneResult::planned_retries() const {
+  long n = 0;
+  for (size_t k = collect_steps; k < records.size(); ++k) n += records[k].retries;
+  return n;
+}
+
+long LaneResult::planned_violations() const {
+  long n = 0;
+  for (size_t k = collect_steps; k < records.size(); ++k) n += records[k].violation;
+  return n;
+}
+
 double LaneResult::max_peak_over_budget() const {
   return static_cast<double>(summary.max_peak_bytes) / static_cast<double>(summary.budget_bytes);
 }
@@ -85,7 +110,8 @@ LaneFactory tagger_lanes(std::shared_ptr<const data::TaggingDataset> data) {
 }
 
 std::map<std::string, LaneResult> run_lockstep(const std::vector<std::string>& planners, const std::string& budget,
-                                               int steps, const LaneFactory& make, const std::string& label) {
+                                               int steps, const LaneFactory& make, const std::string& label,
+                                               std::map<std::string, Lane>* kept) {
   std::map<std::string, LaneResult> results;
   std::map<std::string, Lane> lanes;
   for (const std::string& p : planners) {
@@ -113,6 +139,7 @@ std::map<std::string, LaneResult> run_lockstep(const std::vector<std::string>& p
     results[p].summary = lane.trainer->summary();
     results[p].records = lane.trainer->records();
   }
+  if (kept) *kept = std::move(lanes);
   return results;
 }
 

@@ -27,6 +27,13 @@ struct LaneResult {
 
   // Mean wall time of the steps after the collection phase, s.
   double mean_step() const;
+  // Over the steps after collection: the mean wall time of the schedules
+  // that ran (failed attempts and the update left out), s; the largest
+  // measured peak; the retries and the steps over budget.
+  double mean_schedule() const;
+  Bytes planned_peak() const;
+  long planned_retries() const;
+  long planned_violations() const;
   double max_peak_over_budget() const;
   double cache_hit_rate() const;
   // Over the steps after collection: the median of |simulated - measured| /
@@ -60,9 +67,11 @@ LaneFactory tagger_lanes(std::shared_ptr<const data::TaggingDataset> data);
 
 // Every planner at `budget` (e.g. "50%"), `steps` steps each in lockstep.
 // A planner whose calibration fails (budget below its minimum) is reported
-// infeasible with the trainer's reason.
+// infeasible with the trainer's reason. `kept`, when given, receives the
+// feasible lanes, trained, for a caller that compares their models.
 std::map<std::string, LaneResult> run_lockstep(const std::vector<std::string>& planners, const std::string& budget,
-                                               int steps, const LaneFactory& make, const std::string& label);
+                                               int steps, const LaneFactory& make, const std::string& label,
+                                               std::map<std::string, Lane>* kept = nullptr);
 
 double median(std::vector<double> values);  // 0 for none
 std::string machine();                      // CPU model, cores, LibTorch version

@@ -3,8 +3,9 @@
 # own section of docs/BENCHMARKS.md. Optional first argument: planner,
 # optimal, advisor, swap, weights, weights-train, activations-train, graph-train, pipeline, jobs, ranks, blas, python,
 # peers (memtrain.Module beside checkpointing, SAC and torch.compile's budget on transformers' GPT-2 and Llama),
-# host-adam, resume (kill -9 and resume in every output mode; it prints its lines), jobs-cores (a group's
-# jobs sharing the cores against every job taking every core; it prints its lines)
+# host-adam, resnet50 (ResNet-50 at 224 px: none, optimal and joint within 1.16x), resume (kill -9 and
+# resume in every output mode; it prints its lines), jobs-cores (a group's jobs sharing the cores against
+# every job taking every core; it prints its lines)
 # or builds (two memtrain binaries side by side, --build LABEL=PATH twice; it prints its table), to run one;
 # further arguments go to it
 # (e.g. --steps 100).
@@ -29,8 +30,9 @@ case "${1:-}" in
   peers) shift; PYTHONPATH=build/python exec "${MEMTRAIN_VENV:-/opt/memtrain/venv}/bin/python" bench/peers_bench.py "$@" ;;
   builds) shift; exec python3 bench/builds_bench.py "$@" ;;
   host-adam) shift; exec build/bench/host_adam_bench "$@" ;;
+  resnet50) shift; exec build/bench/resnet50_bench "$@" ;;
   resume) shift; exec python3 bench/resume_bench.py --memtrain build/src/cli/memtrain "$@" ;;
   jobs-cores) shift; exec python3 bench/jobs_cores_bench.py --memtrain build/src/cli/memtrain "$@" ;;
-  "") build/bench/planner_bench; build/bench/optimal_bench; build/bench/advisor_bench; build/bench/swap_bench; build/bench/weight_swap_bench; build/bench/weight_swap_train_bench; build/bench/activation_swap_train_bench; build/bench/graph_train_bench; build/bench/input_pipeline_bench; build/bench/jobs_bench; build/bench/ranks_bench; build/bench/host_adam_bench; exec build/bench/blas_threads_bench ;;
-  *) echo "bench.sh: unknown benchmark '$1'; expected planner, optimal, advisor, swap, weights, weights-train, activations-train, graph-train, pipeline, jobs, ranks, blas, python, peers, host-adam, builds, resume or jobs-cores" >&2; exit 2 ;;
+  "") build/bench/planner_bench; build/bench/optimal_bench; build/bench/advisor_bench; build/bench/swap_bench; build/bench/weight_swap_bench; build/bench/weight_swap_train_bench; build/bench/activation_swap_train_bench; build/bench/graph_train_bench; build/bench/input_pipeline_bench; build/bench/jobs_bench; build/bench/ranks_bench; build/bench/host_adam_bench; build/bench/resnet50_bench; exec build/bench/blas_threads_bench ;;
+  *) echo "bench.sh: unknown benchmark '$1'; expected planner, optimal, advisor, swap, weights, weights-train, activations-train, graph-train, pipeline, jobs, ranks, blas, python, peers, host-adam, resnet50, builds, resume or jobs-cores" >&2; exit 2 ;;
 esac
