@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the benchmarks; each rewrites its
 # own section of docs/BENCHMARKS.md. Optional first argument: planner,
-# optimal, advisor, swap, weights, weights-train, activations-train, graph-train, pipeline, jobs, ranks, blas, python,
+# optimal, advisor, swap, weights, weights-train, activations-train, graph-train, pipeline,
+# jobs (every policy over a sweep of budgets, 4 runs each in turns; about 17 minutes), ranks, blas, python,
 # peers (memtrain.Module beside checkpointing, SAC and torch.compile's budget on transformers' GPT-2 and Llama),
 # host-adam, resnet50 (ResNet-50 at 224 px: none, optimal and joint within 1.16x), resume (kill -9 and
 # resume in every output mode; it prints its lines), jobs-cores (a group's jobs sharing the cores against
