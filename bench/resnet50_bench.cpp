@@ -206,7 +206,10 @@ int run(const std::vector<std::string>& args) {
     }
   }
   md << "\nThe approximate variant (output-activated batch norm, which recovers its input by inverting the affine "
-        "transform) is not built, so there is no row for it.\n\n### Targets\n\n";
+        "transform) is not built, so there is no row for it: in ResNet-50 a ReLU follows every batch norm and "
+        "zeroes the values that inversion needs, so it would have to keep the norm's output before the ReLU, one "
+        "tensor per norm, as many bytes as the exact `recompute-norm-relu` keeps (the norm's input), and its "
+        "gradients would not be exact.\n\n### Targets\n\n";
   target_line(md, joint_less >= 3.0 && joint_time <= 1.16 && joint_exact,
               "joint's measured peak activation memory " + format_number("%.2fx", joint_less) +
                   " lower than none's at " + format_number("%.3fx", joint_time) + " its step time, " +
