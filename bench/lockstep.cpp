@@ -17,35 +17,38 @@
 
 namespace memtrain::bench {
 
+std::span<const runtime::StepRecord> LaneResult::planned() const {
+  const size_t first = std::min(records.size(), static_cast<size_t>(std::max(collect_steps, 0)));
+  return std::span<const runtime::StepRecord>(records).subspan(first);
+}
+
 double LaneResult::mean_step() const {
   double t = 0;
-  int n = 0;
-  for (size_t k = collect_steps; k < records.size(); ++k, ++n) t += records[k].seconds;
-  return n ? t / n : 0;
+  for (const runtime::StepRecord& r : planned()) t += r.seconds;
+  return planned().empty() ? 0 : t / static_cast<double>(planned().size());
 }
 
 double LaneResult::mean_schedule() const {
   double t = 0;
-  int n = 0;
-  for (size_t k = collect_steps; k < records.size(); ++k, ++n) t += records[k].schedule_seconds;
-  return n ? t / n : 0;
+  for (const runtime::StepRecord& r : planned()) t += r.schedule_seconds;
+  return planned().empty() ? 0 : t / static_cast<double>(planned().size());
 }
 
 Bytes LaneResult::planned_peak() const {
   Bytes peak = 0;
-  for (size_t k = collect_steps; k < records.size(); ++k) peak = std::max(peak, records[k].peak_bytes);
+  for (const runtime::StepRecord& r : planned()) peak = std::max(peak, r.peak_bytes);
   return peak;
 }
 
 long LaneResult::planned_retries() const {
   long n = 0;
-  for (size_t k = collect_steps; k < records.size(); ++k) n += records[k].retries;
+  for (const runtime::StepRecord& r : planned()) n += r.retries;
   return n;
 }
 
 long LaneResult::planned_violations() const {
   long n = 0;
-  for (size_t k = collect_steps; k < records.size(); ++k) n += records[k].violation;
+  for (const runtime::StepRecord& r : planned()) n += r.violation;
   return n;
 }
 
@@ -60,10 +63,8 @@ double LaneResult::cache_hit_rate() const {
 
 double LaneResult::median_schedule_time_error() const {
   std::vector<double> errors;
-  for (size_t k = collect_steps; k < records.size(); ++k) {
-    const runtime::StepRecord& s = records[k];
+  for (const runtime::StepRecord& s : planned())
     errors.push_back(std::abs(s.predicted_schedule_seconds - s.schedule_seconds) / s.schedule_seconds);
-  }
   return median(std::move(errors));
 }
 
@@ -76,13 +77,13 @@ double median(std::vector<double> values) {
 
 CopyStats LaneResult::copies() const {
   CopyStats total;
-  for (size_t k = collect_steps; k < records.size(); ++k) total += records[k].copies;
+  for (const runtime::StepRecord& r : planned()) total += r.copies;
   return total;
 }
 
 double LaneResult::mean_bytes(Bytes CopyStats::*field) const {
-  const size_t planned = records.size() > static_cast<size_t>(collect_steps) ? records.size() - collect_steps : 0;
-  return planned > 0 ? static_cast<double>(copies().*field) / static_cast<double>(planned) : 0;
+  const size_t n = planned().size();
+  return n > 0 ? static_cast<double>(copies().*field) / static_cast<double>(n) : 0;
 }
 
 double LaneResult::copy_rate(bool to_host) const {

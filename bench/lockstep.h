@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct LaneResult {
   std::vector<runtime::StepRecord> records;
   int collect_steps = 0;
 
+  // The records of the steps after the collection phase.
+  std::span<const runtime::StepRecord> planned() const;
   // Mean wall time of the steps after the collection phase, s.
   double mean_step() const;
   // Over the steps after collection: the mean wall time of the schedules
