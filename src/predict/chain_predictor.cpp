@@ -89,7 +89,7 @@ Chain ChainPredictor::predict(std::int64_t size) const {
   const double x = static_cast<double>(size);
   const double scale = in_range(size) ? 1.0 : 1.0 + margin_;
   auto bytes = [&](const QuadraticModel& m) {
-    return static_cast<Bytes>(std::llround(std::max(0.0, m.predict(x)) * scale));
+    return static_cast<Bytes>(std::llround(std::max(0.0, m.predict_growing(x)) * scale));
   };
   auto seconds = [&](const QuadraticModel& m) { return std::max(0.0, m.predict(x)); };
   Chain chain;

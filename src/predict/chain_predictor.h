@@ -1,6 +1,7 @@
 // Mimose's online predictor: per stage, one quadratic model per cost field,
 // learned from what the Executor measures, queried for input sizes not seen
-// yet. Sizes outside the observed range get a safety margin on memory.
+// yet. Sizes outside the observed range get a safety margin on memory, on
+// top of memory never predicted below the nearest observed size in proportion.
 #pragma once
 
 #include <array>

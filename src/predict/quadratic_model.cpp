@@ -121,6 +121,13 @@ double QuadraticModel::predict(double x) const {
   return static_cast<double>(coef_[0] + t * (coef_[1] + t * coef_[2]));
 }
 
+double QuadraticModel::predict_growing(double x) const {
+  const double y = predict(x);
+  if (count_ == 0 || (x >= min_x_ && x <= max_x_)) return y;
+  const double edge = x < min_x_ ? min_x_ : max_x_;
+  return edge > 0 ? std::max(y, predict(edge) * x / edge) : y;
+}
+
 double QuadraticModel::rms_residual() const {
   if (count_ == 0) return 0;
   if (distinct_ < 2) {

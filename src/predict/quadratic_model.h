@@ -24,6 +24,12 @@ class QuadraticModel {
   // With 1 point (x1, y1): y1 for x <= x1 and y1·x/x1 above, which is safe
   // for quantities that grow with size. With none: 0.
   double predict(double x) const;
+  // For quantities that grow with x, such as byte counts: outside the
+  // observed range, no less than the fit at the nearest observed x scaled in
+  // proportion to x. Where strides round tensor sides, bytes are a staircase
+  // in x, and a quadratic through a few close sizes of it can bend to 0 a
+  // little outside them.
+  double predict_growing(double x) const;
 
   long count() const { return count_; }
   int distinct_x() const { return distinct_; }

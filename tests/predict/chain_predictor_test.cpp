@@ -57,6 +57,22 @@ TEST(ChainPredictor, AddsTheMarginOutsideTheObservedRange) {
   EXPECT_EQ(c.stages[0].param_bytes, 100) << "fixed costs get no margin";
 }
 
+TEST(ChainPredictor, NeverPredictsLessThanTheNearestSizeInProportionOutsideTheRange) {
+  // Byte counts that stand still between two close sizes (strides rounding
+  // tensor sides) make the free quadratic bend to 0 at smaller sizes.
+  ChainPredictor p = make(0.25);
+  for (std::int64_t x : {313632, 390728, 401408}) {
+    ChainSample s = sample_at(x);
+    s.stages[0].saved_bytes = x < 390000 ? 48830 : 61250;
+    p.observe(x, s);
+  }
+  const Chain small = p.predict(204800);
+  EXPECT_GE(small.stages[0].saved_bytes, static_cast<Bytes>(1.25 * 48830.0 * 204800 / 313632))
+      << "the smallest size's bytes in proportion, and the margin";
+  EXPECT_NEAR(static_cast<double>(p.predict(400000).stages[0].input_bytes), static_cast<double>(input_at(400000)), 1.0)
+      << "inside the range, the fit as it is";
+}
+
 TEST(ChainPredictor, IsReadyOnlyWhenEveryFieldWasMeasured) {
   ChainPredictor p = make();
   EXPECT_FALSE(p.ready());

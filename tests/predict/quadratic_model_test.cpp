@@ -37,6 +37,35 @@ TEST(QuadraticModel, OneSizeIsConstantBelowAndProportionalAbove) {
   EXPECT_DOUBLE_EQ(m.predict(300), 1500);
 }
 
+// A ResNet stage's saved bytes at three close image sides: 221 and 224 px
+// both pool to 56 x 56, so the bytes stand still between them.
+constexpr double kStairX[3] = {313632, 390728, 401408};
+constexpr double kStairY[3] = {48.83, 61.25, 61.25};
+
+TEST(QuadraticModel, AQuadraticThroughAStaircaseBendsToNothingBelowIt) {
+  QuadraticModel m;
+  for (int i = 0; i < 3; ++i) m.observe(kStairX[i], kStairY[i]);
+  EXPECT_LT(m.predict(204800), 5) << "the free fit, far under the 31.25 measured there";
+  // Growing quantities: no less than the nearest observed size in proportion.
+  EXPECT_NEAR(m.predict_growing(204800), 48.83 * 204800 / 313632, 1e-6);
+  EXPECT_GT(m.predict_growing(204800), 31.25);
+  EXPECT_NEAR(m.predict_growing(600000), std::max(m.predict(600000), 61.25 * 600000 / 401408), 1e-6);
+  EXPECT_GE(m.predict_growing(600000), 61.25 * 600000 / 401408 - 1e-6);
+  EXPECT_DOUBLE_EQ(m.predict_growing(350000), m.predict(350000)) << "inside the range, the fit";
+}
+
+TEST(QuadraticModel, GrowingPredictionsOfAnExactQuadraticAreTheFitOrTheProportionalFloor) {
+  auto f = [](double x) { return 4096 + 1536 * x + 0.125 * x * x; };
+  QuadraticModel m;
+  for (double x : {640.0, 1280.0, 1920.0}) m.observe(x, f(x));
+  EXPECT_NEAR(m.predict_growing(4000), f(4000), 1e-6 * f(4000)) << "above: faster than proportional, the fit";
+  EXPECT_NEAR(m.predict_growing(32), f(32), 1e-6 * f(32)) << "far below, the intercept keeps the fit above the floor";
+  // Just below, a convex growth is under the floor: a little more, never less.
+  EXPECT_NEAR(m.predict_growing(320), f(640) / 2, 1e-6 * f(640));
+  EXPECT_GT(m.predict_growing(320), f(320));
+  EXPECT_LT(m.predict_growing(320), 1.03 * f(320));
+}
+
 TEST(QuadraticModel, NoisyDataHasAResidualOfTheNoiseScale) {
   std::mt19937 rng(5);
   std::normal_distribution<double> noise(0, 10);
