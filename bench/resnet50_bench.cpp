@@ -4,7 +4,9 @@
 // memory each reaches within --overhead of the plain step's time is found
 // by simulation on the measured chain at the largest input; then `none`,
 // `optimal` and `joint` train in lockstep at each of those budgets, and
-// the measured peaks, step times, losses and final parameters are compared.
+// the measured peaks, step times, losses and final parameters are compared,
+// and again at the target's budget: a third of the activation memory the
+// plain model measured.
 //
 //   build/bench/resnet50_bench [--steps N (16)] [--batch N] [--min-scale PX] [--max-scale PX]
 //                              [--width N] [--overhead X] [--out docs/BENCHMARKS.md]
@@ -137,6 +139,12 @@ int run(const std::vector<std::string>& args) {
   if (optimal.budget != joint.budget) budgets.push_back({"optimal's", optimal.budget});
   std::vector<std::map<std::string, LaneRun>> measured;
   for (const auto& [whose, bytes] : budgets) measured.push_back(run_budget(make, bytes, steps));
+  // The target's own budget: a third of the activation memory `none`
+  // measured on these batches, so that a run within it keeps 3x less.
+  const Bytes none_measured = measured[0].at("none").result.planned_peak() - resident;
+  budgets.push_back({"a third of none's", resident + none_measured / 3});
+  measured.push_back(run_budget(make, budgets.back().second, steps));
+  const size_t target_row = budgets.size() - 1;
 
   std::ostringstream md;
   md << "## ResNet-50 at 224 px (CPU)\n\n"
@@ -152,7 +160,7 @@ int run(const std::vector<std::string>& args) {
         "within "
      << format_number("%.2fx", overhead)
      << " the plain step's simulated time. Then `none`, `optimal` and `joint` train side by side at each of "
-        "those budgets, one step each in turn, "
+        "those budgets, and at a third of the activation memory `none` measured there, one step each in turn, "
      << steps << " steps (the first 4 collect measurements); times are means and peaks the largest of the steps "
      << "after them, which every planner ran on the same batches. A step that ran out of its budget is retried "
      << "under a stricter plan (its size's plan from then on): the step time counts the failed attempts, the "
@@ -198,7 +206,7 @@ int run(const std::vector<std::string>& args) {
          << format_number("%.3f", r.result.mean_schedule() / base.result.mean_schedule()) << " | "
          << format_bytes(activation) << " | " << format_number("%.2fx", less) << " | " << r.result.planned_violations()
          << " | " << r.result.planned_retries() << " | " << (exact ? "bit-equal" : "**differ**") << " |\n";
-      if (p == "joint" && b == 0) {
+      if (p == "joint" && b == target_row) {
         joint_less = less;
         joint_time = time;
         joint_exact = exact;
@@ -213,7 +221,8 @@ int run(const std::vector<std::string>& args) {
   target_line(md, joint_less >= 3.0 && joint_time <= 1.16 && joint_exact,
               "joint's measured peak activation memory " + format_number("%.2fx", joint_less) +
                   " lower than none's at " + format_number("%.3fx", joint_time) + " its step time, " +
-                  (joint_exact ? "bit-equal" : "NOT bit-equal") + " (target: 3x lower, at most 1.16x, bit-equal)");
+                  (joint_exact ? "bit-equal" : "NOT bit-equal") + ", at the budget of a third of none's (" +
+                  format_bytes(budgets[target_row].second) + "; target: 3x lower, at most 1.16x, bit-equal)");
   md << "\n";
   publish("resnet50_bench", md.str(), out_path);
   return 0;

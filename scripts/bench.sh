@@ -4,9 +4,10 @@
 # optimal, advisor, swap, weights, weights-train, activations-train, graph-train, pipeline,
 # jobs (every policy over a sweep of budgets, 4 runs each in turns; about 17 minutes), ranks, blas, python,
 # peers (memtrain.Module beside checkpointing, SAC and torch.compile's budget on transformers' GPT-2 and Llama),
-# host-adam, resnet50 (ResNet-50 at 224 px: none, optimal and joint within 1.16x), resume (kill -9 and
-# resume in every output mode; it prints its lines), jobs-cores (a group's jobs sharing the cores against
-# every job taking every core; it prints its lines)
+# host-adam, resnet50 (ResNet-50 at 224 px: none, optimal and joint within 1.16x and at a third of the
+# plain activation memory; about 4 minutes), resume (kill -9 and resume in every output mode; it prints
+# its lines), jobs-cores (a group's jobs sharing the cores against every job taking every core; it prints
+# its lines)
 # or builds (two memtrain binaries side by side, --build LABEL=PATH twice; it prints its table), to run one;
 # further arguments go to it
 # (e.g. --steps 100).
