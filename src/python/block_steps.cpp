@@ -152,12 +152,12 @@ void BlockSteps::run_forward_to(int block) {
       run_until_forward_of_later(block);
       return;
     } catch (const OutOfBudget& oob) {
-      restart_schedule(oob.what());
+      restart_schedule(oob);
     }
   }
 }
 
-void BlockSteps::restart_schedule(const std::string& why) {
+void BlockSteps::restart_schedule(const OutOfBudget& why) {
   MEMTRAIN_ASSERT(calibration_round_ < 0, "calibration runs with the budget not enforced");
   // Nothing of the attempt reached the gradients: roll back and run again.
   for (const runtime::OpRecord& rec : execution_->result().ops) current_.blocks_seconds += rec.seconds;
@@ -239,12 +239,12 @@ void BlockSteps::run_backward_to(int block) {
 }
 
 void BlockSteps::replay_to(int block, const OutOfBudget& first) {
-  std::string why = first.what();
+  OutOfBudget why = first;
   while (true) {
     if (!can_replay_ || !kept_dy_.defined()) {
       steps_.mark_failed(batch_.signature.size, choice_);
       cancel();
-      throw Error(why + ", in the planned backward of input " + batch_.signature.describe() +
+      throw Error(std::string(why.what()) + ", in the planned backward of input " + batch_.signature.describe() +
                   ": the parameters' gradients are partial; zero them and run the step again (the next plan for "
                   "this size is stricter; with zero_grad(set_to_none=True) memtrain retries by itself)");
     }
@@ -260,7 +260,7 @@ void BlockSteps::replay_to(int block, const OutOfBudget& first) {
       run_backward_to(block);
       return;
     } catch (const OutOfBudget& again) {
-      why = again.what();
+      why = again;
     }
   }
 }

@@ -131,7 +131,7 @@ class BlockSteps {
   // runs out of budget from its start.
   void run_forward_to(int block);
   void run_until_forward_of_later(int block);
-  void restart_schedule(const std::string& why);
+  void restart_schedule(const OutOfBudget& why);
   void run_backward_to(int block);
   // Out of budget in block `block`'s backward: the step again from its
   // start under stricter plans, to that backward, when it can be exact.

@@ -11,6 +11,7 @@
 #include "plan/schedule_builders.h"
 #include "plan/weight_swap_schedules.h"
 #include "runtime/execution/chain_measurement.h"
+#include "sim/simulator.h"
 
 namespace memtrain::runtime {
 
@@ -166,8 +167,11 @@ void StepPlanner::mark_failed(std::int64_t size, const StepChoice& choice) {
 }
 
 StepChoice StepPlanner::retry(std::int64_t size, const StepChoice& choice, StepAttempts& attempts,
-                              const std::string& where, const std::string& why) {
+                              const std::string& where, const OutOfBudget& why) {
   const Clock::time_point t0 = Clock::now();
+  if (choice.kind != PlanKind::Collect && predictor_.ready()) {
+    observe_peak(size, sim::simulate(predicted_chain(size), choice.schedule).peak_bytes, why.live() + why.request());
+  }
   mark_failed(size, choice);
   attempts.failed.push_back(choice.schedule);
   ++attempts.retries;
@@ -183,11 +187,11 @@ StepChoice StepPlanner::retry(std::int64_t size, const StepChoice& choice, StepA
   }
   if (tried(next)) {
     throw Error(where + " does not fit the budget even with the most frugal schedule (planner " + planner_->name() +
-                "'s least, or every stage checkpointed): " + why);
+                "'s least, or every stage checkpointed): " + why.what());
   }
   if (attempts.retries > options_.max_retries) {
     throw Error(where + " still ran out of budget after " + std::to_string(options_.max_retries) +
-                " stricter schedules: " + why);
+                " stricter schedules: " + why.what());
   }
   // Whichever rung it came from, the schedule the step runs next is its
   // size's plan from now on: the next step of this size runs it from the

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/chain.h"
+#include "core/error.h"
 #include "core/plan.h"
 #include "core/schedule.h"
 #include "core/units.h"
@@ -152,23 +153,26 @@ class StepPlanner {
 
   // The schedule for a step of `size`, the `steps_before`-th this front end runs.
   StepChoice choose(std::int64_t size, long steps_before);
-  // The step ran out of budget with `choice`: the next schedule to try (kind
-  // Retry), the plan cache updated. Throws Error naming `where` and `why`
-  // when no schedule is left or the retries are spent.
+  // The step ran out of budget with `choice` (`why`): the next schedule to
+  // try (kind Retry), the plan cache updated. A planned attempt that ran out
+  // needed at least what was live plus what it asked for, which
+  // observe_peak() learns from before the next plan is made. Throws Error
+  // naming `where` and why when no schedule is left or the retries are spent.
   StepChoice retry(std::int64_t size, const StepChoice& choice, StepAttempts& attempts, const std::string& where,
-                   const std::string& why);
+                   const OutOfBudget& why);
   // The step ran out of budget with `choice` and will not be retried: the
   // next plan for its size is stricter.
   void mark_failed(std::int64_t size, const StepChoice& choice);
   // A finished step of `size`: the predictor learns its sample (with the
   // optimizer update's temporary bytes), the link and the copy issue its copies.
   void learn(std::int64_t size, const ExecutionResult& result, Bytes update_temp_bytes);
-  // A planned step of `size` that ran to its end peaked at `measured_peak`
-  // where the predicted chain said `predicted_peak`. Where it peaked higher,
-  // plans for new sizes from now on take the activation memory as that much
-  // larger (the largest such factor seen, at most kMaxShortfall): a size's
-  // first plan then fits where it would have run out and been retried under
-  // a plan an eighth of the activation budget stricter.
+  // A planned step of `size` peaked at `measured_peak` (or had reached it
+  // when it ran out of budget) where the predicted chain said
+  // `predicted_peak`. Where it peaked higher, plans for new sizes from now on
+  // take the activation memory as that much larger (the largest such factor
+  // seen, at most kMaxShortfall): a size's first plan then fits where it
+  // would have run out and been retried under a plan an eighth of the
+  // activation budget stricter.
   void observe_peak(std::int64_t size, Bytes predicted_peak, Bytes measured_peak);
   double learned_shortfall() const { return shortfall_; }
   static constexpr double kMaxShortfall = 1.25;

@@ -369,7 +369,7 @@ Trainer::StepRun Trainer::run_with_retries(const StepParts& parts, std::int64_t 
       start.restore(generator_);
       ++retries_;
       const std::string where = "step " + std::to_string(rec.step) + ": input " + rec.signature.describe();
-      choice = steps_->retry(size, choice, attempts, where, oob.what());
+      choice = steps_->retry(size, choice, attempts, where, oob);
       rec.retries = attempts.retries;
       rec.plan = PlanKind::Retry;
       rec.planning_seconds = choice.planning_seconds;

@@ -20,6 +20,7 @@ struct Measured {
   Batch batch = rig.batch();
   std::int64_t size = batch.signature.size;
   StepPlanner steps;
+  Bytes budget = 0;
 
   explicit Measured(StepPlannerOptions options)
       : steps(std::move(options), *rig.model, stage_constants(*rig.model, 0)) {
@@ -28,9 +29,13 @@ struct Measured {
     steps.note_size(size);
     // Half of what keeping everything needs: plans must recompute.
     const Chain chain = steps.predicted_chain(size);
-    steps.use_budget(sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).peak_bytes / 2);
+    budget = sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).peak_bytes / 2;
+    steps.use_budget(budget);
   }
 };
+
+// What the device memory throws when a step asks for more than its budget.
+OutOfBudget ran_out(Bytes live, Bytes request = 1 << 20) { return OutOfBudget("device memory", request, live, live); }
 
 StepPlannerOptions optimal() {
   StepPlannerOptions o;
@@ -59,7 +64,8 @@ TEST(StepPlanner, ARetryRunsAStricterScheduleThatBecomesTheSizesPlan) {
   // step of this size runs it from the cache.
   for (int rung = 1; rung <= 8; ++rung) {
     try {
-      choice = m.steps.retry(m.size, choice, attempts, "step 5: input " + m.batch.signature.describe(), "out");
+      choice =
+          m.steps.retry(m.size, choice, attempts, "step 5: input " + m.batch.signature.describe(), ran_out(m.budget));
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("step 5: input " + m.batch.signature.describe() +
                                            " does not fit the budget even with the most frugal schedule"),
@@ -87,13 +93,14 @@ TEST(StepPlanner, RetriesEndAfterMaxRetries) {
   Measured m(o);
   StepChoice choice = m.steps.choose(m.size, 4);
   StepAttempts attempts;
-  choice = m.steps.retry(m.size, choice, attempts, "step 5", "out of budget");
+  choice = m.steps.retry(m.size, choice, attempts, "step 5", ran_out(m.budget));
+  const OutOfBudget again = ran_out(m.budget);
   try {
-    m.steps.retry(m.size, choice, attempts, "step 5", "out of budget");
+    m.steps.retry(m.size, choice, attempts, "step 5", again);
     ADD_FAILURE() << "a second retry with max_retries 1";
   } catch (const Error& e) {
     const std::string what = e.what();
-    EXPECT_TRUE(what.find("step 5 still ran out of budget after 1 stricter schedules: out of budget") !=
+    EXPECT_TRUE(what.find("step 5 still ran out of budget after 1 stricter schedules: " + std::string(again.what())) !=
                     std::string::npos ||
                 what.find("does not fit the budget even with the most frugal schedule") != std::string::npos)
         << what;
@@ -119,6 +126,32 @@ TEST(StepPlanner, PlansNewSizesForTheShortfallStepsShowed) {
   EXPECT_EQ(after.persistent_bytes(), fixed);
   m.steps.observe_peak(m.size, predicted, predicted + 900000);
   EXPECT_DOUBLE_EQ(m.steps.learned_shortfall(), StepPlanner::kMaxShortfall);
+}
+
+// An attempt that ran out of budget needed at least what was live plus what
+// it asked for: a planned one teaches the shortfall before its retry is
+// planned; a collection step, planned by no prediction, teaches nothing.
+TEST(StepPlanner, AnAttemptThatRanOutTeachesTheShortfallBeforeItsRetryIsPlanned) {
+  Measured m(optimal());
+  StepAttempts attempts;
+  const StepChoice collecting = m.steps.choose(m.size, 0);
+  m.steps.retry(m.size, collecting, attempts, "step 1", ran_out(m.budget * 4));
+  EXPECT_EQ(m.steps.learned_shortfall(), 1.0);
+
+  const Chain before = m.steps.planning_chain(m.size);
+  const StepChoice planned = m.steps.choose(m.size, 4);
+  const Chain chain = m.steps.predicted_chain(m.size);
+  const Bytes fixed = chain.persistent_bytes();
+  const Bytes predicted = sim::simulate(chain, planned.schedule).peak_bytes;
+  ASSERT_GT(predicted, fixed);
+  // It reached 8% more activation memory than predicted, and was still going.
+  const Bytes reached = fixed + (predicted - fixed) * 108 / 100;
+  StepAttempts again;
+  const StepChoice next = m.steps.retry(m.size, planned, again, "step 5", ran_out(reached - 4096, 4096));
+  EXPECT_NEAR(m.steps.learned_shortfall(), 1.08, 1e-6);
+  const Chain after = m.steps.planning_chain(m.size);
+  EXPECT_NEAR(static_cast<double>(after.stages[0].saved_bytes), 1.08 * before.stages[0].saved_bytes, 1.0);
+  EXPECT_NE(next.schedule, planned.schedule);
 }
 
 TEST(StepPlanner, OptionsOutOfRangeAreRefusedByName) {
