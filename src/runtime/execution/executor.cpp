@@ -10,6 +10,7 @@
 #include "core/schedule_interpreter.h"
 #include "core/seconds_since.h"
 #include "data/sentence_batcher.h"
+#include "runtime/execution/failed_backward.h"
 #include "runtime/execution/saved_tensors.h"
 #include "runtime/model/classification_loss.h"
 #include "runtime/model/part_seeds.h"
@@ -450,14 +451,27 @@ ScheduleExecution::~ScheduleExecution() {
   // The run refers to the backend.
   run_.reset();
   backend_.reset();
+  if (!failed_) return;
+  // The attempt's tensors are gone; what its backward left queued goes too,
+  // outside the budget (a few bytes) so that dropping it cannot run out.
+  const bool enforced = memory_.enforced();
+  memory_.set_enforced(false);
+  try {
+    drop_work_of_failed_backwards();
+  } catch (...) {
+    // A destructor cannot throw: the queue then drains at the next backward.
+  }
+  memory_.set_enforced(enforced);
 }
 
 void ScheduleExecution::step() {
   try {
     run_->step();
   } catch (const OutOfBudget&) {
+    failed_ = true;
     throw;
   } catch (const std::exception& e) {
+    failed_ = true;
     if (!memory_.is_out_of_budget(e)) throw;
     throw OutOfBudget(memory_.describe(), 0, memory_.live(), memory_.budget());
   }

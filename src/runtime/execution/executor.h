@@ -97,6 +97,7 @@ class ScheduleExecution {
   std::unique_ptr<LibTorchBackend> backend_;
   DeviceMemory& memory_;
   std::unique_ptr<ScheduleRun> run_;
+  bool failed_ = false;  // an operation threw: the destructor drops what its backward left (failed_backward.h)
 };
 
 class Executor {

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "core/error.h"
 #include "plan/mimose_planner.h"
 #include "plan/schedule_builders.h"
@@ -8,6 +10,7 @@
 #include "runtime/execution/executor.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/staged_model.h"
+#include "runtime/models/model_registry.h"
 #include "sim/simulator.h"
 #include "support/rig.h"
 
@@ -155,6 +158,52 @@ TEST(Executor, AStageOutputNothingSavedIsNotHeldThroughItsBackward) {
     EXPECT_LT(rec.peak, rec.live_before + activation / 2);
   }
   EXPECT_TRUE(found);
+}
+
+// A backward that runs out of budget inside a bottleneck block leaves
+// autograd's queued work for the block's other branch (the gradients it was
+// given, the tensors its nodes saved) behind on this thread. The attempt
+// must give every byte back, or the attempts after it run out where they fit.
+TEST(Executor, AStepThatRanOutInItsBackwardGivesEveryByteBack) {
+  CpuDeviceMemory memory;
+  auto scope = memory.activate();
+  torch::manual_seed(0);
+  ModelSpec spec;
+  spec.width = 4;
+  StagedModel model = make_model("resnet50", spec, {0, 10, 0, 1});
+  Batch b;
+  b.input = torch::randn({4, 1, 64, 64});
+  b.targets = torch::randint(0, 10, {4});
+  b.signature = Signature::of_shape({4, 1, 64, 64});
+  b.examples = 4;
+  auto run = [&] {
+    StepContext ctx;
+    ctx.targets = b.targets;
+    ctx.training = true;
+    ctx.generator = at::make_generator<at::CPUGeneratorImpl>(1);
+    return Executor(model, memory).run(plan::schedule_keeping_everything(model.size()), b, ctx);
+  };
+  auto drop_gradients = [&] {
+    for (torch::Tensor& p : model.parameters()) p.mutable_grad() = torch::Tensor();
+  };
+  const Bytes before = memory.live();
+  const ExecutionResult plain = run();
+  drop_gradients();
+  ASSERT_EQ(memory.live(), before);
+  // Run out just below each backward's peak: somewhere inside it.
+  std::set<Bytes> budgets;
+  for (const OpRecord& rec : plain.ops)
+    if (rec.op.kind == OpKind::Backward) budgets.insert(rec.peak - 1);
+  ASSERT_GT(budgets.size(), 10u);
+  memory.set_enforced(true);
+  for (const Bytes budget : budgets) {
+    memory.set_budget(budget);
+    EXPECT_THROW(run(), OutOfBudget) << budget;
+    drop_gradients();
+    EXPECT_EQ(memory.live(), before) << "after running out at " << budget << " bytes";
+  }
+  memory.set_enforced(false);
+  memory.set_budget(-1);
 }
 
 }  // namespace
