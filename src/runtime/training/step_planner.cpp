@@ -138,6 +138,11 @@ Schedule StepPlanner::most_frugal(std::int64_t size) {
                                     fallback_schedule());
 }
 
+Schedule StepPlanner::most_frugal_at_largest() {
+  const Chain& largest = largest_for_planning();
+  return plan::most_frugal_schedule(*planner_, largest, &largest, fallback_schedule());
+}
+
 Plan StepPlanner::plan_for(std::int64_t size) {
   const Chain chain = planning_chain(size);
   return planner_->plan(
@@ -183,11 +188,14 @@ StepChoice StepPlanner::retry(std::int64_t size, const StepChoice& choice, StepA
   if (predictor_.ready()) {
     p = plan_for(size);
     next = p->feasible ? p->schedule : most_frugal(size);
+    // The prediction for this size may be short where the largest input's
+    // measured chain is not: the least schedule there fits any smaller input.
+    if (tried(next)) next = most_frugal_at_largest();
     if (tried(next)) next = fallback_schedule();
   }
   if (tried(next)) {
     throw Error(where + " does not fit the budget even with the most frugal schedule (planner " + planner_->name() +
-                "'s least, or every stage checkpointed): " + why.what());
+                "'s least for this input and for the largest, or every stage checkpointed): " + why.what());
   }
   if (attempts.retries > options_.max_retries) {
     throw Error(where + " still ran out of budget after " + std::to_string(options_.max_retries) +

@@ -13,11 +13,13 @@
 // A step that ran out of budget asks retry() for the next schedule: the
 // bucket is made stricter (its plans aim an eighth of the activations lower
 // per failure), and the step runs a new plan, or the planner's most frugal
-// schedule, or every stage checkpointed, whichever it has not run out with
-// yet; that schedule becomes the size's cached plan. A step that ran out
-// with all of them, or more than `max_retries` times, is an Error. A finished
-// step teaches the predictor its measured sample, and the link estimate
-// and the copy-issue estimate its copies (learn()).
+// schedule for its size, or that for the largest input (the input the
+// budget was fixed for: it fits there and on anything smaller), or every
+// stage checkpointed, whichever it has not run out with yet; that schedule
+// becomes the size's cached plan. A step that ran out with all of them, or
+// more than `max_retries` times, is an Error. A finished step teaches the
+// predictor its measured sample, and the link estimate and the copy-issue
+// estimate its copies (learn()).
 //
 // One plan cache per planning budget, so a shared device whose leases
 // change the budget never runs a plan made for another budget.
@@ -144,12 +146,14 @@ class StepPlanner {
   std::int64_t bucket_of(std::int64_t size) { return cache().bucket_of(size); }
 
   // The collection schedule of `round` (variants taken in turn), the
-  // schedule with the least memory whatever the predictor says, and the
-  // planner's own schedule with the lowest predicted peak for `size`.
+  // schedule with the least memory whatever the predictor says, the
+  // planner's own schedule with the lowest predicted peak for `size`, and
+  // that for the largest input (or the fallback where it needs less).
   int variant_rounds() const;
   Schedule collection_schedule(int round) const;
   Schedule fallback_schedule() const;
   Schedule most_frugal(std::int64_t size);
+  Schedule most_frugal_at_largest();
 
   // The schedule for a step of `size`, the `steps_before`-th this front end runs.
   StepChoice choose(std::int64_t size, long steps_before);

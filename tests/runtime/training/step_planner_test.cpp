@@ -1,6 +1,7 @@
 // The step planner both front ends plan through: what a step runs, and the
 // retry ladder after a step ran out of budget (a stricter plan that becomes
-// the size's cached plan, then every stage checkpointed, then an error).
+// the size's cached plan, the least schedules for the size and for the
+// largest input, then every stage checkpointed, then an error).
 #include "runtime/training/step_planner.h"
 
 #include <gtest/gtest.h>
@@ -152,6 +153,41 @@ TEST(StepPlanner, AnAttemptThatRanOutTeachesTheShortfallBeforeItsRetryIsPlanned)
   const Chain after = m.steps.planning_chain(m.size);
   EXPECT_NEAR(static_cast<double>(after.stages[0].saved_bytes), 1.08 * before.stages[0].saved_bytes, 1.0);
   EXPECT_NE(next.schedule, planned.schedule);
+}
+
+// A size's prediction can be short where the largest input's measured chain
+// is not: once the plan and the least schedule for the size both ran out,
+// the step runs the planner's least schedule for the largest input, and
+// only then every stage checkpointed.
+TEST(StepPlanner, AfterTheSizesLeastTheLadderRunsTheLeastForTheLargestInput) {
+  Measured m(optimal());
+  // The largest input's chain, as measured: one activation in the middle so
+  // large that its least schedule recomputes it rather than keep it.
+  Chain largest = m.steps.predicted_chain(m.size);
+  const int mid = largest.size() / 2;
+  largest.stages[mid].input_bytes *= 40;
+  m.steps.pin_largest(largest);
+  m.steps.use_budget(largest.persistent_bytes() + 1);  // no plan fits: each rung comes from the ladder
+
+  const Schedule at_size = m.steps.most_frugal(m.size), at_largest = m.steps.most_frugal_at_largest(),
+                 fallback = m.steps.fallback_schedule();
+  ASSERT_NE(at_largest, at_size);
+  ASSERT_NE(at_largest, fallback);
+  StepAttempts attempts;
+  StepChoice choice{at_size, PlanKind::New, 0};
+  choice = m.steps.retry(m.size, choice, attempts, "step 5", ran_out(m.budget));
+  EXPECT_EQ(choice.schedule, at_largest);
+  EXPECT_EQ(m.steps.choose(m.size, 6).schedule, at_largest) << "the size's cached plan";
+  choice = m.steps.retry(m.size, choice, attempts, "step 5", ran_out(m.budget));
+  EXPECT_EQ(choice.schedule, fallback);
+  try {
+    m.steps.retry(m.size, choice, attempts, "step 5", ran_out(m.budget));
+    ADD_FAILURE() << "a ladder with every rung run";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("least for this input and for the largest, or every stage checkpointed"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(StepPlanner, OptionsOutOfRangeAreRefusedByName) {
