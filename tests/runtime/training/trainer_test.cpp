@@ -230,27 +230,47 @@ TEST(Trainer, JointChoosesVariantsAndFitsBelowOptimalsMinimum) {
   EXPECT_EQ(trainer.summary().violations, 0);
 }
 
-// ResNet-50 on images of changing size: at a budget where recomputing
-// whole blocks would cost more, `joint` runs the stem's and blocks'
-// variants, stays within the budget and trains exactly as plain training.
+// ResNet-50 on images of changing size, at a budget just above the least
+// `joint` needs on the largest images: it plans many stages in their
+// variants there, stays within the budget and trains exactly as plain training.
 TEST(Trainer, JointTrainsResNet50ExactlyWithItsVariants) {
   static const auto images = std::make_shared<const data::ImageDataset>(
       data::read_fashion_mnist(data::find_fashion_mnist_directory(""), "test"));
   ModelSpec spec;
   spec.width = 4;
   const DataShape shape{0, images->classes, 0, 1};
+  auto model = [&] { return make_model("resnet50", spec, shape); };
+  // Whether a variant beats recomputing its whole stage is a matter of
+  // measured times, and a busy machine skews them. At a budget in percent
+  // of the plain peak (70%) a plan could do without variants for a few
+  // percent more time, and under load some ran none. Just above the least
+  // budget (in bytes, found to 1 KiB: min_budget_bytes is rounded up),
+  // plans run most of the last eight stages in a variant.
+  const Chain measured = [&] {
+    CpuDeviceMemory memory;
+    FashionMnistBatches source(images, 4, 96, 112, 5);
+    Trainer trainer(options("joint", "100%"), memory, model, source);
+    trainer.calibrate();
+    return trainer.largest_chain();
+  }();
+  Bytes short_of = measured.persistent_bytes(), least = short_of * 4;
+  while (least - short_of > 1024) {
+    const Bytes mid = (short_of + least) / 2;
+    (plan::make_planner("joint")->plan({measured, mid, &measured}).feasible ? least : short_of) = mid;
+  }
+  TrainerOptions near_least = options("joint");
+  near_least.budget = {false, 0, least + 16 * 1024};
   double shortfall = 0;
   auto run = [&](const TrainerOptions& o) {
     CpuDeviceMemory memory;
     FashionMnistBatches source(images, 4, 96, 112, 5);
-    Trainer trainer(
-        o, memory, [&] { return make_model("resnet50", spec, shape); }, source);
+    Trainer trainer(o, memory, model, source);
     testing::TrainingRun r = testing::run_trainer(trainer, 10);
     shortfall = trainer.learned_shortfall();
     return r;
   };
   const testing::TrainingRun plain = run(options("none"));
-  const testing::TrainingRun lean = run(options("joint", "70%"));
+  const testing::TrainingRun lean = run(near_least);
   expect_same_training(plain, lean, "joint");
   // The trainer tells its step planner what each planned step peaked at:
   // new sizes are planned for more only after a step peaked above its prediction.
@@ -258,13 +278,14 @@ TEST(Trainer, JointTrainsResNet50ExactlyWithItsVariants) {
   for (const StepRecord& r : lean.records)
     above = above || (r.plan != PlanKind::Collect && r.peak_bytes > r.predicted_peak_bytes);
   EXPECT_EQ(shortfall > 1.0, above);
-  long first = 0, second = 0;
+  long planned = 0, with_variant = 0;
   for (const StepRecord& r : lean.records) {
     if (r.plan == PlanKind::Collect) continue;
-    first += r.schedule.find(".v1") != std::string::npos;
-    second += r.schedule.find(".v2") != std::string::npos;
+    ++planned;
+    with_variant += r.schedule.find(".v1") != std::string::npos || r.schedule.find(".v2") != std::string::npos;
   }
-  EXPECT_GT(first + second, 0) << "planned steps ran no variant";
+  EXPECT_GT(planned, 0);
+  EXPECT_GT(with_variant, 0) << "of " << planned << " planned steps";
   EXPECT_EQ(lean.summary.violations, 0);
 }
 
