@@ -174,6 +174,10 @@ def run_role(args):
             loss = m(**b).loss
             return loss
         trained = m
+        # The two steps at the longest batch every contender runs before the
+        # timed steps (memtrain's first collection steps), so that all enter
+        # them alike.
+        record["peak"] = peak_at_longest(m, forward, longest)
 
         own = record["own"] = []
 
@@ -212,7 +216,7 @@ def run_role(args):
     t = Training(trained, forward)
 
     def step(i):
-        t(i, steps[i])
+        t(i, steps[i % len(steps)])
         if count_plan:
             count_plan()
     print("ready", flush=True)
@@ -246,6 +250,8 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="torch threads per contender (0: torch's default)")
     p.add_argument("--collect-steps", type=int, default=4, help="memtrain's collection steps, left out of the means")
+    p.add_argument("--full-rounds", type=int, default=3,
+                   help="rounds through the batches at 100%% (two contenders: cheap, and a 3%% gap needs the steps)")
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--role", help=argparse.SUPPRESS)
     p.add_argument("--planner", help=argparse.SUPPRESS)
@@ -277,14 +283,17 @@ def main():
         "peak does (for every_k the largest k that fits, for torch.compile the largest activation_memory_budget "
         "fraction that fits, both the fewest recomputations). Then, for each budget, one group of processes, "
         "one contender each: the plain model, memtrain's planners at that budget and the peers that fit it; "
-        "they take turns step by step, so ratios within a group are side by side. Times: mean "
-        f"seconds per step (forward, backward, Adam) over the steps after memtrain's {args.collect_steps} "
-        "collection steps. Exact: every step's gradients bit-equal to the plain model's (memtrain with compiled "
+        "they take turns step by step, so ratios within a group are side by side. At 100%, where only the plain "
+        f"model and memtrain `optimal` run, they go through the batches {args.full_rounds} times. Before its timed "
+        "steps every contender, memtrain included, runs two steps at the longest batch and starts again from the "
+        "same weights (memtrain's are its first collection steps). Times: mean seconds per step (forward, "
+        f"backward, Adam) over the steps after the first {args.collect_steps} (memtrain's collection steps end "
+        "within them). Exact: every step's gradients bit-equal to the plain model's (memtrain with compiled "
         "blocks: to the plain model's with the same compiled blocks). memtrain's own: its time in its steps "
         "outside the blocks' runs (planning each new size, bookkeeping around each block), from "
         "`last_step['overhead_seconds']`, as a share of its step. Setup: seconds from "
-        "the process's start to its first step (memtrain's calibration; torch.compile's compilation; a peer's "
-        "two measuring steps).\n",
+        "the process's start to its first timed step (memtrain's calibration; torch.compile's compilation; "
+        "the two steps at the longest batch).\n",
         "Rockmate is not in the table: rockmate 2.0.0 from PyPI does not import (its rkgb 2.0.0 package lacks "
         "`rkgb.core`), and rockmate 1.0.1 with rkgb 1.0.1 fails in rkgb's TorchScript graph builder on torch "
         "2.11 (\"TorchScript usually changes torch.dtype by weird integers, but here it's neither a dtype nor an "
@@ -331,6 +340,8 @@ def peers_for(args, budgets):
     to time: every fixed peer that fits, the largest k of every_k that fits
     and the largest activation_memory_budget fraction that fits (the fewest
     recomputations of each kind)."""
+    if not budgets:
+        return {}, {}
     peaks = {peer: probe(args, peer) for peer in ["hf_gc", "sac", "save_on_cpu"]}
     for k in sorted((int(k) for k in args.ks.split(",") if k), reverse=True):
         peaks[f"every_k {k}"] = probe(args, f"every_k {k}")
@@ -357,7 +368,7 @@ def bench_model(args):
     """One group of processes per budget, taking turns step by step: the
     plain model, memtrain's planners at that budget and the peers that fit
     it. Groups keep the processes alive at once (each holds its peak) few."""
-    percents = [int(b) for b in args.budgets.split(",")]
+    percents = [int(b) for b in args.budgets.split(",") if b]
     measuring = Contender("reference", role_command(args, "--role", "reference"))
     reference = int(measuring.process.stdout.readline())
     measuring.process.wait()
@@ -380,12 +391,13 @@ def bench_model(args):
         for peer in chosen.get(percent, []):
             contenders[peer] = Contender(peer, peer_command(args, peer))
         active = [c for c in contenders.values() if c.expect("ready", "idle") == "ready"]
-        for i in range(args.steps):
+        turns = args.steps * (args.full_rounds if percent == 100 else 1)
+        for i in range(turns):
             k = i % len(active)
             for c in active[k:] + active[:k]:
                 c.step(i)
             if (i + 1) % 10 == 0:
-                print(f"{args.model} {percent}%: step {i + 1} of {args.steps}", file=sys.stderr, flush=True)
+                print(f"{args.model} {percent}%: step {i + 1} of {turns}", file=sys.stderr, flush=True)
         groups[percent] = {name: c.record() for name, c in contenders.items()}
     return table(args, budgets, peaks, groups)
 
