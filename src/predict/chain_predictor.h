@@ -2,6 +2,13 @@
 // learned from what the Executor measures, queried for input sizes not seen
 // yet. Sizes outside the observed range get a safety margin on memory, on
 // top of memory never predicted below the nearest observed size in proportion.
+//
+// Where the inputs are square images of one batch and channel count
+// (image_sides.h), an image stage's memory fields are modelled against the
+// side instead, at the strides its input and output lie at
+// (strided_bytes.h): the bytes of strided tensors are a staircase in the
+// side that a quadratic misses. Where the sides seen cannot tell two
+// strides apart, each is fitted and the larger prediction taken.
 #pragma once
 
 #include <array>
@@ -11,7 +18,9 @@
 #include <vector>
 
 #include "core/chain.h"
+#include "predict/image_sides.h"
 #include "predict/quadratic_model.h"
+#include "predict/strided_bytes.h"
 
 namespace memtrain::predict {
 
@@ -54,7 +63,9 @@ class ChainPredictor {
   // range, e.g. 0.10.
   ChainPredictor(std::vector<StageConstants> stages, double margin);
 
-  void observe(std::int64_t size, const ChainSample& sample);
+  // `shape`: the input's, whose product is `size`; an empty one (not
+  // known) ends the modelling by image side for good.
+  void observe(std::int64_t size, const ChainSample& sample, const std::vector<std::int64_t>& shape = {});
   // True once every memory field of every stage has been observed.
   bool ready() const;
   // Variants appear on a stage once each of their fields has been observed.
@@ -72,12 +83,24 @@ class ChainPredictor {
   static constexpr int kMemoryFields = kForwardTime;
   // What differs between variants: saved, forward temp, backward temp, forward and backward time.
   enum VariantField { kVSaved, kVForwardTemp, kVBackwardTemp, kVForwardTime, kVBackwardTime, kVariantFields };
+  static constexpr int kVariantMemoryFields = kVForwardTime;
+
+  // The prediction of `field` at `side` for a stage whose input and output
+  // lie at the strides given (largest over each pair; with `same`, only
+  // pairs of one stride); none where no pair's fit is determined.
+  static std::optional<double> by_side(const StridedBytes& field, const std::vector<Stride>& in,
+                                       const std::vector<Stride>& out, std::int64_t side, bool same = false);
 
   std::vector<StageConstants> constants_;
   std::vector<std::array<QuadraticModel, kFields>> models_;
   // [stage][variant - 1]
   std::vector<std::vector<std::array<QuadraticModel, kVariantFields>>> variant_models_;
   QuadraticModel output_bytes_, update_temp_bytes_;
+  // The same memory fields by image side, while the inputs are square images.
+  ImageSides sides_;
+  std::vector<std::array<StridedBytes, kMemoryFields>> strided_;
+  std::vector<std::vector<std::array<StridedBytes, kVariantMemoryFields>>> variant_strided_;
+  StridedBytes output_strided_;
   double margin_;
   long observations_ = 0;
   std::int64_t min_size_ = 0, max_size_ = 0;

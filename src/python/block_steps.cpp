@@ -276,7 +276,7 @@ void BlockSteps::end_step() {
       reference_peak_ = result.peak;
       budget_ = options_.budget.resolve(reference_peak_);
     } else {
-      steps_.observe_sample(size, runtime::sample_execution(result, model_.size(), 0));
+      steps_.observe_sample(batch_.signature, runtime::sample_execution(result, model_.size(), 0));
     }
     // A measurement, not a step: nothing it did survives.
     calibration_buffers_->restore();
@@ -291,7 +291,7 @@ void BlockSteps::end_step() {
     current_.predicted_peak_bytes = sim::simulate(steps_.predicted_chain(size), choice_.schedule).peak_bytes;
     steps_.observe_peak(size, current_.predicted_peak_bytes, result.peak);
   }
-  steps_.learn(size, result, 0);
+  steps_.learn(batch_.signature, result, 0);
   current_.seconds = seconds_since(t0_);
   current_.planning_seconds = choice_.planning_seconds;
   for (const runtime::OpRecord& rec : result.ops) current_.blocks_seconds += rec.seconds;

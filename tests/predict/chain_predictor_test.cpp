@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "predict/chain_predictor.h"
 
@@ -125,6 +127,89 @@ TEST(ChainPredictor, LearnsEachVariantOnItsOwnAndShowsItOnceMeasured) {
     else
       EXPECT_NEAR(variant, 0.5 * plain, 1e-9);
   }
+}
+
+// A four-stage image model on 8 x 1 x S x S inputs: a stem from stride 1
+// to 4, a block at stride 4, a downsampling block from 4 to 8, a head from
+// stride 8 to logits.
+// Bytes per stage at each stride, as padded strided layers give them.
+std::int64_t px(std::int64_t side, std::int64_t stride) {
+  const std::int64_t n = (side + stride - 1) / stride;
+  return 8 * n * n;
+}
+ChainSample image_sample_at(std::int64_t side) {
+  ChainSample s;
+  s.stages.resize(4);
+  const std::int64_t in[4] = {4 * px(side, 1), 256 * px(side, 4), 256 * px(side, 4), 512 * px(side, 8)};
+  const std::int64_t saved[4] = {768 * px(side, 2) + 256 * px(side, 4), 1024 * px(side, 4),
+                                 512 * px(side, 4) + 2048 * px(side, 8), 8 * 512 * 4 + 8 * 10 * 4};
+  for (int i = 0; i < 4; ++i) {
+    StageSample& st = s.stages[i];
+    st.input_bytes = in[i];
+    st.saved_bytes = saved[i];
+    st.forward_temp_bytes = saved[i] / 2;
+    st.nograd_forward_temp_bytes = saved[i] / 4;
+    st.backward_temp_bytes = saved[i];
+    st.forward_time = st.backward_time = 1e-9 * static_cast<double>(side * side);
+  }
+  s.output_bytes = 8 * 10 * 4;
+  s.update_temp_bytes = 4096;
+  return s;
+}
+std::int64_t image_size(std::int64_t side) { return 8 * side * side; }
+std::vector<std::int64_t> image_shape(std::int64_t side) { return {8, 1, side, side}; }
+ChainPredictor make_image_predictor() {
+  return ChainPredictor({{"stem", 0, 0}, {"block", 0, 0}, {"down", 0, 0}, {"head", 0, 0}}, 0.1);
+}
+
+TEST(ChainPredictor, PredictsImageStagesExactlyAtEverySideBetweenThoseSeen) {
+  ChainPredictor p = make_image_predictor();
+  for (std::int64_t side : {224, 175, 182, 198, 188}) {
+    p.observe(image_size(side), image_sample_at(side), image_shape(side));
+  }
+  ASSERT_TRUE(p.ready());
+  for (std::int64_t side = 176; side < 224; ++side) {
+    const ChainSample truth = image_sample_at(side);
+    const Chain c = p.predict(image_size(side));
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(c.stages[i].input_bytes, *truth.stages[i].input_bytes) << "stage " << i << " side " << side;
+      EXPECT_EQ(c.stages[i].saved_bytes, *truth.stages[i].saved_bytes) << "stage " << i << " side " << side;
+      EXPECT_EQ(c.stages[i].backward_temp_bytes, *truth.stages[i].backward_temp_bytes) << i << " " << side;
+    }
+  }
+}
+
+TEST(ChainPredictor, TakesTheLargerPredictionWhereTheSidesSeenCannotTellStridesApart) {
+  // Even sides only: the image's bytes fit stride 1 and stride 2 alike.
+  ChainPredictor p = make_image_predictor();
+  for (std::int64_t side : {224, 174, 182, 198, 188}) {
+    p.observe(image_size(side), image_sample_at(side), image_shape(side));
+  }
+  for (std::int64_t side = 175; side < 224; ++side) {
+    const Bytes truth = *image_sample_at(side).stages[0].input_bytes;
+    const Bytes predicted = p.predict(image_size(side)).stages[0].input_bytes;
+    if (side % 2 == 0) EXPECT_EQ(predicted, truth) << side;
+    if (side % 2 == 1) EXPECT_EQ(predicted, 4 * px(side + 1, 1)) << side << ": as if stride 2";
+  }
+}
+
+TEST(ChainPredictor, ModelsByImageSideOnlyWhileEveryInputHadItsShape) {
+  // The same observations, one of them without its shape: the quadratic in
+  // size misses the stride-8 tensors' steps between the sides seen.
+  ChainPredictor p = make_image_predictor();
+  for (std::int64_t side : {224, 174, 182, 198}) {
+    p.observe(image_size(side), image_sample_at(side), image_shape(side));
+  }
+  p.observe(image_size(188), image_sample_at(188));
+  double worst = 0;
+  for (std::int64_t side = 175; side < 224; ++side) {
+    const double truth = static_cast<double>(*image_sample_at(side).stages[2].saved_bytes);
+    worst = std::max(worst,
+                     std::fabs(static_cast<double>(p.predict(image_size(side)).stages[2].saved_bytes) - truth) / truth);
+  }
+  EXPECT_GT(worst, 1e-3);
+  ChainPredictor q = make_image_predictor();
+  EXPECT_THROW(q.observe(image_size(224) + 1, image_sample_at(224), image_shape(224)), Error);
 }
 
 }  // namespace

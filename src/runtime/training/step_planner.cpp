@@ -211,8 +211,8 @@ StepChoice StepPlanner::retry(std::int64_t size, const StepChoice& choice, StepA
   return {std::move(next), PlanKind::Retry, choice.planning_seconds + seconds_since(t0)};
 }
 
-void StepPlanner::learn(std::int64_t size, const ExecutionResult& result, Bytes update_temp_bytes) {
-  predictor_.observe(size, sample_execution(result, model_.size(), update_temp_bytes));
+void StepPlanner::learn(const Signature& at, const ExecutionResult& result, Bytes update_temp_bytes) {
+  predictor_.observe(at.size, sample_execution(result, model_.size(), update_temp_bytes), at.shape);
   if (options_.refine_link) {
     const CopyStats& c = result.copies;
     link_.observe(c.to_host_bytes, c.to_host_seconds, c.to_device_bytes, c.to_device_seconds);

@@ -36,6 +36,7 @@
 #include "core/error.h"
 #include "core/plan.h"
 #include "core/schedule.h"
+#include "core/signature.h"
 #include "core/units.h"
 #include "plan/planner.h"
 #include "predict/chain_predictor.h"
@@ -167,9 +168,10 @@ class StepPlanner {
   // The step ran out of budget with `choice` and will not be retried: the
   // next plan for its size is stricter.
   void mark_failed(std::int64_t size, const StepChoice& choice);
-  // A finished step of `size`: the predictor learns its sample (with the
-  // optimizer update's temporary bytes), the link and the copy issue its copies.
-  void learn(std::int64_t size, const ExecutionResult& result, Bytes update_temp_bytes);
+  // A finished step whose input (as planned: one micro-batch's) was `at`:
+  // the predictor learns its sample (with the optimizer update's temporary
+  // bytes), the link and the copy issue its copies.
+  void learn(const Signature& at, const ExecutionResult& result, Bytes update_temp_bytes);
   // A planned step of `size` peaked at `measured_peak` (or had reached it
   // when it ran out of budget) where the predicted chain said
   // `predicted_peak`. Where it peaked higher, plans for new sizes from now on
@@ -181,7 +183,9 @@ class StepPlanner {
   double learned_shortfall() const { return shortfall_; }
   static constexpr double kMaxShortfall = 1.25;
   // Calibration's measurements: a sample for the predictor, a run's copy issue times.
-  void observe_sample(std::int64_t size, const predict::ChainSample& sample) { predictor_.observe(size, sample); }
+  void observe_sample(const Signature& at, const predict::ChainSample& sample) {
+    predictor_.observe(at.size, sample, at.shape);
+  }
   void observe_copy_issue(const ExecutionResult& result);
 
   long cache_hits() const;

@@ -79,11 +79,12 @@ StepContext Trainer::context_for(const Batch& batch) {
   return ctx;
 }
 
-std::int64_t Trainer::planning_size(const Signature& sig) const {
+Signature Trainer::planning_signature(const Signature& sig) const {
   const int m = options_.micro_batches;
-  if (m == 1 || sig.shape.empty()) return sig.size;
-  const std::int64_t rows = sig.shape[0];
-  return sig.size / rows * ((rows + m - 1) / m);  // split_batch gives micro-batch 0 the spare rows
+  if (m == 1 || sig.shape.empty()) return sig;
+  std::vector<std::int64_t> shape = sig.shape;
+  shape[0] = (shape[0] + m - 1) / m;  // split_batch gives micro-batch 0 the spare rows
+  return Signature::of_shape(std::move(shape));
 }
 
 void Trainer::discard_gradients() {
@@ -155,7 +156,8 @@ void Trainer::measure_largest(const Batch& largest) {
   if (percent && !host_weights_ && !lease_)
     reference_peak_ = measure(plan::schedule_keeping_everything(n), measured).peak;
   // One collection run per variant when the planner chooses variants.
-  const std::int64_t size = planning_size(largest.signature);
+  const Signature at = planning_signature(largest.signature);
+  const std::int64_t size = at.size;
   std::vector<predict::ChainSample> samples;
   for (int v = 0; v < steps_->variant_rounds(); ++v) {
     const Schedule collect = steps_->collection_schedule(v);
@@ -171,7 +173,7 @@ void Trainer::measure_largest(const Batch& largest) {
     // shorter kept: one-off costs and a busy machine would bias the choice.
     if (planner().uses_variants()) sample = faster_of(sample, collect_once());
     samples.push_back(sample);
-    steps_->observe_sample(size, samples.back());
+    steps_->observe_sample(at, samples.back());
   }
   steps_->note_size(size);
   observe_resident(largest);
@@ -230,7 +232,7 @@ void Trainer::use_budget(Bytes budget) {
 
 void Trainer::observe_resident(const Batch& batch) {
   memory_.synchronize();
-  steps_->observe_resident(memory_.live(), batch.bytes(), planning_size(batch.signature));
+  steps_->observe_resident(memory_.live(), batch.bytes(), planning_signature(batch.signature).size);
 }
 
 StepRecord Trainer::step() {
@@ -243,7 +245,8 @@ StepRecord Trainer::step() {
   rec.step = steps_done() + 1;
   rec.epoch = source_.epoch();
   rec.signature = batch.signature;
-  const std::int64_t size = planning_size(batch.signature);
+  const Signature at = planning_signature(batch.signature);
+  const std::int64_t size = at.size;
   observe_resident(batch);
   // A shared device: the lease shrinks again however the step ends.
   struct Settle {
@@ -264,7 +267,7 @@ StepRecord Trainer::step() {
   const GradientReduction reduction = ranks_->reduction();
   const StepRun run = run_with_retries(parts, size, choice, rec);
   record_run(choice.schedule, size, run.result, static_cast<int>(parts.batches.size()), reduction, rec);
-  update(size, run.result, rec);
+  update(at, run.result, rec);
 
   rec.violation = rec.peak_bytes > step_budget_;
   settle.taken = true;
@@ -412,12 +415,12 @@ void Trainer::record_run(const Schedule& schedule, std::int64_t size, const Exec
   rec.copies = result.copies;
 }
 
-void Trainer::update(std::int64_t size, const ExecutionResult& result, StepRecord& rec) {
+void Trainer::update(const Signature& at, const ExecutionResult& result, StepRecord& rec) {
   if (host_weights_) {
     // The schedule ran every stage's update on the host: make them current.
     host_weights_->commit();
     observe_update_times(result);
-    steps_->learn(size, result, 0);
+    steps_->learn(at, result, 0);
     rec.peak_bytes = result.peak;
     return;
   }
@@ -444,7 +447,7 @@ void Trainer::update(std::int64_t size, const ExecutionResult& result, StepRecor
   memory_.synchronize();
   const Bytes update_peak = memory_.peak();
   optimizer_->zero_grad();
-  steps_->learn(size, result, update_peak - before_update);
+  steps_->learn(at, result, update_peak - before_update);
   rec.peak_bytes = std::max(result.peak, update_peak);
 }
 

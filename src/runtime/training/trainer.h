@@ -213,7 +213,7 @@ class Trainer {
                   const GradientReduction& reduction, StepRecord& rec);
   // The optimizer step (on the device with room for its temporary, or the
   // host's staged updates made current), then what the step planner learns.
-  void update(std::int64_t size, const ExecutionResult& result, StepRecord& rec);
+  void update(const Signature& at, const ExecutionResult& result, StepRecord& rec);
   // The step's loss and accuracy over all parts (and ranks).
   void record_outcome(const StepRun& run, StepRecord& rec);
 
@@ -221,9 +221,9 @@ class Trainer {
   // The budget planners plan a step for: the step's, less what the gradient sums' copies may hold.
   Bytes planning_budget() const { return step_budget_ - ranks_->planning_reserve(); }
   void use_budget(Bytes budget);
-  // The size the predictor and the plan cache know a batch by: its own, or
-  // that of its largest micro-batch when a step is split.
-  std::int64_t planning_size(const Signature& sig) const;
+  // The shape and size the predictor and the plan cache know a batch by:
+  // its own, or its largest micro-batch's when a step is split.
+  Signature planning_signature(const Signature& sig) const;
   // Every rank's `mine`, in rank order; without ranks, this process's alone.
   std::vector<std::vector<double>> across_ranks(const std::vector<double>& mine);
   // The model's fixed per-stage costs, with this rank's optimizer shard.

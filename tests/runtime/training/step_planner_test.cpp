@@ -26,7 +26,7 @@ struct Measured {
   explicit Measured(StepPlannerOptions options)
       : steps(std::move(options), *rig.model, stage_constants(*rig.model, 0)) {
     const ExecutionResult r = rig.run(steps.collection_schedule(0), batch);
-    steps.observe_sample(size, sample_execution(r, rig.model->size(), 0));
+    steps.observe_sample(batch.signature, sample_execution(r, rig.model->size(), 0));
     steps.note_size(size);
     // Half of what keeping everything needs: plans must recompute.
     const Chain chain = steps.predicted_chain(size);
