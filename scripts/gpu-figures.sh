@@ -2,9 +2,10 @@
 # On a GPU machine with PyTorch (CUDA), CMake and Ninja: builds memtrain's CUDA
 # path (scripts/build-cuda.sh), runs the GPU tests, and measures what only a
 # GPU can: GPT chains calibrated there (for build/bench/weight_swap_bench
-# --chains), training with the weights in host memory, `swap` against
-# `swap-naive`, and the tagger's activation offload at batch 256 (none,
-# optimal and swap). Everything it writes goes to OUTDIR.
+# --chains), the host Adam on the GPU host's cores (host_adam_bench), training
+# with the weights in host memory, `swap` against `swap-naive`, and the
+# tagger's activation offload at batch 256 (none, optimal and swap).
+# Everything it writes goes to OUTDIR.
 #
 #   scripts/gpu-figures.sh OUTDIR
 #
@@ -22,7 +23,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 python3 -c 'import torch; print("torch", torch.__version__)' | tee -a "$log"
 
 start=$(date +%s)
-if ! MEMTRAIN_TARGETS="${MEMTRAIN_TARGETS:-memtrain runtime_memory_tests runtime_execution_tests runtime_training_tests}" scripts/build-cuda.sh >/tmp/memtrain-build.log 2>&1; then
+if ! MEMTRAIN_TARGETS="${MEMTRAIN_TARGETS:-memtrain runtime_memory_tests runtime_execution_tests runtime_training_tests host_adam_bench}" scripts/build-cuda.sh >/tmp/memtrain-build.log 2>&1; then
   say "build failed after $(($(date +%s) - start)) s; errors in build.log"
   cp /tmp/memtrain-build.log "$out/build.log"
   grep -E "error|Error" "$out/build.log" | head -40 | tee -a "$log"
@@ -43,6 +44,12 @@ for layer in memory execution training; do
     >>"$out/tests.log" 2>&1 || tests_exit=$?
 done
 say "GPU tests: exit $tests_exit ($(grep -c '^\[       OK \]' "$out/tests.log") passed, $(grep -c '^\[  FAILED  \]' "$out/tests.log") failed lines)"
+
+# The host Adam that updates weights kept in host memory, on this host's
+# cores: its bandwidth against a triad and LibTorch's Adam, and the spread of
+# the update rate the Simulator prices host updates with.
+build-cuda/bench/host_adam_bench --out "$out/host-adam.md" >>"$log" 2>&1
+say "host Adam on $(nproc) cores: exit $?"
 
 # GPT chains for weight_swap_bench --chains, calibrated on this GPU at one
 # micro-batch of 2 sentences, and training measured on each: batch 16 in 8
