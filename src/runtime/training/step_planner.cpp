@@ -62,8 +62,8 @@ StepPlanner::StepPlanner(StepPlannerOptions options, const StagedModel& model,
   if (placement_.on_host) update_times_.assign(model_.size(), 0);
 }
 
-Chain StepPlanner::completed(Chain chain) const {
-  chain.resident_bytes = resident_;
+Chain StepPlanner::completed(Chain chain, std::int64_t size) const {
+  chain.resident_bytes = resident_bytes(size);
   chain.device_to_host_bandwidth = link_.device_to_host();
   chain.host_to_device_bandwidth = link_.host_to_device();
   chain.copy_issue_time = copy_issue_.seconds();
@@ -98,7 +98,21 @@ Chain StepPlanner::largest_chain() const {
 void StepPlanner::observe_resident(Bytes live, Bytes batch_bytes, std::int64_t size) {
   Chain chain = predictor_.predict(size);
   chain.weights_on_host = placement_.on_host;
-  resident_ = std::max(resident_, live - (chain.persistent_bytes() + batch_bytes));
+  Bytes& most = resident_[size];
+  most = std::max(most, live - (chain.persistent_bytes() + batch_bytes));
+}
+
+Bytes StepPlanner::resident_bytes() const {
+  Bytes most = 0;
+  for (const auto& [size, bytes] : resident_) most = std::max(most, bytes);
+  return most;
+}
+
+Bytes StepPlanner::resident_bytes(std::int64_t size) const {
+  // Below every size seen: what the smallest showed.
+  Bytes most = resident_.empty() ? 0 : resident_.begin()->second;
+  for (auto it = resident_.begin(); it != resident_.end() && it->first <= size; ++it) most = std::max(most, it->second);
+  return most;
 }
 
 void StepPlanner::observe_update_time(int stage, Seconds seconds) {

@@ -119,10 +119,11 @@ class StepPlanner {
   const plan::Planner& planner() const { return *planner_; }
   const predict::ChainPredictor& predictor() const { return predictor_; }
 
-  // Chains. completed(): `chain` with what this planner measured beyond the
-  // predictor (link, copy issue, resident bytes, weight placement).
-  Chain completed(Chain chain) const;
-  Chain predicted_chain(std::int64_t size) const { return completed(predictor_.predict(size)); }
+  // Chains. completed(): `chain`, for inputs of `size`, with what this
+  // planner measured beyond the predictor (link, copy issue, resident bytes,
+  // weight placement).
+  Chain completed(Chain chain, std::int64_t size) const;
+  Chain predicted_chain(std::int64_t size) const { return completed(predictor_.predict(size), size); }
   // What planners see for `size`: the prediction at its bucket's edge, its
   // activation memory scaled by prediction_scale and the learned shortfall.
   Chain planning_chain(std::int64_t size);
@@ -133,11 +134,14 @@ class StepPlanner {
   void note_size(std::int64_t size) { largest_size_ = std::max(largest_size_, size); }
 
   // Device bytes live beyond the weights, their state and the batch when a
-  // step starts (a GPU library's workspaces, the caller's own tensors),
-  // from `live` bytes with a batch of `batch_bytes` of `size`; the most seen
-  // becomes the chains' resident_bytes.
+  // step starts (a GPU library's workspaces, the caller's own tensors, what
+  // the caller's forward saved before block 0), from `live` bytes with a
+  // batch of `batch_bytes` of `size`. A chain for `size` takes the most seen
+  // at `size` or below as its resident_bytes: what the caller saves grows
+  // with the input, and a step observes its own before it is planned.
   void observe_resident(Bytes live, Bytes batch_bytes, std::int64_t size);
-  Bytes resident_bytes() const { return resident_; }
+  Bytes resident_bytes() const;  // the most seen at any size
+  Bytes resident_bytes(std::int64_t size) const;
   // With weights on the host: the host's update of `stage` took `seconds`
   // (the shortest seen is kept: interference only adds time).
   void observe_update_time(int stage, Seconds seconds);
@@ -210,8 +214,8 @@ class StepPlanner {
   std::map<Bytes, std::unique_ptr<predict::PlanCache>> caches_;  // by planning budget
   std::int64_t bucket_width_ = 0;                                // 0: not fixed yet
   Bytes budget_ = 0;
-  Bytes resident_ = 0;
-  double shortfall_ = 1.0;  // observe_peak()'s factor, >= 1
+  std::map<std::int64_t, Bytes> resident_;  // the most seen, by size
+  double shortfall_ = 1.0;                  // observe_peak()'s factor, >= 1
   std::int64_t largest_size_ = 0;
   std::optional<Chain> pinned_largest_;
   Chain predicted_largest_;            // largest_for_planning()'s, when none is pinned

@@ -177,7 +177,7 @@ void Trainer::measure_largest(const Batch& largest) {
   }
   steps_->note_size(size);
   observe_resident(largest);
-  largest_chain_ = steps_->completed(chain_from_samples(samples, model_constants()));
+  largest_chain_ = steps_->completed(chain_from_samples(samples, model_constants()), size);
   steps_->pin_largest(largest_chain_);
   if (lease_ || (host_weights_ && percent)) {
     // As `memtrain simulate` does: N% of one micro-batch's step with the

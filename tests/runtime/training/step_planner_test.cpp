@@ -55,6 +55,25 @@ TEST(StepPlanner, CollectsFirstThenPlansAndCachesPerSize) {
   EXPECT_EQ(hit.schedule, made.schedule);
 }
 
+// What the caller's forward saves before block 0 grows with the input, and a
+// step observes it before it is planned: a chain for a size counts the most
+// seen at that size or below, not the most seen at a larger one.
+TEST(StepPlanner, CountsTheResidentBytesSeenAtTheSizeOrBelow) {
+  Measured m(optimal());
+  const Bytes fixed = m.steps.predicted_chain(m.size).persistent_bytes();
+  m.steps.observe_resident(fixed + 50'000, 0, 1000);
+  m.steps.observe_resident(fixed + 20'000, 0, 500);
+  EXPECT_EQ(m.steps.predicted_chain(500).resident_bytes, 20'000);
+  EXPECT_EQ(m.steps.predicted_chain(700).resident_bytes, 20'000);
+  EXPECT_EQ(m.steps.predicted_chain(1000).resident_bytes, 50'000);
+  EXPECT_EQ(m.steps.predicted_chain(4000).resident_bytes, 50'000);
+  EXPECT_EQ(m.steps.predicted_chain(100).resident_bytes, 20'000) << "below every size seen: the smallest's";
+  // A workspace that appeared later, seen at a small size, counts at every larger one.
+  m.steps.observe_resident(fixed + 70'000, 0, 400);
+  EXPECT_EQ(m.steps.predicted_chain(1000).resident_bytes, 70'000);
+  EXPECT_EQ(m.steps.resident_bytes(), 70'000);
+}
+
 TEST(StepPlanner, ARetryRunsAStricterScheduleThatBecomesTheSizesPlan) {
   Measured m(optimal());
   StepChoice choice = m.steps.choose(m.size, 4);
