@@ -238,7 +238,8 @@ def main():
     p.add_argument("--planners", default="mimose,optimal,swap")
     p.add_argument("--compiled", default="optimal", help="planners also run with compiled blocks ('' for none)")
     p.add_argument("--fractions", default="1.0,0.5,0.0",
-                   help="activation_memory_budget fractions torch.compile is probed at before the search rounds")
+                   help="activation_memory_budget fractions torch.compile is probed at before the search rounds "
+                        "('' for none: no torch.compile peer)")
     p.add_argument("--search-rounds", type=int, default=1,
                    help="rounds of midpoints probed between the fractions to find the largest that fits each budget")
     p.add_argument("--ks", default="2,3", help="checkpoint every k-th block, for these k")
@@ -324,8 +325,11 @@ def refinements(fractions, budget):
     """The activation_memory_budget fractions to probe next for `budget`,
     given the peaks measured at `fractions`: the midpoint above the largest
     fraction that fits, or, when none fits, the midpoints beside the fraction
-    with the least peak (peaks need not fall with the fraction)."""
+    with the least peak (peaks need not fall with the fraction); none when
+    none was probed (`--fractions ''` leaves torch.compile out)."""
     probed = sorted(fractions)
+    if not probed:
+        return []
     fitting = [f for f in probed if fractions[f] <= budget]
     if fitting:
         above = [f for f in probed if f > max(fitting)]
