@@ -32,6 +32,9 @@ class DeviceMemory {
   virtual Bytes live() const = 0;            // bytes of tensors alive now
   virtual Bytes peak() const = 0;            // highest live since the last reset
   virtual void reset_peak() = 0;
+  // The most an allocation refused for the budget since the last reset
+  // would have made live (0: none, or not known on this device).
+  virtual Bytes refused() const { return 0; }
   // budget < 0: none. While enforced, exceeding it throws OutOfBudget.
   virtual void set_budget(Bytes budget) = 0;
   virtual Bytes budget() const = 0;
@@ -70,6 +73,7 @@ class CpuDeviceMemory : public DeviceMemory {
   Bytes live() const override { return pool_.live(); }
   Bytes peak() const override { return pool_.peak(); }
   void reset_peak() override { pool_.reset_peak(); }
+  Bytes refused() const override { return pool_.refused(); }
   void set_budget(Bytes budget) override { pool_.set_budget(budget); }
   Bytes budget() const override { return pool_.budget(); }
   void set_enforced(bool on) override { pool_.set_enforced(on); }

@@ -10,6 +10,9 @@ bool PoolCounters::charge(Bytes bytes) {
   const Bytes limit = budget.load();
   if (enforced.load() && limit >= 0 && now > limit) {
     live.fetch_sub(bytes);
+    Bytes most = refused.load();
+    while (now > most && !refused.compare_exchange_weak(most, now)) {
+    }
     throw OutOfBudget(name, bytes, now - bytes, limit);
   }
   // The shared budget holds whether or not this pool's own is enforced.

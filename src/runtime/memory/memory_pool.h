@@ -24,6 +24,7 @@ struct PoolCounters {
   std::string name;
   std::atomic<Bytes> live{0};         // bytes allocated and not yet freed
   std::atomic<Bytes> peak{0};         // highest `live` since the last reset
+  std::atomic<Bytes> refused{0};      // highest `live` + request refused since the last reset (0: none)
   std::atomic<Bytes> budget{-1};      // -1: no budget
   std::atomic<bool> enforced{false};  // throw OutOfBudget when over budget
   std::atomic<long> allocations{0};   // count of allocations ever made
@@ -53,7 +54,13 @@ class MemoryPool {
   const std::string& name() const { return counters_->name; }
   Bytes live() const { return counters_->live.load(); }
   Bytes peak() const { return counters_->peak.load(); }
-  void reset_peak() { counters_->peak.store(counters_->live.load()); }
+  // The most an allocation refused since the last reset would have made
+  // live (0: none refused): what the code that ran out needed at least.
+  Bytes refused() const { return counters_->refused.load(); }
+  void reset_peak() {
+    counters_->peak.store(counters_->live.load());
+    counters_->refused.store(0);
+  }
   long allocations() const { return counters_->allocations.load(); }
 
   // budget < 0 removes it. While enforced, an allocation that would take
