@@ -71,6 +71,7 @@ class ChainPredictor {
   // Variants appear on a stage once each of their fields has been observed.
   Chain predict(std::int64_t size) const;
   bool in_range(std::int64_t size) const;
+  std::int64_t largest_observed() const { return max_size_; }  // 0 before any observation
   // Largest rms residual of any memory field's fit, relative to that field's
   // prediction at the largest observed size (0 when nothing is observed).
   double memory_fit_error() const;

@@ -144,7 +144,8 @@ class BlockRunner {
   // the rest of the arguments of its call in this step).
   BlockRunner(const std::vector<py::object>& blocks, const std::vector<std::string>& names,
               const std::vector<py::object>& calls, const py::object& budget, const std::string& planner,
-              int collect_steps, const py::object& bandwidth, double prediction_scale, const std::string& device) {
+              int collect_steps, const py::object& bandwidth, double prediction_scale, const std::string& device,
+              const std::vector<torch::Tensor>& outer_parameters) {
     if (blocks.empty()) throw UsageError("the model has no blocks; expected at least one torch.nn.Module");
     MEMTRAIN_ASSERT(calls.size() == blocks.size() && names.size() == blocks.size(), "a call and a name per block");
     std::vector<std::shared_ptr<runtime::StageModule>> modules;
@@ -163,13 +164,16 @@ class BlockRunner {
                        ")");
     }
     runtime::DeviceMemory& memory = device_memory(device);
+    memory_ = &memory;
     const BlockStepsOptions options = options_of(memory, budget, planner, collect_steps, bandwidth, prediction_scale);
     steps_ = std::make_unique<BlockSteps>(runtime::StagedModel("python", stage_names, modules), boundary.get(), memory,
-                                          options);
+                                          options, outer_parameters);
   }
   BlockSteps& steps() { return *steps_; }
+  runtime::DeviceMemory& memory() { return *memory_; }
 
  private:
+  runtime::DeviceMemory* memory_;
   std::unique_ptr<BlockSteps> steps_;
 };
 
@@ -288,10 +292,11 @@ PYBIND11_MODULE(_memtrain, m) {
 
   py::class_<BlockRunner, std::shared_ptr<BlockRunner>>(m, "BlockRunner")
       .def(py::init<const std::vector<py::object>&, const std::vector<std::string>&, const std::vector<py::object>&,
-                    const py::object&, const std::string&, int, const py::object&, double, const std::string&>(),
+                    const py::object&, const std::string&, int, const py::object&, double, const std::string&,
+                    const std::vector<torch::Tensor>&>(),
            py::arg("blocks"), py::arg("names"), py::arg("calls"), py::arg("budget"), py::arg("planner"),
            py::arg("collect_steps"), py::arg("bandwidth") = py::none(), py::arg("prediction_scale") = 1.0,
-           py::arg("device") = "cpu")
+           py::arg("device") = "cpu", py::arg("outer_parameters") = std::vector<torch::Tensor>{})
       // Without the GIL: the planned backward runs on torch's autograd engine,
       // which refuses a caller holding it; a block takes it for its own call.
       .def("forward",
@@ -314,6 +319,11 @@ PYBIND11_MODULE(_memtrain, m) {
       .def_property_readonly("step", [](BlockRunner& r) { return r.steps().step(); })
       .def("begin_calibration", [](BlockRunner& r) { return r.steps().begin_calibration(); })
       .def("calibration_round", [](BlockRunner& r, int round) { r.steps().calibration_round(round); })
+      .def("end_of_backward", [](BlockRunner& r) { r.steps().end_of_backward(); })
+      .def("observe_optimizer",
+           [](BlockRunner& r, Bytes state_bytes, Bytes update_temp_bytes) {
+             r.steps().observe_optimizer(state_bytes, update_temp_bytes);
+           })
       .def("end_calibration", [](BlockRunner& r) { r.steps().end_calibration(); })
       .def("last_step",
            [](BlockRunner& r) -> py::object {
@@ -321,6 +331,11 @@ PYBIND11_MODULE(_memtrain, m) {
              return step_dict(r.steps().last_step());
            })
       .def_property_readonly("budget_bytes", [](BlockRunner& r) { return r.steps().budget_bytes(); })
+      .def("set_budget", [](BlockRunner& r, const py::object& budget) { r.steps().set_budget(budget_of(budget)); })
+      // The blocks' device, as the budget counts it.
+      .def("live_bytes", [](BlockRunner& r) { return r.memory().live(); })
+      .def("peak_bytes", [](BlockRunner& r) { return r.memory().peak(); })
+      .def("reset_peak", [](BlockRunner& r) { r.memory().reset_peak(); })
       .def_property_readonly("planner", [](BlockRunner& r) { return r.steps().planner().name(); })
       .def("largest_chain", [](BlockRunner& r) { return r.steps().largest_chain(); });
 

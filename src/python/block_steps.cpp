@@ -27,6 +27,12 @@ bool watched(const torch::Tensor& p) {
   return torch::autograd::impl::post_acc_grad_hooks(p) != nullptr;
 }
 
+// The chain's last stage is the caller's code after the blocks.
+BlockStepsOptions with_callers_stage(BlockStepsOptions options) {
+  options.steps.last_stage_is_callers = true;
+  return options;
+}
+
 }  // namespace
 
 at::Generator BlockSteps::default_generator() const {
@@ -37,8 +43,9 @@ at::Generator BlockSteps::default_generator() const {
 }
 
 BlockSteps::BlockSteps(runtime::StagedModel model, GradientBoundary* boundary, runtime::DeviceMemory& memory,
-                       BlockStepsOptions options)
-    : model_(std::move(model)), boundary_(boundary), memory_(memory), options_(std::move(options)),
+                       BlockStepsOptions options, std::vector<torch::Tensor> outer_parameters)
+    : model_(std::move(model)), outer_parameters_(std::move(outer_parameters)), boundary_(boundary), memory_(memory),
+      options_(with_callers_stage(std::move(options))),
       steps_(options_.steps, model_, runtime::stage_constants(model_, /*optimizer_slots=*/0)) {
   MEMTRAIN_ASSERT(model_.size() >= 2 && &model_.stage(model_.size() - 1) == boundary_,
                   "the gradient boundary follows at least one block");
@@ -49,6 +56,14 @@ BlockSteps::BlockSteps(runtime::StagedModel model, GradientBoundary* boundary, r
 
 BlockSteps::~BlockSteps() { cancel(); }
 
+Bytes BlockSteps::outer_gradient_bytes() const {
+  Bytes bytes = 0;
+  for (const torch::Tensor& p : outer_parameters_) {
+    if (p.grad().defined()) bytes += static_cast<Bytes>(p.grad().nbytes());
+  }
+  return bytes;
+}
+
 torch::Tensor BlockSteps::exchange(const torch::Tensor& output) {
   torch::Tensor dy = std::move(dy_);
   dy_ = torch::Tensor();
@@ -56,6 +71,7 @@ torch::Tensor BlockSteps::exchange(const torch::Tensor& output) {
 }
 
 void BlockSteps::cancel() {
+  abandon_running_step();
   execution_.reset();
   dy_ = kept_dy_ = last_dx_ = torch::Tensor();
   memory_.set_enforced(false);
@@ -77,22 +93,28 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   batch_ = batch_of(x);
   const std::int64_t size = batch_.signature.size;
   memory_.synchronize();
+  between_steps_ = false;  // a backward whose end was not heard: its window held other work
+  const Bytes outer_gradients = outer_gradient_bytes();
+  steps_.set_caller_gradient_bytes(outer_gradients);
   if (calibrating) {
-    calibration_live_ = std::max(calibration_live_, memory_.live());
+    calibration_live_ = std::max(calibration_live_, memory_.live() - outer_gradients);
     const bool reference = options_.budget.is_percent && calibration_round_ == 0;
     const int round = calibration_round_ - (options_.budget.is_percent ? 1 : 0);
     choice_ = runtime::StepChoice{};
     choice_.kind = runtime::PlanKind::Collect;
     choice_.schedule = reference ? plan::schedule_keeping_everything(model_.size()) : steps_.collection_schedule(round);
   } else {
-    if (steps_.predictor().ready()) steps_.observe_resident(memory_.live(), batch_.bytes(), size);
+    if (steps_.predictor().ready()) steps_.observe_resident(memory_.live() - outer_gradients, batch_.bytes(), size);
     steps_.note_size(size);
+    steps_.use_budget(budget_);
+    runtime::StepChoice choice = steps_.choose(size, steps_run_);
+    step_start_live_ = memory_.live();
+    refuse_if_infeasible(size, choice);  // before the step changes anything
+    choice_ = std::move(choice);
     current_ = StepReport{};
-    current_.step = steps_run_ + 1;
+    current_.step = ++steps_run_;
     current_.signature = batch_.signature;
     current_.budget_bytes = budget_;
-    steps_.use_budget(budget_);
-    choice_ = steps_.choose(size, steps_run_++);
     memory_.set_budget(budget_);
     memory_.set_enforced(planner().respects_budget());
   }
@@ -106,6 +128,60 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   execution_ = executor_->start(choice_.schedule, batch_, ctx_);
   ++step_id_;
   forwarded_ = -1;
+}
+
+void BlockSteps::refuse_if_infeasible(std::int64_t size, runtime::StepChoice& choice) {
+  if (!planner().respects_budget() || !steps_.predictor().ready()) return;
+  // Below the largest size measured, the prediction carries a margin the
+  // largest's does not: a schedule that fits the largest fits a smaller input.
+  const std::int64_t largest = steps_.predictor().largest_observed();
+  const auto fits = [&](const Schedule& s) {
+    return sim::simulate(steps_.predicted_chain(size), s).peak_bytes <= budget_ ||
+           (size < largest && sim::simulate(steps_.predicted_chain(largest), s).peak_bytes <= budget_);
+  };
+  if (fits(choice.schedule)) return;
+  // A refusal rests on the least the caller's code after the blocks held
+  // at this size, and below the largest size measured on the largest's least too.
+  constexpr auto optimistic = predict::BytesEnvelope::Bound::Least;
+  Bytes least = steps_.least_peak(size, optimistic);
+  if (least > budget_ && size < largest) least = std::min(least, steps_.least_peak(largest, optimistic));
+  // Predictions may overestimate: a step as large that ran shows what fits.
+  const bool shown = std::any_of(needed_.lower_bound(size), needed_.end(),
+                                 [&](const auto& seen) { return memory_.live() + seen.second <= budget_; });
+  if (least <= budget_ || shown) {
+    // A collection schedule that does not fit: the least-memory one measures too.
+    if (choice.kind == runtime::PlanKind::Collect) choice = {steps_.most_frugal(size), runtime::PlanKind::Frugal, 0};
+    return;
+  }
+  const Bytes after = steps_.completed(steps_.predictor().predict(size), size, optimistic).stages.back().saved_bytes;
+  throw Infeasible("step " + std::to_string(steps_run_ + 1) + ": input " + batch_.signature.describe() +
+                       " needs at least " + format_bytes(least) + " with planner " + planner().name() +
+                       "'s least-memory schedule (the code after the blocks, the head and the loss, holding " +
+                       format_bytes(after) + " of it), above the budget " + format_bytes(budget_) +
+                       "; nothing of this step ran: give a budget of at least " + format_bytes(least) +
+                       " or a smaller input",
+                   least);
+}
+
+void BlockSteps::end_of_backward() {
+  if (!between_steps_) return;
+  // From block 0's backward to the end of the caller's backward, the caller's
+  // autograd ran (the embeddings' backward, its gradients accumulating): its
+  // peak above what persists is what it needs on top of a step's persistent bytes.
+  between_steps_ = false;
+  // Nothing above what the step's last operation left: no more than the step.
+  if (memory_.peak() > end_live_) steps_.observe_between_steps(memory_.peak() - (memory_.live() - batch_.bytes()));
+}
+
+void BlockSteps::abandon_running_step() {
+  if (!in_callers_code_) return;
+  in_callers_code_ = false;
+  if (calibration_round_ >= 0 || !execution_) return;
+  // The caller's code after the blocks stopped (out of budget, or it
+  // dropped the output): it needed at least what it reached, or asked for.
+  const Bytes reached = std::max(memory_.peak(), memory_.refused());
+  steps_.observe_after_stages(batch_.signature.size, reached - caller_live_ + caller_gradients_, /*measured=*/true);
+  steps_.mark_failed(batch_.signature.size, choice_);
 }
 
 torch::Tensor BlockSteps::forward(int block, const torch::Tensor& input) {
@@ -132,7 +208,9 @@ torch::Tensor BlockSteps::forward(int block, const torch::Tensor& input) {
     // memory is the boundary's forward.
     memory_.synchronize();
     caller_live_ = memory_.live();
+    caller_gradients_ = outer_gradient_bytes();
     memory_.reset_peak();
+    in_callers_code_ = true;
   }
   return output;
 }
@@ -194,6 +272,9 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
   if (block == blocks() - 1) {
     memory_.synchronize();
     caller_peak_ = memory_.peak();
+    in_callers_code_ = false;
+    steps_.observe_after_stages(batch_.signature.size, caller_peak_ - caller_live_ + caller_gradients_,
+                                /*measured=*/calibration_round_ < 0);
     dy_ = dy;
     after_caller_ = runtime::RngSnapshot::capture(ctx_.generator);
     // Nothing of the backward has run yet: it can run again from here when
@@ -271,6 +352,9 @@ void BlockSteps::end_step() {
   kept_dy_ = last_dx_ = torch::Tensor();
   memory_.set_enforced(false);
   const std::int64_t size = batch_.signature.size;
+  memory_.reset_peak();
+  end_live_ = memory_.live();
+  between_steps_ = true;
   if (calibration_round_ >= 0) {
     if (options_.budget.is_percent && calibration_round_ == 0) {
       reference_peak_ = result.peak;
@@ -283,6 +367,9 @@ void BlockSteps::end_step() {
     calibration_rng_->restore(default_generator());
     return;
   }
+  const Bytes needed = result.peak - step_start_live_;
+  const auto [at, first] = needed_.try_emplace(size, needed);
+  if (!first) at->second = std::min(at->second, needed);
   current_.plan = choice_.kind;
   current_.schedule = choice_.schedule;
   current_.peak_bytes = result.peak;
@@ -296,6 +383,16 @@ void BlockSteps::end_step() {
   current_.planning_seconds = choice_.planning_seconds;
   for (const runtime::OpRecord& rec : result.ops) current_.blocks_seconds += rec.seconds;
   last_ = current_;
+}
+
+void BlockSteps::set_budget(const BudgetSpec& budget) {
+  if (budget.is_percent && reference_peak_ == 0) {
+    throw UsageError("a budget of " + format_number("%g", budget.percent) +
+                     "% needs the sample's measured peak; this model was wrapped without a sample, or with a budget "
+                     "in bytes; give the budget in bytes");
+  }
+  options_.budget = budget;
+  budget_ = budget.is_percent ? budget.resolve(reference_peak_) : budget.bytes;
 }
 
 int BlockSteps::begin_calibration() {
@@ -315,6 +412,12 @@ int BlockSteps::begin_calibration() {
 
 void BlockSteps::calibration_round(int round) { calibration_round_ = round; }
 
+void BlockSteps::observe_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
+  MEMTRAIN_ASSERT(calibration_round_ >= 0 || calibration_grads_, "an optimizer is measured during calibration");
+  optimizer_state_ = std::max<Bytes>(0, state_bytes);
+  steps_.observe_between_steps(std::max<Bytes>(0, update_temp_bytes));
+}
+
 void BlockSteps::end_calibration() {
   calibration_round_ = -1;
   cancel();
@@ -322,7 +425,7 @@ void BlockSteps::end_calibration() {
   calibration_rng_.reset();
   calibration_buffers_.reset();
   if (!batch_.input.defined()) throw UsageError("the sample never called the model's blocks");
-  steps_.observe_resident(calibration_live_, batch_.bytes(), batch_.signature.size);
+  steps_.observe_resident(calibration_live_ + optimizer_state_, batch_.bytes(), batch_.signature.size);
   steps_.note_size(batch_.signature.size);
   if (planner().respects_budget()) {
     const Chain largest = largest_chain();

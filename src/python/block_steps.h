@@ -16,24 +16,38 @@
 //   their backward) is the chain's last stage, the GradientBoundary: its
 //   forward runs when the gradient of the last block's output arrives, and
 //   its measured memory is what the caller's code reached in between.
+//   The step planner learns it per size from the steps alone
+//   (StepPlannerOptions::last_stage_is_callers): a size larger than every
+//   one it was measured at runs the least-memory schedule.
 // - backward(i, dy) gives the schedule the gradient of block i's output (as
 //   autograd summed it) and runs it to block i's backward; it returns the
 //   gradient of block i's input. Block 0's backward ends the step, and the
 //   step planner learns from what the step measured.
+// - The whole step is what the budget bounds: what the caller keeps before
+//   block 0 and between steps (an optimizer's state, gradients accumulated
+//   between updates) is measured when a step begins, and what the caller's
+//   code between steps reaches (the embeddings' backward, the optimizer's
+//   update) is the chain's update_temp_bytes.
 //
-// Out of budget before the last block has returned, the step is rolled back
-// (buffers and generators as the step found them) and run again to the
-// block the caller is in, under a stricter plan, losing nothing. Out of
-// budget during the backward, the step is run again from its start to the
-// backward autograd is in, from no gradients, with the caller's gradient
-// kept in host memory and the same random draws, when that is exact: the
-// blocks had no gradients when the backward began, nothing hears their
-// gradients arrive (DistributedDataParallel's hooks), and each block's
-// output fed only the next block. Otherwise the step throws, its gradients
-// partial, and the next plan for its size is stricter.
+// A step whose least-memory schedule is predicted not to fit is refused
+// (Infeasible, naming the least budget) when block 0 is called, before it
+// runs anything or draws a random number. Out of budget before the last
+// block has returned, the step is rolled back (buffers and generators as
+// the step found them) and run again to the block the caller is in, under a
+// stricter plan, losing nothing. Out of budget in the caller's code after
+// the blocks, the error is the caller's; the step is abandoned when its
+// output goes, and what the caller's code had reached is learned for that
+// size. Out of budget during the backward, the step is run again from its
+// start to the backward autograd is in, from no gradients, with the
+// caller's gradient kept in host memory and the same random draws, when that
+// is exact: the blocks had no gradients when the backward began, nothing
+// hears their gradients arrive (DistributedDataParallel's hooks), and each
+// block's output fed only the next block. Otherwise the step throws, its
+// gradients partial, and the next plan for its size is stricter.
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -88,8 +102,10 @@ struct StepReport {
 class BlockSteps {
  public:
   // `model`: the blocks, then `boundary`. `memory` outlives this.
+  // `outer_parameters`: the model's trainable parameters outside the blocks
+  // (embeddings, the head), whose gradients the caller's code makes and frees.
   BlockSteps(runtime::StagedModel model, GradientBoundary* boundary, runtime::DeviceMemory& memory,
-             BlockStepsOptions options);
+             BlockStepsOptions options, std::vector<torch::Tensor> outer_parameters = {});
   ~BlockSteps();
   BlockSteps(const BlockSteps&) = delete;
   BlockSteps& operator=(const BlockSteps&) = delete;
@@ -118,15 +134,29 @@ class BlockSteps {
   // throws Infeasible when the budget is below what the planner needs.
   int begin_calibration();
   void calibration_round(int round);
+  // The caller's backward that ran the last step's planned backward has
+  // ended (autograd's queued callback; after each calibration round's):
+  // what its autograd reached after block 0's backward is learnt.
+  void end_of_backward();
+  // During calibration: the caller's optimizer will hold `state_bytes` from
+  // its first update on, and its update reaches `update_temp_bytes` above them.
+  void observe_optimizer(Bytes state_bytes, Bytes update_temp_bytes);
   void end_calibration();
 
   const StepReport& last_step() const { return last_; }
   Bytes budget_bytes() const { return budget_; }
+  // The budget from the next step on; N% is of the sample's measured peak.
+  void set_budget(const BudgetSpec& budget);
   Chain largest_chain() const { return steps_.largest_chain(); }
   const plan::Planner& planner() const { return steps_.planner(); }
 
  private:
   void begin_step(const torch::Tensor& x);
+  // Throws Infeasible when no schedule is predicted to fit a step of `size`.
+  void refuse_if_infeasible(std::int64_t size, runtime::StepChoice& choice);
+  // Abandons the running step; one abandoned in the caller's code after
+  // the blocks teaches the step planner what that code had reached.
+  void abandon_running_step();
   // Runs the schedule up to block `block`'s return, retrying a step that
   // runs out of budget from its start.
   void run_forward_to(int block);
@@ -140,8 +170,10 @@ class BlockSteps {
   void fold_caller_memory();
   torch::Tensor exchange(const torch::Tensor& output);
   at::Generator default_generator() const;
+  Bytes outer_gradient_bytes() const;  // of outer_parameters_' gradients alive now
 
   runtime::StagedModel model_;
+  std::vector<torch::Tensor> outer_parameters_;
   GradientBoundary* boundary_;
   runtime::DeviceMemory& memory_;
   BlockStepsOptions options_;
@@ -172,6 +204,13 @@ class BlockSteps {
   std::optional<runtime::RngSnapshot> after_caller_;
   Bytes caller_live_ = 0;                     // device bytes when the last block returned
   Bytes caller_peak_ = 0;                     // their peak until the backward reached it
+  Bytes caller_gradients_ = 0;                // outer_gradient_bytes() when the last block returned
+  bool in_callers_code_ = false;              // the last block returned; its backward has not begun
+  bool between_steps_ = false;                // a step ended; its backward has not: the device's peak is the caller's
+  Bytes end_live_ = 0;                        // device bytes when the last step ended
+  Bytes step_start_live_ = 0;                 // device bytes when the running step began
+  std::map<std::int64_t, Bytes> needed_;      // by size: the least a finished step peaked above its start
+  Bytes optimizer_state_ = 0;                 // observe_optimizer()'s state, resident from the first update
   std::chrono::steady_clock::time_point t0_;  // the step's start
 
   // Calibration: the round the next step runs (-1: none), and what it keeps.

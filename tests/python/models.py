@@ -2,6 +2,7 @@
 here is memtrain's."""
 
 import torch
+import torch.utils.checkpoint
 from torch import nn
 
 
@@ -87,3 +88,44 @@ def llama(layers=4, width=64, seed=0):
                                       num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
                                       max_position_embeddings=128, attention_dropout=0.1)
     return transformers.LlamaForCausalLM(config)
+
+
+class CausalBlock(Block):
+    """A GPT block as nanoGPT writes it, called with the causal mask."""
+
+    def forward(self, x, mask):
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+
+
+class NanoGPT(nn.Module):
+    """A language model of real proportions for its width: a 32000-word
+    vocabulary, so the head's logits and the loss the training loop computes
+    from them are the largest tensors of a step. forward returns the logits;
+    hidden() the states the head reads."""
+
+    def __init__(self, vocab=32000, width=64, heads=4, layers=4, positions=512, seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embed = nn.Embedding(vocab, width)
+        self.pos = nn.Embedding(positions, width)
+        self.drop = nn.Dropout(0.1)
+        self.blocks = nn.ModuleList([CausalBlock(width, heads) for _ in range(layers)])
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+
+    def hidden(self, ids, checkpoint=False):
+        length = ids.shape[1]
+        mask = torch.triu(torch.full((length, length), float("-inf"), device=ids.device), 1)
+        x = self.drop(self.embed(ids) + self.pos(torch.arange(length, device=ids.device)))
+        for block in self.blocks:
+            if checkpoint:
+                x = torch.utils.checkpoint.checkpoint(block, x, mask, use_reentrant=False)
+            else:
+                x = block(x, mask)
+        return self.norm(x)
+
+    def forward(self, ids, checkpoint=False, hidden=False):
+        h = self.hidden(ids, checkpoint)
+        return h if hidden else self.head(h)

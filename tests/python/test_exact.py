@@ -45,7 +45,7 @@ def run_both(planner, budget, steps=9, prediction_scale=1.0):
         opt_wrapped.step()
         s = wrapped.last_step
         plans.append(s["plan"])
-        if s["plan"] != "collect":
+        if s["plan"] not in ("collect", "frugal"):
             stages = len(list(wrapped.children())) + 1  # and the loss boundary
             recomputed += sum(op.startswith("F") for op in s["schedule"]) - stages
             assert s["peak_bytes"] <= s["budget_bytes"], s
@@ -86,7 +86,9 @@ def test_the_step_after_a_retry_runs_the_stricter_schedule_from_the_cache():
 @pytest.mark.parametrize("planner,budget", [("optimal", "50%"), ("optimal", "40%"), ("mimose", "50%")])
 def test_gradients_equal_the_plain_model(planner, budget):
     plans, recomputed, wrapped = run_both(planner, budget)
-    assert plans[:4] == ["collect"] * 4
+    # Collection steps, or the least-memory schedule where the collection
+    # schedule is predicted not to fit.
+    assert set(plans[:4]) <= {"collect", "frugal"} and "collect" in plans[:4]
     assert set(plans[4:]) <= {"new", "cached"} and "new" in plans[4:]
     assert recomputed > 0, "a budget this low must make memtrain recompute"
 

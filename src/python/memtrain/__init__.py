@@ -80,7 +80,12 @@ class Module(torch.nn.Module):
     sample: the largest input the model will see (a tensor, a tuple of the
       forward's arguments or a dict of its keyword arguments); measured once,
       before any step, for N% budgets and to check that the budget is
-      feasible.
+      feasible. Your loss is not known then: a cross-entropy over the
+      output's last dimension stands in for it until the steps measure it.
+    optimizer: the torch.optim optimizer you will step (made on the model's
+      parameters), when its state does not exist yet (Adam's appears at its
+      first step): with a sample, its state and its update are measured
+      (one update on zero gradients, undone) and counted from the start.
     collect_steps: steps run with every block checkpointed while memtrain
       learns how each block's memory grows with the input size.
     bandwidth: the host link that planners which copy to host memory
@@ -89,10 +94,15 @@ class Module(torch.nn.Module):
 
     Under torch.no_grad() the model runs plainly. The state_dict() is the
     model's, with its own keys.
+
+    A step no schedule can fit raises memtrain.Infeasible (with the least
+    budget in .min_bytes) from this module's call, with torch's random
+    generators and the model's buffers as they were before it: the loop may
+    catch it and go on with a larger budget or a smaller batch.
     """
 
     def __init__(self, model, budget, blocks=None, planner="mimose", sample=None, collect_steps=4, bandwidth=None,
-                 _prediction_scale=1.0):
+                 optimizer=None, _prediction_scale=1.0):
         super().__init__()
         if blocks is None and isinstance(model, (torch.nn.Sequential, list, tuple, torch.nn.ModuleList)):
             # A chain: its stages are the blocks, called one after another.
@@ -114,29 +124,40 @@ class Module(torch.nn.Module):
                 # Weights made before memtrain was imported move into counted memory.
                 for t in list(self.parameters()) + [b for b in self.buffers() if b is not None]:
                     t.data = t.data.clone()
-        self._blocks = _blocks.PlannedBlocks(_blocks.blocks_of(model, blocks), budget, planner, collect_steps,
-                                             bandwidth, _prediction_scale, str(device))
+        blocks = _blocks.blocks_of(model, blocks)
+        inside = {id(p) for block in blocks for p in block.parameters()}
+        outer = [p for p in model.parameters() if p.requires_grad and id(p) not in inside]
+        self._blocks = _blocks.PlannedBlocks(blocks, budget, planner, collect_steps, bandwidth, _prediction_scale,
+                                             str(device), outer)
         self._runner = self._blocks.runner
+        self._blocks.set_outer_buffers(model)
+        self._device = device
+        if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"optimizer of type {type(optimizer).__name__} is not an optimizer; expected a "
+                            "torch.optim.Optimizer")
         if sample is not None:
-            self._calibrate(sample)
+            self._calibrate(sample, optimizer)
+        elif optimizer is not None:
+            raise UsageError("optimizer= is measured on the sample; give a sample too")
 
-    def _calibrate(self, sample):
+    def _calibrate(self, sample, optimizer=None):
         args, kwargs = _blocks.sample_arguments(sample)
         params = [p for p in self.parameters() if p.requires_grad]
         grads = [p.grad for p in params]
         buffers = [(b, b.clone()) for b in self.buffers() if b is not None]
         try:
-            with torch.no_grad():
-                # Measured as a step of training is, with every gradient allocated.
-                for p in params:
-                    if p.grad is None:
-                        p.grad = torch.zeros_like(p)
+            # The blocks' gradients are allocated for the measurement (the
+            # memory model counts them all step); the others are made where
+            # a step makes them (the head's in the loss's backward).
             rounds = self._runner.begin_calibration()
             for r in range(rounds):
                 self._runner.calibration_round(r)
                 loss = _blocks.loss_of(self._model(*args, **kwargs))
                 torch.autograd.backward(loss, torch.ones_like(loss))
                 del loss
+                self._runner.end_of_backward()
+            if optimizer is not None:
+                self._runner.observe_optimizer(*self._measure_optimizer(optimizer))
         except BaseException:
             self._runner.cancel()
             raise
@@ -148,6 +169,38 @@ class Module(torch.nn.Module):
                 for b, kept in buffers:
                     b.copy_(kept)
         self._runner.end_calibration()
+
+    def _measure_optimizer(self, optimizer):
+        """The bytes `optimizer`'s state will hold, and the most its update
+        needs above them: one update on zero gradients, then the weights,
+        the gradients and the optimizer as they were. An optimizer whose
+        state exists already holds it now, counted as resident: (0, 0)."""
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+        if not params or len(optimizer.state) > 0:
+            return 0, 0
+        runner = self._runner
+        weights = [p.detach().clone() for p in params]
+        grads = [p.grad for p in params]
+        called = optimizer.__dict__.get("_opt_called")  # what an LR scheduler checks
+        try:
+            with torch.no_grad():
+                for p in params:
+                    p.grad = torch.zeros_like(p)
+            before = runner.live_bytes()
+            runner.reset_peak()
+            optimizer.step()
+            after = runner.live_bytes()
+            return after - before, runner.peak_bytes() - after
+        finally:
+            optimizer.state.clear()
+            if called is None:
+                optimizer.__dict__.pop("_opt_called", None)
+            else:
+                optimizer._opt_called = called
+            with torch.no_grad():
+                for p, w, g in zip(params, weights, grads):
+                    p.copy_(w)
+                    p.grad = g
 
     def train(self, mode=True):
         super().train(mode)
@@ -163,6 +216,16 @@ class Module(torch.nn.Module):
     def budget_bytes(self):
         """The budget in bytes (an N% budget once `sample` is measured)."""
         return self._runner.budget_bytes
+
+    @property
+    def budget(self):
+        """The budget in bytes; set it (bytes, text, or N% of the sample's
+        peak) to change it from the next step on."""
+        return self._runner.budget_bytes
+
+    @budget.setter
+    def budget(self, budget):
+        self._runner.set_budget(budget)
 
     @property
     def last_step(self):
@@ -188,8 +251,14 @@ class Module(torch.nn.Module):
                          "themselves before wrapping the model (model.blocks[i] = torch.compile(block))")
 
     def forward(self, *args, **kwargs):
-        return self._model(*args, **kwargs)
-
+        if not torch.is_grad_enabled():
+            return self._model(*args, **kwargs)
+        entry = _blocks.StepEntry(self._blocks, self._device)
+        try:
+            return self._model(*args, **kwargs)
+        except Infeasible:
+            entry.restore()
+            raise
 
 def plan(model_or_chain, budget, planner="optimal"):
     """Plans without running: for a Chain, or a Module's learnt chain at its

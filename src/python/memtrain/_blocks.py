@@ -146,6 +146,8 @@ class _BlockCall(torch.autograd.Function):
         blocks.wall += time.perf_counter() - t0
         if ctx.index == 0:
             blocks.finished_wall = blocks.wall  # the step the runner's last_step() now reports
+            # What the rest of this backward reaches (the embeddings') is the step's too.
+            torch.autograd.Variable._execution_engine.queue_callback(blocks.runner.end_of_backward)
         return None, None, dx, None
 
 
@@ -171,7 +173,7 @@ class PlannedBlocks:
     """The blocks of one model, their calls in the running step, and the
     native runner that plans and runs them."""
 
-    def __init__(self, blocks, budget, planner, collect_steps, bandwidth, prediction_scale, device):
+    def __init__(self, blocks, budget, planner, collect_steps, bandwidth, prediction_scale, device, outer=()):
         self.blocks = blocks
         self.calls = [None] * len(blocks)  # (args after the input, kwargs) of each block's call this step
         self.templates = [None] * len(blocks)  # each block's result, to give back around its output
@@ -180,15 +182,22 @@ class PlannedBlocks:
         self.originals = [b.forward for b in blocks]
         self.params = [[p for p in b.parameters() if p.requires_grad] for b in blocks]
         self.calling = None  # the block whose call is running its first forward
+        self.outer_buffers = []  # the model's buffers outside the blocks (set_outer_buffers)
+        self.outer_versions = None  # their versions when the Module was last called (StepEntry)
+        self.changing = set()  # indices of those that steps change in place
         self.wall = 0.0  # seconds in memtrain's block calls and backward nodes, this step
         self.finished_wall = None  # the same, for the last step that finished
         me = weakref.ref(self)
         calls = [_RunBlock(me, i) for i in range(len(blocks))]
         names = [f"block {i} ({type(b).__name__})" for i, b in enumerate(blocks)]
         self.runner = _native.BlockRunner(blocks, names, calls, budget, planner, collect_steps, bandwidth,
-                                          prediction_scale, device)
+                                          prediction_scale, device, list(outer))
         for i, block in enumerate(blocks):
             block.forward = _BlockForward(me, i, self.originals[i])
+
+    def set_outer_buffers(self, model):
+        inside = {id(b) for block in self.blocks for b in block.buffers()}
+        self.outer_buffers = [b for b in model.buffers() if b is not None and id(b) not in inside]
 
     def call(self, i, args, kwargs):
         t0 = time.perf_counter()
@@ -316,18 +325,54 @@ def _under_torch_compile():
 
 
 def loss_of(output):
-    """What calibration runs the backward from: the output's loss when it
-    has one, else its first tensor that needs a gradient."""
-    if isinstance(output, torch.Tensor):
-        return output
+    """What calibration runs the backward from, standing in for the caller's
+    loss until the steps measure it: the output's loss when it has one
+    (transformers' models given labels); else, for logits (a floating
+    tensor whose last dimension holds classes), a float32 cross-entropy over
+    that dimension, as language models' and classifiers' losses are; else
+    the first tensor that needs a gradient."""
     loss = output.get("loss") if isinstance(output, Mapping) else None
     if isinstance(loss, torch.Tensor):
         return loss
     for t in _tensors(output):
         if t.requires_grad:
+            if t.is_floating_point() and t.dim() >= 2 and t.shape[-1] >= 2:
+                logits = t.flatten(0, -2).float()
+                return torch.nn.functional.cross_entropy(
+                    logits, torch.zeros(logits.shape[0], dtype=torch.long, device=t.device))
             return t
     raise _native.UsageError(f"the model's output on the sample ({type(output).__name__}) holds no tensor that "
                              "needs a gradient")
+
+
+class StepEntry:
+    """What a model's forward may have changed before memtrain refuses its
+    step at block 0, as it was when the Module was called: torch's random
+    generators (a dropout before the blocks) and the buffers of modules
+    outside the blocks that steps change in place (a stem's batch norm).
+    restore() puts them back. Which outer buffers steps change is learnt:
+    the first step copies them all, later ones those whose version moved."""
+
+    def __init__(self, planned, device):
+        self.cpu_rng = torch.get_rng_state()
+        self.device = device
+        self.cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+        versions = [b._version for b in planned.outer_buffers]
+        if planned.outer_versions is None:
+            planned.changing = set(range(len(versions)))
+        else:
+            planned.changing |= {i for i, (a, b) in enumerate(zip(planned.outer_versions, versions)) if a != b}
+        planned.outer_versions = versions
+        self.buffers = [(planned.outer_buffers[i], planned.outer_buffers[i].detach().clone())
+                        for i in sorted(planned.changing)]
+
+    def restore(self):
+        torch.set_rng_state(self.cpu_rng)
+        if self.cuda_rng is not None:
+            torch.cuda.set_rng_state(self.cuda_rng, self.device)
+        with torch.no_grad():
+            for b, kept in self.buffers:
+                b.copy_(kept)
 
 
 def sample_arguments(sample):

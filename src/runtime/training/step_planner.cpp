@@ -49,6 +49,7 @@ const char* plan_kind_name(PlanKind kind) {
     case PlanKind::New: return "new";
     case PlanKind::Cached: return "cached";
     case PlanKind::Retry: return "retry";
+    case PlanKind::Frugal: return "frugal";
   }
   MEMTRAIN_ASSERT(false, "every PlanKind has a name");
 }
@@ -62,8 +63,8 @@ StepPlanner::StepPlanner(StepPlannerOptions options, const StagedModel& model,
   if (placement_.on_host) update_times_.assign(model_.size(), 0);
 }
 
-Chain StepPlanner::completed(Chain chain, std::int64_t size) const {
-  chain.resident_bytes = resident_bytes(size);
+Chain StepPlanner::completed(Chain chain, std::int64_t size, predict::BytesEnvelope::Bound bound) const {
+  chain.resident_bytes = resident_bytes(size) + caller_gradients_;
   chain.device_to_host_bandwidth = link_.device_to_host();
   chain.host_to_device_bandwidth = link_.host_to_device();
   chain.copy_issue_time = copy_issue_.seconds();
@@ -72,7 +73,23 @@ Chain StepPlanner::completed(Chain chain, std::int64_t size) const {
   if (placement_.on_host) {
     for (int i = 0; i < chain.size(); ++i) chain.stages[i].update_time = update_times_.at(i);
   }
+  chain.update_temp_bytes = std::max(chain.update_temp_bytes, between_steps_);
+  if (options_.last_stage_is_callers && !(after_stages_.empty() && after_stages_stand_in_.empty())) {
+    // What the caller's code held, as one forward with grad that keeps it
+    // all until its backward: its peak, counted from where it began. Above
+    // the sizes the steps measured, calibration's stand-in at a larger size
+    // bounds it better than a proportion of a small step.
+    const Bytes after = after_stages_.extended_by(after_stages_stand_in_).predict(size, bound);
+    Stage& callers = chain.stages.back();
+    callers.saved_bytes = std::max(callers.input_bytes, after - caller_gradients_);
+    callers.forward_temp_bytes = 0;
+  }
   return chain;
+}
+
+void StepPlanner::observe_after_stages(std::int64_t size, Bytes bytes, bool measured) {
+  MEMTRAIN_ASSERT(options_.last_stage_is_callers, "only a caller's last stage is observed apart");
+  (measured ? after_stages_ : after_stages_stand_in_).observe(size, bytes);
 }
 
 Chain StepPlanner::planning_chain(std::int64_t size) {
@@ -157,6 +174,13 @@ Schedule StepPlanner::most_frugal_at_largest() {
   return plan::most_frugal_schedule(*planner_, largest, &largest, fallback_schedule());
 }
 
+Bytes StepPlanner::least_peak(std::int64_t size, predict::BytesEnvelope::Bound after) {
+  const Chain chain = completed(predictor_.predict(size), size, after);
+  return sim::simulate(chain,
+                       plan::most_frugal_schedule(*planner_, chain, &largest_for_planning(), fallback_schedule()))
+      .peak_bytes;
+}
+
 Plan StepPlanner::plan_for(std::int64_t size) {
   const Chain chain = planning_chain(size);
   return planner_->plan(
@@ -170,7 +194,16 @@ StepChoice StepPlanner::choose(std::int64_t size, long steps_before) {
     const int round = static_cast<int>(steps_before % variant_rounds());
     return {collection_schedule(round), PlanKind::Collect, seconds_since(t0)};
   }
-  if (const Plan* hit = cache().find(size)) return {hit->schedule, PlanKind::Cached, seconds_since(t0)};
+  if (options_.last_stage_is_callers && planner_->respects_budget() && !after_stages_.covers(size)) {
+    // The caller's code has not been seen this large: its bytes are a guess.
+    return {most_frugal(size), PlanKind::Frugal, seconds_since(t0)};
+  }
+  if (const Plan* hit = cache().find(size)) {
+    // A plan made before more became resident may no longer fit.
+    if (!hit->feasible || sim::simulate(planning_chain(size), hit->schedule).peak_bytes <= budget_) {
+      return {hit->schedule, PlanKind::Cached, seconds_since(t0)};
+    }
+  }
   Plan p = plan_for(size);
   // A planner that respects the budget but finds nothing that fits the
   // prediction runs the most frugal schedule it knows; the budget decides.

@@ -22,7 +22,17 @@
 // estimate its copies (learn()).
 //
 // One plan cache per planning budget, so a shared device whose leases
-// change the budget never runs a plan made for another budget.
+// change the budget never runs a plan made for another budget. A cached plan
+// is run only while it still fits the chain completed with what is resident
+// now (an optimizer's state appears after the first step, gradients
+// accumulate between updates); otherwise its size is planned again.
+//
+// With `last_stage_is_callers`, the chain's last stage stands for the
+// caller's own code after the planned stages (a language model's head, its
+// loss and their backward, in the Python module): what that code holds is
+// learned per size as a BytesEnvelope from the steps themselves, never
+// fitted, and a step at a size above every size it was measured at runs the
+// least-memory schedule (PlanKind::Frugal) until a step has measured it.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +49,7 @@
 #include "core/signature.h"
 #include "core/units.h"
 #include "plan/planner.h"
+#include "predict/bytes_envelope.h"
 #include "predict/chain_predictor.h"
 #include "predict/copy_issue_estimate.h"
 #include "predict/link_estimate.h"
@@ -58,6 +69,9 @@ struct StepPlannerOptions {
   std::int64_t bucket = 0;               // plan-cache bucket width in input size; 0: the largest size / 64
   double margin = 0.10;                  // memory margin for sizes outside the observed range, 0..kMaxMargin
   int max_retries = 8;                   // stricter schedules for one step before giving up
+  // The last stage is the caller's code (module comment): learned as an
+  // envelope, and sizes it has not been measured at run the least-memory schedule.
+  bool last_stage_is_callers = false;
   // Fault injection for tests: the chain planners see has its memory fields
   // multiplied by this, so < 1 makes plans that run out of budget.
   double prediction_scale = 1.0;
@@ -92,8 +106,9 @@ enum class PlanKind {
   New,      // planned for this step's size
   Cached,   // the plan cache's schedule for this size
   Retry,    // a stricter schedule after the step ran out of budget
+  Frugal,   // the least-memory schedule: the caller's code after the stages is not measured at this size yet
 };
-const char* plan_kind_name(PlanKind kind);  // "collect", "new", "cached", "retry"
+const char* plan_kind_name(PlanKind kind);  // "collect", "new", "cached", "retry", "frugal"
 
 // A step's schedule and where it came from.
 struct StepChoice {
@@ -122,7 +137,10 @@ class StepPlanner {
   // Chains. completed(): `chain`, for inputs of `size`, with what this
   // planner measured beyond the predictor (link, copy issue, resident bytes,
   // weight placement).
-  Chain completed(Chain chain, std::int64_t size) const;
+  // With last_stage_is_callers, `after` picks the most or the least the
+  // caller's code held at a size (BytesEnvelope): plans take the most.
+  Chain completed(Chain chain, std::int64_t size,
+                  predict::BytesEnvelope::Bound after = predict::BytesEnvelope::Bound::Most) const;
   Chain predicted_chain(std::int64_t size) const { return completed(predictor_.predict(size), size); }
   // What planners see for `size`: the prediction at its bucket's edge, its
   // activation memory scaled by prediction_scale and the learned shortfall.
@@ -142,6 +160,28 @@ class StepPlanner {
   void observe_resident(Bytes live, Bytes batch_bytes, std::int64_t size);
   Bytes resident_bytes() const;  // the most seen at any size
   Bytes resident_bytes(std::int64_t size) const;
+  // With last_stage_is_callers: the caller's code after the stages held
+  // `bytes` above what was live when it began, less the caller's gradients
+  // then alive (set_caller_gradient_bytes), at input `size`; measured by a
+  // step (`measured`), or by a stand-in for it (a calibration's backward
+  // from the model's output, not the caller's loss), which predicts only
+  // until a step has measured any size. Counting those gradients in the
+  // caller's code rather than as resident makes a loop that zeroes them
+  // before the forward and one that zeroes them inside the loss (between
+  // the forward and the backward) count the same bytes.
+  void observe_after_stages(std::int64_t size, Bytes bytes, bool measured);
+  // The gradients of the caller's parameters outside the stages alive as
+  // this step begins: resident while the stages run, and part of what the
+  // caller's code after them holds (it may free them). observe_resident()
+  // takes live bytes without them.
+  void set_caller_gradient_bytes(Bytes bytes) { caller_gradients_ = bytes; }
+  // Whether a step has measured the caller's code at `size` or above.
+  bool after_stages_covered(std::int64_t size) const { return after_stages_.covers(size); }
+  // The caller's code between two steps (the backward before the first
+  // stage, the optimizer's update, the next forward until the first stage)
+  // reached `bytes` above the persistent bytes of the step after it: the
+  // chain's update_temp_bytes are at least the most seen.
+  void observe_between_steps(Bytes bytes) { between_steps_ = std::max(between_steps_, bytes); }
   // With weights on the host: the host's update of `stage` took `seconds`
   // (the shortest seen is kept: interference only adds time).
   void observe_update_time(int stage, Seconds seconds);
@@ -159,6 +199,10 @@ class StepPlanner {
   Schedule fallback_schedule() const;
   Schedule most_frugal(std::int64_t size);
   Schedule most_frugal_at_largest();
+  // The predicted peak at `size` of the least-memory schedule: no plan for
+  // this size fits a budget below it. With Bound::Least, on the least the
+  // caller's code after the stages held there: what a refusal may rest on.
+  Bytes least_peak(std::int64_t size, predict::BytesEnvelope::Bound after = predict::BytesEnvelope::Bound::Most);
 
   // The schedule for a step of `size`, the `steps_before`-th this front end runs.
   StepChoice choose(std::int64_t size, long steps_before);
@@ -214,8 +258,12 @@ class StepPlanner {
   std::map<Bytes, std::unique_ptr<predict::PlanCache>> caches_;  // by planning budget
   std::int64_t bucket_width_ = 0;                                // 0: not fixed yet
   Bytes budget_ = 0;
-  std::map<std::int64_t, Bytes> resident_;  // the most seen, by size
-  double shortfall_ = 1.0;                  // observe_peak()'s factor, >= 1
+  std::map<std::int64_t, Bytes> resident_;        // the most seen, by size
+  predict::BytesEnvelope after_stages_;           // last_stage_is_callers: measured by steps
+  predict::BytesEnvelope after_stages_stand_in_;  // ... by calibration's stand-in
+  Bytes between_steps_ = 0;                       // observe_between_steps()' most
+  Bytes caller_gradients_ = 0;                    // set_caller_gradient_bytes()
+  double shortfall_ = 1.0;                        // observe_peak()'s factor, >= 1
   std::int64_t largest_size_ = 0;
   std::optional<Chain> pinned_largest_;
   Chain predicted_largest_;            // largest_for_planning()'s, when none is pinned
