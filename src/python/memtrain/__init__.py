@@ -27,10 +27,12 @@ if torch.__version__ != _BUILT_FOR_TORCH:
 
 from . import _blocks
 from . import _memtrain as _native
+from ._linear_cross_entropy import chunk_tokens_for as _chunk_tokens_for
+from ._linear_cross_entropy import linear_cross_entropy
 from ._memtrain import BrownBatches, Chain, Error, Infeasible, OutOfBudget, UsageError, memory_stats, reset_peak
 
 __all__ = ["Module", "Chain", "BrownBatches", "plan", "advise", "memory_stats", "reset_peak", "planner_names",
-           "Error", "UsageError", "OutOfBudget", "Infeasible"]
+           "linear_cross_entropy", "Error", "UsageError", "OutOfBudget", "Infeasible"]
 
 
 def planner_names():
@@ -259,6 +261,22 @@ class Module(torch.nn.Module):
         except Infeasible:
             entry.restore()
             raise
+
+    def linear_cross_entropy(self, hidden, weight, targets, bias=None, *, ignore_index=-100, reduction="mean"):
+        """memtrain.linear_cross_entropy, its chunk chosen under this
+        Module's budget: the most tokens whose logits fit what the budget
+        has free now, less a sixteenth of it. Where all of them fit, it is
+        F.cross_entropy(F.linear(hidden, weight, bias), targets), bit for
+        bit; where they do not, it never holds the whole logits. What it
+        held is what the step planner learns for the code after the
+        blocks, so the blocks' plans leave it that room."""
+        tokens = hidden.numel() // max(1, hidden.shape[-1])
+        budget = self.budget_bytes
+        free = budget - self._runner.live_bytes() - budget // 16 if budget > 0 else None
+        chunk = tokens if free is None else _chunk_tokens_for(tokens, weight.shape[0], free)
+        return linear_cross_entropy(hidden, weight, targets, bias, ignore_index=ignore_index, reduction=reduction,
+                                    chunk_tokens=chunk)
+
 
 def plan(model_or_chain, budget, planner="optimal"):
     """Plans without running: for a Chain, or a Module's learnt chain at its
