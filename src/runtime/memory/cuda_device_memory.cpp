@@ -1,15 +1,23 @@
 // DeviceMemory on a CUDA build: live and peak bytes come from the CUDA
 // caching allocator's statistics (bytes allocated to tensors, not bytes
 // reserved by its cache), and the budget caps the allocator with a
-// per-process memory fraction. Compiled only against a CUDA LibTorch
+// per-process memory fraction. The cap is on what the allocator reserves,
+// so bytes reserved but free (a block split for a smaller tensor) could
+// make a step that fits the budget run out: unless the process configured
+// its allocator (PYTORCH_CUDA_ALLOC_CONF or PYTORCH_ALLOC_CONF), memtrain
+// turns on expandable segments, which grow one segment in pages instead of
+// keeping blocks of the sizes first asked for. Compiled only against a CUDA LibTorch
 // (MEMTRAIN_WITH_CUDA); a CUDA out-of-memory error inside a step is
 // rethrown as OutOfBudget by is_out_of_budget(), so the trainer retries it
 // exactly as on CPU.
 #ifdef MEMTRAIN_WITH_CUDA
 
+#include <cstdlib>
+
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/PinnedMemoryAllocator.h>
+#include <c10/core/AllocatorConfig.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -22,6 +30,17 @@ namespace memtrain::runtime {
 namespace {
 
 namespace alloc = c10::cuda::CUDACachingAllocator;
+
+// Expandable segments, once per process, where the process chose nothing.
+void prefer_expandable_segments() {
+  static const bool once = [] {
+    if (std::getenv("PYTORCH_CUDA_ALLOC_CONF") == nullptr && std::getenv("PYTORCH_ALLOC_CONF") == nullptr) {
+      c10::CachingAllocator::setAllocatorSettings("expandable_segments:True");
+    }
+    return true;
+  }();
+  (void)once;
+}
 
 }  // namespace
 
@@ -51,6 +70,7 @@ class CudaDeviceMemory : public DeviceMemory {
     // copies of pageable memory run at a fraction of the link's speed and
     // hold up the thread that issues them.
     host().allocate_from(at::cuda::getPinnedMemoryAllocator());
+    prefer_expandable_segments();
   }
   torch::Device device() const override { return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index_)); }
   std::string describe() const override {
