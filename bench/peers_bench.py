@@ -1,7 +1,14 @@
 #!/usr/bin/env python3
 """memtrain.Module beside the tools a PyTorch user would pick instead, on
 transformers' GPT-2 and Llama (random weights from their configuration
-classes) trained on Brown sentences whose length changes every step.
+classes) and a nanoGPT-style GPT written here whose loss the training loop
+computes outside the model, trained on Brown sentences whose length changes
+every step. At a real vocabulary (--vocab 32000 or 50257) the head's logits
+and the loss are the largest tensors of a step; --chunked adds the contenders
+that never hold them whole: memtrain's linear_cross_entropy (its chunk chosen
+under the budget) and torchtune's chunked cross-entropy (CEWithChunkedOutputLoss
+from the torchtune 0.6.1 wheel on PyPI, its one file loaded alone: the package
+does not import on torch 2.11) with every-k checkpointing.
 
 Budgets are N% of the plain model's training-step peak at the longest batch
 (weights, gradients, Adam's state, batch, activations: every tensor of the
@@ -20,6 +27,7 @@ contender runs in its own process; they take turns step by step. Every
 step's gradients are compared with the plain model's by SHA-256.
 
     scripts/bench.sh peers             # or: PYTHONPATH=build/python python bench/peers_bench.py
+    scripts/bench.sh peers --models nanogpt,gpt2 --vocab 50257 --chunked --batch 4 --section peers_real_vocab
 """
 
 import argparse
@@ -33,15 +41,84 @@ import sys
 import time
 
 import torch
+import torch.nn.functional as F
 
 import memtrain
 from side_by_side import Contender, digest, publish, serve
 
+TORCHTUNE_WHEEL = "torchtune==0.6.1"
+MODEL_NAMES = {"gpt2": "transformers' GPT-2", "llama": "transformers' Llama",
+               "nanogpt": "a nanoGPT-style GPT whose loss the loop computes"}
+
+
+class NanoBlock(torch.nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.norm1 = torch.nn.LayerNorm(width)
+        self.attn = torch.nn.MultiheadAttention(width, heads, dropout=0.1, batch_first=True)
+        self.norm2 = torch.nn.LayerNorm(width)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(),
+                                       torch.nn.Linear(4 * width, width), torch.nn.Dropout(0.1))
+
+    def forward(self, x, mask):
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+
+
+class NanoGPT(torch.nn.Module):
+    """nanoGPT's shape: token and position embeddings, causal blocks in a
+    ModuleList, a final norm and a head; forward returns the logits (or,
+    with hidden=True, the states the head reads) and the loop computes the loss."""
+
+    def __init__(self, vocab, width, heads, layers, positions=512):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, width)
+        self.pos = torch.nn.Embedding(positions, width)
+        self.drop = torch.nn.Dropout(0.1)
+        self.blocks = torch.nn.ModuleList([NanoBlock(width, heads) for _ in range(layers)])
+        self.norm = torch.nn.LayerNorm(width)
+        self.head = torch.nn.Linear(width, vocab, bias=False)
+
+    def forward(self, ids, hidden=False):
+        length = ids.shape[1]
+        mask = torch.triu(torch.full((length, length), float("-inf")), 1)
+        x = self.drop(self.embed(ids) + self.pos(torch.arange(length)))
+        for block in self.blocks:
+            x = block(x, mask)
+        x = self.norm(x)
+        return x if hidden else self.head(x)
+
+
+def torchtune_chunked_loss():
+    """torchtune's CEWithChunkedOutputLoss, from its PyPI wheel (downloaded
+    once into ~/.cache/memtrain): the file alone, which imports only torch."""
+    import glob
+    import importlib.util
+    import subprocess
+    import zipfile
+    cache = os.path.join(os.path.expanduser("~"), ".cache", "memtrain", "torchtune")
+    wheels = glob.glob(os.path.join(cache, "torchtune-*.whl"))
+    if not wheels:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", cache, TORCHTUNE_WHEEL],
+                       check=True)
+        wheels = glob.glob(os.path.join(cache, "torchtune-*.whl"))
+    path = os.path.join(cache, "ce_chunked_output_loss.py")
+    if not os.path.exists(path):
+        with zipfile.ZipFile(wheels[0]) as wheel, open(path, "wb") as out:
+            out.write(wheel.read("torchtune/modules/loss/ce_chunked_output_loss.py"))
+    spec = importlib.util.spec_from_file_location("torchtune_ce_chunked_output_loss", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CEWithChunkedOutputLoss()
+
 
 def make_model(args):
+    torch.manual_seed(args.seed)
+    if args.model == "nanogpt":
+        return NanoGPT(args.vocab, args.width, args.heads, args.layers)
     import transformers
     transformers.logging.set_verbosity_error()
-    torch.manual_seed(args.seed)
     if args.model == "gpt2":
         config = transformers.GPT2Config(vocab_size=args.vocab, n_positions=512, n_embd=args.width,
                                          n_layer=args.layers, n_head=args.heads)
@@ -54,7 +131,39 @@ def make_model(args):
 
 
 def blocks_of(model):
+    if isinstance(model, NanoGPT):
+        return model.blocks
     return model.transformer.h if hasattr(model, "transformer") else model.model.layers
+
+
+def full_loss(model):
+    """The step's loss with the whole logits: transformers' own (labels
+    given), or, for the nanoGPT, cross-entropy computed by the loop."""
+    if isinstance(model, NanoGPT):
+        return lambda b: F.cross_entropy(model(b["input_ids"][:, :-1]).flatten(0, 1), b["labels"][:, 1:].flatten())
+    return lambda b: model(**b).loss
+
+
+def hidden_and_head(model):
+    """A function from a batch to the states the head reads (before the
+    last position, whose next token is unknown), and the head's weight."""
+    if isinstance(model, NanoGPT):
+        return lambda b: model(b["input_ids"][:, :-1], hidden=True), model.head.weight
+    body = model.transformer if hasattr(model, "transformer") else model.model
+    return (lambda b: body(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
+                           use_cache=False).last_hidden_state[:, :-1]), model.lm_head.weight
+
+
+def torchtune_loss(model):
+    """torchtune's recipe: the head applied to chunks of the sequence and
+    its chunked cross-entropy, which upcasts one chunk at a time."""
+    loss = torchtune_chunked_loss()
+    hidden, weight = hidden_and_head(model)
+
+    def forward(b):
+        chunks = [F.linear(h, weight) for h in hidden(b).chunk(loss.num_output_chunks, dim=1)]
+        return loss(chunks, b["labels"][:, 1:])
+    return forward
 
 
 def as_lm_batch(pair):
@@ -67,7 +176,10 @@ def as_lm_batch(pair):
 
 def batches(args):
     data = memtrain.BrownBatches(args.batch, seed=args.seed, vocabulary=args.vocab)
-    return as_lm_batch(data.largest()), [as_lm_batch(data.next()) for _ in range(args.steps)]
+
+    def cut(pair):
+        return tuple(t[:, :args.max_length] for t in pair) if args.max_length else pair
+    return as_lm_batch(cut(data.largest())), [as_lm_batch(cut(data.next())) for _ in range(args.steps)]
 
 
 def checkpoint_blocks(model, which, context_fn=None):
@@ -103,16 +215,29 @@ def torchtitan_policy():
     return context_fn
 
 
+def adam(model):
+    return torch.optim.Adam(model.parameters(), lr=1e-3)
+
+
 class Training:
     """Adam, one step per call: the step's seconds (forward, backward and
     update), peak bytes and gradient digest."""
 
-    def __init__(self, model, forward):
+    def __init__(self, model, forward, opt=None):
         self.model, self.forward = model, forward
-        self.opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        self.opt = opt if opt is not None else adam(model)
         self.times, self.peaks, self.grads = [], [], []
+        self.error = None  # the first step's error: later steps do nothing
 
     def __call__(self, index, batch):
+        if self.error is not None:
+            return
+        try:
+            self.run(index, batch)
+        except Exception as e:  # the row says so: a contender that fails in a step did not complete
+            self.error = f"step {len(self.times) + 1}: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+
+    def run(self, index, batch):
         torch.manual_seed(1000 + index)  # the same draws for every contender at a step
         memtrain.reset_peak()
         t0 = time.perf_counter()
@@ -134,8 +259,8 @@ def peak_at_longest(model, forward, longest):
     kept = io.BytesIO()
     torch.save(model.state_dict(), kept)
     t = Training(model, forward)
-    t(-1, longest)
-    t(-2, longest)
+    t.run(-1, longest)
+    t.run(-2, longest)
     kept.seek(0)
     model.load_state_dict(torch.load(kept))
     model.zero_grad(set_to_none=True)
@@ -150,9 +275,9 @@ def run_role(args):
     t0 = time.perf_counter()
     forward = None
     if args.role == "reference":
-        t = Training(model, lambda b: model(**b).loss)
+        t = Training(model, full_loss(model))
         for i in range(3):
-            t(-i, longest)
+            t.run(-i, longest)
         print(f"{max(t.peaks)}", flush=True)
         return
     if args.compiled_blocks:
@@ -160,24 +285,42 @@ def run_role(args):
         for i, block in enumerate(blocks):
             blocks[i] = torch.compile(block, dynamic=True)
     if args.role == "memtrain":
+        chunked = args.loss == "chunked"
+        wrapped, sample = model, longest
+        if isinstance(model, NanoGPT):
+            sample = {"ids": longest["input_ids"][:, :-1], "hidden": chunked}
+        elif chunked:  # what the step calls: the body, whose output is the hidden states
+            wrapped = model.transformer if hasattr(model, "transformer") else model.model
+            sample = {k: longest[k] for k in ("input_ids", "attention_mask", "use_cache")}
+        opt = adam(model)  # measured with the sample, so its state counts from the first step
         try:
-            m = memtrain.Module(model, budget=args.budget_bytes, planner=args.planner, sample=longest,
-                                collect_steps=args.collect_steps)
+            m = memtrain.Module(wrapped, budget=args.budget_bytes, blocks=blocks_of(model), planner=args.planner,
+                                sample=sample, collect_steps=args.collect_steps, optimizer=opt)
         except memtrain.Infeasible as e:
             record["least"] = e.min_bytes
             print("idle", flush=True)
             serve(lambda i: None, lambda: record)
             return
         plans = record["plans"] = {}
-
-        def forward(b):
-            loss = m(**b).loss
-            return loss
-        trained = m
+        if chunked:
+            hidden, weight = hidden_and_head(model)
+            forward = lambda b: m.linear_cross_entropy(hidden(b), weight, b["labels"][:, 1:])  # noqa: E731
+        elif isinstance(model, NanoGPT):
+            forward = lambda b: F.cross_entropy(m(b["input_ids"][:, :-1]).flatten(0, 1),  # noqa: E731
+                                                b["labels"][:, 1:].flatten())
+        else:
+            forward = lambda b: m(**b).loss  # noqa: E731
+        trained = model  # the optimizer's parameters: the head's too where the Module wraps the body
         # The two steps at the longest batch every contender runs before the
         # timed steps (memtrain's first collection steps), so that all enter
         # them alike.
-        record["peak"] = peak_at_longest(m, forward, longest)
+        try:
+            record["peak"] = peak_at_longest(model, forward, longest)
+        except memtrain.Infeasible as e:  # refused at a step, once it measured the loss the sample could not show
+            record["least"] = e.min_bytes
+            print("idle", flush=True)
+            serve(lambda i: None, lambda: record)
+            return
 
         own = record["own"] = []
 
@@ -186,47 +329,55 @@ def run_role(args):
             plans[last["plan"]] = plans.get(last["plan"], 0) + 1
             own.append(last["overhead_seconds"])
     else:
-        trained = model
+        trained, opt = model, None
         count_plan = None
+        loss = full_loss(model)
         if args.role == "plain":
-            forward = lambda b: model(**b).loss  # noqa: E731
+            forward = loss
+        elif args.role == "hf_gc" and isinstance(model, NanoGPT):  # every block, as transformers' does
+            checkpoint_blocks(model, lambda i: True)
+            forward = loss
         elif args.role == "hf_gc":
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            forward = lambda b: model(**b).loss  # noqa: E731
+            forward = loss
         elif args.role == "every_k":
             checkpoint_blocks(model, lambda i: i % args.k == 0)
-            forward = lambda b: model(**b).loss  # noqa: E731
+            forward = loss
+        elif args.role == "torchtune_k":
+            checkpoint_blocks(model, lambda i: i % args.k == 0)
+            forward = torchtune_loss(model)
         elif args.role == "sac":
             checkpoint_blocks(model, lambda i: True, torchtitan_policy())
-            forward = lambda b: model(**b).loss  # noqa: E731
+            forward = loss
         elif args.role == "compile_budget":
             import torch._functorch.config as functorch_config
             functorch_config.activation_memory_budget = args.fraction
             compiled = torch.compile(model, dynamic=True)
-            forward = lambda b: compiled(**b).loss  # noqa: E731
+            forward = full_loss(compiled) if not isinstance(model, NanoGPT) else (
+                lambda b: F.cross_entropy(compiled(b["input_ids"][:, :-1]).flatten(0, 1), b["labels"][:, 1:].flatten()))
         elif args.role == "save_on_cpu":
             def forward(b):
                 with torch.autograd.graph.save_on_cpu():
-                    return model(**b).loss
+                    return loss(b)
         record["peak"] = peak_at_longest(model, forward, longest)
         if args.probe:
             print(f"peak {record['peak']}", flush=True)
             return
     record["setup_seconds"] = time.perf_counter() - t0
-    t = Training(trained, forward)
+    t = Training(trained, forward, opt)
 
     def step(i):
         t(i, steps[i % len(steps)])
         if count_plan:
             count_plan()
     print("ready", flush=True)
-    serve(step, lambda: dict(record, times=t.times, peaks=t.peaks, grads=t.grads))
+    serve(step, lambda: dict(record, times=t.times, peaks=t.peaks, grads=t.grads, error=t.error))
 
 
 def role_command(args, *role):
     common = ["--model", args.model, "--steps", args.steps, "--batch", args.batch, "--width", args.width,
               "--heads", args.heads, "--layers", args.layers, "--vocab", args.vocab, "--seed", args.seed,
-              "--threads", args.threads, "--collect-steps", args.collect_steps]
+              "--threads", args.threads, "--collect-steps", args.collect_steps, "--max-length", args.max_length]
     return [sys.executable, os.path.abspath(__file__)] + [str(a) for a in common + list(role)]
 
 
@@ -253,6 +404,12 @@ def main():
     p.add_argument("--collect-steps", type=int, default=4, help="memtrain's collection steps, left out of the means")
     p.add_argument("--full-rounds", type=int, default=3,
                    help="rounds through the batches at 100%% (two contenders: cheap, and a 3%% gap needs the steps)")
+    p.add_argument("--chunked", action="store_true",
+                   help="add the contenders that never hold the whole logits: memtrain's linear_cross_entropy and "
+                        "torchtune's chunked cross-entropy with every-k checkpointing")
+    p.add_argument("--max-length", type=int, default=0, help="cut Brown's sentences to this many words (0: none)")
+    p.add_argument("--section", default="peers_bench", help="the section of --out this run writes")
+    p.add_argument("--loss", default="full", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--role", help=argparse.SUPPRESS)
     p.add_argument("--planner", help=argparse.SUPPRESS)
@@ -274,7 +431,8 @@ def main():
         sections.append(bench_model(args))
     cpu = platform.processor() or platform.machine()
     head = [
-        "## memtrain.Module beside its peers on transformers' GPT-2 and Llama (Python)\n",
+        f"## memtrain.Module beside its peers on {', '.join(MODEL_NAMES[m] for m in args.models.split(','))}, "
+        f"vocabulary {args.vocab} (Python)\n",
         f"`{' '.join(['scripts/bench.sh peers'] + sys.argv[1:])}` ({datetime.date.today()}, {os.cpu_count()} cores "
         f"{cpu}, torch {torch.__version__}, {torch.get_num_threads()} threads). {args.layers} blocks, width "
         f"{args.width}, {args.heads} heads, vocabulary {args.vocab} (Brown's most frequent words), dropout 0.1, "
@@ -295,19 +453,25 @@ def main():
         "`last_step['overhead_seconds']`, as a share of its step. Setup: seconds from "
         "the process's start to its first timed step (memtrain's calibration; torch.compile's compilation; "
         "the two steps at the longest batch).\n",
+        ("Chunked contenders never hold the whole logits: `memtrain ... chunked` computes the head and the loss "
+         "with `Module.linear_cross_entropy` (its chunk chosen under the budget), `torchtune_k k` applies the head "
+         "to 8 chunks of the sequence and sums torchtune's CEWithChunkedOutputLoss over them, with every k-th block "
+         "checkpointed. Their gradients differ from the plain model's by rounding, so their `exact` is blank; "
+         "Liger-Kernel's fused linear cross-entropy is a Triton kernel and runs on a GPU only.\n"
+         if args.chunked else ""),
         "Rockmate is not in the table: rockmate 2.0.0 from PyPI does not import (its rkgb 2.0.0 package lacks "
         "`rkgb.core`), and rockmate 1.0.1 with rkgb 1.0.1 fails in rkgb's TorchScript graph builder on torch "
         "2.11 (\"TorchScript usually changes torch.dtype by weird integers, but here it's neither a dtype nor an "
         "integer\", building GPT-2); 1.0.1 also needs Gurobi (gurobipy).\n",
     ]
-    publish("peers_bench", "\n".join(head + sections) + "\n", args.out)
+    publish(args.section, "\n".join(head + sections) + "\n", args.out)
 
 
 def peer_command(args, peer, *more):
-    """The command of a peer named as "role" or "role value" (every_k's k,
-    compile_budget's fraction)."""
+    """The command of a peer named as "role" or "role value" (every_k's and
+    torchtune_k's k, compile_budget's fraction)."""
     role, *value = peer.split()
-    extra = ["--k", value[0]] if role == "every_k" else ["--fraction", value[0]] if value else []
+    extra = ["--k", value[0]] if role in ("every_k", "torchtune_k") else ["--fraction", value[0]] if value else []
     return role_command(args, "--role", role, *more, *extra)
 
 
@@ -349,6 +513,9 @@ def peers_for(args, budgets):
     peaks = {peer: probe(args, peer) for peer in ["hf_gc", "sac", "save_on_cpu"]}
     for k in sorted((int(k) for k in args.ks.split(",") if k), reverse=True):
         peaks[f"every_k {k}"] = probe(args, f"every_k {k}")
+    if args.chunked:
+        for k in sorted({1} | {int(k) for k in args.ks.split(",") if k}, reverse=True):
+            peaks[f"torchtune_k {k}"] = probe(args, f"torchtune_k {k}")
     fractions = {}  # activation_memory_budget fraction: peak
     for fraction in sorted({float(f) for f in args.fractions.split(",") if f}, reverse=True):
         fractions[fraction] = probe(args, f"compile_budget {fraction:g}")
@@ -388,6 +555,10 @@ def bench_model(args):
         for planner in args.planners.split(",") if percent != 100 else ["optimal"]:
             contenders[f"memtrain {planner}"] = Contender(
                 planner, role_command(args, "--role", "memtrain", "--planner", planner, "--budget-bytes", budget))
+        for planner in args.planners.split(",") if args.chunked and percent != 100 else []:
+            contenders[f"memtrain {planner} chunked"] = Contender(
+                planner, role_command(args, "--role", "memtrain", "--planner", planner, "--loss", "chunked",
+                                      "--budget-bytes", budget))
         for planner in [c for c in args.compiled.split(",") if c] if percent != 100 else []:
             contenders[f"memtrain {planner} compiled"] = Contender(
                 planner, role_command(args, "--role", "memtrain", "--planner", planner, "--compiled-blocks",
@@ -425,11 +596,16 @@ def table(args, budgets, peaks, groups):
 
     def row(name, r, budget, records):
         if "least" in r:
-            return f"| {name} | infeasible: least {r['least'] / 2**20:.1f} MiB | | | | | |"
+            return f"| {name} | refused, least {r['least'] / 2**20:.1f} MiB | | | | | | |"
         over = sum(p > budget for p in r["peaks"])
+        done = "yes" if not r.get("error") else f"no, {r['error']}"
+        if len(r["times"]) <= args.collect_steps:
+            return f"| {name} | {done} | {over} / {len(r['peaks'])} | | | | | |"
         share = f"{own(r) / mean(r):.1%}" if "own" in r else ""
-        return (f"| {name} | {over} / {len(r['peaks'])} | {mean(r):.4f} | {mean(r) / mean(records['plain']):.3f}x | "
-                f"{'yes' if exact_against(name, r, records) else 'no'} | {share} | {r.get('setup_seconds', 0):.1f} |")
+        exact = "" if "chunked" in name or name.startswith("torchtune") else (
+            "yes" if exact_against(name, r, records) else "no")
+        return (f"| {name} | {done} | {over} / {len(r['peaks'])} | {mean(r):.4f} | "
+                f"{mean(r) / mean(records['plain']):.3f}x | {exact} | {share} | {r.get('setup_seconds', 0):.1f} |")
 
     lines = [f"### {args.model}\n", f"Plain model's peak at the longest batch: {reference / 2**20:.1f} MiB. Peers' "
              "peaks at the longest batch, each measured alone: " +
@@ -437,7 +613,7 @@ def table(args, budgets, peaks, groups):
     full = groups[100]
     plain = full["plain"]
     m = full["memtrain optimal"]
-    if "least" not in m:
+    if "least" not in m and not m.get("error"):
         lines.append(f"**100%**: memtrain `optimal` {mean(m):.4f} s/step against the plain model's {mean(plain):.4f} "
                      f"s/step in the same turns, **{mean(m) / mean(plain):.3f}x** (planning each new size and the "
                      f"bookkeeping around each block included), {sum(p > reference for p in m['peaks'])} steps "
@@ -450,8 +626,8 @@ def table(args, budgets, peaks, groups):
         records = groups[percent]
         plain = records["plain"]
         lines += [f"**{percent}%** ({budget / 2**20:.1f} MiB)\n",
-                  "| contender | steps over budget | s/step | / plain | exact | memtrain's own | setup s |",
-                  "|---|---|---|---|---|---|---|",
+                  "| contender | completed | steps over budget | s/step | / plain | exact | memtrain's own | setup s |",
+                  "|---|---|---|---|---|---|---|---|",
                   row("plain (no budget)", plain, budget, records)]
         if "plain compiled" in records:
             lines.append(row("plain, blocks compiled (no budget)", records["plain compiled"], budget, records))
@@ -462,10 +638,11 @@ def table(args, budgets, peaks, groups):
         unfit = [p for p in peaks if peaks[p] > budget and p.split()[0] not in {n.split()[0] for n in timed_peers}]
         if unfit:
             lines.append("| does not fit (peak at the longest batch): " +
-                         ", ".join(f"{p} {peaks[p] / 2**20:.1f} MiB" for p in unfit) + " | | | | | | |")
+                         ", ".join(f"{p} {peaks[p] / 2**20:.1f} MiB" for p in unfit) + " | | | | | | | |")
 
         def within(r):
-            return "least" not in r and all(p <= budget for p in r["peaks"])
+            return ("least" not in r and not r.get("error") and len(r["times"]) > args.collect_steps
+                    and all(p <= budget for p in r["peaks"]))
         good_peers = {n: r for n, r in timed_peers.items() if within(r)}
         fastest_mine = min((n for n, r in mine.items() if within(r)), key=lambda n: mean(mine[n]), default=None)
         if good_peers and fastest_mine:
