@@ -2,8 +2,9 @@
 # One prepared run for a GPU machine that has PyTorch (CUDA), nvcc, CMake and
 # Ninja but nothing of memtrain's: builds the CLI, the CUDA tests and the
 # Python module against that machine's torch (scripts/build-cuda.sh), runs the
-# CUDA tests, imports the module and runs its CUDA tests, and prints the headline figures (the tagger
-# under mimose at 50% on CUDA). Each phase has a time limit, so the whole fits
+# CUDA tests, imports the module and runs its CUDA tests, trains a GPT of GPT-2 small's shape at a
+# 32000-word vocabulary under memtrain beside its peers (bench/gpu_whole_step.py), and prints the
+# headline figures (the tagger under mimose at 50% on CUDA). Each phase has a time limit, so the whole fits
 # in MEMTRAIN_GPU_SECONDS (480 by default) and a failed phase still leaves
 # the others' results. Everything it writes goes to OUTDIR; check.log says
 # what happened, phase by phase.
@@ -93,7 +94,19 @@ PYTHONPATH=build-cuda/python${pytest_path:+:$pytest_path} timeout "$(left 60)" "
   -p no:cacheprovider tests/python/test_cuda.py >>"$out/python-tests.log" 2>&1
 say "Python CUDA tests: exit $?; $(tail -1 "$out/python-tests.log")"
 
-# 5. Headline: the tagger at batch 32 under mimose at 50% on CUDA.
+# 5. The whole step at a real vocabulary: a GPT of GPT-2 small's shape,
+# vocabulary 32000, lengths 128-1024, the loss in the loop, under memtrain at
+# 100/50/30% beside every-k checkpointing and torch.compile's budget
+# (bench/gpu_whole_step.py); a dry run takes a small size on the CPU.
+shape=()
+[[ $gpu == 1 ]] || shape=(--device cpu --width 64 --heads 4 --layers 4 --batch 2 --min-length 16 --max-length 64
+  --steps 8 --fraction -1)
+PYTHONPATH=build-cuda/python:bench timeout "$(left 70)" "$python" bench/gpu_whole_step.py --out "$out/whole-step.md" \
+  "${shape[@]}" >>"$out/whole-step.log" 2>&1
+say "whole step at a real vocabulary: exit $?"
+[[ -f $out/whole-step.md ]] && tee -a "$log" <"$out/whole-step.md"
+
+# 6. Headline: the tagger at batch 32 under mimose at 50% on CUDA.
 device=cuda
 [[ $gpu == 1 ]] || device=cpu
 timeout "$(left 10)" "$memtrain" train --device "$device" --planner mimose --budget 50% \
