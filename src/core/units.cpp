@@ -54,26 +54,30 @@ OutOfBudget::OutOfBudget(const std::string& pool, Bytes request, Bytes live, Byt
 Bytes parse_bytes(const std::string& text, const std::string& what) {
   double number = 0;
   std::string unit;
-  const std::string valid = "expected a size such as 4096, 512KiB, 64MiB or 2GiB";
+  const std::string valid =
+      "expected a whole number of bytes such as 4096, 512KiB, 64MiB or 2GiB (KiB, MiB, GiB, TiB and K, M, G, T "
+      "are powers of 1024; kB, KB, MB, GB, TB powers of 1000)";
   if (!split_number(text, &number, &unit)) {
     throw UsageError(what + " '" + text + "' is not a size; " + valid);
   }
+  static const std::pair<const char*, double> units[] = {{"", 1},         {"B", 1},      {"KiB", 0x1p10}, {"K", 0x1p10},
+                                                         {"MiB", 0x1p20}, {"M", 0x1p20}, {"GiB", 0x1p30}, {"G", 0x1p30},
+                                                         {"TiB", 0x1p40}, {"T", 0x1p40}, {"kB", 1e3},     {"KB", 1e3},
+                                                         {"MB", 1e6},     {"GB", 1e9},   {"TB", 1e12}};
   double scale = 0;
-  if (unit.empty() || unit == "B")
-    scale = 1;
-  else if (unit == "KiB" || unit == "KB" || unit == "K" || unit == "k")
-    scale = KiB;
-  else if (unit == "MiB" || unit == "MB" || unit == "M")
-    scale = MiB;
-  else if (unit == "GiB" || unit == "GB" || unit == "G")
-    scale = GiB;
-  else
-    throw UsageError(what + " '" + text + "' has unknown unit '" + unit + "'; " + valid);
+  for (const auto& [name, value] : units) {
+    if (unit == name) scale = value;
+  }
+  if (scale == 0) throw UsageError(what + " '" + text + "' has unknown unit '" + unit + "'; " + valid);
   const double bytes = number * scale;
   if (bytes < 1 || bytes > 9.0e18) {
     throw UsageError(what + " '" + text + "' is out of range; expected at least 1 byte");
   }
-  return static_cast<Bytes>(std::llround(bytes));
+  if (bytes != std::floor(bytes)) {
+    throw UsageError(what + " '" + text + "' is " + format_number("%.6g", bytes) + " bytes, not a whole number; " +
+                     valid);
+  }
+  return static_cast<Bytes>(bytes);
 }
 
 double parse_bandwidth(const std::string& text, const std::string& what) {

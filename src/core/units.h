@@ -14,7 +14,9 @@ constexpr Bytes KiB = 1024;
 constexpr Bytes MiB = 1024 * KiB;
 constexpr Bytes GiB = 1024 * MiB;
 
-// Parses "123", "64KiB", "1.5 MiB", "2GiB" (also KB/MB/GB as binary units).
+// Parses "123", "64KiB", "1.5 MiB", "2GiB": KiB, MiB, GiB, TiB and K, M, G,
+// T are powers of 1024; kB, KB, MB, GB and TB powers of 1000. A size that
+// is not a whole number of bytes ("1.5") is refused.
 // `what` names the input in the error, e.g. "--budget".
 Bytes parse_bytes(const std::string& text, const std::string& what);
 

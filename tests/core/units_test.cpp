@@ -6,12 +6,26 @@
 namespace memtrain {
 namespace {
 
-TEST(ParseBytes, AcceptsPlainAndBinaryUnits) {
+TEST(ParseBytes, AcceptsPlainBinaryAndDecimalUnits) {
   EXPECT_EQ(parse_bytes("4096", "--x"), 4096);
   EXPECT_EQ(parse_bytes("64KiB", "--x"), 64 * 1024);
   EXPECT_EQ(parse_bytes("1.5 MiB", "--x"), 3 * 512 * 1024);
   EXPECT_EQ(parse_bytes("2GiB", "--x"), 2LL * 1024 * 1024 * 1024);
-  EXPECT_EQ(parse_bytes("  80MB ", "--x"), 80LL * 1024 * 1024);
+  EXPECT_EQ(parse_bytes("512M", "--x"), 512LL * 1024 * 1024);
+  EXPECT_EQ(parse_bytes("  80MB ", "--x"), 80LL * 1000 * 1000);
+  EXPECT_EQ(parse_bytes("1 GB", "--x"), 1000LL * 1000 * 1000);
+  EXPECT_EQ(parse_bytes("2kB", "--x"), 2000);
+}
+
+TEST(ParseBytes, RefusesFractionsOfAByte) {
+  for (const char* bad : {"1.5", "0.3KiB", "1.0000001MiB"}) {
+    try {
+      parse_bytes(bad, "--budget");
+      FAIL() << "accepted '" << bad << "'";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("whole number"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(ParseBytes, RejectsWithTheFlagAndTheValue) {
