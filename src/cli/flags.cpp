@@ -23,17 +23,23 @@ Flags::Flags(const std::vector<std::string>& args, const std::set<std::string>& 
       name = name.substr(0, eq);
     } else if (switches.count(name)) {
       value = "1";
+    } else if (i + 1 >= args.size() || args[i + 1].compare(0, 2, "--") == 0) {
+      // Whether this is a flag that lacks its value or a flag the command
+      // does not know, only a lookup can tell (check_all_used()).
+      if (!missing_value_.insert(name).second) throw UsageError(command_ + ": flag --" + name + " is given twice");
+      continue;
     } else {
-      if (i + 1 >= args.size()) throw UsageError(command_ + ": flag --" + name + " needs a value");
       value = args[++i];
     }
-    if (values_.count(name)) throw UsageError(command_ + ": flag --" + name + " is given twice");
+    if (values_.count(name) || missing_value_.count(name))
+      throw UsageError(command_ + ": flag --" + name + " is given twice");
     values_[name] = value;
   }
 }
 
 bool Flags::has(const std::string& name) {
   used_.insert(name);
+  if (missing_value_.count(name)) throw UsageError(command_ + ": flag --" + name + " needs a value");
   return values_.count(name) > 0;
 }
 
@@ -82,7 +88,9 @@ std::string Flags::choice(const std::string& name, const std::string& fallback,
 }
 
 void Flags::check_all_used() const {
-  for (const auto& [name, value] : values_) {
+  std::set<std::string> given = missing_value_;
+  for (const auto& [name, value] : values_) given.insert(name);
+  for (const std::string& name : given) {
     if (!used_.count(name)) {
       throw UsageError(command_ + ": unknown flag --" + name + "; see memtrain " + command_ + " --help");
     }

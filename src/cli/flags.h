@@ -27,6 +27,7 @@ class Flags {
  private:
   std::string command_;
   std::map<std::string, std::string> values_;
+  std::set<std::string> missing_value_;  // given last, or before another flag: a lookup says it needs a value
   std::set<std::string> used_;
 };
 

@@ -26,6 +26,7 @@ struct LinkFlags {
   double host_to_device = 0;  // bytes/s
   // Sets the chain's bandwidths where a flag gave one.
   void apply(Chain& chain) const;
+  bool given() const { return device_to_host > 0 || host_to_device > 0; }
 };
 LinkFlags parse_link_flags(Flags& flags);
 

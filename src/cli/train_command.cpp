@@ -153,7 +153,14 @@ void read_training_options(Flags& flags, TrainRequest& r) {
   options.refine_link = !flags.has("fixed-link");
   Chain calibrated;
   if (flags.has("calibration")) calibrated = read_chain_file(flags.text("calibration", ""));
-  parse_link_flags(flags).apply(calibrated);
+  const LinkFlags link = parse_link_flags(flags);
+  if (link.given() && !runtime::needs_host_link(*planner, weights.on_host)) {
+    throw UsageError(
+        "train: the host link's bandwidth (--bandwidth, --d2h-bandwidth, --h2d-bandwidth) is for "
+        "planners that copy to host memory (swap, tensile) or --weights-on host; planner " +
+        options.planner + " never copies, so it would be ignored");
+  }
+  link.apply(calibrated);
   options.device_to_host_bandwidth = calibrated.device_to_host_bandwidth;
   options.host_to_device_bandwidth = calibrated.host_to_device_bandwidth;
   // Plans that copy to the host need the link's bandwidth: measured here, as
@@ -214,6 +221,11 @@ void read_run_settings(Flags& flags, TrainRequest& r) {
     runtime::check_training_modes(modes);
   } catch (const UsageError& e) {
     throw UsageError(std::string("train: ") + e.what());
+  }
+  if (!r.checkpoint_dir.empty() && r.checkpoint_every == 0 && !r.resume) {
+    throw UsageError("train: --checkpoint-dir " + r.checkpoint_dir +
+                     " writes nothing and reads nothing alone; give --checkpoint-every K to write a checkpoint "
+                     "every K steps, --resume to go on from one, or both");
   }
   options.checkpoints = modes.checkpoints;
 }
@@ -414,6 +426,11 @@ void train_here(TrainRun& run) {
       r.checkpoint_dir.empty() ? "" : r.checkpoint_dir + "/memtrain-rank" + std::to_string(run.rank) + ".ckpt";
   if (!checkpoint.empty() && ::mkdir(r.checkpoint_dir.c_str(), 0755) != 0 && errno != EEXIST)
     throw Error("train: cannot make the checkpoint folder " + r.checkpoint_dir + ": " + std::strerror(errno));
+  struct stat folder {};
+  if (!checkpoint.empty() && (::stat(r.checkpoint_dir.c_str(), &folder) != 0 || !S_ISDIR(folder.st_mode))) {
+    throw UsageError("train: --checkpoint-dir " + r.checkpoint_dir +
+                     " is not a folder; give a folder (memtrain makes it when it does not exist)");
+  }
   if (r.resume) {
     trainer.resume(checkpoint);
     if (run.speaks)

@@ -1,6 +1,8 @@
 #include "core/json_fields.h"
 
+#include <sys/stat.h>
 #include <cmath>
+
 #include <fstream>
 
 #include "core/error.h"
@@ -62,6 +64,10 @@ void expect_object(const json& value, const std::string& where) {
 }
 
 json read_json_file(const std::string& path, const std::string& kind) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    throw UsageError(kind + " file '" + path + "' is a folder; expected a JSON file");
+  }
   std::ifstream in(path);
   if (!in) throw Error(kind + " file '" + path + "' cannot be opened; expected a readable JSON file");
   json j;
@@ -69,6 +75,8 @@ json read_json_file(const std::string& path, const std::string& kind) {
     in >> j;
   } catch (const json::parse_error& e) {
     throw Error(kind + " file '" + path + "' is not valid JSON: " + e.what());
+  } catch (const std::exception& e) {
+    throw Error(kind + " file '" + path + "' cannot be read: " + e.what());
   }
   return j;
 }

@@ -106,6 +106,25 @@ TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   EXPECT_EQ(run({"data", "pack", "--help"}).status, 0);
 }
 
+TEST(Commands, FlagsThatCannotWorkAreRefusedByName) {
+  testing::TempDir dir;
+  const std::string file = dir.path() + "/not-a-folder";
+  std::ofstream(file) << "x";
+  // An unknown flag is unknown wherever it stands; a known one given last lacks its value.
+  expect_refused({"train", "--steps", "2", "--frobnicate"}, "train: unknown flag --frobnicate");
+  expect_refused({"train", "--frobnicate", "--steps", "2"}, "train: unknown flag --frobnicate");
+  expect_refused({"train", "--steps"}, "train: flag --steps needs a value");
+  expect_refused({"train", "--checkpoint-dir", dir.path()},
+                 "writes nothing and reads nothing alone; give --checkpoint-every K");
+  expect_refused({"train", "--planner", "mimose", "--bandwidth", "25GB/s"}, "planner mimose never copies");
+  expect_refused({"plan", "--chain", dir.path(), "--budget", "1MiB"}, "is a folder; expected a JSON file");
+  expect_refused({"train", "--budget", "1.5"}, "--budget '1.5' is 1.5 bytes, not a whole number");
+  const Outcome o = run({"train", "--steps", "1", "--checkpoint-dir", file, "--checkpoint-every", "1"});
+  EXPECT_EQ(o.status, 2) << o.err;
+  EXPECT_NE(o.err.find("--checkpoint-dir " + file + " is not a folder"), std::string::npos) << o.err;
+  EXPECT_EQ(o.err.find("Exception raised from"), std::string::npos) << o.err;  // no c10 backtrace
+}
+
 TEST(Commands, DataPackWritesShardsOfTheRealDatasets) {
   testing::TempDir dir;
   ASSERT_EQ(run({"data", "pack", "--from", "fashion-mnist", "--out", dir.path() + "/fm", "--resolution", "64",

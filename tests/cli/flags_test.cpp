@@ -37,7 +37,15 @@ TEST(Flags, ErrorsNameTheFlagAndTheValidRange) {
               Flags({"--lr", "x"}, {}, "train").real("lr", 1, 0, 2);
             }).rfind("--lr 'x' is not a number", 0),
             0u);
-  EXPECT_EQ(error_of([] { Flags({"--steps"}, {}, "train"); }), "train: flag --steps needs a value");
+  // A flag with no value (last, or before another flag) lacks it if the command knows it, and is
+  // unknown otherwise: only a lookup can tell which.
+  EXPECT_EQ(error_of([] { Flags({"--steps"}, {}, "train").has("steps"); }), "train: flag --steps needs a value");
+  EXPECT_EQ(error_of([] {
+              Flags({"--steps", "--lr", "1"}, {}, "train").integer("steps", 1, 1, 9);
+            }),
+            "train: flag --steps needs a value");
+  EXPECT_EQ(error_of([] { Flags({"--bogus"}, {}, "train").check_all_used(); }),
+            "train: unknown flag --bogus; see memtrain train --help");
   EXPECT_EQ(error_of([] { Flags({"steps"}, {}, "train"); }),
             "train: unexpected argument 'steps'; flags look like --name value");
   EXPECT_EQ(error_of([] { Flags({"--a", "1", "--a", "2"}, {}, "train"); }), "train: flag --a is given twice");
