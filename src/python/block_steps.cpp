@@ -199,7 +199,12 @@ torch::Tensor BlockSteps::forward(int block, const torch::Tensor& input) {
         (execution_ && forwarded_ >= block ? "again in one forward" : "before block " + std::to_string(block - 1)) +
         "; memtrain plans blocks that the model's forward calls once each, in order");
   }
-  run_forward_to(block);
+  try {
+    run_forward_to(block);
+  } catch (...) {
+    cancel();  // a step that cannot go on: nothing of it stays, the budget's enforcement neither
+    throw;
+  }
   forwarded_ = block;
   torch::Tensor output = execution_->output_of(block);
   MEMTRAIN_ASSERT(output.defined(), "a block's forward leaves its output");
@@ -264,10 +269,25 @@ void BlockSteps::fold_caller_memory() {
 
 torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy) {
   const auto counted = memory_.activate();
-  if (step != step_id_ || !execution_ || forwarded_ != blocks() - 1) {
-    throw UsageError(
-        "this output's step is no longer running (a later forward replaced it); call backward before the next "
-        "forward");
+  if (step != step_id_) {
+    throw UsageError("block " + std::to_string(block) +
+                     "'s backward belongs to a step a later forward replaced; memtrain runs one step at a time: "
+                     "call backward before the next forward");
+  }
+  if (!execution_ && step == finished_step_id_) {
+    throw UsageError("block " + std::to_string(block) +
+                     "'s backward ran already in this step: a second backward through the blocks (after "
+                     "backward(retain_graph=True)) is not supported by memtrain; run the forward again");
+  }
+  if (!execution_) {
+    throw UsageError("block " + std::to_string(block) +
+                     "'s step was abandoned (its output was dropped, or the code after the blocks ran out of "
+                     "budget); run the forward again");
+  }
+  if (forwarded_ != blocks() - 1) {
+    throw UsageError("the forward called blocks 0.." + std::to_string(forwarded_) + " of " + std::to_string(blocks()) +
+                     " and then the backward began; memtrain plans a forward that calls every block once, in order "
+                     "(an early exit or a dropped layer is not supported: pass blocks= the ones every forward calls)");
   }
   if (block == blocks() - 1) {
     memory_.synchronize();
@@ -294,9 +314,14 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
     execution_->set_gradient(dy.defined() ? dy : torch::zeros_like(execution_->output_of(block)));
   }
   try {
-    run_backward_to(block);
-  } catch (const OutOfBudget& oob) {
-    replay_to(block, oob);
+    try {
+      run_backward_to(block);
+    } catch (const OutOfBudget& oob) {
+      replay_to(block, oob);
+    }
+  } catch (...) {
+    cancel();  // as in forward()
+    throw;
   }
   torch::Tensor dx = execution_->gradient();
   last_dx_ = dx;
@@ -349,6 +374,7 @@ void BlockSteps::replay_to(int block, const OutOfBudget& first) {
 void BlockSteps::end_step() {
   runtime::ExecutionResult result = execution_->finish();
   execution_.reset();
+  finished_step_id_ = step_id_;
   kept_dy_ = last_dx_ = torch::Tensor();
   memory_.set_enforced(false);
   const std::int64_t size = batch_.signature.size;

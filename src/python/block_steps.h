@@ -186,7 +186,8 @@ class BlockSteps {
 
   // The running step.
   long step_id_ = 0;
-  int forwarded_ = -1;  // the last block whose call returned
+  long finished_step_id_ = 0;  // the last step whose backward ended
+  int forwarded_ = -1;         // the last block whose call returned
   runtime::Batch batch_;
   runtime::StepContext ctx_;
   runtime::StepChoice choice_;

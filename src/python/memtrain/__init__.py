@@ -16,6 +16,8 @@ activations to keep and which to recompute so the step fits the budget, and
 runs that plan; gradients are those of the plain model, bit for bit.
 """
 
+import copy
+
 import torch  # first: the native module converts torch's tensors
 
 from ._built_for import TORCH_VERSION as _BUILT_FOR_TORCH
@@ -106,6 +108,7 @@ class Module(torch.nn.Module):
     def __init__(self, model, budget, blocks=None, planner="mimose", sample=None, collect_steps=4, bandwidth=None,
                  optimizer=None, _prediction_scale=1.0):
         super().__init__()
+        _check_arguments(budget, planner, collect_steps)
         if blocks is None and isinstance(model, (torch.nn.Sequential, list, tuple, torch.nn.ModuleList)):
             # A chain: its stages are the blocks, called one after another.
             model = _as_sequential(model)
@@ -127,11 +130,18 @@ class Module(torch.nn.Module):
                 for t in list(self.parameters()) + [b for b in self.buffers() if b is not None]:
                     t.data = t.data.clone()
         blocks = _blocks.blocks_of(model, blocks)
+        if any(isinstance(b.__dict__.get("forward"), _blocks.BlockForward) for b in blocks):
+            raise UsageError(f"{type(model).__name__} is wrapped by a memtrain.Module already (its blocks run "
+                             "through it); wrap a model once, or wrap a copy.deepcopy of the Module's model")
+        if not any(p.requires_grad for p in model.parameters()):
+            raise UsageError(f"every parameter of {type(model).__name__} is frozen (requires_grad=False): a "
+                             "training step has nothing to train; memtrain.Module plans training steps")
         inside = {id(p) for block in blocks for p in block.parameters()}
         outer = [p for p in model.parameters() if p.requires_grad and id(p) not in inside]
         self._blocks = _blocks.PlannedBlocks(blocks, budget, planner, collect_steps, bandwidth, _prediction_scale,
                                              str(device), outer)
         self._runner = self._blocks.runner
+        self._options = {"planner": planner, "collect_steps": collect_steps, "bandwidth": bandwidth}
         self._blocks.set_outer_buffers(model)
         self._device = device
         if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
@@ -144,6 +154,10 @@ class Module(torch.nn.Module):
 
     def _calibrate(self, sample, optimizer=None):
         args, kwargs = _blocks.sample_arguments(sample)
+        for t in _blocks.tensors_of((args, kwargs)):
+            if t.numel() == 0:
+                raise UsageError(f"sample holds an empty tensor (shape {tuple(t.shape)}); give the largest input "
+                                 "the model will see")
         params = [p for p in self.parameters() if p.requires_grad]
         grads = [p.grad for p in params]
         buffers = [(b, b.clone()) for b in self.buffers() if b is not None]
@@ -203,6 +217,28 @@ class Module(torch.nn.Module):
                 for p, w, g in zip(params, weights, grads):
                     p.copy_(w)
                     p.grad = g
+
+    def __deepcopy__(self, memo):
+        """An independent Module: a deep copy of the model, under the same
+        budget in bytes and the same planner, with plan state of its own
+        (it learns its steps from the start, as a Module made without a
+        sample does)."""
+        blocks = self._blocks.blocks
+        patched = [b.__dict__.pop("forward") for b in blocks]  # the copy gets the blocks' own forward
+        try:
+            model = copy.deepcopy(self._model, memo)
+        finally:
+            for b, forward in zip(blocks, patched):
+                b.forward = forward
+        return Module(model, budget=self.budget_bytes, blocks=[memo[id(b)] for b in blocks], **self._options)
+
+    def __copy__(self):
+        raise UsageError("copy.copy of a memtrain.Module would share its model and its plan state; use "
+                         "copy.deepcopy for an independent Module")
+
+    def __reduce_ex__(self, protocol):
+        raise UsageError("a memtrain.Module is not picklable: it runs native plan state; save its state_dict() "
+                         "(the model's own keys) and wrap a new model")
 
     def train(self, mode=True):
         super().train(mode)
@@ -276,6 +312,18 @@ class Module(torch.nn.Module):
         chunk = tokens if free is None else _chunk_tokens_for(tokens, weight.shape[0], free)
         return linear_cross_entropy(hidden, weight, targets, bias, ignore_index=ignore_index, reduction=reduction,
                                     chunk_tokens=chunk)
+
+
+def _check_arguments(budget, planner, collect_steps):
+    """Refusals of arguments the native module would take for something
+    else, naming the argument and what would be valid."""
+    if not isinstance(planner, str):
+        raise UsageError(f"planner {planner!r} is not a planner's name; expected one of {planner_names()}")
+    if isinstance(collect_steps, bool) or not isinstance(collect_steps, int):
+        raise UsageError(f"collect_steps {collect_steps!r} is not a number of steps; expected an integer 0..10")
+    if isinstance(budget, int) and not isinstance(budget, bool) and not 0 < budget < 2**62:
+        raise UsageError(f"budget {budget} bytes is out of range; expected 1..2**62 bytes, text such as '512MiB', "
+                         "or 'N%'")
 
 
 def plan(model_or_chain, budget, planner="optimal"):

@@ -104,15 +104,15 @@ def _primary(result, where):
                         "tuple or output object whose first tensor is its output")
 
 
-def _tensors(value):
+def tensors_of(value):
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, (tuple, list)):
         for v in value:
-            yield from _tensors(v)
+            yield from tensors_of(v)
     elif isinstance(value, Mapping):
         for v in value.values():
-            yield from _tensors(v)
+            yield from tensors_of(v)
 
 
 class _BlockCall(torch.autograd.Function):
@@ -120,12 +120,14 @@ class _BlockCall(torch.autograd.Function):
     to the block's return; its backward runs the schedule to the block's
     backward, which accumulates the parameters' gradients itself (through
     their own accumulators, so hooks on them, DistributedDataParallel's
-    among them, see each gradient once). `needs_grad`: a leaf that needs a
-    gradient, given when the input needs none but the block's parameters
-    do, so that the output needs one."""
+    among them, see each gradient once). `probe`: a leaf that needs a
+    gradient, given whenever the output needs one (so it does even when the
+    input needs none): a backward that will not accumulate into it is not
+    one that fills .grad (torch.autograd.grad, or backward(inputs=...)),
+    which memtrain's backward, writing the blocks' .grad, cannot honour."""
 
     @staticmethod
-    def forward(ctx, blocks, index, x, needs_grad):
+    def forward(ctx, blocks, index, x, probe):
         ctx.blocks = blocks
         ctx.index = index
         y = blocks.runner.forward(index, x)
@@ -140,6 +142,7 @@ class _BlockCall(torch.autograd.Function):
         if hasattr(ctx, "guard"):
             ctx.guard.reached = True
         blocks = ctx.blocks
+        _check_backward(ctx)
         dx = blocks.runner.backward(ctx.step, ctx.index, dy)
         if not ctx.needs_input_grad[2]:
             dx = None
@@ -151,7 +154,22 @@ class _BlockCall(torch.autograd.Function):
         return None, None, dx, None
 
 
-_NEEDS_GRAD = torch.empty(0, requires_grad=True)
+def _check_backward(ctx):
+    """Refuses a backward through the blocks that memtrain's cannot be."""
+    if torch.is_grad_enabled():
+        raise _native.UsageError(
+            "a backward with create_graph=True (a gradient of a gradient) reached a memtrain.Module's blocks; "
+            "memtrain's backward computes first gradients only: compute higher derivatives on the plain model")
+    accumulator = ctx.next_functions[-1][0]  # the probe's: the last tensor argument
+    try:
+        fills_grad = torch._C._will_engine_execute_node(accumulator)
+    except RuntimeError:  # torch.autograd.grad(): no leaf accumulates
+        fills_grad = False
+    if not fills_grad:
+        raise _native.UsageError(
+            "torch.autograd.grad (or backward(inputs=...)) reached a memtrain.Module's blocks; memtrain's backward "
+            "accumulates every block's gradients into .grad as loss.backward() does, so it cannot return them or "
+            "leave .grad alone: call loss.backward() and read .grad")
 
 
 class _StepGuard:
@@ -182,6 +200,7 @@ class PlannedBlocks:
         self.originals = [b.forward for b in blocks]
         self.params = [[p for p in b.parameters() if p.requires_grad] for b in blocks]
         self.calling = None  # the block whose call is running its first forward
+        self.probe = torch.empty(0, requires_grad=True)  # _BlockCall's
         self.outer_buffers = []  # the model's buffers outside the blocks (set_outer_buffers)
         self.outer_versions = None  # their versions when the Module was last called (StepEntry)
         self.changing = set()  # indices of those that steps change in place
@@ -193,7 +212,7 @@ class PlannedBlocks:
         self.runner = _native.BlockRunner(blocks, names, calls, budget, planner, collect_steps, bandwidth,
                                           prediction_scale, device, list(outer))
         for i, block in enumerate(blocks):
-            block.forward = _BlockForward(me, i, self.originals[i])
+            block.forward = BlockForward(me, i, self.originals[i])
 
     def set_outer_buffers(self, model):
         inside = {id(b) for block in self.blocks for b in block.buffers()}
@@ -206,7 +225,7 @@ class PlannedBlocks:
             raise _native.UsageError(f"{where} was called without a tensor as its first argument; memtrain plans "
                                      "blocks whose first argument is the tensor the block before returned")
         x, rest = args[0], args[1:]
-        for t in _tensors((rest, kwargs)):
+        for t in tensors_of((rest, kwargs)):
             if t.requires_grad:
                 raise _native.UsageError(
                     f"{where} was called with a tensor other than its input that needs a gradient (shape "
@@ -220,10 +239,10 @@ class PlannedBlocks:
                 f"{where}'s input is not what block {i - 1} returned; memtrain plans blocks that the forward calls "
                 "one after another, each on the output of the one before (pass blocks= the ones that are)")
         self.calls[i] = (rest, kwargs, _autocast_state())
-        needs_grad = _NEEDS_GRAD if not x.requires_grad and self.params[i] else None
+        probe = self.probe if x.requires_grad or self.params[i] else None
         self.calling = i
         try:
-            y = _BlockCall.apply(self, i, x, needs_grad)
+            y = _BlockCall.apply(self, i, x, probe)
         finally:
             self.calling = None
         self.last_output = y if i + 1 < len(self.blocks) else None
@@ -247,7 +266,7 @@ class PlannedBlocks:
         if torch.is_grad_enabled() and not self.checked[i] and not isinstance(result, torch.Tensor):
             # A run with grad shows what needs a gradient (a run without,
             # the first one of a checkpointed block, cannot).
-            for t in _tensors(rebuild(None)):
+            for t in tensors_of(rebuild(None)):
                 if t.requires_grad:
                     raise _native.Error(f"{where} returned a tensor besides its output that needs a gradient (shape "
                                         f"{tuple(t.shape)}); memtrain plans blocks whose other results need none")
@@ -292,7 +311,7 @@ class _RunBlock:
         return self.blocks_ref().run(self.index, x)
 
 
-class _BlockForward:
+class BlockForward:
     """A block's forward while memtrain plans it: with grad, a step of the
     chain; without (inference, torch.no_grad()), the block's own forward."""
 
@@ -334,7 +353,7 @@ def loss_of(output):
     loss = output.get("loss") if isinstance(output, Mapping) else None
     if isinstance(loss, torch.Tensor):
         return loss
-    for t in _tensors(output):
+    for t in tensors_of(output):
         if t.requires_grad:
             if t.is_floating_point() and t.dim() >= 2 and t.shape[-1] >= 2:
                 logits = t.flatten(0, -2).float()

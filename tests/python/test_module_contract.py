@@ -1,0 +1,128 @@
+"""memtrain.Module keeps the contract of a torch module: copies are
+independent, what autograd calls memtrain cannot honour are refused by name,
+and bad arguments are refused naming the argument and what is valid."""
+
+import copy
+import pickle
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import memtrain
+from models import MaskedGPT
+
+
+def batch(length=24, rows=4, seed=0):
+    return torch.randint(0, 300, (rows, length), generator=torch.Generator().manual_seed(seed))
+
+
+def lm_loss(logits, ids):
+    return F.cross_entropy(logits.flatten(0, 1), ids.flatten())
+
+
+def wrapped(**kwargs):
+    # In bytes, with room for a second model: the budget counts every tensor of the process.
+    return memtrain.Module(MaskedGPT(layers=4), budget="64MiB", sample=batch(32), **kwargs)
+
+
+def test_a_deep_copy_trains_itself_and_never_the_original():
+    m = wrapped()
+    ema = copy.deepcopy(m)
+    assert isinstance(ema, memtrain.Module) and ema.budget_bytes == m.budget_bytes
+    assert all(p is not q for p, q in zip(m.parameters(), ema.parameters()))
+    plain = MaskedGPT(layers=4)
+    for step in range(6):
+        ids = batch(16 + 4 * step, seed=step)
+        for model in (plain, ema):
+            model.zero_grad(set_to_none=True)
+            torch.manual_seed(step)
+            lm_loss(model(ids), ids).backward()
+        assert all(p.grad is None for p in m.parameters()), "the copy's step reached the original"
+        for (name, p), q in zip(plain.named_parameters(), ema.parameters()):
+            assert torch.equal(p.grad, q.grad), f"step {step}: {name}"
+    assert ema.last_step["step"] == 6 and m.last_step is None
+
+
+def test_shallow_copies_and_pickles_are_refused_by_name():
+    m = wrapped()
+    with pytest.raises(memtrain.UsageError, match="copy.copy of a memtrain.Module"):
+        copy.copy(m)
+    with pytest.raises(memtrain.UsageError, match="not picklable.*state_dict"):
+        pickle.dumps(m)
+
+
+def test_wrapping_a_model_twice_is_refused():
+    model = MaskedGPT(layers=4)
+    memtrain.Module(model, budget="70%", sample=batch(32))
+    with pytest.raises(memtrain.UsageError, match="wrapped by a memtrain.Module already"):
+        memtrain.Module(model, budget="70%", sample=batch(32))
+
+
+@pytest.mark.parametrize("call", ["grad", "grad_unused", "backward_inputs", "create_graph"])
+def test_autograd_calls_memtrain_cannot_honour_are_refused_and_leave_grad_alone(call):
+    m = wrapped()
+    ids = batch()
+    loss = lm_loss(m(ids), ids)
+    params = list(m.parameters())
+    with pytest.raises(RuntimeError, match="memtrain.Module's blocks") as refused:
+        if call == "grad":
+            torch.autograd.grad(loss, params)
+        elif call == "grad_unused":
+            torch.autograd.grad(loss, params, allow_unused=True)
+        elif call == "backward_inputs":
+            loss.backward(inputs=params[:1])
+        else:
+            loss.backward(create_graph=True)
+    assert ("create_graph" if call == "create_graph" else "autograd.grad") in str(refused.value)
+    if call != "backward_inputs":
+        assert all(p.grad is None for p in m.blocks[0].parameters())
+
+
+def test_a_second_backward_and_an_early_exit_say_what_happened():
+    m = wrapped()
+    ids = batch()
+    loss = lm_loss(m(ids), ids)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="second backward through the blocks"):
+        loss.backward()
+
+    def early_exit(model, ids):  # layer drop: only the first two blocks
+        length = ids.shape[1]
+        mask = torch.triu(torch.full((length, length), float("-inf")), 1)
+        x = model.embed(ids)
+        for block in list(model.blocks)[:2]:
+            x, _ = block(x, mask)
+        return model.head(model.norm(x))
+    with pytest.raises(RuntimeError, match="called blocks 0..1 of 4"):
+        lm_loss(early_exit(m, ids), ids).backward()
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    ({"planner": None}, "planner None is not a planner's name"),
+    ({"planner": 3}, "planner 3 is not a planner's name"),
+    ({"collect_steps": "a"}, "collect_steps 'a' is not a number of steps"),
+    ({"budget": 2**70}, "is out of range; expected 1..2\\*\\*62"),
+    ({"budget": "1.5"}, "not a whole number"),
+])
+def test_bad_arguments_name_themselves(kwargs, words):
+    args = {"budget": "70%", "sample": batch(32), **kwargs}
+    with pytest.raises(memtrain.UsageError, match=words):
+        memtrain.Module(MaskedGPT(layers=4), **args)
+
+
+def test_a_frozen_model_and_an_empty_sample_are_refused_by_name():
+    frozen = MaskedGPT(layers=4).requires_grad_(False)
+    with pytest.raises(memtrain.UsageError, match="every parameter of MaskedGPT is frozen"):
+        memtrain.Module(frozen, budget="70%", sample=batch(32))
+    with pytest.raises(memtrain.UsageError, match="sample holds an empty tensor"):
+        memtrain.Module(MaskedGPT(layers=4), budget="70%", sample=batch(0))
+
+
+def test_a_step_that_cannot_run_ends_and_leaves_the_process_unbudgeted():
+    m = memtrain.Module(MaskedGPT(layers=4), budget="1MiB")  # no sample: the first step finds out
+    ids = batch()
+    with pytest.raises(memtrain.Error, match="does not fit the budget"):
+        m(ids)
+    big = torch.zeros(4 << 20)  # 16 MiB outside a step: never refused
+    assert big.numel() == 4 << 20
