@@ -36,6 +36,7 @@ import functools
 import io
 import os
 import platform
+import shlex
 import statistics
 import sys
 import time
@@ -433,7 +434,7 @@ def main():
     head = [
         f"## memtrain.Module beside its peers on {', '.join(MODEL_NAMES[m] for m in args.models.split(','))}, "
         f"vocabulary {args.vocab} (Python)\n",
-        f"`{' '.join(['scripts/bench.sh peers'] + sys.argv[1:])}` ({datetime.date.today()}, {os.cpu_count()} cores "
+        f"`{shlex.join(['scripts/bench.sh', 'peers'] + sys.argv[1:])}` ({datetime.date.today()}, {os.cpu_count()} cores "
         f"{cpu}, torch {torch.__version__}, {torch.get_num_threads()} threads). {args.layers} blocks, width "
         f"{args.width}, {args.heads} heads, vocabulary {args.vocab} (Brown's most frequent words), dropout 0.1, "
         f"Adam; {args.steps} Brown batches of {args.batch} sentences, the length changing every step. Budget: N% of "
