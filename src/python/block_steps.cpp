@@ -72,6 +72,7 @@ torch::Tensor BlockSteps::exchange(const torch::Tensor& output) {
 
 void BlockSteps::cancel() {
   abandon_running_step();
+  again_ = false;
   execution_.reset();
   dy_ = kept_dy_ = last_dx_ = torch::Tensor();
   memory_.set_enforced(false);
@@ -161,6 +162,33 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, runtime::StepChoice& ch
                        "; nothing of this step ran: give a budget of at least " + format_bytes(least) +
                        " or a smaller input",
                    least);
+}
+
+void BlockSteps::run_step_again() {
+  // The step's forward again, with its calls, its random draws and its
+  // buffers as at its start, under the least-memory schedule (the caller's
+  // retained graph is alive through it): this backward reads what the first
+  // one read, the parameters' gradients accumulate onto the first's, and the
+  // caller's random stream is left where it is.
+  const runtime::RngSnapshot now = runtime::RngSnapshot::capture(default_generator());
+  start_buffers_->restore();
+  start_rng_->restore(default_generator());
+  if (batch_.input.requires_grad()) batch_.input.mutable_grad() = torch::Tensor();  // the first backward's
+  choice_ = {steps_.most_frugal(batch_.signature.size), runtime::PlanKind::Retry, 0};
+  ctx_ = runtime::StepContext{};
+  ctx_.generator = default_generator();
+  memory_.set_budget(budget_);
+  memory_.set_enforced(planner().respects_budget());
+  execution_ = executor_->start(choice_.schedule, batch_, ctx_);
+  again_ = true;
+  try {
+    run_until_forward_of_later(blocks() - 1);
+  } catch (...) {
+    cancel();
+    throw;
+  }
+  now.restore(default_generator());
+  forwarded_ = blocks() - 1;
 }
 
 void BlockSteps::end_of_backward() {
@@ -274,11 +302,7 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
                      "'s backward belongs to a step a later forward replaced; memtrain runs one step at a time: "
                      "call backward before the next forward");
   }
-  if (!execution_ && step == finished_step_id_) {
-    throw UsageError("block " + std::to_string(block) +
-                     "'s backward ran already in this step: a second backward through the blocks (after "
-                     "backward(retain_graph=True)) is not supported by memtrain; run the forward again");
-  }
+  if (!execution_ && step == finished_step_id_ && block == blocks() - 1) run_step_again();
   if (!execution_) {
     throw UsageError("block " + std::to_string(block) +
                      "'s step was abandoned (its output was dropped, or the code after the blocks ran out of "
@@ -289,7 +313,10 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
                      " and then the backward began; memtrain plans a forward that calls every block once, in order "
                      "(an early exit or a dropped layer is not supported: pass blocks= the ones every forward calls)");
   }
-  if (block == blocks() - 1) {
+  if (block == blocks() - 1 && again_) {
+    dy_ = dy;
+    can_replay_ = false;  // the first backward's gradients are on the parameters
+  } else if (block == blocks() - 1) {
     memory_.synchronize();
     caller_peak_ = memory_.peak();
     in_callers_code_ = false;
@@ -380,7 +407,11 @@ void BlockSteps::end_step() {
   const std::int64_t size = batch_.signature.size;
   memory_.reset_peak();
   end_live_ = memory_.live();
-  between_steps_ = true;
+  between_steps_ = !again_;
+  if (again_) {  // a second backward of the step: learnt and reported once, by the first
+    again_ = false;
+    return;
+  }
   if (calibration_round_ >= 0) {
     if (options_.budget.is_percent && calibration_round_ == 0) {
       reference_peak_ = result.peak;

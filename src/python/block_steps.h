@@ -44,6 +44,11 @@
 // hears their gradients arrive (DistributedDataParallel's hooks), and each
 // block's output fed only the next block. Otherwise the step throws, its
 // gradients partial, and the next plan for its size is stricter.
+//
+// A second backward of a step that ended (backward(retain_graph=True)
+// before, two losses of one forward) runs the step's forward again, with
+// its calls, random draws and buffers as at its start, and accumulates the
+// gradients onto the first backward's, as the plain model's does.
 #pragma once
 
 #include <chrono>
@@ -152,6 +157,9 @@ class BlockSteps {
 
  private:
   void begin_step(const torch::Tensor& x);
+  // A second backward of the step that ended last (backward(retain_graph=True)
+  // before): runs its forward again, to where its first backward began.
+  void run_step_again();
   // Throws Infeasible when no schedule is predicted to fit a step of `size`.
   void refuse_if_infeasible(std::int64_t size, runtime::StepChoice& choice);
   // Abandons the running step; one abandoned in the caller's code after
@@ -187,6 +195,7 @@ class BlockSteps {
   // The running step.
   long step_id_ = 0;
   long finished_step_id_ = 0;  // the last step whose backward ended
+  bool again_ = false;         // the running backward is a second one of a finished step
   int forwarded_ = -1;         // the last block whose call returned
   runtime::Batch batch_;
   runtime::StepContext ctx_;
