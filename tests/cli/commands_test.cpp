@@ -1,9 +1,11 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -104,6 +106,16 @@ TEST(Commands, BadInputExitsWithStatusTwoAndSaysWhy) {
   expect_refused({"train", "--model", "resnet", "--data", "/nonexistent/shards"},
                  "--data '/nonexistent/shards' is neither brown, fashion-mnist nor a directory of shards");
   EXPECT_EQ(run({"data", "pack", "--help"}).status, 0);
+}
+
+TEST(Commands, MoreThreadsThanCoresAreWarnedAbout) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(cores + 1);
+  const Outcome o = run({"train", "--steps", "1", "--batch", "4", "--budget", "100%", "--threads", threads, "--quiet"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.err.find("--threads " + threads + " is more than this machine's " + std::to_string(cores) + " cores"),
+            std::string::npos)
+      << o.err;
 }
 
 TEST(Commands, FlagsThatCannotWorkAreRefusedByName) {
