@@ -86,7 +86,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   }
   const bool calibrating = calibration_round_ >= 0;
   if (!calibrating && options_.budget.is_percent && reference_peak_ == 0) {
-    throw UsageError("a budget of " + std::to_string(options_.budget.percent) +
+    throw UsageError("a budget of " + format_number("%g", options_.budget.percent) +
                      "% needs a sample input to measure the unconstrained peak on; give a sample or a budget in bytes");
   }
   cancel();  // a step begun and never finished

@@ -35,7 +35,7 @@ def test_budget_that_does_not_parse(budget, words):
 
 def test_percent_budget_needs_a_sample():
     m = memtrain.Module(mlp(), budget="50%")
-    with pytest.raises(memtrain.UsageError, match="needs a sample input"):
+    with pytest.raises(memtrain.UsageError, match="a budget of 50% needs a sample input"):
         m(torch.randn(8, 64))
 
 

@@ -1,0 +1,140 @@
+"""Fuzzing the two front ends with seeded mutations, each case in a process
+of its own so that a death by a signal shows:
+- the CLI (`memtrain train`) on flag sets drawn from its flags, valid and
+  broken values, unknown flags and flags without values: no signal, no c10
+  backtrace, exit 0 or 1 for what it accepts and ran, 2 for bad input with
+  a message that names a flag;
+- the Python module on Module arguments, samples and calls drawn the same
+  way: no signal, no backtrace, a refusal names the argument, and an
+  accepted case's gradients equal the plain model's, bit for bit.
+MEMTRAIN_FUZZ_CASES sets how many cases each draws (default 24)."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+CLI = os.environ.get("MEMTRAIN_CLI")
+CASES = int(os.environ.get("MEMTRAIN_FUZZ_CASES", "24"))
+BACKTRACE = "Exception raised from"
+
+# (flag, values): good values first, then broken ones.
+CLI_FLAGS = [
+    ("--steps", ["1", "2", "0", "-3", "x", "1.5"]),
+    ("--batch", ["4", "8", "0", "100000", "y"]),
+    ("--budget", ["100%", "90%", "64MiB", "0%", "150%", "1.5", "12 parsecs", "1 GB"]),
+    ("--planner", ["mimose", "optimal", "none", "rotor", ""]),
+    ("--collect-steps", ["1", "2", "11", "-1"]),
+    ("--threads", ["1", "2", "0", "2000"]),
+    ("--margin", ["0.1", "-1", "nan"]),
+    ("--bandwidth", ["25GB/s", "fast"]),
+    ("--checkpoint-dir", ["{dir}/ckpt", "{file}"]),
+    ("--checkpoint-every", ["1", "0"]),
+    ("--frobnicate", ["1"]),
+]
+
+
+def cli_case(rng, tmp):
+    args = ["train", "--quiet", "--steps", "1", "--batch", "4", "--budget", "100%"]
+    chosen = rng.sample(CLI_FLAGS, rng.randint(1, 3))
+    for flag, values in chosen:
+        if flag in args:
+            i = args.index(flag)
+            del args[i:i + 2]
+        value = rng.choice(values).format(dir=tmp, file=os.path.join(tmp, "file"))
+        args += [flag] if rng.random() < 0.1 else [flag, value]  # sometimes without its value
+    return args
+
+
+@pytest.mark.skipif(not CLI, reason="MEMTRAIN_CLI not set")
+def test_the_cli_refuses_by_name_and_never_dies(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    rng = random.Random(1)
+    for case in range(CASES):
+        args = cli_case(rng, str(tmp_path))
+        out = subprocess.run([CLI] + args, capture_output=True, text=True, timeout=120)
+        said = out.stdout + out.stderr
+        where = f"case {case}: memtrain {' '.join(args)} -> {out.returncode}: {said[-400:]}"
+        assert out.returncode >= 0, "died by a signal: " + where
+        assert BACKTRACE not in said, where
+        assert out.returncode in (0, 1, 2), where
+        if out.returncode == 2:
+            assert "--" in out.stderr or "unknown" in out.stderr, where
+
+
+PYTHON_CASE = r'''
+import json, sys, torch, torch.nn.functional as F
+sys.path.insert(0, sys.argv[2])
+import memtrain
+from models import MaskedGPT
+case = json.loads(sys.argv[1])
+def batch(length, seed):
+    return torch.randint(0, 300, (3, length), generator=torch.Generator().manual_seed(seed))
+kwargs = {k: v for k, v in case["kwargs"].items()}
+if "sample" in case:
+    kwargs["sample"] = batch(case["sample"], 0)
+try:
+    m = memtrain.Module(MaskedGPT(layers=3), **kwargs)
+except (memtrain.Error, TypeError, ValueError) as e:
+    print(json.dumps({"refused": str(e)}))
+    sys.exit(0)
+plain = MaskedGPT(layers=3)
+for step, length in enumerate(case["lengths"]):
+    ids = batch(length, step + 1)
+    grads = []
+    for model in (plain, m):
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(step)
+        try:
+            F.cross_entropy(model(ids).flatten(0, 1), ids.flatten()).backward()
+        except memtrain.Error as e:  # a refusal, or a budget no schedule fits
+            print(json.dumps({"step_error": str(e)}))
+            sys.exit(0)
+        grads.append([p.grad for p in model.parameters()])
+    if not all(torch.equal(a, b) for a, b in zip(*grads)):
+        print(json.dumps({"inexact": step}))
+        sys.exit(0)
+print(json.dumps({"trained": len(case["lengths"])}))
+'''
+
+# Module arguments: names and the values drawn for them.
+PYTHON_ARGS = {
+    "budget": ["70%", "100%", 64 << 20, "64MiB", -5, 0, 2**70, "1.5", "lots", None, 3.5, True],
+    "planner": ["mimose", "optimal", "joint", None, 3, "rotor"],
+    "collect_steps": [0, 2, 4, "a", -1, 11, True],
+}
+
+
+def python_case(rng):
+    kwargs = {"budget": "70%"}
+    for name in rng.sample(sorted(PYTHON_ARGS), rng.randint(1, 2)):
+        kwargs[name] = rng.choice(PYTHON_ARGS[name])
+    case = {"kwargs": kwargs, "lengths": [rng.choice([8, 16, 24]) for _ in range(3)]}
+    if rng.random() < 0.8:
+        case["sample"] = rng.choice([24, 0])
+    return case
+
+
+def test_the_module_refuses_by_name_and_what_it_accepts_is_exact():
+    here = os.path.dirname(os.path.abspath(__file__))
+    rng = random.Random(2)
+    outcomes = {}
+    for case_number in range(CASES):
+        case = python_case(rng)
+        out = subprocess.run([sys.executable, "-c", PYTHON_CASE, json.dumps(case), here], capture_output=True,
+                             text=True, timeout=120)
+        where = f"case {case_number}: {case} -> {out.returncode}: {(out.stdout + out.stderr)[-600:]}"
+        assert out.returncode == 0, "died (by a signal where negative): " + where
+        assert BACKTRACE not in out.stdout + out.stderr, where
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        assert "inexact" not in result, where
+        if "refused" in result:
+            message = result["refused"]
+            named = [n for n in list(case["kwargs"]) + ["sample", "budget"] if n in message]
+            assert named, "a refusal that names no argument: " + where
+        outcomes[next(iter(result))] = outcomes.get(next(iter(result)), 0) + 1
+    # The draw covers both sides: refusals and cases that train.
+    assert outcomes.get("refused", 0) > 0 and outcomes.get("trained", 0) > 0, outcomes
