@@ -305,14 +305,17 @@ PYBIND11_MODULE(_memtrain, m) {
              return r.steps().forward(block, x);
            })
       .def("backward",
+           // Returns the block's input's gradient and its parameters' (None where none arrived).
            [](BlockRunner& r, long step, int block, const torch::Tensor& dy) {
              torch::Tensor dx;
+             std::vector<torch::Tensor> gradients;
              {
                py::gil_scoped_release no_gil;
                dx = r.steps().backward(step, block, dy);
+               gradients = r.steps().block_gradients();
              }
              if (block == 0) steps_peak() = std::max(steps_peak(), r.steps().last_step().peak_bytes);
-             return dx;
+             return py::make_tuple(dx, gradients);
            })
       .def("cancel", [](BlockRunner& r) { r.steps().cancel(); })
       .def("abandon", [](BlockRunner& r, long step) { r.steps().abandon(step); })

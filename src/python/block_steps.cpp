@@ -19,14 +19,6 @@ bool is_forward(OpKind kind) {
   return kind == OpKind::ForwardAll || kind == OpKind::ForwardCheckpoint || kind == OpKind::ForwardNone;
 }
 
-// Whether something hears `p`'s gradient arrive (DistributedDataParallel
-// does): a backward run again would tell it twice.
-bool watched(const torch::Tensor& p) {
-  const std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::try_get_grad_accumulator(p);
-  if (accumulator && !accumulator->post_hooks().empty()) return true;
-  return torch::autograd::impl::post_acc_grad_hooks(p) != nullptr;
-}
-
 // The chain's last stage is the caller's code after the blocks.
 BlockStepsOptions with_callers_stage(BlockStepsOptions options) {
   options.steps.last_stage_is_callers = true;
@@ -51,6 +43,7 @@ BlockSteps::BlockSteps(runtime::StagedModel model, GradientBoundary* boundary, r
                   "the gradient boundary follows at least one block");
   if (!options_.budget.is_percent) budget_ = options_.budget.bytes;
   executor_ = std::make_unique<runtime::Executor>(model_, memory_);
+  taken_.resize(model_.size());
   boundary_->set_exchange([this](const torch::Tensor& output) { return exchange(output); });
 }
 
@@ -70,8 +63,21 @@ torch::Tensor BlockSteps::exchange(const torch::Tensor& output) {
   return dy.defined() ? dy : torch::zeros_like(output);
 }
 
+runtime::StepContext BlockSteps::fresh_context() {
+  runtime::StepContext ctx;
+  // Blocks draw from LibTorch's default generator, which the executor
+  // replays (with the context's) when it runs a block again.
+  ctx.generator = default_generator();
+  ctx.take_gradients = [this](int stage, std::vector<torch::Tensor> gradients) {
+    taken_.at(stage) = std::move(gradients);
+  };
+  return ctx;
+}
+
 void BlockSteps::cancel() {
   abandon_running_step();
+  for (auto& gradients : taken_) gradients.clear();
+  block_gradients_.clear();
   again_ = false;
   execution_.reset();
   dy_ = kept_dy_ = last_dx_ = torch::Tensor();
@@ -120,10 +126,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
     memory_.set_enforced(planner().respects_budget());
   }
   attempts_ = runtime::StepAttempts{};
-  ctx_ = runtime::StepContext{};
-  // Blocks draw from LibTorch's default generator, which the executor
-  // replays (with the context's) when it runs a block again.
-  ctx_.generator = default_generator();
+  ctx_ = fresh_context();
   start_rng_ = runtime::RngSnapshot::capture(ctx_.generator);
   start_buffers_ = runtime::BufferSnapshot::capture(model_, memory_);
   execution_ = executor_->start(choice_.schedule, batch_, ctx_);
@@ -168,15 +171,13 @@ void BlockSteps::run_step_again() {
   // The step's forward again, with its calls, its random draws and its
   // buffers as at its start, under the least-memory schedule (the caller's
   // retained graph is alive through it): this backward reads what the first
-  // one read, the parameters' gradients accumulate onto the first's, and the
-  // caller's random stream is left where it is.
+  // one read, autograd adds the gradients to the first's, and the caller's
+  // random stream is left where it is.
   const runtime::RngSnapshot now = runtime::RngSnapshot::capture(default_generator());
   start_buffers_->restore();
   start_rng_->restore(default_generator());
-  if (batch_.input.requires_grad()) batch_.input.mutable_grad() = torch::Tensor();  // the first backward's
   choice_ = {steps_.most_frugal(batch_.signature.size), runtime::PlanKind::Retry, 0};
-  ctx_ = runtime::StepContext{};
-  ctx_.generator = default_generator();
+  ctx_ = fresh_context();
   memory_.set_budget(budget_);
   memory_.set_enforced(planner().respects_budget());
   execution_ = executor_->start(choice_.schedule, batch_, ctx_);
@@ -278,8 +279,7 @@ void BlockSteps::restart_schedule(const OutOfBudget& why) {
   choice_ = steps_.retry(batch_.signature.size, choice_, attempts_,
                          "step " + std::to_string(current_.step) + ": input " + batch_.signature.describe(), why);
   current_.retries = attempts_.retries;
-  ctx_ = runtime::StepContext{};
-  ctx_.generator = default_generator();
+  ctx_ = fresh_context();
   execution_ = executor_->start(choice_.schedule, batch_, ctx_);
 }
 
@@ -315,7 +315,7 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
   }
   if (block == blocks() - 1 && again_) {
     dy_ = dy;
-    can_replay_ = false;  // the first backward's gradients are on the parameters
+    can_replay_ = false;  // it runs the least-memory plan already: none is stricter
   } else if (block == blocks() - 1) {
     memory_.synchronize();
     caller_peak_ = memory_.peak();
@@ -324,13 +324,11 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
                                 /*measured=*/calibration_round_ < 0);
     dy_ = dy;
     after_caller_ = runtime::RngSnapshot::capture(ctx_.generator);
-    // Nothing of the backward has run yet: it can run again from here when
-    // the blocks have no gradients now (the caller may zero them after the forward).
+    // Nothing of the backward has run yet, and the parameters' gradients
+    // go to the caller's autograd as each block's backward ends: the
+    // backward can run again from here.
     can_replay_ = true;
-    for (const torch::Tensor& p : model_.parameters()) {
-      can_replay_ = can_replay_ && !p.grad().defined() && !watched(p);
-    }
-    if (can_replay_ && dy.defined()) {
+    if (dy.defined()) {
       runtime::PoolScope host(&memory_.host());
       kept_dy_ = dy.to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
     }
@@ -352,6 +350,8 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
   }
   torch::Tensor dx = execution_->gradient();
   last_dx_ = dx;
+  block_gradients_ = std::move(taken_.at(block));
+  for (auto& gradients : taken_) gradients.clear();  // a replay's, of the blocks after: autograd has them
   if (block == 0) end_step();
   return dx;
 }
@@ -379,13 +379,11 @@ void BlockSteps::replay_to(int block, const OutOfBudget& first) {
       cancel();
       throw Error(std::string(why.what()) + ", in the planned backward of input " + batch_.signature.describe() +
                   ": the parameters' gradients are partial; zero them and run the step again (the next plan for "
-                  "this size is stricter; with zero_grad(set_to_none=True) memtrain retries by itself)");
+                  "this size is stricter)");
     }
     try {
-      // The step again under a stricter plan, from no gradients, with the
-      // same random draws and the caller's gradient.
-      for (torch::Tensor& p : model_.parameters()) p.mutable_grad() = torch::Tensor();
-      if (batch_.input.requires_grad()) batch_.input.mutable_grad() = torch::Tensor();
+      // The step again under a stricter plan, with the same random draws
+      // and the caller's gradient.
       restart_schedule(why);
       run_until_forward_of_later(blocks() - 1);
       after_caller_->restore(ctx_.generator);

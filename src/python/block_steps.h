@@ -21,8 +21,11 @@
 //   one it was measured at runs the least-memory schedule.
 // - backward(i, dy) gives the schedule the gradient of block i's output (as
 //   autograd summed it) and runs it to block i's backward; it returns the
-//   gradient of block i's input. Block 0's backward ends the step, and the
-//   step planner learns from what the step measured.
+//   gradient of block i's input, and block_gradients() those of block i's
+//   parameters: they are the caller's autograd's to accumulate or return
+//   (torch.autograd.grad), nothing is written to .grad here. Block 0's
+//   backward ends the step, and the step planner learns from what the step
+//   measured.
 // - The whole step is what the budget bounds: what the caller keeps before
 //   block 0 and between steps (an optimizer's state, gradients accumulated
 //   between updates) is measured when a step begins, and what the caller's
@@ -38,23 +41,23 @@
 // the blocks, the error is the caller's; the step is abandoned when its
 // output goes, and what the caller's code had reached is learned for that
 // size. Out of budget during the backward, the step is run again from its
-// start to the backward autograd is in, from no gradients, with the
-// caller's gradient kept in host memory and the same random draws, when that
-// is exact: the blocks had no gradients when the backward began, nothing
-// hears their gradients arrive (DistributedDataParallel's hooks), and each
-// block's output fed only the next block. Otherwise the step throws, its
-// gradients partial, and the next plan for its size is stricter.
+// start to the backward autograd is in, with the caller's gradient kept in
+// host memory and the same random draws (the gradients the blocks after it
+// gave autograd already are made again and dropped), when that is exact:
+// each block's output fed only the next block. Otherwise the step throws,
+// and the next plan for its size is stricter.
 //
 // A second backward of a step that ended (backward(retain_graph=True)
 // before, two losses of one forward) runs the step's forward again, with
-// its calls, random draws and buffers as at its start, and accumulates the
-// gradients onto the first backward's, as the plain model's does.
+// its calls, random draws and buffers as at its start; autograd adds its
+// gradients to the first backward's, as on the plain model.
 #pragma once
 
 #include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "core/chain.h"
 #include "core/error.h"
@@ -124,6 +127,9 @@ class BlockSteps {
   // The gradient of block `block`'s output in step `step` reached it;
   // returns the gradient of the block's input (undefined when none is needed).
   torch::Tensor backward(long step, int block, const torch::Tensor& dy);
+  // The gradients of the parameters of the block whose backward() returned
+  // last (in its parameters() order; undefined where none arrived), once.
+  std::vector<torch::Tensor> block_gradients() { return std::move(block_gradients_); }
   // Abandons a begun step (its outputs were dropped without a backward).
   void cancel();
   // Abandons step `step` if it is still running.
@@ -176,6 +182,8 @@ class BlockSteps {
   void replay_to(int block, const OutOfBudget& first);
   void end_step();
   void fold_caller_memory();
+  // A step's context: the default generator, the gradients taken.
+  runtime::StepContext fresh_context();
   torch::Tensor exchange(const torch::Tensor& output);
   at::Generator default_generator() const;
   Bytes outer_gradient_bytes() const;  // of outer_parameters_' gradients alive now
@@ -205,10 +213,13 @@ class BlockSteps {
   std::optional<runtime::BufferSnapshot> start_buffers_;
   std::unique_ptr<runtime::ScheduleExecution> execution_;
   torch::Tensor dy_;  // the boundary's, until its forward takes it
-  // Replaying the backward: whether the blocks had no gradients when it
-  // began and every block got the gradient the one after it made; the
-  // caller's gradient (a host copy); the generators when it began; the
-  // gradient the last backward returned.
+  // Each block's parameters' gradients from its backward, until backward()
+  // hands them over; what the last backward() handed over.
+  std::vector<std::vector<torch::Tensor>> taken_;
+  std::vector<torch::Tensor> block_gradients_;
+  // Replaying the backward: whether every block got the gradient the one
+  // after it made; the caller's gradient (a host copy); the generators when
+  // it began; the gradient the last backward returned.
   bool can_replay_ = false;
   torch::Tensor kept_dy_, last_dx_;
   std::optional<runtime::RngSnapshot> after_caller_;

@@ -62,6 +62,28 @@ def test_mispredicted_steps_are_retried_exactly():
     assert "retry" in plans
 
 
+def test_mispredicted_steps_onto_accumulated_gradients_are_retried_exactly():
+    # Gradient accumulation with gradients zeroed in place: a step that runs
+    # out in its backward runs again without counting the later blocks'
+    # gradients twice, onto whatever .grad held.
+    plain = transformer()
+    wrapped = memtrain.Module(transformer(), budget="45%", planner="optimal", sample=torch.randint(0, 500, (8, 64)),
+                              _prediction_scale=0.4)
+    plans = []
+    for step in range(10):
+        if step % 2 == 0:
+            plain.zero_grad(set_to_none=False)
+            wrapped.zero_grad(set_to_none=False)
+        x, y = token_batch(step)
+        for model in (plain, wrapped):
+            torch.manual_seed(50 + step)
+            F.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
+        for (name, p), q in zip(plain.named_parameters(), wrapped.parameters()):
+            assert torch.equal(p.grad, q.grad), f"step {step}: gradient of {name} differs"
+        plans.append(wrapped.last_step["plan"])
+    assert "retry" in plans, plans
+
+
 def test_the_step_after_a_retry_runs_the_stricter_schedule_from_the_cache():
     # The step planner's behaviour after a retry, which the Trainer shares
     # (tests/runtime/training/trainer_test.cpp): the stricter schedule

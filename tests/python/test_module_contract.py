@@ -59,24 +59,78 @@ def test_wrapping_a_model_twice_is_refused():
         memtrain.Module(model, budget="70%", sample=batch(32))
 
 
-@pytest.mark.parametrize("call", ["grad", "grad_unused", "backward_inputs", "create_graph"])
-def test_autograd_calls_memtrain_cannot_honour_are_refused_and_leave_grad_alone(call):
+@pytest.mark.parametrize("call", ["grad", "grad_unused", "grad_of_some", "backward_inputs", "backward_accumulates"])
+def test_autograd_gets_the_plain_models_gradients(call):
+    """torch.autograd.grad returns the plain model's gradients and leaves
+    .grad alone; backward(inputs=...) fills only those inputs' .grad; a
+    backward onto gradients already there adds to them, as on the plain model."""
+    plain = MaskedGPT(layers=4)
+    m = wrapped()
+    results = []
+    for model in (plain, m):
+        ids = batch(seed=5)
+        params = list(model.parameters())
+        block_params = list(model.blocks[2].parameters())
+        before = [torch.full_like(p, 0.25) for p in params]
+        for p, g in zip(params, before):
+            p.grad = g.clone()
+        torch.manual_seed(3)
+        loss = lm_loss(model(ids), ids)
+        if call == "grad":
+            got = list(torch.autograd.grad(loss, params))
+        elif call == "grad_unused":
+            got = list(torch.autograd.grad(loss, params, allow_unused=True))
+        elif call == "grad_of_some":
+            got = list(torch.autograd.grad(loss, block_params))
+        elif call == "backward_inputs":
+            loss.backward(inputs=block_params)
+            got = [p.grad for p in params]
+        else:
+            loss.backward()
+            got = [p.grad for p in params]
+        if call.startswith("grad"):
+            assert all(torch.equal(p.grad, g) for p, g in zip(params, before)), ".grad changed"
+        if call == "backward_inputs":
+            inside = {id(p) for p in block_params}
+            assert all(torch.equal(p.grad, g) for p, g in zip(params, before) if id(p) not in inside)
+        results.append(got)
+    names = [n for n, _ in plain.named_parameters()]
+    if call == "grad_of_some":
+        names = [n for n, _ in plain.blocks[2].named_parameters()]
+    assert len(results[0]) == len(results[1]) == len(names)
+    for name, a, b in zip(names, *results):
+        assert a is not None and b is not None, name
+        assert torch.equal(a, b), name
+
+
+def test_a_gradient_of_a_gradient_is_refused_by_name():
     m = wrapped()
     ids = batch()
     loss = lm_loss(m(ids), ids)
-    params = list(m.parameters())
-    with pytest.raises(RuntimeError, match="memtrain.Module's blocks") as refused:
-        if call == "grad":
-            torch.autograd.grad(loss, params)
-        elif call == "grad_unused":
-            torch.autograd.grad(loss, params, allow_unused=True)
-        elif call == "backward_inputs":
-            loss.backward(inputs=params[:1])
-        else:
-            loss.backward(create_graph=True)
-    assert ("create_graph" if call == "create_graph" else "autograd.grad") in str(refused.value)
-    if call != "backward_inputs":
-        assert all(p.grad is None for p in m.blocks[0].parameters())
+    with pytest.raises(RuntimeError, match="create_graph=True.*memtrain.Module's blocks"):
+        loss.backward(create_graph=True)
+
+
+def test_a_gradient_penalty_through_the_input_only_is_exact():
+    """autograd.grad of the loss with respect to the blocks' input alone
+    (an input-gradient penalty, an influence score): the plain model's."""
+    plain = MaskedGPT(layers=4)
+    m = wrapped()
+    got = []
+    for model in (plain, m):
+        ids = batch(seed=9)
+        torch.manual_seed(1)
+        x = model.embed(ids).detach().requires_grad_(True)
+        length = ids.shape[1]
+        mask = torch.triu(torch.full((length, length), float("-inf")), 1)
+        h = x
+        for block in model.blocks:
+            h, _ = block(h, mask, scale=0.5)
+        loss = lm_loss(model.head(model.norm(h)), ids)
+        (dx,) = torch.autograd.grad(loss, [x])
+        got.append(dx)
+        assert all(p.grad is None for p in model.parameters())
+    assert torch.equal(*got)
 
 
 def test_two_backwards_of_one_forward_accumulate_as_on_the_plain_model():

@@ -116,18 +116,16 @@ def tensors_of(value):
 
 
 class _BlockCall(torch.autograd.Function):
-    """One block call as one autograd node. Its forward runs the schedule up
-    to the block's return; its backward runs the schedule to the block's
-    backward, which accumulates the parameters' gradients itself (through
-    their own accumulators, so hooks on them, DistributedDataParallel's
-    among them, see each gradient once). `probe`: a leaf that needs a
-    gradient, given whenever the output needs one (so it does even when the
-    input needs none): a backward that will not accumulate into it is not
-    one that fills .grad (torch.autograd.grad, or backward(inputs=...)),
-    which memtrain's backward, writing the blocks' .grad, cannot honour."""
+    """One block call as one autograd node, whose inputs are the block's
+    input and its parameters. Its forward runs the schedule up to the
+    block's return; its backward runs the schedule to the block's backward
+    and returns the gradients it made: autograd accumulates them into .grad
+    (through the parameters' own accumulators, so hooks on them,
+    DistributedDataParallel's among them, see each gradient once), or
+    returns them from torch.autograd.grad, as for the plain model."""
 
     @staticmethod
-    def forward(ctx, blocks, index, x, probe):
+    def forward(ctx, blocks, index, x, *params):
         ctx.blocks = blocks
         ctx.index = index
         y = blocks.runner.forward(index, x)
@@ -142,8 +140,11 @@ class _BlockCall(torch.autograd.Function):
         if hasattr(ctx, "guard"):
             ctx.guard.reached = True
         blocks = ctx.blocks
-        _check_backward(ctx)
-        dx = blocks.runner.backward(ctx.step, ctx.index, dy)
+        if torch.is_grad_enabled():
+            raise _native.UsageError(
+                "a backward with create_graph=True (a gradient of a gradient) reached a memtrain.Module's blocks; "
+                "memtrain's backward computes first gradients only: compute higher derivatives on the plain model")
+        dx, gradients = blocks.runner.backward(ctx.step, ctx.index, dy)
         if not ctx.needs_input_grad[2]:
             dx = None
         blocks.wall += time.perf_counter() - t0
@@ -151,25 +152,7 @@ class _BlockCall(torch.autograd.Function):
             blocks.finished_wall = blocks.wall  # the step the runner's last_step() now reports
             # What the rest of this backward reaches (the embeddings') is the step's too.
             torch.autograd.Variable._execution_engine.queue_callback(blocks.runner.end_of_backward)
-        return None, None, dx, None
-
-
-def _check_backward(ctx):
-    """Refuses a backward through the blocks that memtrain's cannot be."""
-    if torch.is_grad_enabled():
-        raise _native.UsageError(
-            "a backward with create_graph=True (a gradient of a gradient) reached a memtrain.Module's blocks; "
-            "memtrain's backward computes first gradients only: compute higher derivatives on the plain model")
-    accumulator = ctx.next_functions[-1][0]  # the probe's: the last tensor argument
-    try:
-        fills_grad = torch._C._will_engine_execute_node(accumulator)
-    except RuntimeError:  # torch.autograd.grad(): no leaf accumulates
-        fills_grad = False
-    if not fills_grad:
-        raise _native.UsageError(
-            "torch.autograd.grad (or backward(inputs=...)) reached a memtrain.Module's blocks; memtrain's backward "
-            "accumulates every block's gradients into .grad as loss.backward() does, so it cannot return them or "
-            "leave .grad alone: call loss.backward() and read .grad")
+        return (None, None, dx, *gradients)
 
 
 class _StepGuard:
@@ -198,9 +181,8 @@ class PlannedBlocks:
         self.checked = [False] * len(blocks)  # whether a run with grad showed its other results need no gradient
         self.last_output = None  # what the previous block's call returned
         self.originals = [b.forward for b in blocks]
-        self.params = [[p for p in b.parameters() if p.requires_grad] for b in blocks]
+        self.params = [list(b.parameters()) for b in blocks]  # in the native stages' order
         self.calling = None  # the block whose call is running its first forward
-        self.probe = torch.empty(0, requires_grad=True)  # _BlockCall's
         self.outer_buffers = []  # the model's buffers outside the blocks (set_outer_buffers)
         self.outer_versions = None  # their versions when the Module was last called (StepEntry)
         self.changing = set()  # indices of those that steps change in place
@@ -239,10 +221,9 @@ class PlannedBlocks:
                 f"{where}'s input is not what block {i - 1} returned; memtrain plans blocks that the forward calls "
                 "one after another, each on the output of the one before (pass blocks= the ones that are)")
         self.calls[i] = (rest, kwargs, _autocast_state())
-        probe = self.probe if x.requires_grad or self.params[i] else None
         self.calling = i
         try:
-            y = _BlockCall.apply(self, i, x, probe)
+            y = _BlockCall.apply(self, i, x, *self.params[i])
         finally:
             self.calling = None
         self.last_output = y if i + 1 < len(self.blocks) else None

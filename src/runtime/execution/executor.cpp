@@ -215,6 +215,7 @@ class LibTorchBackend : public ScheduleBackend {
     rec_.wait_seconds = compute_ready(ms, i) + finish_all(grads_arriving_[i]) + finish_all(ms.saved_arriving[i]);
     if (!ms.saved_arriving[i].empty()) ms.saved[i]->arrived();
     ms.saved_arriving[i].clear();
+    torch::Tensor next;
     if (ms.graph[i].requires_grad()) {
       // Start from the output's gradient edge and let the output go first:
       // unless a kernel saved it for the backward (ReLU does), its bytes
@@ -222,16 +223,45 @@ class LibTorchBackend : public ScheduleBackend {
       // then come out lower by them, so the memory model stays exact.
       const torch::autograd::Edge root = torch::autograd::impl::gradient_edge(ms.graph[i]);
       ms.graph[i] = torch::Tensor();
-      torch::autograd::Engine::get_default_engine().execute({root}, {ms.grad}, /*keep_graph=*/false,
-                                                            /*create_graph=*/false, /*accumulate_grad=*/true);
+      if (ctx_.take_gradients) {
+        next = take_gradients(ms, i, root);
+      } else {
+        torch::autograd::Engine::get_default_engine().execute({root}, {ms.grad}, /*keep_graph=*/false,
+                                                              /*create_graph=*/false, /*accumulate_grad=*/true);
+      }
     }
-    torch::Tensor next;
-    if (ms.leaf[i].defined() && ms.leaf[i].requires_grad()) next = ms.leaf[i].grad();
+    if (!ctx_.take_gradients && ms.leaf[i].defined() && ms.leaf[i].requires_grad()) next = ms.leaf[i].grad();
     ms.graph[i] = torch::Tensor();
     ms.leaf[i] = torch::Tensor();
     ms.saved[i].reset();
     if (frees_input && i > 0) ms.x[i] = torch::Tensor();
     ms.grad = next;
+  }
+
+  // Stage i's backward with its gradients returned, not accumulated: its
+  // input's, which it returns, and its parameters', which go to
+  // ctx_.take_gradients (undefined where none reached one).
+  torch::Tensor take_gradients(MicroTensors& ms, int i, const torch::autograd::Edge& root) {
+    MEMTRAIN_ASSERT(micro_batches_ == 1 && !host_weights_ && !reducer_,
+                    "gradients taken from the backward: one micro-batch, the weights on the device, one rank");
+    const bool input_edge = ms.leaf[i].defined() && ms.leaf[i].requires_grad();
+    std::vector<torch::Tensor> params = model_.stage(i).parameters();
+    torch::autograd::edge_list outputs;
+    std::vector<int> index(params.size(), -1);  // where each parameter's gradient is in the engine's answer
+    if (input_edge) outputs.push_back(torch::autograd::impl::gradient_edge(ms.leaf[i]));
+    for (size_t k = 0; k < params.size(); ++k) {
+      if (!params[k].requires_grad()) continue;
+      index[k] = static_cast<int>(outputs.size());
+      outputs.push_back(torch::autograd::impl::gradient_edge(params[k]));
+    }
+    torch::autograd::variable_list grads = torch::autograd::Engine::get_default_engine().execute(
+        {root}, {ms.grad}, /*keep_graph=*/false, /*create_graph=*/false, /*accumulate_grad=*/false, outputs);
+    std::vector<torch::Tensor> taken(params.size());
+    for (size_t k = 0; k < params.size(); ++k) {
+      if (index[k] >= 0) taken[k] = std::move(grads[index[k]]);
+    }
+    ctx_.take_gradients(i, std::move(taken));
+    return input_edge ? std::move(grads[0]) : torch::Tensor();
   }
 
   void offload(const Op& op, const ScheduleState&) override {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <ATen/core/Generator.h>
@@ -33,6 +34,11 @@ struct StepContext {
   // and each micro-batch's dropout seed (empty: drawn from `generator`).
   double micro_loss_denominator = 0;
   std::vector<std::uint64_t> micro_seeds;
+  // Where a stage's backward puts its parameters' gradients (in the order of
+  // its parameters(), undefined where none arrived): unset, onto their .grad,
+  // as loss.backward() does; set, handed here instead, for a front end that
+  // gives them to its caller's autograd (torch.autograd.grad returns them).
+  std::function<void(int stage, std::vector<torch::Tensor> gradients)> take_gradients;
 
   // Written by the loss stage.
   double correct = 0;  // examples or tokens predicted right
