@@ -34,6 +34,7 @@ json step_json(const runtime::StepRecord& r) {
       {"retries", r.retries},
       {"seconds", r.seconds},
       {"planning_seconds", r.planning_seconds},
+      {"synchronizations", r.synchronizations},
       {"data_wait_seconds", r.data_wait_seconds},
       {"schedule_seconds", r.schedule_seconds},
       {"predicted_schedule_seconds", r.predicted_schedule_seconds >= 0 ? json(r.predicted_schedule_seconds) : json()},

@@ -105,6 +105,7 @@ py::dict step_dict(const StepReport& r) {
   d["seconds"] = r.seconds;
   d["planning_seconds"] = r.planning_seconds;
   d["blocks_seconds"] = r.blocks_seconds;
+  d["synchronizations"] = r.synchronizations;
   d["schedule"] = operations_of(r.schedule);
   return d;
 }

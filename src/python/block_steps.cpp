@@ -97,9 +97,9 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   }
   cancel();  // a step begun and never finished
   t0_ = std::chrono::steady_clock::now();
+  synchronizations_at_start_ = memory_.synchronizations();
   batch_ = batch_of(x);
   const std::int64_t size = batch_.signature.size;
-  memory_.synchronize();
   between_steps_ = false;  // a backward whose end was not heard: its window held other work
   const Bytes outer_gradients = outer_gradient_bytes();
   steps_.set_caller_gradient_bytes(outer_gradients);
@@ -240,7 +240,6 @@ torch::Tensor BlockSteps::forward(int block, const torch::Tensor& input) {
   if (block == blocks() - 1) {
     // From here to the backward, the caller's code (head, loss) runs: its
     // memory is the boundary's forward.
-    memory_.synchronize();
     caller_live_ = memory_.live();
     caller_gradients_ = outer_gradient_bytes();
     memory_.reset_peak();
@@ -272,6 +271,7 @@ void BlockSteps::run_forward_to(int block) {
 void BlockSteps::restart_schedule(const OutOfBudget& why) {
   MEMTRAIN_ASSERT(calibration_round_ < 0, "calibration runs with the budget not enforced");
   // Nothing of the attempt reached the gradients: roll back and run again.
+  execution_->settle();
   for (const runtime::OpRecord& rec : execution_->result().ops) current_.blocks_seconds += rec.seconds;
   execution_.reset();
   start_buffers_->restore();
@@ -317,7 +317,6 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
     dy_ = dy;
     can_replay_ = false;  // it runs the least-memory plan already: none is stricter
   } else if (block == blocks() - 1) {
-    memory_.synchronize();
     caller_peak_ = memory_.peak();
     in_callers_code_ = false;
     steps_.observe_after_stages(batch_.signature.size, caller_peak_ - caller_live_ + caller_gradients_,
@@ -435,6 +434,7 @@ void BlockSteps::end_step() {
   }
   steps_.learn(batch_.signature, result, 0);
   current_.seconds = seconds_since(t0_);
+  current_.synchronizations = memory_.synchronizations() - synchronizations_at_start_;
   current_.planning_seconds = choice_.planning_seconds;
   for (const runtime::OpRecord& rec : result.ops) current_.blocks_seconds += rec.seconds;
   last_ = current_;

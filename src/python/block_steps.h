@@ -105,6 +105,7 @@ struct StepReport {
   Seconds seconds = 0;           // from block 0's call to the end of its backward, the caller's code between included
   Seconds planning_seconds = 0;  // choosing the schedule (a cache lookup, or planning a new size), retries included
   Seconds blocks_seconds = 0;    // the schedules' operations (blocks' runs, recomputations, copies), retries included
+  long synchronizations = 0;     // the times memtrain waited for the device, from block 0's call to the step's end
 };
 
 class BlockSteps {
@@ -233,6 +234,7 @@ class BlockSteps {
   std::map<std::int64_t, Bytes> needed_;      // by size: the least a finished step peaked above its start
   Bytes optimizer_state_ = 0;                 // observe_optimizer()'s state, resident from the first update
   std::chrono::steady_clock::time_point t0_;  // the step's start
+  long synchronizations_at_start_ = 0;        // memory_.synchronizations() then
 
   // Calibration: the round the next step runs (-1: none), and what it keeps.
   int calibration_round_ = -1;

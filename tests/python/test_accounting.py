@@ -47,6 +47,22 @@ def test_last_step_reports_plan_sizes_and_peaks():
     assert seen[:4] == ["collect"] * 4 and "new" in seen and "cached" in seen
 
 
+def test_a_planned_step_waits_for_the_device_once():
+    # Operations are timed between marks in the device's queue; the step
+    # reads their times once, at its end. Nothing else in it waits.
+    m = memtrain.Module(transformer(), budget="50%", planner="mimose", sample=torch.randint(0, 500, (8, 64)))
+    plans = []
+    for step in range(10):
+        x = torch.randint(0, 500, (5, 30 + 11 * (step % 3)))
+        F.cross_entropy(m(x).flatten(0, 1), torch.randint(0, 20, x.shape).flatten()).backward()
+        m.zero_grad(set_to_none=True)
+        s = m.last_step
+        plans.append(s["plan"])
+        if s["retries"] == 0:
+            assert s["synchronizations"] == 1, s
+    assert "cached" in plans and "new" in plans, plans
+
+
 class _SlowBlock(torch.nn.Module):
     """A block whose forward takes at least `seconds` (its backward is fast)."""
 

@@ -271,8 +271,10 @@ class Module(torch.nn.Module):
         input_shape, input_size, peak_bytes, predicted_peak_bytes, budget_bytes,
         retries, seconds, schedule (the operations, as the CLI prints them),
         planning_seconds (choosing the schedule), blocks_seconds (running its
-        operations) and overhead_seconds (memtrain's own time in the step:
-        its block calls and backward nodes less the operations they ran).
+        operations), overhead_seconds (memtrain's own time in the step:
+        its block calls and backward nodes less the operations they ran) and
+        synchronizations (the times the step waited for the device: one, at
+        its end, unless it was retried).
         For any model the input is block 0's."""
         report = self._runner.last_step()
         wall = self._blocks.finished_wall

@@ -12,6 +12,7 @@
 #include "data/sentence_batcher.h"
 #include "runtime/execution/failed_backward.h"
 #include "runtime/execution/saved_tensors.h"
+#include "runtime/memory/operation_times.h"
 #include "runtime/model/classification_loss.h"
 #include "runtime/model/part_seeds.h"
 #include "runtime/model/rng_snapshot.h"
@@ -127,7 +128,17 @@ class LibTorchBackend : public ScheduleBackend {
     start_ = Clock::now();
   }
 
+  // Waits for the device once and reads what the operations measured on
+  // it: their times, the loss and the loss stage's counts.
+  void settle() {
+    for (Seconds seconds : times_.settle()) result_.ops[settled_++].seconds = seconds;
+    for (const auto& [loss, weight] : losses_) result_.loss += weight * loss.item<double>();
+    losses_.clear();
+    for (int m = 0; m < micro_batches_; ++m) context(m).settle_counts();
+  }
+
   ExecutionResult finish() {
+    settle();
     if (micro_batches_ > 1) {
       for (const MicroBatchInput& part : parts_) {
         ctx_.correct += part.ctx.correct;
@@ -142,16 +153,17 @@ class LibTorchBackend : public ScheduleBackend {
     return std::move(result_);
   }
 
+  // Nothing here waits for the device: the allocator's counts are the
+  // host's, current as each kernel is queued, and an operation's time is
+  // read between marks in the device's queue when the step settles.
   void before_op(size_t, const Op& op) override {
     rec_ = OpRecord{op};
-    memory_.synchronize();
     rec_.live_before = memory_.live();
     memory_.reset_peak();
-    t0_ = Clock::now();
+    times_.start();
   }
   void after_op(size_t, const Op&) override {
-    memory_.synchronize();
-    rec_.seconds = seconds_since(t0_);
+    times_.stop();
     rec_.peak = std::max(memory_.peak(), rec_.live_before);
     rec_.live_after = memory_.live();
     result_.peak = std::max(result_.peak, rec_.peak);
@@ -196,17 +208,19 @@ class LibTorchBackend : public ScheduleBackend {
 
   void loss(const Op& op, const ScheduleState&) override {
     MicroTensors& ms = micro_[op.micro];
-    const double loss = ms.graph[n_ - 1].item<double>();
+    // A device's loss is read when the step settles: reading it now would
+    // wait for the device. The CPU's is there already.
+    const torch::Tensor loss = ms.graph[n_ - 1].detach();
     ms.grad = torch::ones_like(ms.graph[n_ - 1]);
-    if (micro_batches_ > 1) {
-      result_.loss += parts_[op.micro].loss_weight * loss;
-      ms.grad.mul_(parts_[op.micro].loss_weight);
+    // With micro-batches, each one's share of the step's loss; else the share
+    // of a step the trainer split that this run carries.
+    const double weight = micro_batches_ > 1 ? parts_[op.micro].loss_weight : ctx_.loss_weight;
+    if (loss.is_cpu()) {
+      result_.loss += weight * loss.item<double>();
     } else {
-      // One part of a step the trainer split: its share of the step's loss.
-      const double weight = ctx_.loss_weight;
-      result_.loss = weight * loss;
-      if (weight != 1) ms.grad.mul_(weight);
+      losses_.emplace_back(loss, weight);
     }
+    if (micro_batches_ > 1 || weight != 1) ms.grad.mul_(weight);
   }
 
   void backward(const Op& op, const ScheduleState&, bool frees_input, bool) override {
@@ -469,7 +483,10 @@ class LibTorchBackend : public ScheduleBackend {
   std::vector<Copies> weights_arriving_, grads_arriving_, grads_leaving_;
   ExecutionResult result_;
   OpRecord rec_{Op{OpKind::Loss, -1}};  // the operation being run
-  Clock::time_point start_, t0_;
+  Clock::time_point start_;
+  OperationTimes times_{memory_};                         // the operations' device times, until settle() reads them
+  size_t settled_ = 0;                                    // the operations whose times settle() has read
+  std::vector<std::pair<torch::Tensor, double>> losses_;  // on the device until settle(), with their weights
 };
 
 ScheduleExecution::ScheduleExecution(std::unique_ptr<LibTorchBackend> backend, ScheduleLimits limits,
@@ -517,6 +534,7 @@ torch::Tensor ScheduleExecution::output_of(int stage) const { return backend_->o
 torch::Tensor ScheduleExecution::gradient() const { return backend_->gradient(); }
 void ScheduleExecution::set_gradient(torch::Tensor gradient) { backend_->set_gradient(std::move(gradient)); }
 ExecutionResult& ScheduleExecution::result() { return backend_->result(); }
+void ScheduleExecution::settle() { backend_->settle(); }
 
 ExecutionResult Executor::run(const Schedule& schedule, const Batch& batch, StepContext& ctx,
                               GradientReducer* reducer) {

@@ -19,7 +19,9 @@
 //   starts a gradient bucket's sum over the ranks beside compute, and the
 //   run ends when every sum has.
 // It measures every operation: bytes live before and after, peak during,
-// and seconds.
+// and seconds, without waiting for the device: bytes are the allocator's
+// counts, which the host keeps as it queues work, and seconds are read
+// between marks in the device's queue once the run ends (one wait per run).
 #pragma once
 
 #include <memory>
@@ -90,8 +92,12 @@ class ScheduleExecution {
   // (with the same values, or with more gradient reaching x_i).
   torch::Tensor gradient() const;
   void set_gradient(torch::Tensor gradient);
-  // The operations run so far, measured.
+  // The operations run so far, measured: their bytes at once, their
+  // seconds (and the loss) once settled.
   ExecutionResult& result();
+  // Waits for the device and reads the times of the operations run so far
+  // (finish() does).
+  void settle();
 
  private:
   std::unique_ptr<LibTorchBackend> backend_;

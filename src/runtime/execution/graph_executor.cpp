@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/graph_schedule_interpreter.h"
 #include "core/seconds_since.h"
+#include "runtime/memory/operation_times.h"
 
 namespace memtrain::runtime {
 
@@ -33,13 +34,13 @@ class LibTorchGraphBackend : public GraphScheduleBackend {
     rec.stage = t;
     rec.node = k;
     rec.recomputed = recomputed;
-    memory_.synchronize();
+    // No wait for the device: the allocator's counts are the host's, and the
+    // node's time is read between marks in the device's queue by settle().
     rec.live_before = memory_.live();
     memory_.reset_peak();
-    const Clock::time_point t0 = Clock::now();
+    times_.start();
     out_[k] = k < n_ ? forward_node(k, recomputed) : backward_node(2 * n_ - 1 - k);
-    memory_.synchronize();
-    rec.seconds = seconds_since(t0);
+    times_.stop();
     rec.peak = std::max(memory_.peak(), rec.live_before);
     for (const torch::Tensor& x : out_[k]) {
       if (x.defined() && k != 0) rec.output_bytes += static_cast<Bytes>(x.nbytes());
@@ -50,6 +51,15 @@ class LibTorchGraphBackend : public GraphScheduleBackend {
     result.ops.push_back(rec);
   }
   void release(int i) override { out_[i].clear(); }
+
+  // Waits for the device once: the nodes' times, the loss and its counts.
+  void settle() {
+    const std::vector<Seconds> seconds = times_.settle();
+    for (size_t k = 0; k < seconds.size(); ++k) result.ops[k].seconds = seconds[k];
+    if (loss_.defined()) result.loss = loss_.item<double>();
+    loss_ = torch::Tensor();
+    ctx_.settle_counts();
+  }
 
   GraphExecution result;
 
@@ -62,7 +72,13 @@ class LibTorchGraphBackend : public GraphScheduleBackend {
     for (int j : model_.node(i).inputs) inputs.push_back(out_[j][0]);
     torch::NoGradGuard no_grad;
     torch::Tensor y = model_.node(i).module->forward(inputs, ctx_);
-    if (i == n_ - 1 && !recomputed) result.loss = y.item<double>();
+    if (i == n_ - 1 && !recomputed) {
+      if (y.is_cpu()) {
+        result.loss = y.item<double>();
+      } else {
+        loss_ = y;  // read by settle(): reading it now would wait for the device
+      }
+    }
     return {y};
   }
   // A backward node's outputs: the gradients of its forward node's inputs, one each.
@@ -101,6 +117,8 @@ class LibTorchGraphBackend : public GraphScheduleBackend {
   std::vector<std::vector<torch::Tensor>> out_;  // per training node: its output(s) while held
   std::vector<char> weights_done_;               // a node's weight gradients accumulated once
   std::vector<std::vector<int>> consumers_;      // forward nodes reading each forward node
+  OperationTimes times_{memory_};                // the nodes' device times, until settle() reads them
+  torch::Tensor loss_;                           // a device's loss, until settle()
 };
 
 }  // namespace
@@ -112,6 +130,7 @@ GraphExecution GraphExecutor::run(const plan::GraphSchedule& schedule, const Bat
   LibTorchGraphBackend backend(model_, memory_, training_, batch, ctx);
   const Clock::time_point start = Clock::now();
   interpret_graph_schedule(training_, schedule, backend);
+  backend.settle();
   backend.result.seconds = seconds_since(start);
   return std::move(backend.result);
 }

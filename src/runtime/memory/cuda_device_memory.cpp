@@ -15,6 +15,7 @@
 #include <cstdlib>
 
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/PinnedMemoryAllocator.h>
 #include <c10/core/AllocatorConfig.h>
@@ -92,8 +93,21 @@ class CudaDeviceMemory : public DeviceMemory {
     apply();
   }
   bool enforced() const override { return enforced_; }
-  // The compute stream only: copies on the side streams keep running.
-  void synchronize() override { c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(index_)).synchronize(); }
+  // An event on the compute stream, timed by the device.
+  class EventMark : public TimeMark {
+   public:
+    at::cuda::CUDAEvent event{cudaEventDefault};
+  };
+  std::unique_ptr<TimeMark> mark_time() override {
+    auto mark = std::make_unique<EventMark>();
+    mark->event.record(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(index_)));
+    return mark;
+  }
+  Seconds seconds_between(const TimeMark& from, const TimeMark& to) const override {
+    const auto& a = dynamic_cast<const EventMark&>(from);
+    const auto& b = dynamic_cast<const EventMark&>(to);
+    return a.event.elapsed_time(b.event) / 1000.0;
+  }
   std::unique_ptr<HostTransfers> make_transfers() override { return make_cuda_host_transfers(index_); }
   std::unique_ptr<DeviceScope> activate() override { return std::make_unique<CudaScope>(index_); }
   at::Generator make_generator(uint64_t seed) const override {
@@ -103,6 +117,12 @@ class CudaDeviceMemory : public DeviceMemory {
   }
   bool is_out_of_budget(const std::exception& e) const override {
     return enforced_ && std::string(e.what()).find("out of memory") != std::string::npos;
+  }
+
+ protected:
+  // The compute stream only: copies on the side streams keep running.
+  void wait_for_compute() override {
+    c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(index_)).synchronize();
   }
 
  private:

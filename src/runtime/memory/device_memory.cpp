@@ -2,6 +2,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <chrono>
+
 #include "core/error.h"
 #include "runtime/memory/cpu_host_transfers.h"
 
@@ -13,6 +15,11 @@ std::unique_ptr<DeviceMemory> make_cuda_device_memory(int index);  // cuda_devic
 
 namespace {
 
+class HostClockMark : public DeviceMemory::TimeMark {
+ public:
+  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+};
+
 class PooledScope : public DeviceScope {
  public:
   explicit PooledScope(MemoryPool* pool) : scope_(pool) {}
@@ -22,6 +29,14 @@ class PooledScope : public DeviceScope {
 };
 
 }  // namespace
+
+std::unique_ptr<DeviceMemory::TimeMark> DeviceMemory::mark_time() { return std::make_unique<HostClockMark>(); }
+
+Seconds DeviceMemory::seconds_between(const TimeMark& from, const TimeMark& to) const {
+  const auto& a = dynamic_cast<const HostClockMark&>(from);
+  const auto& b = dynamic_cast<const HostClockMark&>(to);
+  return std::chrono::duration<double>(b.at - a.at).count();
+}
 
 at::Generator DeviceMemory::make_generator(uint64_t seed) const {
   return at::make_generator<at::CPUGeneratorImpl>(seed);

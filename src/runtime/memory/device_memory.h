@@ -41,8 +41,24 @@ class DeviceMemory {
   virtual void set_enforced(bool on) = 0;
   virtual bool enforced() const = 0;
   // Waits for queued compute (not for copies to or from host), so
-  // wall-clock timings mean something.
-  virtual void synchronize() {}
+  // wall-clock timings mean something; counted, so that a test can hold a
+  // step to the one it may have (at its end).
+  void synchronize() {
+    ++synchronizations_;
+    wait_for_compute();
+  }
+  long synchronizations() const { return synchronizations_; }
+  // A point in the queued compute, when the work queued before it ends:
+  // what an operation's time is measured between without waiting for the
+  // device. seconds_between() is the time from `from` to `to`, once the
+  // device has reached `to` (after synchronize()). On the CPU, compute runs
+  // as it is queued: a mark is the host's clock.
+  class TimeMark {
+   public:
+    virtual ~TimeMark() = default;
+  };
+  virtual std::unique_ptr<TimeMark> mark_time();
+  virtual Seconds seconds_between(const TimeMark& from, const TimeMark& to) const;
   // True for an error that means this device's budget was hit though it was
   // not thrown as OutOfBudget (CUDA's own out-of-memory error).
   virtual bool is_out_of_budget(const std::exception&) const { return false; }
@@ -61,8 +77,12 @@ class DeviceMemory {
   // The separately counted host pool; PoolScope(&host()) selects it.
   MemoryPool& host() { return host_; }
 
+ protected:
+  virtual void wait_for_compute() {}
+
  private:
   MemoryPool host_{"host"};
+  long synchronizations_ = 0;
 };
 
 class CpuDeviceMemory : public DeviceMemory {

@@ -11,8 +11,7 @@ torch::Tensor classification_loss(const torch::Tensor& logits, StepContext& ctx)
   {
     torch::NoGradGuard no_grad;
     const torch::Tensor counted = flat_targets.ne(kIgnoreTarget);
-    ctx.correct = flat_logits.argmax(-1).eq(flat_targets).logical_and_(counted).sum().item<double>();
-    ctx.counted = counted.sum().item<double>();
+    ctx.count(flat_logits.argmax(-1).eq(flat_targets).logical_and_(counted).sum(), counted.sum());
   }
   return torch::cross_entropy_loss(flat_logits, flat_targets, {}, at::Reduction::Mean, kIgnoreTarget);
 }

@@ -40,9 +40,27 @@ struct StepContext {
   // gives them to its caller's autograd (torch.autograd.grad returns them).
   std::function<void(int stage, std::vector<torch::Tensor> gradients)> take_gradients;
 
-  // Written by the loss stage.
-  double correct = 0;  // examples or tokens predicted right
-  double counted = 0;  // examples or tokens counted
+  // Written by the loss stage, through count(): examples or tokens
+  // predicted right, and counted. A device's counts are read when the
+  // step's work has ended (settle_counts(), which the executor calls):
+  // reading them at once would wait for the device. The CPU's are at once.
+  double correct = 0;
+  double counted = 0;
+  torch::Tensor correct_pending, counted_pending;
+  void count(const torch::Tensor& correct_now, const torch::Tensor& counted_now) {
+    if (correct_now.is_cpu()) {
+      correct = correct_now.item<double>();
+      counted = counted_now.item<double>();
+    } else {
+      correct_pending = correct_now;
+      counted_pending = counted_now;
+    }
+  }
+  void settle_counts() {
+    if (correct_pending.defined()) correct = correct_pending.item<double>();
+    if (counted_pending.defined()) counted = counted_pending.item<double>();
+    correct_pending = counted_pending = torch::Tensor();
+  }
 };
 
 }  // namespace memtrain::runtime

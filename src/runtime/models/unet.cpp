@@ -110,8 +110,8 @@ class PixelLoss : public GraphNodeModule {
     const torch::Tensor targets = pixel_targets(inputs[1], ctx);
     {
       torch::NoGradGuard no_grad;
-      ctx.correct = logits.argmax(1).eq(targets).sum().item<double>();
-      ctx.counted = static_cast<double>(targets.numel());
+      ctx.count(logits.argmax(1).eq(targets).sum(),
+                torch::scalar_tensor(static_cast<double>(targets.numel()), logits.options().dtype(torch::kDouble)));
     }
     return torch::nn::functional::cross_entropy(logits, targets);
   }

@@ -231,7 +231,6 @@ void Trainer::use_budget(Bytes budget) {
 }
 
 void Trainer::observe_resident(const Batch& batch) {
-  memory_.synchronize();
   steps_->observe_resident(memory_.live(), batch.bytes(), planning_signature(batch.signature).size);
 }
 
@@ -239,6 +238,7 @@ StepRecord Trainer::step() {
   calibrate();
   const auto scope = memory_.activate();
   const Clock::time_point t0 = Clock::now();
+  const long synchronizations = memory_.synchronizations();
   const Batch batch = source_.next(memory_.device());
   StepRecord rec;
   rec.data_wait_seconds = seconds_since(t0);
@@ -277,6 +277,7 @@ StepRecord Trainer::step() {
     steps_->observe_peak(size, rec.predicted_peak_bytes, rec.peak_bytes);
   }
   record_outcome(run, rec);
+  rec.synchronizations = memory_.synchronizations() - synchronizations;
   rec.seconds = seconds_since(t0);
   records_.push_back(rec);
   if (on_step) on_step(rec);
@@ -428,7 +429,7 @@ void Trainer::update(const Signature& at, const ExecutionResult& result, StepRec
   // optimizer, the flat copies of the buckets the updated weights travel
   // in, cut as the gradient sums' pieces, which every rank agreed on), so
   // none stops half way. The gradients were summed during the schedule.
-  memory_.synchronize();
+  // The allocator's counts are current without waiting for the device.
   const Bytes before_update = memory_.live();
   Bytes temporary = optimizer_->update_temp_bytes();
   temporary = std::max(temporary, ranks_->share_temporary_bytes(*model_));
@@ -444,7 +445,6 @@ void Trainer::update(const Signature& at, const ExecutionResult& result, StepRec
     ranks_->share_weights(*model_);
     rec.share_seconds = seconds_since(t0);
   }
-  memory_.synchronize();
   const Bytes update_peak = memory_.peak();
   optimizer_->zero_grad();
   steps_->learn(at, result, update_peak - before_update);

@@ -90,6 +90,7 @@ struct StepRecord {
   Seconds seconds = 0;            // wall time of the whole step, data wait included
   Seconds data_wait_seconds = 0;  // waiting for the batch: the input pipeline's stall
   Seconds planning_seconds = 0;   // time spent choosing the plan (cache lookup or planning)
+  long synchronizations = 0;      // times the step waited for the device (one, at its end, unless retried)
   double loss = 0;
   double accuracy = 0;           // fraction of counted tokens or images right
   CopyStats copies;              // what the step's copies moved and cost

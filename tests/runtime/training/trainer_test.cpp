@@ -59,6 +59,34 @@ TEST(Trainer, CheckpointedTrainingEqualsPlainTrainingWithDropout) {
   }
 }
 
+TEST(Trainer, APlannedStepWaitsForTheDeviceOnceAtMost) {
+  // Operations are timed between marks in the device's queue and the
+  // allocator's counts need no wait: a step that runs a plan, cached or
+  // new, waits once, at its end, where it reads their times.
+  const auto data = tiny_tagging();
+  for (const auto& [planner, budget] :
+       std::vector<std::pair<std::string, std::string>>{{"none", "100%"}, {"mimose", "60%"}, {"optimal", "60%"}}) {
+    CpuDeviceMemory memory;
+    BrownBatches source(data, 16, 5);
+    Trainer trainer(
+        options(planner, budget), memory, [&] { return tiny_tagger(tiny_shape(*data)); }, source);
+    long planned = 0, cached = 0;
+    for (int step = 0; step < 14; ++step) {
+      const long before = memory.synchronizations();
+      const StepRecord rec = trainer.step();
+      const long waits = memory.synchronizations() - before;
+      if (rec.plan == PlanKind::Collect || rec.plan == PlanKind::Retry || rec.retries > 0) continue;
+      EXPECT_EQ(rec.synchronizations, waits) << planner << " step " << step;
+      ++planned;
+      cached += rec.plan == PlanKind::Cached;
+      EXPECT_LE(waits, 1) << planner << " step " << step;
+      EXPECT_GE(waits, 1) << planner << " step " << step << ": its times were read without waiting";
+    }
+    EXPECT_GT(planned, 5) << planner;
+    EXPECT_GT(cached, 0) << planner;
+  }
+}
+
 TEST(Trainer, SwapOffloadsAndTrainsExactlyAsPlainTrainingDoes) {
   const TrainingRun plain = train(options("none"), 12);
   TrainerOptions o = options("swap", "55%");
