@@ -3,7 +3,8 @@
 # Ninja but nothing of memtrain's: builds the CLI, the CUDA tests and the
 # Python module against that machine's torch (scripts/build-cuda.sh), runs the
 # CUDA tests, imports the module and runs its CUDA tests, trains a GPT of GPT-2 small's shape at a
-# 32000-word vocabulary under memtrain beside its peers (bench/gpu_whole_step.py), and prints the
+# 32000-word vocabulary under memtrain beside its peers (bench/gpu_whole_step.py), times the tagger's
+# steps under memtrain beside a plain LibTorch loop (bench/step_speed.sh), and prints the
 # headline figures (the tagger under mimose at 50% on CUDA). Each phase has a time limit, so the whole fits
 # in MEMTRAIN_GPU_SECONDS (480 by default) and a failed phase still leaves
 # the others' results. Everything it writes goes to OUTDIR; check.log says
@@ -43,7 +44,7 @@ fi
 
 # 1. Build: the CLI, the tests of the layers with CUDA code, the module
 # (where this Python has the headers to build a module against).
-targets="memtrain runtime_memory_tests runtime_execution_tests runtime_training_tests"
+targets="memtrain plain_loop_bench runtime_memory_tests runtime_execution_tests runtime_training_tests"
 module=(-DMEMTRAIN_PYTHON=ON)
 if "$python" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
   targets+=" memtrain_python_module"
@@ -101,14 +102,25 @@ say "Python CUDA tests: exit $?; $(tail -1 "$out/python-tests.log")"
 shape=()
 [[ $gpu == 1 ]] || shape=(--device cpu --width 64 --heads 4 --layers 4 --batch 2 --min-length 16 --max-length 64
   --steps 8 --fraction -1)
-PYTHONPATH=build-cuda/python:bench timeout "$(left 70)" "$python" bench/gpu_whole_step.py --out "$out/whole-step.md" \
+PYTHONPATH=build-cuda/python:bench timeout "$(left 150)" "$python" bench/gpu_whole_step.py --out "$out/whole-step.md" \
   "${shape[@]}" >>"$out/whole-step.log" 2>&1
 say "whole step at a real vocabulary: exit $?"
 [[ -f $out/whole-step.md ]] && tee -a "$log" <"$out/whole-step.md"
 
-# 6. Headline: the tagger at batch 32 under mimose at 50% on CUDA.
 device=cuda
 [[ $gpu == 1 ]] || device=cpu
+
+# 6. Steps at the device's speed: the tagger at batch 32 and 256 under none
+# and under mimose at 50%, beside the plain LibTorch loop over the same model
+# and batches, taking turns (bench/step_speed.sh); a dry run takes 3 steps.
+speed_steps=${MEMTRAIN_GPU_SPEED_STEPS:-40}
+[[ $gpu == 1 ]] || speed_steps=3
+MEMTRAIN_PYTHON=$python timeout "$(left 40)" bench/step_speed.sh build-cuda "$device" "$speed_steps" "$out/speed" \
+  >/dev/null 2>&1
+say "steps at the device's speed: exit $?"
+[[ -f $out/speed/speed.md ]] && tee -a "$log" <"$out/speed/speed.md"
+
+# 7. Headline: the tagger at batch 32 under mimose at 50% on CUDA.
 timeout "$(left 10)" "$memtrain" train --device "$device" --planner mimose --budget 50% \
   --steps "${MEMTRAIN_GPU_STEPS:-60}" --quiet --json "$out/tagger-mimose-50.json" >>"$log" 2>&1
 say "tagger mimose 50% on $device: exit $?"
