@@ -4,8 +4,11 @@
 #include <array>
 #include <cmath>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
+#include "predict/normal_equations.h"
 
 namespace memtrain::predict {
 
@@ -15,31 +18,6 @@ using Features = std::array<double, 3>;  // 1, tensors, bytes
 
 Features features_of(const AllReducePoint& p) {
   return {1.0, static_cast<double>(p.tensors), static_cast<double>(p.bytes)};
-}
-
-// Solves the k x k system a·x = b by Gaussian elimination with partial
-// pivoting; false when it is singular.
-bool solve_all_reduce_system(int k, long double a[3][3], long double b[3], long double x[3]) {
-  for (int col = 0; col < k; ++col) {
-    int pivot = col;
-    for (int r = col + 1; r < k; ++r) {
-      if (std::fabs(a[r][col]) > std::fabs(a[pivot][col])) pivot = r;
-    }
-    if (std::fabs(a[pivot][col]) < 1e-30L) return false;
-    std::swap(a[col], a[pivot]);
-    std::swap(b[col], b[pivot]);
-    for (int r = col + 1; r < k; ++r) {
-      const long double f = a[r][col] / a[col][col];
-      for (int j = col; j < k; ++j) a[r][j] -= f * a[col][j];
-      b[r] -= f * b[col];
-    }
-  }
-  for (int r = k - 1; r >= 0; --r) {
-    long double s = b[r];
-    for (int j = r + 1; j < k; ++j) s -= a[r][j] * x[j];
-    x[r] = s / a[r][r];
-  }
-  return true;
 }
 
 }  // namespace
@@ -69,7 +47,8 @@ AllReduceModel fit_all_reduce_model(const std::vector<AllReducePoint>& points, i
     for (int t = 0; t < 3; ++t) {
       if (mask & (1 << t)) terms[k++] = t;
     }
-    long double a[3][3] = {}, b[3] = {}, x[3] = {};
+    std::vector<std::vector<long double>> a(k, std::vector<long double>(k, 0.0L));
+    std::vector<long double> b(k, 0.0L);
     for (const AllReducePoint& p : points) {
       const Features f = features_of(p);
       const long double w = 1.0L / (static_cast<long double>(p.seconds) * p.seconds);
@@ -78,7 +57,9 @@ AllReduceModel fit_all_reduce_model(const std::vector<AllReducePoint>& points, i
         for (int j = 0; j < k; ++j) a[i][j] += w * f[terms[i]] * f[terms[j]];
       }
     }
-    if (!solve_all_reduce_system(k, a, b, x)) continue;
+    const NormalSolution solution = solve_normal_equations(std::move(a), std::move(b));
+    if (!solution.determined) continue;
+    const std::vector<long double>& x = solution.x;
     Features c{0, 0, 0};
     bool nonnegative = true;
     for (int i = 0; i < k; ++i) {

@@ -2,37 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
+
+#include "predict/normal_equations.h"
 
 namespace memtrain::predict {
-
-namespace {
-
-// Solves the k x k system a·c = b (k <= 3) by Gaussian elimination with
-// partial pivoting; false when it is singular.
-bool solve(int k, long double a[3][3], long double b[3], long double c[3]) {
-  for (int col = 0; col < k; ++col) {
-    int pivot = col;
-    for (int r = col + 1; r < k; ++r) {
-      if (std::fabs(a[r][col]) > std::fabs(a[pivot][col])) pivot = r;
-    }
-    if (std::fabs(a[pivot][col]) < 1e-18L) return false;
-    std::swap(a[col], a[pivot]);
-    std::swap(b[col], b[pivot]);
-    for (int r = col + 1; r < k; ++r) {
-      const long double f = a[r][col] / a[col][col];
-      for (int j = col; j < k; ++j) a[r][j] -= f * a[col][j];
-      b[r] -= f * b[col];
-    }
-  }
-  for (int r = k - 1; r >= 0; --r) {
-    long double s = b[r];
-    for (int j = r + 1; j < k; ++j) s -= a[r][j] * c[j];
-    c[r] = s / a[r][r];
-  }
-  return true;
-}
-
-}  // namespace
 
 void QuadraticModel::observe(double x, double y) {
   if (count_ == 0) {
@@ -79,16 +54,18 @@ void QuadraticModel::refit() const {
     for (int r = 0; r < k; ++r) {
       if (mask & (1 << r)) terms[m++] = r;
     }
-    long double a[3][3], b[3], c[3] = {0, 0, 0};
+    std::vector<std::vector<long double>> a(m, std::vector<long double>(m));
+    std::vector<long double> b(m);
     for (int r = 0; r < m; ++r) {
       for (int j = 0; j < m; ++j) a[r][j] = st_[terms[r] + terms[j]];
       b[r] = sty_[terms[r]];
     }
-    if (!solve(m, a, b, c)) return false;
+    const NormalSolution c = solve_normal_equations(std::move(a), std::move(b));
+    if (!c.determined) return false;
     out = {0, 0, 0};
     for (int r = 0; r < m; ++r) {
-      if (nonnegative_ && c[r] < 0) return false;
-      out[terms[r]] = c[r];
+      if (nonnegative_ && c.x[r] < 0) return false;
+      out[terms[r]] = c.x[r];
     }
     rss = residual_sum_of_squares(out);
     return true;

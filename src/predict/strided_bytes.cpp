@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+
+#include "predict/normal_equations.h"
 
 namespace memtrain::predict {
 
@@ -120,42 +123,18 @@ std::optional<double> StridedBytes::fit(const std::vector<Stride>& basis, std::i
     return most;
   }
 
-  // A least-squares solution from the normal equations (Gaussian
-  // elimination with partial pivoting; a column the sides seen cannot
-  // tell from the others gets 0): any gives the same value at `side`.
-  std::vector<std::vector<long double>> a(k, std::vector<long double>(k + 1, 0.0L));
+  // A least-squares solution from the normal equations (a column the sides
+  // seen cannot tell from the others gets 0): any gives the same value at `side`.
+  std::vector<std::vector<long double>> a(k, std::vector<long double>(k, 0.0L));
+  std::vector<long double> b(k, 0.0L);
   for (const auto& [s, bytes] : at_) {
     const std::vector<long double> row = row_at(s);
     for (int r = 0; r < k; ++r) {
       for (int c = 0; c < k; ++c) a[r][c] += row[r] * row[c];
-      a[r][k] += row[r] * bytes;
+      b[r] += row[r] * bytes;
     }
   }
-  long double largest_diagonal = 0;
-  for (int r = 0; r < k; ++r) largest_diagonal = std::max(largest_diagonal, a[r][r]);
-  int row = 0;
-  std::vector<int> pivot_column;
-  for (int col = 0; col < k; ++col) {
-    int pivot = row;
-    for (int r = row + 1; r < k; ++r) {
-      if (std::fabs(a[r][col]) > std::fabs(a[pivot][col])) pivot = r;
-    }
-    if (std::fabs(a[pivot][col]) <= 1e-12L * largest_diagonal) continue;
-    std::swap(a[row], a[pivot]);
-    for (int r = row + 1; r < k; ++r) {
-      const long double f = a[r][col] / a[row][col];
-      for (int c = col; c <= k; ++c) a[r][c] -= f * a[row][c];
-    }
-    pivot_column.push_back(col);
-    ++row;
-  }
-  std::vector<long double> coef(k, 0.0L);
-  for (int r = static_cast<int>(pivot_column.size()) - 1; r >= 0; --r) {
-    const int col = pivot_column[r];
-    long double v = a[r][k];
-    for (int c = col + 1; c < k; ++c) v -= a[r][c] * coef[c];
-    coef[col] = v / a[r][col];
-  }
+  const std::vector<long double> coef = solve_normal_equations(std::move(a), std::move(b)).x;
   auto fitted = [&](std::int64_t at) { return static_cast<double>(dot(row_at(at), coef)); };
   // Where the fit fell short of a side seen, it may fall as short here.
   double shortfall = 0;
