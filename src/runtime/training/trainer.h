@@ -1,12 +1,10 @@
-// The Mimose loop, per step: the batch's signature -> a cached plan, or the
-// predictor's chain for this size and a new plan -> execute -> measure ->
-// teach the predictor; that loop is the StepPlanner's, shared with the
-// Python module, and the trainer adds its optimizer and its modes (ranks,
-// a shared device, weights in host memory), each an object it owns, which
-// decides that mode's part of a step. Before the first step it calibrates on the dataset's
-// largest input: the unconstrained peak (for budgets given as N%) and one
-// fully measured chain. The first `collect_steps` steps checkpoint every
-// stage so any size fits while the predictor learns.
+// The Mimose loop (choosing, retrying and learning from each step's plan)
+// is the StepPlanner's (step_planner.h), shared with the Python module; the
+// trainer adds its optimizer and its modes (ranks, a shared device, weights
+// in host memory), each an object it owns, which decides that mode's part
+// of a step. Before the first step it calibrates on the dataset's largest
+// input: the unconstrained peak (for budgets given as N%) and one fully
+// measured chain.
 //
 // A step that still runs out of budget (a misprediction) loses nothing: its
 // partial gradients are discarded, the random generators rewound, the
