@@ -121,10 +121,18 @@ JobsArgs read_jobs_args(const std::vector<std::string>& args) {
     const std::string& value = args[++i];
     if (a == "--job") {
       jobs::JobSpec spec;
-      spec.train_args = split_words(value);
-      for (const std::string& w : spec.train_args) {
-        if (w == "--share" || w == "--share-label" || w == "--budget" || w == "--json" || w == "--device") {
-          throw UsageError("--job '" + value + "': " + w + " is the group's to set; give it to memtrain jobs");
+      spec.args = split_words(value);
+      for (size_t w = 0; w < spec.args.size(); ++w) {
+        const std::string& flag = spec.args[w];
+        if (flag == "--share" || flag == "--share-label" || flag == "--budget" || flag == "--json" ||
+            flag == "--device") {
+          throw UsageError("--job '" + value + "': " + flag + " is the group's to set; give it to memtrain jobs");
+        }
+        // A count train will refuse stays the job's (< 0), and train says why.
+        if (flag == "--threads") {
+          spec.threads =
+              w + 1 < spec.args.size() ? static_cast<int>(parse_whole_integer(spec.args[w + 1]).value_or(-1)) : -1;
+          if (spec.threads == 0) spec.threads = -1;
         }
       }
       r.o.jobs.push_back(spec);
@@ -149,10 +157,10 @@ void set_group(const JobsArgs& r, jobs::LaunchOptions& o) {
   o.group.policy = jobs::parse_policy(r.get("--policy", ""));
   if (o.group.policy == jobs::Policy::Tensile) {
     for (jobs::JobSpec& spec : o.jobs) {
-      const auto it = std::find(spec.train_args.begin(), spec.train_args.end(), "--planner");
-      if (it == spec.train_args.end()) {
-        spec.train_args.insert(spec.train_args.end(), {"--planner", "tensile"});
-      } else if (it + 1 != spec.train_args.end() && *(it + 1) != "tensile") {
+      const auto it = std::find(spec.args.begin(), spec.args.end(), "--planner");
+      if (it == spec.args.end()) {
+        spec.args.insert(spec.args.end(), {"--planner", "tensile"});
+      } else if (it + 1 != spec.args.end() && *(it + 1) != "tensile") {
         throw UsageError(std::string("--job: --policy tensile plans every job with ") +
                          "--planner tensile; drop --planner " + *(it + 1) + " from that job");
       }
@@ -195,6 +203,17 @@ void set_jobs(const JobsArgs& r, jobs::LaunchOptions& o) {
     o.work_dir = dir;
   }
   o.program = memtrain_program();
+  // Each job is `memtrain train` in the group, with its threads when it names none itself.
+  o.job_arguments = [group = o.group.name](const jobs::JobSpec& job, size_t index, const std::string& report) {
+    std::vector<std::string> argv = {"train"};
+    argv.insert(argv.end(), job.args.begin(), job.args.end());
+    if (std::find(job.args.begin(), job.args.end(), "--threads") == job.args.end() && job.threads > 0) {
+      argv.insert(argv.end(), {"--threads", std::to_string(job.threads)});
+    }
+    argv.insert(argv.end(),
+                {"--share", group, "--share-label", "job " + std::to_string(index + 1), "--json", report, "--quiet"});
+    return argv;
+  };
   o.progress = !r.quiet;
   // Each job its share of the cores, unless its flags say otherwise.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -14,7 +14,11 @@ SharedDevice::SharedDevice(const std::string& name, runtime::DeviceMemory& memor
   pool_ = &cpu->pool();
   // Bytes charged before would be refunded to the group without having been charged.
   if (pool_->live() != 0) throw Error("--share: the device pool already holds " + format_bytes(pool_->live()));
-  group_ = jobs::JobGroup::join(name, device, label, timeout);
+  try {
+    group_ = jobs::JobGroup::join(name, device, label, timeout);
+  } catch (const UsageError& e) {
+    throw UsageError("--share " + name + ": " + e.what() + "; start it with memtrain jobs --name " + name);
+  }
   pool_->share(this);
 }
 

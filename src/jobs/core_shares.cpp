@@ -1,26 +1,12 @@
 #include "jobs/core_shares.h"
 
 #include <algorithm>
-#include <string>
-
-#include "core/parse_number.h"
 
 namespace memtrain::jobs {
 
 namespace {
 
-// The job's own --threads; 0 when its flags name none (or a value `memtrain train` will refuse).
-int own_threads(const JobSpec& job) {
-  const std::vector<std::string>& a = job.train_args;
-  for (std::size_t i = 0; i + 1 < a.size(); ++i) {
-    if (a[i] == "--threads") return static_cast<int>(parse_whole_integer(a[i + 1]).value_or(0));
-  }
-  return 0;
-}
-
-bool names_threads(const JobSpec& job) {
-  return std::find(job.train_args.begin(), job.train_args.end(), "--threads") != job.train_args.end();
-}
+bool names_threads(const JobSpec& job) { return job.threads != 0; }
 
 }  // namespace
 
@@ -29,7 +15,7 @@ std::vector<int> core_shares(const std::vector<JobSpec>& jobs, int cores) {
   int left = std::max(1, cores), sharing = 0;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     if (names_threads(jobs[i])) {
-      shares[i] = own_threads(jobs[i]);
+      shares[i] = std::max(0, jobs[i].threads);
       left -= std::max(0, shares[i]);
     } else {
       ++sharing;
@@ -49,9 +35,7 @@ std::vector<int> core_shares(const std::vector<JobSpec>& jobs, int cores) {
 std::vector<int> share_cores(std::vector<JobSpec>& jobs, int cores) {
   const std::vector<int> shares = core_shares(jobs, cores);
   for (std::size_t i = 0; i < jobs.size(); ++i) {
-    if (names_threads(jobs[i])) continue;
-    jobs[i].train_args.push_back("--threads");
-    jobs[i].train_args.push_back(std::to_string(shares[i]));
+    if (!names_threads(jobs[i])) jobs[i].threads = shares[i];
   }
   return shares;
 }

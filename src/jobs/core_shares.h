@@ -1,7 +1,7 @@
-// The CPU cores a group's jobs share out. Each `memtrain train` takes every
-// core by default, so N jobs on C cores would run N*C compute threads and
-// slow each other unpredictably; the launcher gives each job that names no
-// --threads its share of the cores its other jobs leave.
+// The CPU cores a group's jobs share out. A job takes every core by
+// default, so N jobs on C cores would run N*C compute threads and slow each
+// other unpredictably; each job that names no thread count of its own gets
+// its share of the cores its other jobs leave.
 #pragma once
 
 #include <vector>
@@ -10,12 +10,13 @@
 
 namespace memtrain::jobs {
 
-// The --threads each job of `jobs` runs with on `cores` cores: its own when
-// its flags give --threads, else an even share (at least 1) of the cores the
-// others' own counts leave, spare cores going to the first jobs.
+// The threads each job of `jobs` runs with on `cores` cores: its own when
+// it names a count (JobSpec::threads != 0; 0 for a count its command will
+// refuse), else an even share (at least 1) of the cores the others' own
+// counts leave, spare cores going to the first jobs.
 std::vector<int> core_shares(const std::vector<JobSpec>& jobs, int cores);
 
-// `jobs` with --threads added to the flags of every job that names none;
+// Sets the threads of every job of `jobs` that names none to its share;
 // returns every job's threads (core_shares).
 std::vector<int> share_cores(std::vector<JobSpec>& jobs, int cores);
 

@@ -188,7 +188,7 @@ std::unique_ptr<JobGroup> JobGroup::join(const std::string& name, const std::str
     }
     if (seconds_since(start) > timeout) {
       throw UsageError("job group " + name + " does not exist (none appeared within " + format_number("%.1f", timeout) +
-                       " s); start it with memtrain jobs --name " + name);
+                       " s)");
     }
     pause_briefly();
   }

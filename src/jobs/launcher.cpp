@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
 #include "core/seconds_since.h"
@@ -37,12 +38,9 @@ std::string last_line(const std::string& path) {
 }
 
 std::int32_t spawn_job(const LaunchOptions& o, size_t index, const std::string& report, const std::string& log) {
-  std::vector<std::string> argv = {o.program, "train"};
-  argv.insert(argv.end(), o.jobs[index].train_args.begin(), o.jobs[index].train_args.end());
-  for (const std::string& a :
-       {std::string("--share"), o.group.name, std::string("--share-label"), "job " + std::to_string(index + 1),
-        std::string("--json"), report, std::string("--quiet")})
-    argv.push_back(a);
+  MEMTRAIN_ASSERT(o.job_arguments, "a launch with jobs says how to run one");
+  std::vector<std::string> argv = {o.program};
+  for (std::string& a : o.job_arguments(o.jobs[index], index, report)) argv.push_back(std::move(a));
   std::vector<char*> raw;
   for (std::string& a : argv) raw.push_back(a.data());
   raw.push_back(nullptr);
@@ -125,8 +123,7 @@ LaunchResult launch(const LaunchOptions& o) {
         const MemberState* after = member_of(group->state(), out.pid);
         if (after && after->reclaimed > 0) out.reclaimed_after = seconds_since(start) - out.ended;
         if (killed[i])
-          out.error =
-              "killed with SIGKILL after " + std::to_string(o.jobs[i].kill_after_steps) + " steps (--kill-after)";
+          out.error = "killed with SIGKILL after " + std::to_string(o.jobs[i].kill_after_steps) + " steps, as asked";
         else if (out.signal)
           out.error = "killed by signal " + std::to_string(out.signal);
         else if (out.exit_code != 0)
@@ -149,7 +146,7 @@ LaunchResult launch(const LaunchOptions& o) {
         for (size_t i = 0; i < o.jobs.size(); ++i) {
           if (started[i]) continue;
           result.jobs[i].error = "not started: the group ended after " + std::to_string(steps) + " steps, before the " +
-                                 std::to_string(o.jobs[i].start_after_steps) + " it waited for (--start-after)";
+                                 std::to_string(o.jobs[i].start_after_steps) + " it was to start after";
         }
         break;
       }
@@ -231,7 +228,7 @@ nlohmann::json jobs_report(const LaunchOptions& o, const LaunchResult& r) {
               {"reclaimed_after_seconds", out.reclaimed_after >= 0 ? json(out.reclaimed_after) : json()},
               {"lease_delay_steps",
                m && m->others_steps_to_first_lease >= 0 ? json(m->others_steps_to_first_lease) : json()}};
-    if (o.jobs.size() > i) j["args"] = o.jobs[i].train_args;
+    if (o.jobs.size() > i) j["args"] = o.jobs[i].args;
     // The compute threads the job ran with, from its own report.
     j["threads"] = report.is_object() && report.contains("cpu_threads") ? report.at("cpu_threads") : json();
     // From the job's own report: samples, retries, violations, and the

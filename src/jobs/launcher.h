@@ -1,9 +1,11 @@
-// `memtrain jobs`: starts a job group and its jobs, each a `memtrain train
-// --share` process of its own, watches them until all have ended, and
+// `memtrain jobs`: starts a job group and its jobs, each a process of its
+// own that joins the group (the CLI's `memtrain train --share`, whose
+// command line the caller builds), watches them until all have ended, and
 // reclaims the memory of any that dies on the way.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,7 +16,14 @@
 namespace memtrain::jobs {
 
 struct JobSpec {
-  std::vector<std::string> train_args;  // flags of `memtrain train`
+  // The job's own arguments, as the command that runs it takes them: the
+  // launcher hands them to LaunchOptions::job_arguments and reports them,
+  // and reads none of them.
+  std::vector<std::string> args;
+  // The compute threads it runs with: > 0 its own; 0 its share of the cores
+  // (share_cores sets it); < 0 named in its arguments with a value its
+  // command will refuse.
+  int threads = 0;
   // Starts once the group's jobs have taken this many steps together (0: at once).
   std::int64_t start_after_steps = 0;
   // Killed with SIGKILL once it has taken this many steps (-1: never); for
@@ -26,9 +35,13 @@ struct LaunchOptions {
   GroupSettings group;        // expected_jobs: set from the jobs that start at once
   std::vector<JobSpec> jobs;  // none: host the group for jobs started by hand
   int hosted_jobs = 0;        // with no jobs: how many to wait for
-  std::string program;        // the memtrain executable
-  std::string work_dir;       // each job's JSON report and log go here
-  bool progress = true;       // a line on stderr as each job starts and ends
+  std::string program;        // the executable that runs a job
+  // The arguments after `program` that run job `index` (0-based) in the
+  // group, writing its JSON report to `report_path`.
+  std::function<std::vector<std::string>(const JobSpec& job, size_t index, const std::string& report_path)>
+      job_arguments;
+  std::string work_dir;  // each job's JSON report and log go here
+  bool progress = true;  // a line on stderr as each job starts and ends
 };
 
 struct JobOutcome {

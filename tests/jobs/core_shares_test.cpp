@@ -10,16 +10,16 @@
 namespace memtrain::jobs {
 namespace {
 
-JobSpec job(std::vector<std::string> args) {
+JobSpec job(int threads) {
   JobSpec j;
-  j.train_args = std::move(args);
+  j.threads = threads;
   return j;
 }
 
 int total(const std::vector<int>& shares) { return std::accumulate(shares.begin(), shares.end(), 0); }
 
 TEST(CoreShares, JobsWithoutThreadsSplitTheCores) {
-  const std::vector<JobSpec> three(3, job({"--steps", "5"}));
+  const std::vector<JobSpec> three(3, job(0));
   EXPECT_EQ(core_shares(three, 2), (std::vector<int>{1, 1, 1})) << "at least one thread a job";
   EXPECT_EQ(core_shares(three, 8), (std::vector<int>{3, 3, 2})) << "spare cores to the first jobs";
   for (int cores = 1; cores <= 64; ++cores)
@@ -27,16 +27,17 @@ TEST(CoreShares, JobsWithoutThreadsSplitTheCores) {
 }
 
 TEST(CoreShares, AJobsOwnThreadsAreKeptAndLeaveTheOthersTheRest) {
-  const std::vector<JobSpec> jobs = {job({"--threads", "4"}), job({"--model", "gpt"}), job({})};
+  const std::vector<JobSpec> jobs = {job(4), job(0), job(0)};
   EXPECT_EQ(core_shares(jobs, 8), (std::vector<int>{4, 2, 2}));
   EXPECT_EQ(core_shares(jobs, 4), (std::vector<int>{4, 1, 1}));
 }
 
-TEST(CoreShares, ShareCoresAddsThreadsOnlyWhereNoneIsGiven) {
-  std::vector<JobSpec> jobs = {job({"--threads", "1"}), job({"--steps", "5"})};
-  share_cores(jobs, 4);
-  EXPECT_EQ(jobs[0].train_args, (std::vector<std::string>{"--threads", "1"}));
-  EXPECT_EQ(jobs[1].train_args, (std::vector<std::string>{"--steps", "5", "--threads", "3"}));
+TEST(CoreShares, ShareCoresSetsThreadsOnlyWhereNoneIsGiven) {
+  std::vector<JobSpec> jobs = {job(1), job(0), job(-1)};
+  EXPECT_EQ(share_cores(jobs, 4), (std::vector<int>{1, 3, 0}));
+  EXPECT_EQ(jobs[0].threads, 1);
+  EXPECT_EQ(jobs[1].threads, 3);
+  EXPECT_EQ(jobs[2].threads, -1) << "a count its command refuses stays, for the command to say why";
 }
 
 TEST(CoreShares, ComputeSlotsAreTheCoresOverTheMeanThreadsBetweenOneAndTheJobs) {
