@@ -62,15 +62,81 @@ const MemberState* member_of(const GroupState& g, std::int32_t pid) {
   return nullptr;
 }
 
-}  // namespace
+// What ended a job left (`status` from waitpid; `killed`: by the launcher,
+// as its spec asked): its end, exit code or signal, error line, and how soon
+// after its end the group had its bytes back.
+void record_end(JobOutcome& out, int status, bool killed, const JobSpec& job, JobGroup& group,
+                Clock::time_point start) {
+  if (!killed) out.ended = seconds_since(start);
+  if (WIFEXITED(status)) out.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) out.signal = WTERMSIG(status);
+  group.reap();
+  const MemberState* after = member_of(group.state(), out.pid);
+  if (after && after->reclaimed > 0) out.reclaimed_after = seconds_since(start) - out.ended;
+  if (killed)
+    out.error = "killed with SIGKILL after " + std::to_string(job.kill_after_steps) + " steps, as asked";
+  else if (out.signal)
+    out.error = "killed by signal " + std::to_string(out.signal);
+  else if (out.exit_code != 0)
+    out.error = last_line(out.log_path);
+}
 
-LaunchResult launch(const LaunchOptions& o) {
+// Every one of the `hosted` jobs started by hand has joined, and every member has finished or failed.
+bool hosted_jobs_settled(const GroupState& g, int hosted) {
+  int settled = 0;
+  for (const MemberState& m : g.members) settled += m.status != MemberState::Joined ? 1 : 0;
+  return static_cast<int>(g.members.size()) >= hosted && settled == static_cast<int>(g.members.size());
+}
+
+std::string never_started(const JobSpec& job, std::int64_t steps) {
+  return "not started: the group ended after " + std::to_string(steps) + " steps, before the " +
+         std::to_string(job.start_after_steps) + " it was to start after";
+}
+
+// The group's settings, expecting the jobs that start at once (or the hosted ones).
+GroupSettings group_settings(const LaunchOptions& o) {
   GroupSettings settings = o.group;
   settings.expected_jobs = o.jobs.empty() ? o.hosted_jobs : 0;
   for (const JobSpec& j : o.jobs) settings.expected_jobs += j.start_after_steps == 0 ? 1 : 0;
+  return settings;
+}
+
+void kill_and_wait(std::int32_t pid) {
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+// From the first launched job's start to the last one's end; `whole`, the
+// launch's own time, when it launched none.
+Seconds makespan(const std::vector<JobOutcome>& jobs, Seconds whole) {
+  Seconds first = -1, last = 0;
+  for (const JobOutcome& j : jobs) {
+    if (!j.launched) continue;
+    first = first < 0 ? j.started : std::min(first, j.started);
+    last = std::max(last, j.ended);
+  }
+  return first < 0 ? whole : last - first;
+}
+
+// The group's members the launcher did not start, as outcomes after its own.
+void add_jobs_joined_by_hand(LaunchResult& result) {
+  for (const MemberState& m : result.group.members) {
+    const bool ours =
+        std::any_of(result.jobs.begin(), result.jobs.end(), [&](const JobOutcome& j) { return j.pid == m.pid; });
+    if (ours) continue;
+    JobOutcome hand;
+    hand.pid = m.pid;
+    hand.exit_code = m.status == MemberState::Finished ? 0 : -1;
+    result.jobs.push_back(hand);
+  }
+}
+
+}  // namespace
+
+LaunchResult launch(const LaunchOptions& o) {
   if (!o.jobs.empty() && ::mkdir(o.work_dir.c_str(), 0755) != 0 && errno != EEXIST)
     throw Error("jobs: cannot make the work folder " + o.work_dir + ": " + std::strerror(errno));
-  std::unique_ptr<JobGroup> group = JobGroup::create(settings);
+  std::unique_ptr<JobGroup> group = JobGroup::create(group_settings(o));
   const Clock::time_point start = Clock::now();
   LaunchResult result;
   result.jobs.resize(o.jobs.size());
@@ -116,18 +182,7 @@ LaunchResult launch(const LaunchOptions& o) {
           continue;
         }
         ended[i] = true;
-        if (!killed[i]) out.ended = seconds_since(start);
-        if (WIFEXITED(status)) out.exit_code = WEXITSTATUS(status);
-        if (WIFSIGNALED(status)) out.signal = WTERMSIG(status);
-        group->reap();
-        const MemberState* after = member_of(group->state(), out.pid);
-        if (after && after->reclaimed > 0) out.reclaimed_after = seconds_since(start) - out.ended;
-        if (killed[i])
-          out.error = "killed with SIGKILL after " + std::to_string(o.jobs[i].kill_after_steps) + " steps, as asked";
-        else if (out.signal)
-          out.error = "killed by signal " + std::to_string(out.signal);
-        else if (out.exit_code != 0)
-          out.error = last_line(out.log_path);
+        record_end(out, status, killed[i], o.jobs[i], *group, start);
         if (o.progress) {
           std::fprintf(stderr, "memtrain jobs: job %zu (pid %d) %s\n", i + 1, out.pid,
                        out.exit_code == 0 ? "completed"
@@ -135,18 +190,11 @@ LaunchResult launch(const LaunchOptions& o) {
                                           : ("failed: " + out.error).c_str());
         }
       }
-      if (o.jobs.empty()) {
-        int settled = 0;
-        for (const MemberState& m : g.members) settled += m.status != MemberState::Joined ? 1 : 0;
-        all_ended =
-            static_cast<int>(g.members.size()) >= o.hosted_jobs && settled == static_cast<int>(g.members.size());
-      }
+      if (o.jobs.empty()) all_ended = hosted_jobs_settled(g, o.hosted_jobs);
       if (!o.jobs.empty() && !running) {
         // No job runs to take the steps the waiting ones wait for.
         for (size_t i = 0; i < o.jobs.size(); ++i) {
-          if (started[i]) continue;
-          result.jobs[i].error = "not started: the group ended after " + std::to_string(steps) + " steps, before the " +
-                                 std::to_string(o.jobs[i].start_after_steps) + " it was to start after";
+          if (!started[i]) result.jobs[i].error = never_started(o.jobs[i], steps);
         }
         break;
       }
@@ -155,30 +203,13 @@ LaunchResult launch(const LaunchOptions& o) {
     }
   } catch (...) {
     for (size_t i = 0; i < o.jobs.size(); ++i) {
-      if (started[i] && !ended[i]) {
-        ::kill(result.jobs[i].pid, SIGKILL);
-        ::waitpid(result.jobs[i].pid, nullptr, 0);
-      }
+      if (started[i] && !ended[i]) kill_and_wait(result.jobs[i].pid);
     }
     throw;
   }
   result.group = group->state();
-  for (const MemberState& m : result.group.members) {
-    const bool ours =
-        std::any_of(result.jobs.begin(), result.jobs.end(), [&](const JobOutcome& j) { return j.pid == m.pid; });
-    if (ours) continue;
-    JobOutcome hand;  // joined by hand
-    hand.pid = m.pid;
-    hand.exit_code = m.status == MemberState::Finished ? 0 : -1;
-    result.jobs.push_back(hand);
-  }
-  Seconds first = -1, last = 0;
-  for (const JobOutcome& j : result.jobs) {
-    if (!j.launched) continue;
-    first = first < 0 ? j.started : std::min(first, j.started);
-    last = std::max(last, j.ended);
-  }
-  result.makespan = first < 0 ? seconds_since(start) : last - first;
+  add_jobs_joined_by_hand(result);
+  result.makespan = makespan(result.jobs, seconds_since(start));
   return result;
 }
 
@@ -194,6 +225,33 @@ nlohmann::json read_report(const std::string& path) {
   }
 }
 
+// What the group and the launcher know of job `index`, as the report gives it.
+nlohmann::json outcome_json(size_t index, const JobOutcome& out, const MemberState* m, bool completed) {
+  using nlohmann::json;
+  const Seconds seconds = out.launched ? out.ended - out.started : 0;
+  return {
+      {"index", index + 1},
+      {"pid", out.pid},
+      {"label", m ? m->label : std::string()},
+      {"completed", completed},
+      {"exit_code", out.signal ? json() : json(out.exit_code)},
+      {"signal", out.signal ? json(out.signal) : json()},
+      {"error", out.error.empty() ? json() : json(out.error)},
+      {"seconds", out.launched ? json(seconds) : json()},
+      {"started_seconds", out.launched ? json(out.started) : json()},
+      {"steps", m ? m->steps : 0},
+      {"wait_seconds", m ? m->wait_seconds : 0},
+      {"calibrate_wait_seconds", m ? m->calibrate_wait_seconds : 0},
+      {"peak_bytes", m ? m->peak : 0},
+      {"reference_peak_bytes", m ? m->reference : 0},
+      {"least_budget_bytes", m ? m->least_largest : 0},
+      {"reclaimed_bytes", m ? m->reclaimed : 0},
+      {"tensile_replans", m ? m->replans : 0},
+      {"arbiter_choices", m ? json(m->arbiter_choices) : json::object()},
+      {"reclaimed_after_seconds", out.reclaimed_after >= 0 ? json(out.reclaimed_after) : json()},
+      {"lease_delay_steps", m && m->others_steps_to_first_lease >= 0 ? json(m->others_steps_to_first_lease) : json()}};
+}
+
 }  // namespace
 
 nlohmann::json jobs_report(const LaunchOptions& o, const LaunchResult& r) {
@@ -207,27 +265,7 @@ nlohmann::json jobs_report(const LaunchOptions& o, const LaunchResult& r) {
     const json report = out.launched ? read_report(out.report_path) : json();
     const bool completed = out.exit_code == 0 && m && m->status == MemberState::Finished;
     const Seconds seconds = out.launched ? out.ended - out.started : 0;
-    json j = {{"index", i + 1},
-              {"pid", out.pid},
-              {"label", m ? m->label : std::string()},
-              {"completed", completed},
-              {"exit_code", out.signal ? json() : json(out.exit_code)},
-              {"signal", out.signal ? json(out.signal) : json()},
-              {"error", out.error.empty() ? json() : json(out.error)},
-              {"seconds", out.launched ? json(seconds) : json()},
-              {"started_seconds", out.launched ? json(out.started) : json()},
-              {"steps", m ? m->steps : 0},
-              {"wait_seconds", m ? m->wait_seconds : 0},
-              {"calibrate_wait_seconds", m ? m->calibrate_wait_seconds : 0},
-              {"peak_bytes", m ? m->peak : 0},
-              {"reference_peak_bytes", m ? m->reference : 0},
-              {"least_budget_bytes", m ? m->least_largest : 0},
-              {"reclaimed_bytes", m ? m->reclaimed : 0},
-              {"tensile_replans", m ? m->replans : 0},
-              {"arbiter_choices", m ? json(m->arbiter_choices) : json::object()},
-              {"reclaimed_after_seconds", out.reclaimed_after >= 0 ? json(out.reclaimed_after) : json()},
-              {"lease_delay_steps",
-               m && m->others_steps_to_first_lease >= 0 ? json(m->others_steps_to_first_lease) : json()}};
+    json j = outcome_json(i, out, m, completed);
     if (o.jobs.size() > i) j["args"] = o.jobs[i].args;
     // The compute threads the job ran with, from its own report.
     j["threads"] = report.is_object() && report.contains("cpu_threads") ? report.at("cpu_threads") : json();

@@ -14,6 +14,33 @@ namespace {
 // allocator rounding each block (CUDA's to 512 bytes) moves them that little.
 constexpr double kSameRatio = 1e-3;
 
+long double dot(const std::vector<long double>& a, const std::vector<long double>& b) {
+  long double d = 0;
+  for (size_t j = 0; j < a.size(); ++j) d += a[j] * b[j];
+  return d;
+}
+
+// Whether `query` lies in the span of `rows` (Gram-Schmidt): sides that keep
+// two strides' sides in the same ratio cannot tell those strides apart, yet
+// they still determine sides that keep that ratio too.
+bool in_span(const std::vector<std::vector<long double>>& rows, const std::vector<long double>& query) {
+  std::vector<long double> rest = query;
+  std::vector<std::vector<long double>> orthonormal;
+  for (std::vector<long double> v : rows) {
+    for (const auto& u : orthonormal) {
+      const long double d = dot(v, u);
+      for (size_t j = 0; j < v.size(); ++j) v[j] -= d * u[j];
+    }
+    const long double norm = std::sqrt(dot(v, v));
+    if (norm <= 1e-9L) continue;
+    for (long double& e : v) e /= norm;
+    const long double d = dot(rest, v);
+    for (size_t j = 0; j < rest.size(); ++j) rest[j] -= d * v[j];
+    orthonormal.push_back(std::move(v));
+  }
+  return std::sqrt(dot(rest, rest)) <= 1e-9L * std::sqrt(dot(query, query));
+}
+
 bool is_stride(Stride s) { return s == kConstant || (s > 0 && s <= kLargestStride && (s & (s - 1)) == 0); }
 
 }  // namespace
@@ -84,33 +111,9 @@ std::optional<double> StridedBytes::fit(const std::vector<Stride>& basis, std::i
     for (int j = 0; j < k; ++j) row[j] = pixels(s, basis[j]) / scale[j];
     return row;
   };
-  auto dot = [&](const std::vector<long double>& a, const std::vector<long double>& b) {
-    long double d = 0;
-    for (int j = 0; j < k; ++j) d += a[j] * b[j];
-    return d;
-  };
-
-  // The fit is determined at `side` when its row lies in the span of the
-  // rows seen (Gram-Schmidt): sides that keep two strides' sides in the
-  // same ratio cannot tell those strides apart, yet they still determine
-  // sides that keep that ratio too.
-  const std::vector<long double> query = row_at(side);
-  std::vector<long double> rest = query;
-  std::vector<std::vector<long double>> orthonormal;
-  for (const auto& [s, bytes] : at_) {
-    std::vector<long double> v = row_at(s);
-    for (const auto& u : orthonormal) {
-      const long double d = dot(v, u);
-      for (int j = 0; j < k; ++j) v[j] -= d * u[j];
-    }
-    const long double norm = std::sqrt(dot(v, v));
-    if (norm <= 1e-9L) continue;
-    for (long double& e : v) e /= norm;
-    const long double d = dot(rest, v);
-    for (int j = 0; j < k; ++j) rest[j] -= d * v[j];
-    orthonormal.push_back(std::move(v));
-  }
-  if (std::sqrt(dot(rest, rest)) > 1e-9L * std::sqrt(dot(query, query))) {
+  std::vector<std::vector<long double>> rows;
+  for (const auto& [s, bytes] : at_) rows.push_back(row_at(s));
+  if (!in_span(rows, row_at(side))) {
     // Not determined. Bytes are a mix of the strides with weights >= 0, so
     // at this side they are at most the largest of the fits that put all
     // the bytes seen at one stride.
@@ -127,8 +130,9 @@ std::optional<double> StridedBytes::fit(const std::vector<Stride>& basis, std::i
   // seen cannot tell from the others gets 0): any gives the same value at `side`.
   std::vector<std::vector<long double>> a(k, std::vector<long double>(k, 0.0L));
   std::vector<long double> b(k, 0.0L);
+  size_t seen = 0;
   for (const auto& [s, bytes] : at_) {
-    const std::vector<long double> row = row_at(s);
+    const std::vector<long double>& row = rows[seen++];
     for (int r = 0; r < k; ++r) {
       for (int c = 0; c < k; ++c) a[r][c] += row[r] * row[c];
       b[r] += row[r] * bytes;
