@@ -49,6 +49,11 @@ function(_memtrain_require_every_layer)
   endforeach()
 endfunction()
 
+include(${CMAKE_CURRENT_LIST_DIR}/flag_names.cmake)
+
+# The front ends: the layers that may name command-line flags.
+set(_memtrain_front_ends memtrain_cli memtrain_python)
+
 function(memtrain_check_layers)
   _memtrain_require_every_layer(${ARGN})
   foreach(target IN LISTS ARGN)
@@ -61,6 +66,9 @@ function(memtrain_check_layers)
     get_target_property(dir ${target} SOURCE_DIR)
     file(GLOB sources ${dir}/*.h ${dir}/*.cpp)
     foreach(source IN LISTS sources)
+      if(NOT target IN_LIST _memtrain_front_ends)
+        memtrain_refuse_flag_names(${source})
+      endif()
       file(STRINGS ${source} lines REGEX "^#include \"")
       foreach(line IN LISTS lines)
         string(REGEX REPLACE "^#include \"([^\"]+)\".*$" "\\1" header "${line}")

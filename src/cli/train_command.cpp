@@ -130,6 +130,21 @@ struct TrainRequest {
   bool resume = false, quiet = false;
 };
 
+// A mode in an error, with the flag that asks for it.
+std::string mode_with_flag(runtime::TrainingMode mode) {
+  using M = runtime::TrainingMode;
+  const std::string words = runtime::mode_in_words(mode);
+  switch (mode) {
+    case M::Ranks: return words + " (--ranks, or --world)";
+    case M::SharedDevice: return words + " (--share)";
+    case M::WeightsOnHost: return words + " (--weights-on host)";
+    case M::ShardOptimizer: return words + " (--shard-optimizer)";
+    case M::DeterministicReduce: return words + " (--deterministic-reduce)";
+    case M::Checkpoints: return words + " (--checkpoint-dir)";
+  }
+  return words;
+}
+
 // The Trainer's options: planner, budget, predictor, link.
 void read_training_options(Flags& flags, TrainRequest& r) {
   runtime::TrainerOptions& options = r.options;
@@ -217,11 +232,8 @@ void read_run_settings(Flags& flags, TrainRequest& r) {
   modes.ranks = r.ranks.ranked();
   modes.shared_device = !r.share.empty();
   modes.checkpoints = !r.checkpoint_dir.empty();
-  try {
-    runtime::check_training_modes(modes);
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("train: ") + e.what());
-  }
+  if (std::optional<runtime::ModeRule> rule = runtime::broken_mode_rule(modes))
+    throw UsageError("train: " + runtime::describe(*rule, mode_with_flag));
   if (!r.checkpoint_dir.empty() && r.checkpoint_every == 0 && !r.resume) {
     throw UsageError("train: --checkpoint-dir " + r.checkpoint_dir +
                      " writes nothing and reads nothing alone; give --checkpoint-every K to write a checkpoint "

@@ -227,7 +227,7 @@ void PartitionedSampleCache::connect(const std::vector<std::string>& addresses) 
     if (magic != kPeerCacheMagic) throw DataError("partitioned cache: " + who + " is not a memtrain partitioned cache");
     if (!(theirs == mine))
       throw DataError("partitioned cache: " + who + " holds " + describe(theirs) + "; this rank holds " +
-                      describe(mine) + " (every rank needs the same --data and --seed)");
+                      describe(mine) + " (every rank needs the same data and seed)");
     peers_.push_back(std::move(peer));
   }
 }

@@ -49,7 +49,7 @@ ShardImageBatcher::ShardImageBatcher(const ShardStorage& storage, SampleCache* c
       for (const auto& [ext, bytes] : first.files) exts += (exts.empty() ? "." : ", .") + ext;
       throw DataError(
           storage_.where(0) + ": sample " + first.key + " has " + exts +
-          " but no .jpg; training reads image shards (`memtrain data pack --from fashion-mnist` writes them)");
+          " but no .jpg; training reads image shards that hold a .jpg per sample, as `memtrain data pack` writes them");
     }
   }
   PrepOptions prep = options_.prep;

@@ -132,10 +132,10 @@ class GroupRun {
 
 GroupRun::GroupRun(const GroupSpec& spec, jobs::Policy policy, const BudgetSpec& budget_spec)
     : spec_(spec), policy_(policy), jobs_(spec.jobs.size()) {
-  if (spec.jobs.empty()) throw UsageError("simulate --jobs: the group has no jobs");
+  if (spec.jobs.empty()) throw UsageError("job group: it has no jobs");
   if (!(spec.device.compute_slots >= 1) || !(spec.device.copy_engines >= 1) || !(spec.device.contention >= 0)) {
     throw UsageError(
-        "simulate --jobs: device compute_slots and copy_engines must be at least 1 and contention at "
+        "job group: device compute_slots and copy_engines must be at least 1 and contention at "
         "least 0");
   }
   g_.policy = policy;

@@ -225,8 +225,9 @@ TEST(RanksCommand, RanksThatDisagreeOrFlagsThatDoNotFitAreRefused) {
             "a sharded optimizer (--shard-optimizer) with the weights in host memory (--weights-on host) is not "
             "supported"},
            {"--checkpoint-dir " + dir.path() + " --weights-on host --planner swap",
-            "checkpoints (--checkpoint-dir) keep the weights on the device"},
-           {"--ranks 2 --share " + dir.path() + "/group", "ranks cannot join a job group (--share)"}}) {
+            "checkpoints (--checkpoint-dir) with the weights in host memory (--weights-on host) is not supported"},
+           {"--ranks 2 --share " + dir.path() + "/group",
+            "ranks (--ranks, or --world) with a job group (--share) is not supported"}}) {
     EXPECT_EQ(memtrain("train " + args, log), 2) << args;
     EXPECT_NE(text_of(log).find(says), std::string::npos) << args << ": " << text_of(log);
   }

@@ -493,7 +493,7 @@ void Trainer::resume(const std::string& path) {
   const std::int64_t rank = optimizer_->sharded() ? ranks_->rank() : 0;
   if (c.shard_world != world || c.shard_rank != rank) {
     throw fail("it holds " + shard_text(c.shard_world, c.shard_rank) + "; this run keeps " + shard_text(world, rank) +
-               " (resume with the ranks and --shard-optimizer it was written with)");
+               " (resume with the ranks and the optimizer's sharding it was written with)");
   }
   if (c.weights.size() != params.size() || c.buffers.size() != buffers.size()) {
     throw fail("it holds " + std::to_string(c.weights.size()) + " weights and " + std::to_string(c.buffers.size()) +

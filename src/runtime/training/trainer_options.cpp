@@ -16,23 +16,44 @@ TrainingModes modes_of(const TrainerOptions& o) {
   return m;
 }
 
-void check_training_modes(const TrainingModes& m) {
+std::optional<ModeRule> broken_mode_rule(const TrainingModes& m) {
+  using M = TrainingMode;
   if (m.shard_optimizer && m.weights_on_host) {
-    throw UsageError(
-        "a sharded optimizer (--shard-optimizer) with the weights in host memory (--weights-on host) is not "
-        "supported: the host updates each stage whole; shard the optimizer with the weights on the device, or keep "
-        "every rank's state whole");
+    return ModeRule{M::ShardOptimizer, M::WeightsOnHost, false,
+                    "the host updates each stage whole; shard the optimizer with the weights on the device, or keep "
+                    "every rank's state whole"};
   }
-  if (m.checkpoints && m.weights_on_host) {
-    throw UsageError(
-        "checkpoints (--checkpoint-dir) keep the weights on the device; the weights in host memory (--weights-on "
-        "host) are not supported with them");
-  }
-  if (m.ranks && m.shared_device) throw UsageError("ranks cannot join a job group (--share): not supported");
+  if (m.checkpoints && m.weights_on_host)
+    return ModeRule{M::Checkpoints, M::WeightsOnHost, false, "checkpoints keep the weights on the device"};
+  if (m.ranks && m.shared_device)
+    return ModeRule{M::Ranks, M::SharedDevice, false, "a job of a group leases its budget alone"};
   if (m.deterministic_reduce && !m.ranks)
-    throw UsageError("a deterministic reduce (--deterministic-reduce) orders the ranks' sum; give ranks");
+    return ModeRule{M::DeterministicReduce, M::Ranks, true, "it orders the ranks' sum"};
   if (m.shard_optimizer && !m.ranks)
-    throw UsageError("a sharded optimizer (--shard-optimizer) splits the optimizer state over ranks; give ranks");
+    return ModeRule{M::ShardOptimizer, M::Ranks, true, "it splits the optimizer state over ranks"};
+  return std::nullopt;
+}
+
+std::string mode_in_words(TrainingMode mode) {
+  switch (mode) {
+    case TrainingMode::Ranks: return "ranks";
+    case TrainingMode::SharedDevice: return "a job group";
+    case TrainingMode::WeightsOnHost: return "the weights in host memory";
+    case TrainingMode::ShardOptimizer: return "a sharded optimizer";
+    case TrainingMode::DeterministicReduce: return "a deterministic reduce";
+    case TrainingMode::Checkpoints: return "checkpoints";
+  }
+  return "?";
+}
+
+std::string describe(const ModeRule& rule, const std::function<std::string(TrainingMode)>& name) {
+  return name(rule.mode) +
+         (rule.needs_other ? " needs " + name(rule.other) : " with " + name(rule.other) + " is not supported") + ": " +
+         rule.why;
+}
+
+void check_training_modes(const TrainingModes& m) {
+  if (std::optional<ModeRule> rule = broken_mode_rule(m)) throw UsageError(describe(*rule));
 }
 
 StepPlannerOptions step_planner_options(const TrainerOptions& o) {

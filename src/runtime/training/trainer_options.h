@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "core/units.h"
@@ -71,6 +73,7 @@ struct TrainerOptions {
 
 // The modes a run combines, as every front end knows them before anything
 // starts (the CLI before it loads data or starts ranks).
+enum class TrainingMode { Ranks, SharedDevice, WeightsOnHost, ShardOptimizer, DeterministicReduce, Checkpoints };
 struct TrainingModes {
   bool ranks = false;          // data parallelism
   bool shared_device = false;  // a job of a group leasing its budget
@@ -80,8 +83,21 @@ struct TrainingModes {
   bool checkpoints = false;
 };
 TrainingModes modes_of(const TrainerOptions& options);
-// The rules between modes, in one place for the CLI and the Trainer: throws
-// UsageError naming the two that do not go together (with their flags).
+// A mode that needs another one, or cannot go with it, and why.
+struct ModeRule {
+  TrainingMode mode;
+  TrainingMode other;
+  bool needs_other;  // else: not with the other
+  std::string why;
+};
+// The first rule the modes break, if any: the rules are in one place for
+// every front end and the Trainer.
+std::optional<ModeRule> broken_mode_rule(const TrainingModes& modes);
+// A mode in words ("a sharded optimizer"); a front end's own namer adds how
+// its users ask for it.
+std::string mode_in_words(TrainingMode mode);
+std::string describe(const ModeRule& rule, const std::function<std::string(TrainingMode)>& name = mode_in_words);
+// Throws UsageError describing the first rule the modes break.
 void check_training_modes(const TrainingModes& modes);
 // Every rule on TrainerOptions: the step planner's ranges, the modes, and
 // what the weights' placement needs (a planner that can plan it, the link).
