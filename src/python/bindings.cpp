@@ -19,17 +19,23 @@
 #include "plan/schedule_builders.h"
 #include "predict/advisor.h"
 #include "predict/measurement.h"
-#include "python/block_steps.h"
-#include "python/gradient_boundary.h"
 #include "python/python_stage.h"
 #include "runtime/input/brown_batches.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/memory/link_calibration.h"
+#include "runtime/training/block_steps.h"
+#include "runtime/training/gradient_boundary.h"
 #include "sim/simulator.h"
 
 namespace py = pybind11;
 
 namespace memtrain::python {
+
+using runtime::BlockSteps;
+using runtime::BlockStepsOptions;
+using runtime::GradientBoundary;
+using runtime::Infeasible;
+using runtime::StepReport;
 
 namespace {
 

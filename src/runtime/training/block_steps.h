@@ -1,9 +1,9 @@
 // The blocks of any model, trained under a budget: the user's forward runs
 // as written and calls its repeated blocks (an nn.Sequential calls its
 // stages); the blocks are the chain's stages, planned per input size by the
-// one runtime::StepPlanner, as the Trainer plans its steps. Nothing runs on
+// one StepPlanner, as the Trainer plans its steps. Nothing runs on
 // another thread: the step's schedule runs an operation at a time
-// (runtime::ScheduleExecution) on the caller's thread, as the forward calls
+// (ScheduleExecution) on the caller's thread, as the forward calls
 // each block and as autograd's backward reaches each one.
 //
 // - forward(0, x) begins a step on x (block 0's input): a cached plan for
@@ -64,16 +64,16 @@
 #include "core/signature.h"
 #include "core/units.h"
 #include "plan/planner.h"
-#include "python/gradient_boundary.h"
-#include "python/step_input.h"
 #include "runtime/execution/executor.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/buffer_snapshot.h"
 #include "runtime/model/rng_snapshot.h"
 #include "runtime/model/staged_model.h"
+#include "runtime/training/gradient_boundary.h"
+#include "runtime/training/step_input.h"
 #include "runtime/training/step_planner.h"
 
-namespace memtrain::python {
+namespace memtrain::runtime {
 
 // A budget below what the planner needs for the calibration input.
 class Infeasible : public Error {
@@ -88,14 +88,14 @@ class Infeasible : public Error {
 struct BlockStepsOptions {
   // Mimose's loop, as the Trainer runs it. Its bucket width 0: 1/64 of the
   // largest size seen when the predictor first could plan.
-  runtime::StepPlannerOptions steps;
+  StepPlannerOptions steps;
   BudgetSpec budget = {false, 0, 0};
 };
 
 // What the last step did.
 struct StepReport {
   long step = 0;
-  runtime::PlanKind plan = runtime::PlanKind::New;
+  PlanKind plan = PlanKind::New;
   Signature signature;  // block 0's input
   Schedule schedule;
   Bytes peak_bytes = 0;
@@ -113,8 +113,8 @@ class BlockSteps {
   // `model`: the blocks, then `boundary`. `memory` outlives this.
   // `outer_parameters`: the model's trainable parameters outside the blocks
   // (embeddings, the head), whose gradients the caller's code makes and frees.
-  BlockSteps(runtime::StagedModel model, GradientBoundary* boundary, runtime::DeviceMemory& memory,
-             BlockStepsOptions options, std::vector<torch::Tensor> outer_parameters = {});
+  BlockSteps(StagedModel model, GradientBoundary* boundary, DeviceMemory& memory, BlockStepsOptions options,
+             std::vector<torch::Tensor> outer_parameters = {});
   ~BlockSteps();
   BlockSteps(const BlockSteps&) = delete;
   BlockSteps& operator=(const BlockSteps&) = delete;
@@ -168,7 +168,7 @@ class BlockSteps {
   // before): runs its forward again, to where its first backward began.
   void run_step_again();
   // Throws Infeasible when no schedule is predicted to fit a step of `size`.
-  void refuse_if_infeasible(std::int64_t size, runtime::StepChoice& choice);
+  void refuse_if_infeasible(std::int64_t size, StepChoice& choice);
   // Abandons the running step; one abandoned in the caller's code after
   // the blocks teaches the step planner what that code had reached.
   void abandon_running_step();
@@ -184,18 +184,18 @@ class BlockSteps {
   void end_step();
   void fold_caller_memory();
   // A step's context: the default generator, the gradients taken.
-  runtime::StepContext fresh_context();
+  StepContext fresh_context();
   torch::Tensor exchange(const torch::Tensor& output);
   at::Generator default_generator() const;
   Bytes outer_gradient_bytes() const;  // of outer_parameters_' gradients alive now
 
-  runtime::StagedModel model_;
+  StagedModel model_;
   std::vector<torch::Tensor> outer_parameters_;
   GradientBoundary* boundary_;
-  runtime::DeviceMemory& memory_;
+  DeviceMemory& memory_;
   BlockStepsOptions options_;
-  runtime::StepPlanner steps_;
-  std::unique_ptr<runtime::Executor> executor_;
+  StepPlanner steps_;
+  std::unique_ptr<Executor> executor_;
   Bytes budget_ = 0;
   Bytes reference_peak_ = 0;
   long steps_run_ = 0;
@@ -206,13 +206,13 @@ class BlockSteps {
   long finished_step_id_ = 0;  // the last step whose backward ended
   bool again_ = false;         // the running backward is a second one of a finished step
   int forwarded_ = -1;         // the last block whose call returned
-  runtime::Batch batch_;
-  runtime::StepContext ctx_;
-  runtime::StepChoice choice_;
-  runtime::StepAttempts attempts_;
-  std::optional<runtime::RngSnapshot> start_rng_;
-  std::optional<runtime::BufferSnapshot> start_buffers_;
-  std::unique_ptr<runtime::ScheduleExecution> execution_;
+  Batch batch_;
+  StepContext ctx_;
+  StepChoice choice_;
+  StepAttempts attempts_;
+  std::optional<RngSnapshot> start_rng_;
+  std::optional<BufferSnapshot> start_buffers_;
+  std::unique_ptr<ScheduleExecution> execution_;
   torch::Tensor dy_;  // the boundary's, until its forward takes it
   // Each block's parameters' gradients from its backward, until backward()
   // hands them over; what the last backward() handed over.
@@ -223,7 +223,7 @@ class BlockSteps {
   // it began; the gradient the last backward returned.
   bool can_replay_ = false;
   torch::Tensor kept_dy_, last_dx_;
-  std::optional<runtime::RngSnapshot> after_caller_;
+  std::optional<RngSnapshot> after_caller_;
   Bytes caller_live_ = 0;                     // device bytes when the last block returned
   Bytes caller_peak_ = 0;                     // their peak until the backward reached it
   Bytes caller_gradients_ = 0;                // outer_gradient_bytes() when the last block returned
@@ -239,9 +239,9 @@ class BlockSteps {
   // Calibration: the round the next step runs (-1: none), and what it keeps.
   int calibration_round_ = -1;
   std::unique_ptr<GradientSnapshot> calibration_grads_;
-  std::optional<runtime::RngSnapshot> calibration_rng_;
-  std::optional<runtime::BufferSnapshot> calibration_buffers_;
+  std::optional<RngSnapshot> calibration_rng_;
+  std::optional<BufferSnapshot> calibration_buffers_;
   Bytes calibration_live_ = 0;
 };
 
-}  // namespace memtrain::python
+}  // namespace memtrain::runtime

@@ -1,10 +1,10 @@
-#include "python/gradient_boundary.h"
+#include "runtime/training/gradient_boundary.h"
 
 #include <torch/torch.h>
 
 #include "core/error.h"
 
-namespace memtrain::python {
+namespace memtrain::runtime {
 
 namespace {
 
@@ -27,7 +27,7 @@ class InjectGradient : public torch::autograd::Function<InjectGradient> {
 
 }  // namespace
 
-torch::Tensor GradientBoundary::forward(const torch::Tensor& output, runtime::StepContext&) {
+torch::Tensor GradientBoundary::forward(const torch::Tensor& output, StepContext&) {
   MEMTRAIN_ASSERT(exchange_, "a step sets the gradient boundary's exchange before it runs");
   // A forward without grad (a collection step checkpoints every stage) is
   // not the one the Loss operation starts the backward from.
@@ -41,4 +41,4 @@ torch::Tensor GradientBoundary::forward(const torch::Tensor& output, runtime::St
   return InjectGradient::apply(output, dy);
 }
 
-}  // namespace memtrain::python
+}  // namespace memtrain::runtime

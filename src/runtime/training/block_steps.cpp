@@ -1,4 +1,4 @@
-#include "python/block_steps.h"
+#include "runtime/training/block_steps.h"
 
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
@@ -11,7 +11,7 @@
 #include "runtime/memory/counting_allocator.h"
 #include "sim/simulator.h"
 
-namespace memtrain::python {
+namespace memtrain::runtime {
 
 namespace {
 
@@ -34,15 +34,15 @@ at::Generator BlockSteps::default_generator() const {
   return device.is_cpu() ? at::detail::getDefaultCPUGenerator() : at::globalContext().defaultGenerator(device);
 }
 
-BlockSteps::BlockSteps(runtime::StagedModel model, GradientBoundary* boundary, runtime::DeviceMemory& memory,
-                       BlockStepsOptions options, std::vector<torch::Tensor> outer_parameters)
+BlockSteps::BlockSteps(StagedModel model, GradientBoundary* boundary, DeviceMemory& memory, BlockStepsOptions options,
+                       std::vector<torch::Tensor> outer_parameters)
     : model_(std::move(model)), outer_parameters_(std::move(outer_parameters)), boundary_(boundary), memory_(memory),
       options_(with_callers_stage(std::move(options))),
-      steps_(options_.steps, model_, runtime::stage_constants(model_, /*optimizer_slots=*/0)) {
+      steps_(options_.steps, model_, stage_constants(model_, /*optimizer_slots=*/0)) {
   MEMTRAIN_ASSERT(model_.size() >= 2 && &model_.stage(model_.size() - 1) == boundary_,
                   "the gradient boundary follows at least one block");
   if (!options_.budget.is_percent) budget_ = options_.budget.bytes;
-  executor_ = std::make_unique<runtime::Executor>(model_, memory_);
+  executor_ = std::make_unique<Executor>(model_, memory_);
   taken_.resize(model_.size());
   boundary_->set_exchange([this](const torch::Tensor& output) { return exchange(output); });
 }
@@ -63,8 +63,8 @@ torch::Tensor BlockSteps::exchange(const torch::Tensor& output) {
   return dy.defined() ? dy : torch::zeros_like(output);
 }
 
-runtime::StepContext BlockSteps::fresh_context() {
-  runtime::StepContext ctx;
+StepContext BlockSteps::fresh_context() {
+  StepContext ctx;
   // Blocks draw from LibTorch's default generator, which the executor
   // replays (with the context's) when it runs a block again.
   ctx.generator = default_generator();
@@ -107,14 +107,14 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
     calibration_live_ = std::max(calibration_live_, memory_.live() - outer_gradients);
     const bool reference = options_.budget.is_percent && calibration_round_ == 0;
     const int round = calibration_round_ - (options_.budget.is_percent ? 1 : 0);
-    choice_ = runtime::StepChoice{};
-    choice_.kind = runtime::PlanKind::Collect;
+    choice_ = StepChoice{};
+    choice_.kind = PlanKind::Collect;
     choice_.schedule = reference ? plan::schedule_keeping_everything(model_.size()) : steps_.collection_schedule(round);
   } else {
     if (steps_.predictor().ready()) steps_.observe_resident(memory_.live() - outer_gradients, batch_.bytes(), size);
     steps_.note_size(size);
     steps_.use_budget(budget_);
-    runtime::StepChoice choice = steps_.choose(size, steps_run_);
+    StepChoice choice = steps_.choose(size, steps_run_);
     step_start_live_ = memory_.live();
     refuse_if_infeasible(size, choice);  // before the step changes anything
     choice_ = std::move(choice);
@@ -125,16 +125,16 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
     memory_.set_budget(budget_);
     memory_.set_enforced(planner().respects_budget());
   }
-  attempts_ = runtime::StepAttempts{};
+  attempts_ = StepAttempts{};
   ctx_ = fresh_context();
-  start_rng_ = runtime::RngSnapshot::capture(ctx_.generator);
-  start_buffers_ = runtime::BufferSnapshot::capture(model_, memory_);
+  start_rng_ = RngSnapshot::capture(ctx_.generator);
+  start_buffers_ = BufferSnapshot::capture(model_, memory_);
   execution_ = executor_->start(choice_.schedule, batch_, ctx_);
   ++step_id_;
   forwarded_ = -1;
 }
 
-void BlockSteps::refuse_if_infeasible(std::int64_t size, runtime::StepChoice& choice) {
+void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
   if (!planner().respects_budget() || !steps_.predictor().ready()) return;
   // Below the largest size measured, the prediction carries a margin the
   // largest's does not: a schedule that fits the largest fits a smaller input.
@@ -154,7 +154,7 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, runtime::StepChoice& ch
                                  [&](const auto& seen) { return memory_.live() + seen.second <= budget_; });
   if (least <= budget_ || shown) {
     // A collection schedule that does not fit: the least-memory one measures too.
-    if (choice.kind == runtime::PlanKind::Collect) choice = {steps_.most_frugal(size), runtime::PlanKind::Frugal, 0};
+    if (choice.kind == PlanKind::Collect) choice = {steps_.most_frugal(size), PlanKind::Frugal, 0};
     return;
   }
   const Bytes after = steps_.completed(steps_.predictor().predict(size), size, optimistic).stages.back().saved_bytes;
@@ -173,10 +173,10 @@ void BlockSteps::run_step_again() {
   // retained graph is alive through it): this backward reads what the first
   // one read, autograd adds the gradients to the first's, and the caller's
   // random stream is left where it is.
-  const runtime::RngSnapshot now = runtime::RngSnapshot::capture(default_generator());
+  const RngSnapshot now = RngSnapshot::capture(default_generator());
   start_buffers_->restore();
   start_rng_->restore(default_generator());
-  choice_ = {steps_.most_frugal(batch_.signature.size), runtime::PlanKind::Retry, 0};
+  choice_ = {steps_.most_frugal(batch_.signature.size), PlanKind::Retry, 0};
   ctx_ = fresh_context();
   memory_.set_budget(budget_);
   memory_.set_enforced(planner().respects_budget());
@@ -272,7 +272,7 @@ void BlockSteps::restart_schedule(const OutOfBudget& why) {
   MEMTRAIN_ASSERT(calibration_round_ < 0, "calibration runs with the budget not enforced");
   // Nothing of the attempt reached the gradients: roll back and run again.
   execution_->settle();
-  for (const runtime::OpRecord& rec : execution_->result().ops) current_.blocks_seconds += rec.seconds;
+  for (const OpRecord& rec : execution_->result().ops) current_.blocks_seconds += rec.seconds;
   execution_.reset();
   start_buffers_->restore();
   start_rng_->restore(ctx_.generator);
@@ -284,10 +284,10 @@ void BlockSteps::restart_schedule(const OutOfBudget& why) {
 }
 
 void BlockSteps::fold_caller_memory() {
-  runtime::ExecutionResult& result = execution_->result();
+  ExecutionResult& result = execution_->result();
   MEMTRAIN_ASSERT(!result.ops.empty() && result.ops.back().op.kind == OpKind::ForwardAll,
                   "the boundary's forward was measured");
-  runtime::OpRecord& rec = result.ops.back();
+  OpRecord& rec = result.ops.back();
   const Bytes caller_peak = std::max(caller_live_, caller_peak_);
   rec.live_before = caller_live_;
   rec.live_after = caller_peak;
@@ -322,13 +322,13 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
     steps_.observe_after_stages(batch_.signature.size, caller_peak_ - caller_live_ + caller_gradients_,
                                 /*measured=*/calibration_round_ < 0);
     dy_ = dy;
-    after_caller_ = runtime::RngSnapshot::capture(ctx_.generator);
+    after_caller_ = RngSnapshot::capture(ctx_.generator);
     // Nothing of the backward has run yet, and the parameters' gradients
     // go to the caller's autograd as each block's backward ends: the
     // backward can run again from here.
     can_replay_ = true;
     if (dy.defined()) {
-      runtime::PoolScope host(&memory_.host());
+      PoolScope host(&memory_.host());
       kept_dy_ = dy.to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
     }
   } else {
@@ -396,7 +396,7 @@ void BlockSteps::replay_to(int block, const OutOfBudget& first) {
 }
 
 void BlockSteps::end_step() {
-  runtime::ExecutionResult result = execution_->finish();
+  ExecutionResult result = execution_->finish();
   execution_.reset();
   finished_step_id_ = step_id_;
   kept_dy_ = last_dx_ = torch::Tensor();
@@ -414,7 +414,7 @@ void BlockSteps::end_step() {
       reference_peak_ = result.peak;
       budget_ = options_.budget.resolve(reference_peak_);
     } else {
-      steps_.observe_sample(batch_.signature, runtime::sample_execution(result, model_.size(), 0));
+      steps_.observe_sample(batch_.signature, sample_execution(result, model_.size(), 0));
     }
     // A measurement, not a step: nothing it did survives.
     calibration_buffers_->restore();
@@ -427,7 +427,7 @@ void BlockSteps::end_step() {
   current_.plan = choice_.kind;
   current_.schedule = choice_.schedule;
   current_.peak_bytes = result.peak;
-  if (choice_.kind != runtime::PlanKind::Collect) {
+  if (choice_.kind != PlanKind::Collect) {
     // Predicted before the predictor learns this step, as the trainer does.
     current_.predicted_peak_bytes = sim::simulate(steps_.predicted_chain(size), choice_.schedule).peak_bytes;
     steps_.observe_peak(size, current_.predicted_peak_bytes, result.peak);
@@ -436,7 +436,7 @@ void BlockSteps::end_step() {
   current_.seconds = seconds_since(t0_);
   current_.synchronizations = memory_.synchronizations() - synchronizations_at_start_;
   current_.planning_seconds = choice_.planning_seconds;
-  for (const runtime::OpRecord& rec : result.ops) current_.blocks_seconds += rec.seconds;
+  for (const OpRecord& rec : result.ops) current_.blocks_seconds += rec.seconds;
   last_ = current_;
 }
 
@@ -459,8 +459,8 @@ int BlockSteps::begin_calibration() {
   for (torch::Tensor& p : model_.parameters()) {
     if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
   }
-  calibration_rng_ = runtime::RngSnapshot::capture(default_generator());
-  calibration_buffers_ = runtime::BufferSnapshot::capture(model_, memory_);
+  calibration_rng_ = RngSnapshot::capture(default_generator());
+  calibration_buffers_ = BufferSnapshot::capture(model_, memory_);
   calibration_live_ = 0;
   return (options_.budget.is_percent ? 1 : 0) + steps_.variant_rounds();
 }
@@ -493,4 +493,4 @@ void BlockSteps::end_calibration() {
   }
 }
 
-}  // namespace memtrain::python
+}  // namespace memtrain::runtime

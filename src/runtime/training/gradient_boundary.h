@@ -9,18 +9,18 @@
 
 #include "runtime/model/stage_module.h"
 
-namespace memtrain::python {
+namespace memtrain::runtime {
 
-class GradientBoundary : public runtime::StageModule {
+class GradientBoundary : public StageModule {
  public:
   // Given the output; returns dy (same shape), or throws to abandon the step.
   using Exchange = std::function<torch::Tensor(const torch::Tensor& output)>;
 
   void set_exchange(Exchange exchange) { exchange_ = std::move(exchange); }
-  torch::Tensor forward(const torch::Tensor& output, runtime::StepContext& ctx) override;
+  torch::Tensor forward(const torch::Tensor& output, StepContext& ctx) override;
 
  private:
   Exchange exchange_;
 };
 
-}  // namespace memtrain::python
+}  // namespace memtrain::runtime

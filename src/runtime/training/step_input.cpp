@@ -1,9 +1,9 @@
-#include "python/step_input.h"
+#include "runtime/training/step_input.h"
 
-namespace memtrain::python {
+namespace memtrain::runtime {
 
-runtime::Batch batch_of(const torch::Tensor& x) {
-  runtime::Batch batch;
+Batch batch_of(const torch::Tensor& x) {
+  Batch batch;
   batch.input = x.detach();
   if (x.requires_grad() && x.is_floating_point()) batch.input.requires_grad_(true);
   std::vector<std::int64_t> shape(x.sizes().begin(), x.sizes().end());
@@ -13,4 +13,4 @@ runtime::Batch batch_of(const torch::Tensor& x) {
   return batch;
 }
 
-}  // namespace memtrain::python
+}  // namespace memtrain::runtime

@@ -8,12 +8,12 @@
 
 #include "runtime/input/batch.h"
 
-namespace memtrain::python {
+namespace memtrain::runtime {
 
 // `x` as the first stage's input: a leaf of its own, so the planned backward
 // stops at it and its gradient goes back to the caller's autograd rather
 // than into the caller's graph. Its signature is x's shape.
-runtime::Batch batch_of(const torch::Tensor& x);
+Batch batch_of(const torch::Tensor& x);
 
 // Each parameter's gradient as it was, put back when this goes (after a
 // measurement). Holding the old gradients makes autograd accumulate out of
@@ -33,4 +33,4 @@ class GradientSnapshot {
   std::vector<torch::Tensor> params_, grads_;
 };
 
-}  // namespace memtrain::python
+}  // namespace memtrain::runtime
