@@ -28,24 +28,25 @@ from peers_bench import NanoGPT, checkpoint_blocks
 
 
 class Memory:
-    """Allocated and reserved bytes of the device, and their peaks."""
+    """Allocated and reserved bytes of the device, and their peaks, as
+    memtrain.memory_stats keeps them: memtrain resets the caching allocator's
+    peak statistics as it measures each operation, and keeps the peaks it
+    reset, so torch.cuda.max_memory_allocated alone would miss them."""
 
     def __init__(self, device):
         self.cuda = device.type == "cuda"
+        self.name = str(device)
 
     def reset(self):
         if self.cuda:
             torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        else:
-            memtrain.reset_peak()
+        memtrain.reset_peak(self.name)
 
     def peaks(self):
         if self.cuda:
             torch.cuda.synchronize()
-            return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
-        peak = memtrain.memory_stats()["peak_bytes"]
-        return peak, peak
+        stats = memtrain.memory_stats(self.name)
+        return stats["peak_bytes"], stats["reserved_peak_bytes"]
 
     def release(self):
         gc.collect()

@@ -83,8 +83,8 @@ class NanoGPT(torch.nn.Module):
 
     def forward(self, ids, hidden=False):
         length = ids.shape[1]
-        mask = torch.triu(torch.full((length, length), float("-inf")), 1)
-        x = self.drop(self.embed(ids) + self.pos(torch.arange(length)))
+        mask = torch.triu(torch.full((length, length), float("-inf"), device=ids.device), 1)
+        x = self.drop(self.embed(ids) + self.pos(torch.arange(length, device=ids.device)))
         for block in self.blocks:
             x = block(x, mask)
         x = self.norm(x)

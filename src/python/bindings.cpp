@@ -46,25 +46,23 @@ runtime::CpuDeviceMemory& device() {
   return *memory;
 }
 
-// The executor measures each operation's peak (resetting the device's), so
-// the process's peak is the device's since the last operation and the peaks
-// of the steps since reset_peak().
 // The memory of the device a model's blocks run on: the process's CPU
 // device, or a CUDA device counted by the caching allocator's statistics,
 // one per device index, made when a model on it is first wrapped.
 runtime::DeviceMemory& device_memory(const std::string& name) {
   if (name == "cpu") return device();
+  // By the device ("cuda:0"), whatever name asked ("cuda"), and by the names.
   static auto* devices = new std::map<std::string, std::unique_ptr<runtime::DeviceMemory>>();  // outlive tensors
-  std::unique_ptr<runtime::DeviceMemory>& memory = (*devices)[name];
-  if (!memory) memory = runtime::make_device_memory(name);
-  return *memory;
+  static auto* names = new std::map<std::string, runtime::DeviceMemory*>();
+  runtime::DeviceMemory*& named = (*names)[name];
+  if (!named) {
+    std::unique_ptr<runtime::DeviceMemory> made = runtime::make_device_memory(name);
+    std::unique_ptr<runtime::DeviceMemory>& memory = (*devices)[made->device().str()];
+    if (!memory) memory = std::move(made);
+    named = memory.get();
+  }
+  return *named;
 }
-
-Bytes& steps_peak() {
-  static Bytes peak = 0;
-  return peak;
-}
-Bytes process_peak() { return std::max(device().peak(), steps_peak()); }
 
 BudgetSpec budget_of(const py::object& budget) {
   if (py::isinstance<py::bool_>(budget)) throw UsageError("budget True/False is not a budget; expected bytes or text");
@@ -276,22 +274,25 @@ PYBIND11_MODULE(_memtrain, m) {
   // Tensors the process allocates from here on, on this thread, are counted.
   static auto scope = device().activate();
 
+  // The executor measures each operation's peak by resetting the device's;
+  // the device keeps the peaks it reset (DeviceMemory::process_peak).
   m.def(
       "memory_stats",
-      [] {
+      [](const std::string& name) {
+        const runtime::DeviceMemory& memory = device_memory(name);
         py::dict d;
-        d["live_bytes"] = device().live();
-        d["peak_bytes"] = process_peak();
+        d["live_bytes"] = memory.live();
+        d["peak_bytes"] = memory.process_peak();
+        d["reserved_peak_bytes"] = memory.process_reserved_peak();
         return d;
       },
-      "Bytes of CPU tensors alive now and at most since the last reset_peak().");
+      py::arg("device") = "cpu",
+      "Bytes of the device's tensors alive now, and at most since the last reset_peak(device) (on CUDA, "
+      "allocated and reserved by the caching allocator, whose own peak statistics memtrain resets as it "
+      "measures).");
   m.def(
-      "reset_peak",
-      [] {
-        device().reset_peak();
-        steps_peak() = 0;
-      },
-      "Starts the peak of memory_stats() again from what is live now.");
+      "reset_peak", [](const std::string& name) { device_memory(name).reset_process_peak(); },
+      py::arg("device") = "cpu", "Starts the peaks of memory_stats(device) again from what is live now.");
   m.def("planner_names", &plan::device_weight_planner_names);
   m.def(
       "parse_bytes", [](const std::string& text) { return parse_bytes(text, "budget"); },
@@ -321,7 +322,6 @@ PYBIND11_MODULE(_memtrain, m) {
                dx = r.steps().backward(step, block, dy);
                gradients = r.steps().block_gradients();
              }
-             if (block == 0) steps_peak() = std::max(steps_peak(), r.steps().last_step().peak_bytes);
              return py::make_tuple(dx, gradients);
            })
       .def("cancel", [](BlockRunner& r) { r.steps().cancel(); })

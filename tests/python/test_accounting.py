@@ -92,3 +92,20 @@ def test_last_step_splits_its_time_between_the_blocks_and_memtrain():
         assert s["blocks_seconds"] <= s["seconds"]
         if s["plan"] == "new":
             assert s["planning_seconds"] > 0
+
+
+def test_the_process_peak_survives_the_resets_of_a_step():
+    # memtrain measures each operation by resetting the device's peak; a
+    # tensor freed before the step still counts in memory_stats()'s peak.
+    m = memtrain.Module(transformer(), budget="60%", planner="optimal", sample=torch.randint(0, 500, (8, 64)))
+    memtrain.reset_peak()
+    live = memtrain.memory_stats()["live_bytes"]
+    big = torch.empty(64 << 20, dtype=torch.uint8)
+    del big
+    for step in range(6):
+        x = torch.randint(0, 500, (5, 40 + 7 * step))
+        F.cross_entropy(m(x).flatten(0, 1), torch.randint(0, 20, x.shape).flatten()).backward()
+        m.zero_grad(set_to_none=True)
+    assert m.last_step["plan"] != "collect"
+    assert m.last_step["peak_bytes"] < 64 << 20
+    assert memtrain.memory_stats()["peak_bytes"] >= live + (64 << 20)

@@ -57,6 +57,26 @@ def test_a_budget_on_cuda_is_exact_and_kept(planner):
 
 
 @needs_gpu
+def test_the_cuda_peak_survives_the_resets_of_a_step():
+    # memtrain resets the caching allocator's peak as it measures each
+    # operation; memory_stats("cuda") keeps the peaks it reset.
+    device = torch.device("cuda")
+    data = batches([64, 96, 128, 80], device)
+    m = memtrain.Module(MaskedGPT(layers=4, width=128).to(device), budget="70%", sample=data[2])
+    memtrain.reset_peak("cuda")
+    live = memtrain.memory_stats("cuda")["live_bytes"]
+    big = torch.empty(256 << 20, dtype=torch.uint8, device=device)
+    del big
+    for ids in data:
+        F.cross_entropy(m(ids).flatten(0, 1), ids.flatten()).backward()
+        m.zero_grad(set_to_none=True)
+    stats = memtrain.memory_stats("cuda")
+    assert stats["peak_bytes"] >= live + (256 << 20)
+    assert stats["reserved_peak_bytes"] >= stats["peak_bytes"]
+    assert torch.cuda.max_memory_allocated() < stats["peak_bytes"]  # the allocator's own peak was reset
+
+
+@needs_gpu
 def test_planners_that_copy_to_host_memory_are_refused_on_cuda():
     model = MaskedGPT(layers=2).to("cuda")
     with pytest.raises(memtrain.UsageError, match="planner 'swap' copies to host memory, which memtrain.Module "

@@ -82,7 +82,7 @@ class CudaDeviceMemory : public DeviceMemory {
   auto allocated() const { return alloc::getDeviceStats(index_).allocated_bytes[0]; }
   Bytes live() const override { return allocated().current; }
   Bytes peak() const override { return allocated().peak; }
-  void reset_peak() override { alloc::resetPeakStats(index_); }
+  Bytes reserved_peak() const override { return alloc::getDeviceStats(index_).reserved_bytes[0].peak; }
   void set_budget(Bytes budget) override {
     budget_ = budget;
     apply();
@@ -120,6 +120,14 @@ class CudaDeviceMemory : public DeviceMemory {
   }
 
  protected:
+  // The caching allocator's statistics are the process's too (what
+  // torch.cuda.max_memory_allocated reads): DeviceMemory keeps the peaks
+  // this resets.
+  ClearedPeaks restart_peak() override {
+    const auto stats = alloc::getDeviceStats(index_);
+    alloc::resetPeakStats(index_);
+    return {stats.allocated_bytes[0].peak, stats.reserved_bytes[0].peak};
+  }
   // The compute stream only: copies on the side streams keep running.
   void wait_for_compute() override {
     c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(index_)).synchronize();

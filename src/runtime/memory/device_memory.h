@@ -5,6 +5,7 @@
 //   per-process memory fraction (cuda_device_memory.cpp).
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -31,7 +32,25 @@ class DeviceMemory {
   virtual std::string describe() const = 0;  // "cpu (counted)", "cuda:0 NVIDIA H100 ..."
   virtual Bytes live() const = 0;            // bytes of tensors alive now
   virtual Bytes peak() const = 0;            // highest live since the last reset
-  virtual void reset_peak() = 0;
+  // On CUDA, the caching allocator's bytes reserved from the device: at
+  // least what is live.
+  virtual Bytes reserved_peak() const { return peak(); }
+  // memtrain measures an operation's peak by resetting the device's; the
+  // peaks it resets are kept, so that the process's peak stays known.
+  void reset_peak() {
+    const ClearedPeaks cleared = restart_peak();
+    process_peak_ = std::max(process_peak_, cleared.live);
+    process_reserved_peak_ = std::max(process_reserved_peak_, cleared.reserved);
+  }
+  // The highest live (reserved) since the last reset_process_peak(), the
+  // resets of reset_peak() included: what the device's own statistics would
+  // say had memtrain never reset them.
+  Bytes process_peak() const { return std::max(process_peak_, peak()); }
+  Bytes process_reserved_peak() const { return std::max(process_reserved_peak_, reserved_peak()); }
+  void reset_process_peak() {
+    process_peak_ = process_reserved_peak_ = 0;
+    restart_peak();
+  }
   // The most an allocation refused for the budget since the last reset
   // would have made live (0: none, or not known on this device).
   virtual Bytes refused() const { return 0; }
@@ -79,10 +98,17 @@ class DeviceMemory {
 
  protected:
   virtual void wait_for_compute() {}
+  // Starts the device's peak again from what is live now, and says the
+  // peaks it cleared (read with the reset: one look at the device's counts).
+  struct ClearedPeaks {
+    Bytes live = 0, reserved = 0;
+  };
+  virtual ClearedPeaks restart_peak() = 0;
 
  private:
   MemoryPool host_{"host"};
   long synchronizations_ = 0;
+  Bytes process_peak_ = 0, process_reserved_peak_ = 0;
 };
 
 class CpuDeviceMemory : public DeviceMemory {
@@ -92,7 +118,6 @@ class CpuDeviceMemory : public DeviceMemory {
   std::string describe() const override { return "cpu (tensor memory counted by memtrain's allocator)"; }
   Bytes live() const override { return pool_.live(); }
   Bytes peak() const override { return pool_.peak(); }
-  void reset_peak() override { pool_.reset_peak(); }
   Bytes refused() const override { return pool_.refused(); }
   void set_budget(Bytes budget) override { pool_.set_budget(budget); }
   Bytes budget() const override { return pool_.budget(); }
@@ -103,6 +128,13 @@ class CpuDeviceMemory : public DeviceMemory {
   bool computes_on_host_cores() const override { return true; }
 
   MemoryPool& pool() { return pool_; }
+
+ protected:
+  ClearedPeaks restart_peak() override {
+    const Bytes cleared = pool_.peak();
+    pool_.reset_peak();
+    return {cleared, cleared};
+  }
 
  private:
   MemoryPool pool_{"device"};
