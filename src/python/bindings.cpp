@@ -143,14 +143,14 @@ BlockStepsOptions options_of(runtime::DeviceMemory& memory, const py::object& bu
 }
 
 // Any model's blocks under a budget, stepped on the caller's thread.
-class BlockRunner {
+class PythonBlockSteps {
  public:
   // calls[i]: what block i's forward calls with its input (the block, with
   // the rest of the arguments of its call in this step).
-  BlockRunner(const std::vector<py::object>& blocks, const std::vector<std::string>& names,
-              const std::vector<py::object>& calls, const py::object& budget, const std::string& planner,
-              int collect_steps, const py::object& bandwidth, double prediction_scale, const std::string& device,
-              const std::vector<torch::Tensor>& outer_parameters) {
+  PythonBlockSteps(const std::vector<py::object>& blocks, const std::vector<std::string>& names,
+                   const std::vector<py::object>& calls, const py::object& budget, const std::string& planner,
+                   int collect_steps, const py::object& bandwidth, double prediction_scale, const std::string& device,
+                   const std::vector<torch::Tensor>& outer_parameters) {
     if (blocks.empty()) throw UsageError("the model has no blocks; expected at least one torch.nn.Module");
     MEMTRAIN_ASSERT(calls.size() == blocks.size() && names.size() == blocks.size(), "a call and a name per block");
     std::vector<std::shared_ptr<runtime::StageModule>> modules;
@@ -298,7 +298,7 @@ PYBIND11_MODULE(_memtrain, m) {
       "parse_bytes", [](const std::string& text) { return parse_bytes(text, "budget"); },
       "Bytes in text such as '512MiB'.");
 
-  py::class_<BlockRunner, std::shared_ptr<BlockRunner>>(m, "BlockRunner")
+  py::class_<PythonBlockSteps, std::shared_ptr<PythonBlockSteps>>(m, "BlockSteps")
       .def(py::init<const std::vector<py::object>&, const std::vector<std::string>&, const std::vector<py::object>&,
                     const py::object&, const std::string&, int, const py::object&, double, const std::string&,
                     const std::vector<torch::Tensor>&>(),
@@ -308,13 +308,13 @@ PYBIND11_MODULE(_memtrain, m) {
       // Without the GIL: the planned backward runs on torch's autograd engine,
       // which refuses a caller holding it; a block takes it for its own call.
       .def("forward",
-           [](BlockRunner& r, int block, const torch::Tensor& x) {
+           [](PythonBlockSteps& r, int block, const torch::Tensor& x) {
              py::gil_scoped_release no_gil;
              return r.steps().forward(block, x);
            })
       .def("backward",
            // Returns the block's input's gradient and its parameters' (None where none arrived).
-           [](BlockRunner& r, long step, int block, const torch::Tensor& dy) {
+           [](PythonBlockSteps& r, long step, int block, const torch::Tensor& dy) {
              torch::Tensor dx;
              std::vector<torch::Tensor> gradients;
              {
@@ -324,30 +324,30 @@ PYBIND11_MODULE(_memtrain, m) {
              }
              return py::make_tuple(dx, gradients);
            })
-      .def("cancel", [](BlockRunner& r) { r.steps().cancel(); })
-      .def("abandon", [](BlockRunner& r, long step) { r.steps().abandon(step); })
-      .def_property_readonly("step", [](BlockRunner& r) { return r.steps().step(); })
-      .def("begin_calibration", [](BlockRunner& r) { return r.steps().begin_calibration(); })
-      .def("calibration_round", [](BlockRunner& r, int round) { r.steps().calibration_round(round); })
-      .def("end_of_backward", [](BlockRunner& r) { r.steps().end_of_backward(); })
+      .def("cancel", [](PythonBlockSteps& r) { r.steps().cancel(); })
+      .def("abandon", [](PythonBlockSteps& r, long step) { r.steps().abandon(step); })
+      .def_property_readonly("step", [](PythonBlockSteps& r) { return r.steps().step(); })
+      .def("begin_calibration", [](PythonBlockSteps& r) { return r.steps().begin_calibration(); })
+      .def("calibration_round", [](PythonBlockSteps& r, int round) { r.steps().calibration_round(round); })
+      .def("end_of_backward", [](PythonBlockSteps& r) { r.steps().end_of_backward(); })
       .def("observe_optimizer",
-           [](BlockRunner& r, Bytes state_bytes, Bytes update_temp_bytes) {
+           [](PythonBlockSteps& r, Bytes state_bytes, Bytes update_temp_bytes) {
              r.steps().observe_optimizer(state_bytes, update_temp_bytes);
            })
-      .def("end_calibration", [](BlockRunner& r) { r.steps().end_calibration(); })
+      .def("end_calibration", [](PythonBlockSteps& r) { r.steps().end_calibration(); })
       .def("last_step",
-           [](BlockRunner& r) -> py::object {
+           [](PythonBlockSteps& r) -> py::object {
              if (r.steps().last_step().step == 0) return py::none();
              return step_dict(r.steps().last_step());
            })
-      .def_property_readonly("budget_bytes", [](BlockRunner& r) { return r.steps().budget_bytes(); })
-      .def("set_budget", [](BlockRunner& r, const py::object& budget) { r.steps().set_budget(budget_of(budget)); })
+      .def_property_readonly("budget_bytes", [](PythonBlockSteps& r) { return r.steps().budget_bytes(); })
+      .def("set_budget", [](PythonBlockSteps& r, const py::object& budget) { r.steps().set_budget(budget_of(budget)); })
       // The blocks' device, as the budget counts it.
-      .def("live_bytes", [](BlockRunner& r) { return r.memory().live(); })
-      .def("peak_bytes", [](BlockRunner& r) { return r.memory().peak(); })
-      .def("reset_peak", [](BlockRunner& r) { r.memory().reset_peak(); })
-      .def_property_readonly("planner", [](BlockRunner& r) { return r.steps().planner().name(); })
-      .def("largest_chain", [](BlockRunner& r) { return r.steps().largest_chain(); });
+      .def("live_bytes", [](PythonBlockSteps& r) { return r.memory().live(); })
+      .def("peak_bytes", [](PythonBlockSteps& r) { return r.memory().peak(); })
+      .def("reset_peak", [](PythonBlockSteps& r) { r.memory().reset_peak(); })
+      .def_property_readonly("planner", [](PythonBlockSteps& r) { return r.steps().planner().name(); })
+      .def("largest_chain", [](PythonBlockSteps& r) { return r.steps().largest_chain(); });
 
   py::class_<Chain>(m, "Chain")
       .def_static(

@@ -138,9 +138,9 @@ class Module(torch.nn.Module):
                              "training step has nothing to train; memtrain.Module plans training steps")
         inside = {id(p) for block in blocks for p in block.parameters()}
         outer = [p for p in model.parameters() if p.requires_grad and id(p) not in inside]
-        self._blocks = _blocks.PlannedBlocks(blocks, budget, planner, collect_steps, bandwidth, _prediction_scale,
-                                             str(device), outer)
-        self._runner = self._blocks.runner
+        self._blocks = _blocks.BlockSteps(blocks, budget, planner, collect_steps, bandwidth, _prediction_scale,
+                                          str(device), outer)
+        self._native = self._blocks.native
         self._options = {"planner": planner, "collect_steps": collect_steps, "bandwidth": bandwidth}
         self._blocks.set_outer_buffers(model)
         self._device = device
@@ -165,17 +165,17 @@ class Module(torch.nn.Module):
             # The blocks' gradients are allocated for the measurement (the
             # memory model counts them all step); the others are made where
             # a step makes them (the head's in the loss's backward).
-            rounds = self._runner.begin_calibration()
+            rounds = self._native.begin_calibration()
             for r in range(rounds):
-                self._runner.calibration_round(r)
+                self._native.calibration_round(r)
                 loss = _blocks.loss_of(self._model(*args, **kwargs))
                 torch.autograd.backward(loss, torch.ones_like(loss))
                 del loss
-                self._runner.end_of_backward()
+                self._native.end_of_backward()
             if optimizer is not None:
-                self._runner.observe_optimizer(*self._measure_optimizer(optimizer))
+                self._native.observe_optimizer(*self._measure_optimizer(optimizer))
         except BaseException:
-            self._runner.cancel()
+            self._native.cancel()
             raise
         finally:
             # A measurement, not a step: nothing it did survives.
@@ -184,7 +184,7 @@ class Module(torch.nn.Module):
             with torch.no_grad():
                 for b, kept in buffers:
                     b.copy_(kept)
-        self._runner.end_calibration()
+        self._native.end_calibration()
 
     def _measure_optimizer(self, optimizer):
         """The bytes `optimizer`'s state will hold, and the most its update
@@ -194,7 +194,7 @@ class Module(torch.nn.Module):
         params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
         if not params or len(optimizer.state) > 0:
             return 0, 0
-        runner = self._runner
+        native = self._native
         weights = [p.detach().clone() for p in params]
         grads = [p.grad for p in params]
         called = optimizer.__dict__.get("_opt_called")  # what an LR scheduler checks
@@ -202,11 +202,11 @@ class Module(torch.nn.Module):
             with torch.no_grad():
                 for p in params:
                     p.grad = torch.zeros_like(p)
-            before = runner.live_bytes()
-            runner.reset_peak()
+            before = native.live_bytes()
+            native.reset_peak()
             optimizer.step()
-            after = runner.live_bytes()
-            return after - before, runner.peak_bytes() - after
+            after = native.live_bytes()
+            return after - before, native.peak_bytes() - after
         finally:
             optimizer.state.clear()
             if called is None:
@@ -253,17 +253,17 @@ class Module(torch.nn.Module):
     @property
     def budget_bytes(self):
         """The budget in bytes (an N% budget once `sample` is measured)."""
-        return self._runner.budget_bytes
+        return self._native.budget_bytes
 
     @property
     def budget(self):
         """The budget in bytes; set it (bytes, text, or N% of the sample's
         peak) to change it from the next step on."""
-        return self._runner.budget_bytes
+        return self._native.budget_bytes
 
     @budget.setter
     def budget(self, budget):
-        self._runner.set_budget(budget)
+        self._native.set_budget(budget)
 
     @property
     def last_step(self):
@@ -276,7 +276,7 @@ class Module(torch.nn.Module):
         synchronizations (the times the step waited for the device: one, at
         its end, unless it was retried).
         For any model the input is block 0's."""
-        report = self._runner.last_step()
+        report = self._native.last_step()
         wall = self._blocks.finished_wall
         if report is not None and wall is not None:
             report["overhead_seconds"] = max(0.0, wall - report["blocks_seconds"])
@@ -284,7 +284,7 @@ class Module(torch.nn.Module):
 
     def chain(self):
         """The cost model memtrain has learnt, at the largest input seen."""
-        return self._runner.largest_chain()
+        return self._native.largest_chain()
 
     def compile(self, *args, **kwargs):
         raise UsageError("memtrain.Module.compile(): memtrain's steps are not compiled; compile the blocks "
@@ -310,7 +310,7 @@ class Module(torch.nn.Module):
         blocks, so the blocks' plans leave it that room."""
         tokens = hidden.numel() // max(1, hidden.shape[-1])
         budget = self.budget_bytes
-        free = budget - self._runner.live_bytes() - budget // 16 if budget > 0 else None
+        free = budget - self._native.live_bytes() - budget // 16 if budget > 0 else None
         chunk = tokens if free is None else _chunk_tokens_for(tokens, weight.shape[0], free)
         return linear_cross_entropy(hidden, weight, targets, bias, ignore_index=ignore_index, reduction=reduction,
                                     chunk_tokens=chunk)

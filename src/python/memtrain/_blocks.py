@@ -128,10 +128,10 @@ class _BlockCall(torch.autograd.Function):
     def forward(ctx, blocks, index, x, *params):
         ctx.blocks = blocks
         ctx.index = index
-        y = blocks.runner.forward(index, x)
-        ctx.step = blocks.runner.step
+        y = blocks.native.forward(index, x)
+        ctx.step = blocks.native.step
         if index == len(blocks.blocks) - 1:
-            ctx.guard = _StepGuard(blocks.runner, ctx.step)
+            ctx.guard = _StepGuard(blocks.native, ctx.step)
         return y
 
     @staticmethod
@@ -144,14 +144,14 @@ class _BlockCall(torch.autograd.Function):
             raise _native.UsageError(
                 "a backward with create_graph=True (a gradient of a gradient) reached a memtrain.Module's blocks; "
                 "memtrain's backward computes first gradients only: compute higher derivatives on the plain model")
-        dx, gradients = blocks.runner.backward(ctx.step, ctx.index, dy)
+        dx, gradients = blocks.native.backward(ctx.step, ctx.index, dy)
         if not ctx.needs_input_grad[2]:
             dx = None
         blocks.wall += time.perf_counter() - t0
         if ctx.index == 0:
-            blocks.finished_wall = blocks.wall  # the step the runner's last_step() now reports
+            blocks.finished_wall = blocks.wall  # the step the native steps' last_step() now reports
             # What the rest of this backward reaches (the embeddings') is the step's too.
-            torch.autograd.Variable._execution_engine.queue_callback(blocks.runner.end_of_backward)
+            torch.autograd.Variable._execution_engine.queue_callback(blocks.native.end_of_backward)
         return (None, None, dx, *gradients)
 
 
@@ -160,19 +160,19 @@ class _StepGuard:
     step's output without a backward, the node goes, and so does the step
     (its kept activations with it)."""
 
-    def __init__(self, runner, step):
-        self.runner = runner
+    def __init__(self, native, step):
+        self.native = native
         self.step = step
         self.reached = False
 
     def __del__(self):
         if not self.reached:
-            self.runner.abandon(self.step)
+            self.native.abandon(self.step)
 
 
-class PlannedBlocks:
+class BlockSteps:
     """The blocks of one model, their calls in the running step, and the
-    native runner that plans and runs them."""
+    native steps that plan and run them (runtime::BlockSteps)."""
 
     def __init__(self, blocks, budget, planner, collect_steps, bandwidth, prediction_scale, device, outer=()):
         self.blocks = blocks
@@ -191,8 +191,8 @@ class PlannedBlocks:
         me = weakref.ref(self)
         calls = [_RunBlock(me, i) for i in range(len(blocks))]
         names = [f"block {i} ({type(b).__name__})" for i, b in enumerate(blocks)]
-        self.runner = _native.BlockRunner(blocks, names, calls, budget, planner, collect_steps, bandwidth,
-                                          prediction_scale, device, list(outer))
+        self.native = _native.BlockSteps(blocks, names, calls, budget, planner, collect_steps, bandwidth,
+                                         prediction_scale, device, list(outer))
         for i, block in enumerate(blocks):
             block.forward = BlockForward(me, i, self.originals[i])
 
@@ -281,8 +281,8 @@ class _autocast_as:
 
 
 class _RunBlock:
-    """What the schedule calls to run block i (holding its PlannedBlocks
-    weakly: the native runner holds this)."""
+    """What the schedule calls to run block i (holding its BlockSteps
+    weakly: the native steps hold this)."""
 
     def __init__(self, blocks_ref, index):
         self.blocks_ref = blocks_ref
