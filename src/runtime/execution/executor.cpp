@@ -12,6 +12,7 @@
 #include "data/sentence_batcher.h"
 #include "runtime/execution/failed_backward.h"
 #include "runtime/execution/saved_tensors.h"
+#include "runtime/memory/enforcement_scope.h"
 #include "runtime/memory/operation_times.h"
 #include "runtime/model/classification_loss.h"
 #include "runtime/model/part_seeds.h"
@@ -501,14 +502,12 @@ ScheduleExecution::~ScheduleExecution() {
   if (!failed_) return;
   // The attempt's tensors are gone; what its backward left queued goes too,
   // outside the budget (a few bytes) so that dropping it cannot run out.
-  const bool enforced = memory_.enforced();
-  memory_.set_enforced(false);
+  EnforcementScope outside_the_budget(memory_, false);
   try {
     drop_work_of_failed_backwards();
   } catch (...) {
     // A destructor cannot throw: the queue then drains at the next backward.
   }
-  memory_.set_enforced(enforced);
 }
 
 void ScheduleExecution::step() {

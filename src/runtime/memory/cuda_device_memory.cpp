@@ -88,10 +88,6 @@ class CudaDeviceMemory : public DeviceMemory {
     apply();
   }
   Bytes budget() const override { return budget_; }
-  void set_enforced(bool on) override {
-    enforced_ = on;
-    apply();
-  }
   bool enforced() const override { return enforced_; }
   // An event on the compute stream, timed by the device.
   class EventMark : public TimeMark {
@@ -120,6 +116,10 @@ class CudaDeviceMemory : public DeviceMemory {
   }
 
  protected:
+  void set_enforced(bool on) override {
+    enforced_ = on;
+    apply();
+  }
   // The caching allocator's statistics are the process's too (what
   // torch.cuda.max_memory_allocated reads): DeviceMemory keeps the peaks
   // this resets.

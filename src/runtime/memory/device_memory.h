@@ -54,10 +54,10 @@ class DeviceMemory {
   // The most an allocation refused for the budget since the last reset
   // would have made live (0: none, or not known on this device).
   virtual Bytes refused() const { return 0; }
-  // budget < 0: none. While enforced, exceeding it throws OutOfBudget.
+  // budget < 0: none. While enforced, exceeding it throws OutOfBudget;
+  // an EnforcementScope switches enforcement.
   virtual void set_budget(Bytes budget) = 0;
   virtual Bytes budget() const = 0;
-  virtual void set_enforced(bool on) = 0;
   virtual bool enforced() const = 0;
   // Waits for queued compute (not for copies to or from host), so
   // wall-clock timings mean something; counted, so that a test can hold a
@@ -97,6 +97,8 @@ class DeviceMemory {
   MemoryPool& host() { return host_; }
 
  protected:
+  friend class EnforcementScope;
+  virtual void set_enforced(bool on) = 0;
   virtual void wait_for_compute() {}
   // Starts the device's peak again from what is live now, and says the
   // peaks it cleared (read with the reset: one look at the device's counts).
@@ -121,7 +123,6 @@ class CpuDeviceMemory : public DeviceMemory {
   Bytes refused() const override { return pool_.refused(); }
   void set_budget(Bytes budget) override { pool_.set_budget(budget); }
   Bytes budget() const override { return pool_.budget(); }
-  void set_enforced(bool on) override { pool_.set_enforced(on); }
   bool enforced() const override { return pool_.enforced(); }
   std::unique_ptr<DeviceScope> activate() override;
   std::unique_ptr<HostTransfers> make_transfers() override;
@@ -130,6 +131,7 @@ class CpuDeviceMemory : public DeviceMemory {
   MemoryPool& pool() { return pool_; }
 
  protected:
+  void set_enforced(bool on) override { pool_.set_enforced(on); }
   ClearedPeaks restart_peak() override {
     const Bytes cleared = pool_.peak();
     pool_.reset_peak();

@@ -81,7 +81,7 @@ void BlockSteps::cancel() {
   again_ = false;
   execution_.reset();
   dy_ = kept_dy_ = last_dx_ = torch::Tensor();
-  memory_.set_enforced(false);
+  enforcement_.reset();
 }
 
 void BlockSteps::begin_step(const torch::Tensor& x) {
@@ -123,7 +123,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
     current_.signature = batch_.signature;
     current_.budget_bytes = budget_;
     memory_.set_budget(budget_);
-    memory_.set_enforced(planner().respects_budget());
+    enforcement_.emplace(memory_, planner().respects_budget(), /*after=*/false);
   }
   attempts_ = StepAttempts{};
   ctx_ = fresh_context();
@@ -179,7 +179,7 @@ void BlockSteps::run_step_again() {
   choice_ = {steps_.most_frugal(batch_.signature.size), PlanKind::Retry, 0};
   ctx_ = fresh_context();
   memory_.set_budget(budget_);
-  memory_.set_enforced(planner().respects_budget());
+  enforcement_.emplace(memory_, planner().respects_budget(), /*after=*/false);
   execution_ = executor_->start(choice_.schedule, batch_, ctx_);
   again_ = true;
   try {
@@ -400,7 +400,7 @@ void BlockSteps::end_step() {
   execution_.reset();
   finished_step_id_ = step_id_;
   kept_dy_ = last_dx_ = torch::Tensor();
-  memory_.set_enforced(false);
+  enforcement_.reset();
   const std::int64_t size = batch_.signature.size;
   memory_.reset_peak();
   end_live_ = memory_.live();
@@ -452,7 +452,7 @@ void BlockSteps::set_budget(const BudgetSpec& budget) {
 
 int BlockSteps::begin_calibration() {
   MEMTRAIN_ASSERT(steps_run_ == 0 && !execution_, "calibration runs before any step");
-  memory_.set_enforced(false);
+  enforcement_.reset();
   calibration_grads_ = std::make_unique<GradientSnapshot>(model_.parameters());
   // Measured as a step of training is, with every gradient allocated (the
   // memory model keeps them resident), whatever the caller has now.

@@ -66,6 +66,7 @@
 #include "plan/planner.h"
 #include "runtime/execution/executor.h"
 #include "runtime/memory/device_memory.h"
+#include "runtime/memory/enforcement_scope.h"
 #include "runtime/model/buffer_snapshot.h"
 #include "runtime/model/rng_snapshot.h"
 #include "runtime/model/staged_model.h"
@@ -213,7 +214,8 @@ class BlockSteps {
   std::optional<RngSnapshot> start_rng_;
   std::optional<BufferSnapshot> start_buffers_;
   std::unique_ptr<ScheduleExecution> execution_;
-  torch::Tensor dy_;  // the boundary's, until its forward takes it
+  std::optional<EnforcementScope> enforcement_;  // the running step's, when its planner respects the budget
+  torch::Tensor dy_;                             // the boundary's, until its forward takes it
   // Each block's parameters' gradients from its backward, until backward()
   // hands them over; what the last backward() handed over.
   std::vector<std::vector<torch::Tensor>> taken_;

@@ -136,12 +136,12 @@ void Trainer::calibrate() {
                      std::to_string(rows) + " examples of the largest batch (" + largest.signature.describe() +
                      "); expected at most " + std::to_string(rows));
   }
-  memory_.set_enforced(false);
+  enforcement_.emplace(memory_, false);
   // Other jobs calibrate in turn: none of them measures beside another.
   if (lease_) lease_->begin_calibration();
   measure_largest(largest);
   fix_budget();
-  memory_.set_enforced(options_.enforce && planner().respects_budget());
+  enforcement_.emplace(memory_, options_.enforce && planner().respects_budget());
   calibrated_ = true;
 }
 

@@ -37,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,7 @@
 #include "runtime/execution/host_weights.h"
 #include "runtime/input/batch_source.h"
 #include "runtime/memory/device_memory.h"
+#include "runtime/memory/enforcement_scope.h"
 #include "runtime/model/adam.h"
 #include "runtime/model/staged_model.h"
 #include "runtime/training/leased_steps.h"
@@ -246,6 +248,7 @@ class Trainer {
   std::unique_ptr<HostWeights> host_weights_;  // weights in host memory
   std::unique_ptr<Adam> optimizer_;
   std::unique_ptr<Executor> executor_;
+  std::optional<EnforcementScope> enforcement_;     // off while calibrating, then the run's
   std::unique_ptr<StepPlanner> steps_;              // Mimose's loop: predictor, plan caches, retry ladder
   predict::PredictionError prediction_error_;       // of peaks
   predict::PredictionError time_prediction_error_;  // of schedule times

@@ -9,6 +9,7 @@
 #include "runtime/execution/chain_measurement.h"
 #include "runtime/execution/executor.h"
 #include "runtime/memory/device_memory.h"
+#include "runtime/memory/enforcement_scope.h"
 #include "runtime/model/staged_model.h"
 #include "runtime/models/model_registry.h"
 #include "sim/simulator.h"
@@ -195,14 +196,15 @@ TEST(Executor, AStepThatRanOutInItsBackwardGivesEveryByteBack) {
   for (const OpRecord& rec : plain.ops)
     if (rec.op.kind == OpKind::Backward) budgets.insert(rec.peak - 1);
   ASSERT_GT(budgets.size(), 10u);
-  memory.set_enforced(true);
-  for (const Bytes budget : budgets) {
-    memory.set_budget(budget);
-    EXPECT_THROW(run(), OutOfBudget) << budget;
-    drop_gradients();
-    EXPECT_EQ(memory.live(), before) << "after running out at " << budget << " bytes";
+  {
+    EnforcementScope enforced(memory, true);
+    for (const Bytes budget : budgets) {
+      memory.set_budget(budget);
+      EXPECT_THROW(run(), OutOfBudget) << budget;
+      drop_gradients();
+      EXPECT_EQ(memory.live(), before) << "after running out at " << budget << " bytes";
+    }
   }
-  memory.set_enforced(false);
   memory.set_budget(-1);
 }
 
