@@ -71,7 +71,7 @@ std::vector<PlanningTime> time_planning(std::shared_ptr<const data::TaggingDatas
   std::vector<PlanningTime> out;
   for (int layers : {11, 49}) {
     const Chain top = tile(trainer.predictor().predict(largest), layers);
-    const Bytes keep_all = sim::simulate(top, plan::schedule_keeping_everything(top.size())).peak_bytes;
+    const Bytes keep_all = plan::keep_everything_peak(top);
     for (const std::string& b : budgets) {
       const Bytes budget = parse_budget(b, "--budgets").resolve(keep_all);
       plan::OptimalPlanner planner;  // 500 slots
@@ -183,7 +183,7 @@ VariantGains variant_gains(const std::string& model, const Chain& chain) {
 // measured ratio would be without noise, at the largest input.
 double simulated_ratio(const Chain& chain, const std::string& budget, const std::string& slower,
                        const std::string& faster) {
-  const Bytes keep_all = sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).peak_bytes;
+  const Bytes keep_all = plan::keep_everything_peak(chain);
   const Bytes bytes = parse_budget(budget, "--budgets").resolve(keep_all);
   const Plan a = plan::make_planner(slower)->plan({chain, bytes, &chain});
   const Plan b = plan::make_planner(faster)->plan({chain, bytes, &chain});

@@ -19,18 +19,19 @@ namespace memtrain::cli {
 
 namespace {
 
-// A new input size's plan, against keeping everything.
-void print_new_plan(const runtime::GraphTrainer& trainer, const runtime::GraphStepRecord& last,
+// A new input size's plan, against keeping everything. The graph planner
+// predicts nothing per size: each new size is measured before it is planned.
+void print_new_plan(const runtime::GraphTrainer& trainer, const std::string& size, Seconds planning_seconds,
                     const BudgetSpec& budget) {
   const plan::GraphPlan& p = trainer.plan();
   const plan::GraphCost& keep = trainer.keep_everything();
   std::fprintf(stderr,
-               "memtrain: input %s: budget %s (%s of keeping everything, %s); plan peak %s, time %.4f s "
-               "against %.4f s keeping everything (%+.1f%%), %s; measured and planned in %.2f s\n",
-               last.size.c_str(), format_bytes(trainer.budget_bytes()).c_str(), budget.describe().c_str(),
-               format_bytes(keep.peak_bytes).c_str(), format_bytes(p.cost.peak_bytes).c_str(), p.cost.time, keep.time,
-               100 * (p.cost.time / keep.time - 1),
-               p.proven_optimal ? "proven optimal" : "the best CBC found in the time limit", last.planning_seconds);
+               "memtrain: input %s: budget %s (%s of the largest input's step keeping everything, %s); plan peak "
+               "%s, time %.4f s against %.4f s keeping everything (%+.1f%%), %s; measured and planned in %.2f s\n",
+               size.c_str(), format_bytes(trainer.budget_bytes()).c_str(), budget.describe().c_str(),
+               format_bytes(trainer.reference_peak_bytes()).c_str(), format_bytes(p.cost.peak_bytes).c_str(),
+               p.cost.time, keep.time, 100 * (p.cost.time / keep.time - 1),
+               p.proven_optimal ? "proven optimal" : "the best CBC found in the time limit", planning_seconds);
 }
 
 nlohmann::json step_json(const runtime::GraphStepRecord& last) {
@@ -76,6 +77,8 @@ nlohmann::json graph_report(const runtime::GraphTrainer& trainer, const std::str
             {"max_peak_bytes", t.max_peak},
             {"budget_bytes", trainer.budget_bytes()},
             {"keep_everything_peak_bytes", trainer.keep_everything().peak_bytes},
+            {"reference_peak_bytes", trainer.reference_peak_bytes()},
+            {"per_size_prediction", false},  // each new size is measured before it is planned
             {"planned_peak_bytes", trainer.plan().cost.peak_bytes},
             {"proven_optimal", trainer.plan().proven_optimal},
             {"violations", t.violations}}}};
@@ -132,6 +135,7 @@ int run_graph_train(Flags& flags) {
                "checkmate (CBC); device %s\n",
                batches.describe().c_str(), static_cast<long long>(trainer.model().parameter_count()),
                trainer.model().size(), 2 * trainer.model().size(), memory->describe().c_str());
+  print_new_plan(trainer, trainer.largest().size, trainer.largest().planning_seconds, options.budget);
 
   nlohmann::json records = nlohmann::json::array();
   long violations = 0;
@@ -140,7 +144,7 @@ int run_graph_train(Flags& flags) {
   runtime::GraphStepRecord last;
   for (std::int64_t s = 0; s < steps; ++s) {
     last = trainer.step();
-    if (last.new_plan) print_new_plan(trainer, last, options.budget);
+    if (last.new_plan) print_new_plan(trainer, last.size, last.planning_seconds, options.budget);
     if (!quiet) print_step(last, steps);
     violations += last.violation;
     seconds += last.seconds;

@@ -137,8 +137,7 @@ int run_simulate(const std::vector<std::string>& args) {
   // N% of the step with nothing recomputed and nothing swapped.
   Chain on_device = chain;
   on_device.weights_on_host = false;
-  const Bytes budget =
-      spec.resolve(sim::simulate(on_device, plan::schedule_keeping_everything(chain.size())).peak_bytes);
+  const Bytes budget = spec.resolve(plan::keep_everything_peak(on_device));
   const Plan p = planner->plan({chain, budget - reduction.reserve_bytes, &chain});
   std::printf("planner %s, %d stages, budget %s (%lld bytes); host link %s/s to host, %s/s back\n",
               planner->name().c_str(), chain.size(), format_bytes(budget).c_str(), static_cast<long long>(budget),

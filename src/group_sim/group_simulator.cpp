@@ -148,7 +148,7 @@ GroupRun::GroupRun(const GroupSpec& spec, jobs::Policy policy, const BudgetSpec&
     const Chain& largest = j.spec->chain;
     j.resident = largest.persistent_bytes();
     j.out.label = j.spec->label;
-    j.out.reference = sim::simulate(largest, plan::schedule_keeping_everything(largest.size())).peak_bytes;
+    j.out.reference = plan::keep_everything_peak(largest);
     j.out.least_largest = request_of(j, 1.0).lease.least;
     j.tensors = plan::swappable_tensor_bytes(largest);
     references += j.out.reference;

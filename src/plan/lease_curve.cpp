@@ -12,7 +12,7 @@ LeaseCurve lease_curve(Planner& planner, const Chain& chain, const Chain* larges
   const sim::SimResult least = sim::simulate(chain, frugal);
   r.least = r.want = least.peak_bytes;
   if (planner.respects_budget()) {
-    const Bytes everything = sim::simulate(chain, schedule_keeping_everything(chain.size())).peak_bytes;
+    const Bytes everything = keep_everything_peak(chain);
     const Plan fastest = planner.plan({chain, std::max(everything, r.least), largest});
     if (fastest.feasible) r.want = std::max(fastest.peak_bytes, r.least);
   } else {

@@ -26,6 +26,10 @@ Schedule schedule_with_recompute(const std::vector<char>& recompute) {
 
 Schedule schedule_keeping_everything(int stages) { return schedule_with_recompute(std::vector<char>(stages, 0)); }
 
+Bytes keep_everything_peak(const Chain& chain) {
+  return sim::simulate(chain, schedule_keeping_everything(chain.size())).peak_bytes;
+}
+
 Schedule schedule_keeping_everything(int stages, int micro_batches) {
   Schedule s;
   for (int m = 0; m < micro_batches; ++m) {

@@ -19,6 +19,10 @@ Schedule schedule_with_recompute(const std::vector<char>& recompute);
 Schedule schedule_keeping_everything(int stages);
 // The same step split into micro-batches, each forward and backward in turn.
 Schedule schedule_keeping_everything(int stages, int micro_batches);
+// The simulated peak of one step of `chain` keeping everything: what a
+// budget of N% is a share of, where no step of it can be measured
+// (runtime::StepBudget says where it is measured).
+Bytes keep_everything_peak(const Chain& chain);
 // Checkpoint every stage but the loss (the `all` planner's schedule).
 Schedule schedule_checkpointing_everything(int stages);
 

@@ -6,7 +6,6 @@
 #include "core/error.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
-#include "sim/simulator.h"
 
 namespace memtrain::plan {
 
@@ -15,7 +14,7 @@ std::vector<TradeoffPoint> tradeoff_curve(const Chain& chain, const std::vector<
   if (points < 2) throw UsageError("a trade-off curve needs at least 2 points, not " + std::to_string(points));
   std::vector<std::unique_ptr<Planner>> made;
   for (const std::string& name : planners) made.push_back(make_planner(name, options));
-  const Bytes top = sim::simulate(chain, schedule_keeping_everything(chain.size())).peak_bytes;
+  const Bytes top = keep_everything_peak(chain);
   Bytes low = top;
   for (auto& p : made) {
     if (!p->respects_budget()) continue;

@@ -25,7 +25,6 @@
 #include "runtime/memory/link_calibration.h"
 #include "runtime/training/block_steps.h"
 #include "runtime/training/gradient_boundary.h"
-#include "sim/simulator.h"
 
 namespace py = pybind11;
 
@@ -197,7 +196,7 @@ py::dict plan_dict(const Plan& p, const Chain& chain) {
 // Plans `chain` for `budget`; N% is of the chain's peak with everything kept.
 py::dict plan_chain(const Chain& chain, const py::object& budget, const std::string& planner) {
   const BudgetSpec spec = budget_of(budget);
-  const Bytes reference = sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).peak_bytes;
+  const Bytes reference = plan::keep_everything_peak(chain);
   const Bytes bytes = spec.resolve(reference);
   const auto p = plan::make_planner(planner)->plan({chain, bytes, &chain});
   if (!p.feasible) {

@@ -418,8 +418,13 @@ TEST(Commands, TrainsAUNetWithTheGraphPlanner) {
     EXPECT_EQ(s["planned_peak_bytes"], sum["planned_peak_bytes"]) << "one size, one plan";
     EXPECT_TRUE(std::isfinite(s["loss"].get<double>()));
   }
-  EXPECT_TRUE(j["steps"][0]["new_plan"].get<bool>());
-  EXPECT_FALSE(j["steps"][1]["new_plan"].get<bool>());
+  // The largest input (the only size here) is planned before the first step:
+  // N% is of its step keeping everything, and no step plans anew.
+  EXPECT_EQ(sum["reference_peak_bytes"], sum["keep_everything_peak_bytes"]);
+  EXPECT_EQ(sum["budget_bytes"].get<Bytes>(), sum["reference_peak_bytes"].get<Bytes>() * 9 / 10);
+  EXPECT_FALSE(sum["per_size_prediction"].get<bool>());
+  for (const auto& s : j["steps"]) EXPECT_FALSE(s["new_plan"].get<bool>());
+  EXPECT_NE(o.err.find("(90% of the largest input's step keeping everything"), std::string::npos) << o.err;
   expect_refused(
       {"train", "--model", "unet", "--planner", "optimal"},
       "--model unet is a graph, not a chain; it is planned by the graph planner: expected --planner checkmate");

@@ -20,7 +20,7 @@ TEST(LeaseCurve, RunsFromTheFrugalPeakToTheFastestPlansAndNeverRises) {
       const LeaseCurve r = lease_curve(*planner, c, &c, frugal, 6);
       EXPECT_EQ(r.least, sim::simulate(c, frugal).peak_bytes) << name;
       EXPECT_GE(r.want, r.least) << name;
-      EXPECT_LE(r.want, std::max(r.least, sim::simulate(c, schedule_keeping_everything(c.size())).peak_bytes));
+      EXPECT_LE(r.want, std::max(r.least, keep_everything_peak(c)));
       ASSERT_FALSE(r.curve.empty());
       ASSERT_LE(r.curve.size(), 6u);
       EXPECT_EQ(r.curve.front().first, r.least);
@@ -37,7 +37,7 @@ TEST(LeaseCurve, APlannerThatIgnoresTheBudgetAsksForItsPlansPeak) {
   const Chain c = testing::random_chain(8, 4);
   auto none = make_planner("none");
   const LeaseCurve r = lease_curve(*none, c, &c, schedule_checkpointing_everything(c.size()), 6);
-  const Bytes peak = sim::simulate(c, schedule_keeping_everything(c.size())).peak_bytes;
+  const Bytes peak = keep_everything_peak(c);
   EXPECT_EQ(r.least, peak);
   EXPECT_EQ(r.want, peak);
   ASSERT_EQ(r.curve.size(), 1u);

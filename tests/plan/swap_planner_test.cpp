@@ -93,7 +93,7 @@ TEST(SwapPlanner, FitsTheBudgetAndIsNeverSlowerThanOptimal) {
   for (std::uint32_t seed = 0; seed < 30; ++seed) {
     for (double bandwidth : {1e2, 1e3, 1e5}) {
       const Chain c = with_link(random_chain(6 + seed % 10, 100 + seed), bandwidth);
-      const Bytes keep = sim::simulate(c, schedule_keeping_everything(c.size())).peak_bytes;
+      const Bytes keep = keep_everything_peak(c);
       for (double fraction : {0.4, 0.6, 0.8}) {
         const Bytes budget = static_cast<Bytes>(fraction * static_cast<double>(keep));
         OptimalPlanner optimal;
@@ -180,7 +180,7 @@ double fastest_from_larger_budgets(const Chain& c, Bytes budget, Bytes keep) {
 
 TEST(SwapPlanner, OffloadsEarlyStagesAndRecomputesLateOnes) {
   const Chain c = decoder_like();
-  const Bytes keep = sim::simulate(c, schedule_keeping_everything(c.size())).peak_bytes;
+  const Bytes keep = keep_everything_peak(c);
   int better = 0;
   for (int step = 1; step < 40; ++step) {
     const Bytes budget = keep - static_cast<Bytes>(step) * (8 << 20);
@@ -201,7 +201,7 @@ TEST(SwapPlanner, OffloadsEarlyStagesAndRecomputesLateOnes) {
 
 TEST(SwapPlanner, IsOptimalWithoutAHostLink) {
   const Chain c = random_chain(12, 9);
-  const Bytes keep = sim::simulate(c, schedule_keeping_everything(c.size())).peak_bytes;
+  const Bytes keep = keep_everything_peak(c);
   OptimalPlanner optimal;
   SwapPlanner swap;
   EXPECT_EQ(swap.plan({c, keep / 2}).schedule, optimal.plan({c, keep / 2}).schedule);

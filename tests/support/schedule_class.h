@@ -81,9 +81,7 @@ inline double fastest_within(const std::vector<sim::SimResult>& priced, Bytes bu
   return best;
 }
 
-inline Bytes keep_all_peak(const Chain& c) {
-  return sim::simulate(c, plan::schedule_keeping_everything(c.size())).peak_bytes;
-}
+inline Bytes keep_all_peak(const Chain& c) { return plan::keep_everything_peak(c); }
 
 // Slots of one byte: the planners' tables are exact.
 inline plan::PlannerOptions exact_slots() {

@@ -38,10 +38,10 @@ BlockSteps::BlockSteps(StagedModel model, GradientBoundary* boundary, DeviceMemo
                        std::vector<torch::Tensor> outer_parameters)
     : model_(std::move(model)), outer_parameters_(std::move(outer_parameters)), boundary_(boundary), memory_(memory),
       options_(with_callers_stage(std::move(options))),
-      steps_(options_.steps, model_, stage_constants(model_, /*optimizer_slots=*/0)) {
+      steps_(options_.steps, model_, stage_constants(model_, /*optimizer_slots=*/0)),
+      budget_(options_.budget, "wrap the model with a sample (its largest input), or give the budget in bytes") {
   MEMTRAIN_ASSERT(model_.size() >= 2 && &model_.stage(model_.size() - 1) == boundary_,
                   "the gradient boundary follows at least one block");
-  if (!options_.budget.is_percent) budget_ = options_.budget.bytes;
   executor_ = std::make_unique<Executor>(model_, memory_);
   taken_.resize(model_.size());
   boundary_->set_exchange([this](const torch::Tensor& output) { return exchange(output); });
@@ -91,11 +91,8 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
                      memory_.device().str());
   }
   const bool calibrating = calibration_round_ >= 0;
-  if (!calibrating && options_.budget.is_percent && reference_peak_ == 0) {
-    throw UsageError("a budget of " + format_number("%g", options_.budget.percent) +
-                     "% needs a sample input to measure the unconstrained peak on; give a sample or a budget in bytes");
-  }
-  cancel();  // a step begun and never finished
+  if (!calibrating) budget_.bytes();  // throws for a share of a peak not measured yet
+  cancel();                           // a step begun and never finished
   t0_ = std::chrono::steady_clock::now();
   synchronizations_at_start_ = memory_.synchronizations();
   batch_ = batch_of(x);
@@ -105,15 +102,15 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   steps_.set_caller_gradient_bytes(outer_gradients);
   if (calibrating) {
     calibration_live_ = std::max(calibration_live_, memory_.live() - outer_gradients);
-    const bool reference = options_.budget.is_percent && calibration_round_ == 0;
-    const int round = calibration_round_ - (options_.budget.is_percent ? 1 : 0);
+    const bool reference = budget_.is_share() && calibration_round_ == 0;
+    const int round = calibration_round_ - (budget_.is_share() ? 1 : 0);
     choice_ = StepChoice{};
     choice_.kind = PlanKind::Collect;
     choice_.schedule = reference ? plan::schedule_keeping_everything(model_.size()) : steps_.collection_schedule(round);
   } else {
     if (steps_.predictor().ready()) steps_.observe_resident(memory_.live() - outer_gradients, batch_.bytes(), size);
     steps_.note_size(size);
-    steps_.use_budget(budget_);
+    steps_.use_budget(budget_.bytes());
     StepChoice choice = steps_.choose(size, steps_run_);
     step_start_live_ = memory_.live();
     refuse_if_infeasible(size, choice);  // before the step changes anything
@@ -121,8 +118,8 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
     current_ = StepReport{};
     current_.step = ++steps_run_;
     current_.signature = batch_.signature;
-    current_.budget_bytes = budget_;
-    memory_.set_budget(budget_);
+    current_.budget_bytes = budget_.bytes();
+    memory_.set_budget(budget_.bytes());
     enforcement_.emplace(memory_, planner().respects_budget(), /*after=*/false);
   }
   attempts_ = StepAttempts{};
@@ -140,19 +137,19 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
   // largest's does not: a schedule that fits the largest fits a smaller input.
   const std::int64_t largest = steps_.predictor().largest_observed();
   const auto fits = [&](const Schedule& s) {
-    return sim::simulate(steps_.predicted_chain(size), s).peak_bytes <= budget_ ||
-           (size < largest && sim::simulate(steps_.predicted_chain(largest), s).peak_bytes <= budget_);
+    return sim::simulate(steps_.predicted_chain(size), s).peak_bytes <= budget_.bytes() ||
+           (size < largest && sim::simulate(steps_.predicted_chain(largest), s).peak_bytes <= budget_.bytes());
   };
   if (fits(choice.schedule)) return;
   // A refusal rests on the least the caller's code after the blocks held
   // at this size, and below the largest size measured on the largest's least too.
   constexpr auto optimistic = predict::BytesEnvelope::Bound::Least;
   Bytes least = steps_.least_peak(size, optimistic);
-  if (least > budget_ && size < largest) least = std::min(least, steps_.least_peak(largest, optimistic));
+  if (least > budget_.bytes() && size < largest) least = std::min(least, steps_.least_peak(largest, optimistic));
   // Predictions may overestimate: a step as large that ran shows what fits.
   const bool shown = std::any_of(needed_.lower_bound(size), needed_.end(),
-                                 [&](const auto& seen) { return memory_.live() + seen.second <= budget_; });
-  if (least <= budget_ || shown) {
+                                 [&](const auto& seen) { return memory_.live() + seen.second <= budget_.bytes(); });
+  if (least <= budget_.bytes() || shown) {
     // A collection schedule that does not fit: the least-memory one measures too.
     if (choice.kind == PlanKind::Collect) choice = {steps_.most_frugal(size), PlanKind::Frugal, 0};
     return;
@@ -161,7 +158,7 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
   throw Infeasible("step " + std::to_string(steps_run_ + 1) + ": input " + batch_.signature.describe() +
                        " needs at least " + format_bytes(least) + " with planner " + planner().name() +
                        "'s least-memory schedule (the code after the blocks, the head and the loss, holding " +
-                       format_bytes(after) + " of it), above the budget " + format_bytes(budget_) +
+                       format_bytes(after) + " of it), above the budget " + format_bytes(budget_.bytes()) +
                        "; nothing of this step ran: give a budget of at least " + format_bytes(least) +
                        " or a smaller input",
                    least);
@@ -178,7 +175,7 @@ void BlockSteps::run_step_again() {
   start_rng_->restore(default_generator());
   choice_ = {steps_.most_frugal(batch_.signature.size), PlanKind::Retry, 0};
   ctx_ = fresh_context();
-  memory_.set_budget(budget_);
+  memory_.set_budget(budget_.bytes());
   enforcement_.emplace(memory_, planner().respects_budget(), /*after=*/false);
   execution_ = executor_->start(choice_.schedule, batch_, ctx_);
   again_ = true;
@@ -410,9 +407,8 @@ void BlockSteps::end_step() {
     return;
   }
   if (calibration_round_ >= 0) {
-    if (options_.budget.is_percent && calibration_round_ == 0) {
-      reference_peak_ = result.peak;
-      budget_ = options_.budget.resolve(reference_peak_);
+    if (budget_.is_share() && calibration_round_ == 0) {
+      budget_.set_reference(result.peak);
     } else {
       steps_.observe_sample(batch_.signature, sample_execution(result, model_.size(), 0));
     }
@@ -440,15 +436,7 @@ void BlockSteps::end_step() {
   last_ = current_;
 }
 
-void BlockSteps::set_budget(const BudgetSpec& budget) {
-  if (budget.is_percent && reference_peak_ == 0) {
-    throw UsageError("a budget of " + format_number("%g", budget.percent) +
-                     "% needs the sample's measured peak; this model was wrapped without a sample, or with a budget "
-                     "in bytes; give the budget in bytes");
-  }
-  options_.budget = budget;
-  budget_ = budget.is_percent ? budget.resolve(reference_peak_) : budget.bytes;
-}
+void BlockSteps::set_budget(const BudgetSpec& budget) { budget_.respecify(budget); }
 
 int BlockSteps::begin_calibration() {
   MEMTRAIN_ASSERT(steps_run_ == 0 && !execution_, "calibration runs before any step");
@@ -462,7 +450,7 @@ int BlockSteps::begin_calibration() {
   calibration_rng_ = RngSnapshot::capture(default_generator());
   calibration_buffers_ = BufferSnapshot::capture(model_, memory_);
   calibration_live_ = 0;
-  return (options_.budget.is_percent ? 1 : 0) + steps_.variant_rounds();
+  return (budget_.is_share() ? 1 : 0) + steps_.variant_rounds();
 }
 
 void BlockSteps::calibration_round(int round) { calibration_round_ = round; }
@@ -484,9 +472,9 @@ void BlockSteps::end_calibration() {
   steps_.note_size(batch_.signature.size);
   if (planner().respects_budget()) {
     const Chain largest = largest_chain();
-    const Plan p = steps_.planner().plan({largest, budget_, &largest});
+    const Plan p = steps_.planner().plan({largest, budget_.bytes(), &largest});
     if (!p.feasible) {
-      throw Infeasible("budget " + format_bytes(budget_) + " is below what planner " + planner().name() +
+      throw Infeasible("budget " + format_bytes(budget_.bytes()) + " is below what planner " + planner().name() +
                            " needs for input " + batch_.signature.describe() + ": " + format_bytes(p.min_budget_bytes),
                        p.min_budget_bytes);
     }

@@ -71,6 +71,7 @@
 #include "runtime/model/rng_snapshot.h"
 #include "runtime/model/staged_model.h"
 #include "runtime/training/gradient_boundary.h"
+#include "runtime/training/step_budget.h"
 #include "runtime/training/step_input.h"
 #include "runtime/training/step_planner.h"
 
@@ -157,8 +158,9 @@ class BlockSteps {
   void end_calibration();
 
   const StepReport& last_step() const { return last_; }
-  Bytes budget_bytes() const { return budget_; }
-  // The budget from the next step on; N% is of the sample's measured peak.
+  Bytes budget_bytes() const { return budget_.resolved() ? budget_.bytes() : 0; }
+  // The budget from the next step on; N% is of the sample's measured peak
+  // (StepBudget).
   void set_budget(const BudgetSpec& budget);
   Chain largest_chain() const { return steps_.largest_chain(); }
   const plan::Planner& planner() const { return steps_.planner(); }
@@ -197,8 +199,7 @@ class BlockSteps {
   BlockStepsOptions options_;
   StepPlanner steps_;
   std::unique_ptr<Executor> executor_;
-  Bytes budget_ = 0;
-  Bytes reference_peak_ = 0;
+  StepBudget budget_;
   long steps_run_ = 0;
   StepReport last_, current_;
 

@@ -15,11 +15,20 @@ using Clock = std::chrono::steady_clock;
 
 GraphTrainer::GraphTrainer(GraphTrainerOptions options, DeviceMemory& memory, std::unique_ptr<GraphModel> model,
                            BatchSource& batches)
-    : options_(options), memory_(memory), model_(std::move(model)), batches_(batches) {
+    : options_(options), memory_(memory), model_(std::move(model)), batches_(batches), budget_(options_.budget) {
   auto scope = memory_.activate();
   model_->to(memory_.device());
   adam_ = std::make_unique<Adam>(model_->parameters(), options_.adam);
   executor_ = std::make_unique<GraphExecutor>(*model_, memory_);
+  // The largest input is planned first: its step keeping everything is
+  // what a budget of N% is a share of (StepBudget), for every size.
+  const Batch largest = batches_.largest(memory_.device());
+  StepContext ctx;
+  ctx.targets = largest.targets;
+  const Clock::time_point t0 = Clock::now();
+  current_ = &plan_for(largest, ctx);
+  largest_.size = largest.signature.describe();
+  largest_.planning_seconds = seconds_since(t0);
 }
 
 const GraphTrainer::SizePlan& GraphTrainer::plan_for(const Batch& batch, StepContext& ctx) {
@@ -29,11 +38,11 @@ const GraphTrainer::SizePlan& GraphTrainer::plan_for(const Batch& batch, StepCon
   SizePlan p;
   p.graph = measure_training_graph(*model_, memory_, batch, ctx);
   p.keep = plan::price_graph_schedule(p.graph, plan::keeping_everything(p.graph));
-  p.budget = options_.budget.resolve(p.keep.peak_bytes);
-  p.plan = plan::plan_graph(p.graph, p.budget, options_.time_limit);
+  if (!budget_.resolved()) budget_.set_reference(p.keep.peak_bytes);
+  p.plan = plan::plan_graph(p.graph, budget_.bytes(), options_.time_limit);
   if (!p.plan.feasible) {
     throw Error("graph trainer: no graph schedule of " + model_->name() + " for input " + size + " fits the budget " +
-                format_bytes(p.budget) + " (" + p.plan.note + "); keeping everything needs " +
+                format_bytes(budget_.bytes()) + " (" + p.plan.note + "); keeping everything needs " +
                 format_bytes(p.keep.peak_bytes) + ", of which " + format_bytes(p.graph.persistent_bytes) +
                 " is resident; the budget must be larger");
   }
@@ -61,8 +70,8 @@ GraphStepRecord GraphTrainer::step() {
   rec.accuracy = ctx.counted > 0 ? ctx.correct / ctx.counted : 0;
   rec.peak_bytes = r.peak;
   rec.planned_peak_bytes = current_->plan.cost.peak_bytes;
-  rec.budget_bytes = current_->budget;
-  rec.violation = r.peak > current_->budget;
+  rec.budget_bytes = budget_.bytes();
+  rec.violation = r.peak > rec.budget_bytes;
   rec.recomputed = r.recomputed;
   return rec;
 }

@@ -1,7 +1,9 @@
 // Training a GraphModel (the U-Net) under a budget with the graph planner:
 // for each input size it measures the training graph (one warm-up and one
 // measured step that keep everything), solves Checkmate's program with CBC
-// for the budget, and runs that schedule every step of that size; Adam
+// for the budget, and runs that schedule every step of that size (the
+// largest input first, on construction: a budget of N% is a share of its
+// step keeping everything); Adam
 // updates the weights after each step. The budget is not enforced by the
 // allocator here: a step whose measured peak exceeds it is counted as a
 // violation.
@@ -18,11 +20,12 @@
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/adam.h"
 #include "runtime/model/graph_model.h"
+#include "runtime/training/step_budget.h"
 
 namespace memtrain::runtime {
 
 struct GraphTrainerOptions {
-  BudgetSpec budget = {true, 90.0, 0};  // N%: of keeping everything, priced on the measured graph
+  BudgetSpec budget = {true, 90.0, 0};  // N%: of the largest input's step keeping everything (StepBudget)
   AdamOptions adam;
   double time_limit = 60;  // seconds CBC may search per input size
 };
@@ -54,16 +57,24 @@ class GraphTrainer {
   // Of the last size planned.
   const Graph& graph() const { return current_->graph; }
   const plan::GraphPlan& plan() const { return current_->plan; }
-  Bytes budget_bytes() const { return current_->budget; }
-  // Keeping everything, priced on the same graph: the peak N% budgets are of, and the time to compare.
+  Bytes budget_bytes() const { return budget_.bytes(); }
+  // Keeping everything, priced on the same graph (of the last size planned): the time to compare.
   const plan::GraphCost& keep_everything() const { return current_->keep; }
+  // What a budget of N% is a share of: the largest input's step keeping everything.
+  Bytes reference_peak_bytes() const { return budget_.reference(); }
+  // The largest input, planned on construction (the plan of the last size
+  // planned until the first step).
+  struct PlannedSize {
+    std::string size;
+    Seconds planning_seconds = 0;
+  };
+  const PlannedSize& largest() const { return largest_; }
 
  private:
   struct SizePlan {
     Graph graph;
     plan::GraphPlan plan;
     plan::GraphCost keep;
-    Bytes budget = 0;
   };
   const SizePlan& plan_for(const Batch& batch, StepContext& ctx);
 
@@ -71,6 +82,8 @@ class GraphTrainer {
   DeviceMemory& memory_;
   std::unique_ptr<GraphModel> model_;
   BatchSource& batches_;
+  StepBudget budget_;
+  PlannedSize largest_;
   std::unique_ptr<Adam> adam_;
   std::unique_ptr<GraphExecutor> executor_;  // its training graph is derived once, not every step
   std::map<std::string, SizePlan> plans_;

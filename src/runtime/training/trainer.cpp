@@ -26,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory factory, BatchSource& source)
-    : options_(std::move(options)), memory_(memory), source_(source) {
+    : options_(std::move(options)), memory_(memory), source_(source), requested_budget_(options_.budget) {
   check_trainer_options(options_);
   const auto scope = memory_.activate();
   std::optional<PoolScope> in_host_pool;
@@ -154,7 +154,7 @@ void Trainer::measure_largest(const Batch& largest) {
   // is never run (it is what does not fit): its peak is simulated below.
   // Nor on a shared device, where it would take the others' memory.
   if (percent && !host_weights_ && !lease_)
-    reference_peak_ = measure(plan::schedule_keeping_everything(n), measured).peak;
+    requested_budget_.set_reference(measure(plan::schedule_keeping_everything(n), measured).peak);
   // One collection run per variant when the planner chooses variants.
   const Signature at = planning_signature(largest.signature);
   const std::int64_t size = at.size;
@@ -184,13 +184,13 @@ void Trainer::measure_largest(const Batch& largest) {
     // weights, gradients and optimizer state all on the device.
     Chain on_device = largest_chain_;
     on_device.weights_on_host = false;
-    reference_peak_ = sim::simulate(on_device, plan::schedule_keeping_everything(n)).peak_bytes;
+    requested_budget_.set_reference(plan::keep_everything_peak(on_device));
   }
 }
 
 void Trainer::fix_budget() {
   if (lease_) {
-    budget_ = lease_->calibrated(*steps_, largest_chain_, reference_peak_);
+    budget_ = lease_->calibrated(*steps_, largest_chain_, requested_budget_.reference());
     use_budget(budget_);
     return;
   }
@@ -210,7 +210,7 @@ void Trainer::fix_own_budget() {
                   "; give a budget");
     }
   } else {
-    budget_ = options_.budget.resolve(reference_peak_);
+    budget_ = requested_budget_.bytes();
   }
   use_budget(budget_);
   // Whether the planner still plans the largest input with `reserve` bytes less.
@@ -533,7 +533,7 @@ CopyStats planned_copies(const std::vector<StepRecord>& records) {
 TrainSummary Trainer::summary() const {
   TrainSummary s;
   s.budget_bytes = budget_;
-  s.reference_peak_bytes = reference_peak_;
+  s.reference_peak_bytes = requested_budget_.reference();
   s.resident_bytes = steps_->resident_bytes();
   s.steps = static_cast<long>(records_.size());
   s.retries = retries_;

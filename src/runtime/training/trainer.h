@@ -62,6 +62,7 @@
 #include "runtime/model/staged_model.h"
 #include "runtime/training/leased_steps.h"
 #include "runtime/training/rank_steps.h"
+#include "runtime/training/step_budget.h"
 #include "runtime/training/step_lease.h"
 #include "runtime/training/step_parts.h"
 #include "runtime/training/step_planner.h"
@@ -255,9 +256,9 @@ class Trainer {
   at::Generator generator_;
 
   bool calibrated_ = false;
-  Bytes budget_ = 0;       // the run's budget (a shared device: the group's)
-  Bytes step_budget_ = 0;  // the budget steps plan and run under now
-  Bytes reference_peak_ = 0;
+  Bytes budget_ = 0;             // the run's budget (a shared device: the group's)
+  Bytes step_budget_ = 0;        // the budget steps plan and run under now
+  StepBudget requested_budget_;  // the options' budget, with the reference a share is of
   Signature largest_signature_;
   Chain largest_chain_;
   std::vector<StepRecord> records_;

@@ -30,7 +30,7 @@ struct Measured {
     steps.note_size(size);
     // Half of what keeping everything needs: plans must recompute.
     const Chain chain = steps.predicted_chain(size);
-    budget = sim::simulate(chain, plan::schedule_keeping_everything(chain.size())).peak_bytes / 2;
+    budget = plan::keep_everything_peak(chain) / 2;
     steps.use_budget(budget);
   }
 };
