@@ -112,130 +112,144 @@ GraphPlan plan_graph_exhaustively(const Graph& graph, Bytes budget) {
   return best;
 }
 
-GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit) {
-  graph.validate("graph");
-  const int n = graph.size();
-  GraphPlan plan;
-  const double room = static_cast<double>(budget - graph.persistent_bytes);
-  if (room <= 0) {
-    plan.note = "the budget does not cover the resident bytes";
-    return plan;
-  }
-  Cbc_Model* model = Cbc_newModel();
-  struct Guard {
-    Cbc_Model* m;
-    ~Guard() { Cbc_deleteModel(m); }
-  } guard{model};
-  Cbc_setLogLevel(model, 0);
-  Cbc_setMaximumSeconds(model, time_limit);
+namespace {
 
-  // Column indices of R[t][i] (i <= t) and S[t][i] (i < t).
-  std::vector<std::vector<int>> r(n, std::vector<int>(n, -1)), s(n, std::vector<int>(n, -1));
-  int columns = 0;
-  // A node with one variant carries its time on R; one with several, on Z.
-  auto single = [&](int i) { return graph.nodes[i].variant_count() == 1; };
-  for (int t = 0; t < n; ++t) {
-    for (int i = 0; i <= t; ++i) {
-      const double fixed = i == t ? 1.0 : 0.0;
-      Cbc_addCol(model, ("R" + std::to_string(t) + "_" + std::to_string(i)).c_str(), fixed, 1.0,
-                 single(i) ? graph.nodes[i].time : 0.0, 1, 0, nullptr, nullptr);
-      r[t][i] = columns++;
+// Checkmate's mixed-integer program for one graph, in CBC: R[t][i] node i
+// computed at stage t, S[t][i] its output kept into stage t, Y and Z a
+// node's variant, A what is alive while each node computes; memory is a
+// fraction of `room`, what the budget leaves beside the resident bytes.
+class CheckmateProgram {
+ public:
+  CheckmateProgram(const Graph& graph, double room, double time_limit)
+      : graph_(graph), n_(graph.size()), room_(room), model_(Cbc_newModel()) {
+    Cbc_setLogLevel(model_, 0);
+    Cbc_setMaximumSeconds(model_, time_limit);
+    r_.assign(n_, std::vector<int>(n_, -1));
+    s_.assign(n_, std::vector<int>(n_, -1));
+    y_.resize(n_);
+    z_.assign(n_, std::vector<std::vector<int>>(n_));
+    add_computations();
+    add_variants();
+    add_dependencies();
+    std::vector<std::vector<int>> users(n_);
+    for (int i = 0; i < n_; ++i) {
+      for (int j : graph_.nodes[i].inputs) users[j].push_back(i);
     }
-    for (int i = 0; i < t; ++i) {
-      Cbc_addCol(model, ("S" + std::to_string(t) + "_" + std::to_string(i)).c_str(), 0.0, 1.0, 0.0, 1, 0, nullptr,
-                 nullptr);
-      s[t][i] = columns++;
+    for (int t = 0; t < n_; ++t) add_memory(t, users);
+  }
+  ~CheckmateProgram() { Cbc_deleteModel(model_); }
+  CheckmateProgram(const CheckmateProgram&) = delete;
+  CheckmateProgram& operator=(const CheckmateProgram&) = delete;
+
+  Cbc_Model* model() { return model_; }
+  // The schedule of CBC's best solution, keeping the least it can.
+  GraphSchedule schedule_of(const double* solution) const {
+    auto compute = square(n_);
+    for (int t = 0; t < n_; ++t) {
+      for (int i = 0; i <= t; ++i) compute[t][i] = solution[r_[t][i]] > 0.5;
+    }
+    // The program may keep more than it needs; keeping the least is as fast and never uses more.
+    GraphSchedule schedule = with_least_keeping(graph_, std::move(compute));
+    schedule.variant.assign(n_, 0);
+    for (int i = 0; i < n_; ++i) {
+      for (int v = 0; v < static_cast<int>(y_[i].size()); ++v) {
+        if (solution[y_[i][v]] > 0.5) schedule.variant[i] = v;
+      }
+    }
+    return schedule;
+  }
+
+ private:
+  // A node with one variant carries its time on R; one with several, on Z.
+  bool single(int i) const { return graph_.nodes[i].variant_count() == 1; }
+  int column(const std::string& name, double lower, double objective, bool integer) {
+    Cbc_addCol(model_, name.c_str(), lower, 1.0, objective, integer ? 1 : 0, 0, nullptr, nullptr);
+    return columns_++;
+  }
+  void row(const std::vector<int>& cols, const std::vector<double>& coefs, char sense, double rhs) {
+    Cbc_addRow(model_, "", static_cast<int>(cols.size()), cols.data(), coefs.data(), sense, rhs);
+  }
+  // alive - sum(coefs * cols) >= rhs
+  void at_least(int alive, std::vector<int> cols, const std::vector<double>& coefs, double rhs) {
+    cols.insert(cols.begin(), alive);
+    std::vector<double> c = {1};
+    for (double x : coefs) c.push_back(-x);
+    row(cols, c, 'G', rhs);
+  }
+
+  void add_computations() {
+    for (int t = 0; t < n_; ++t) {
+      const std::string at = std::to_string(t) + "_";
+      for (int i = 0; i <= t; ++i)
+        r_[t][i] =
+            column("R" + at + std::to_string(i), i == t ? 1.0 : 0.0, single(i) ? graph_.nodes[i].time : 0.0, true);
+      for (int i = 0; i < t; ++i) s_[t][i] = column("S" + at + std::to_string(i), 0.0, 0.0, true);
     }
   }
-  auto row = [&](const std::vector<int>& cols, const std::vector<double>& coefs, char sense, double rhs) {
-    Cbc_addRow(model, "", static_cast<int>(cols.size()), cols.data(), coefs.data(), sense, rhs);
-  };
+
   // Y[i][v]: node i runs as variant v (exactly one); Z[t][i][v] >= R[t][i] + Y[i][v] - 1,
   // pushed down to R and Y both by the objective and by memory, so it is their product.
-  std::vector<std::vector<int>> y(n);
-  std::vector<std::vector<std::vector<int>>> z(n, std::vector<std::vector<int>>(n));
-  for (int i = 0; i < n; ++i) {
-    if (single(i)) continue;
-    const GraphNode& node = graph.nodes[i];
-    std::vector<double> ones;
-    for (int v = 0; v < node.variant_count(); ++v) {
-      Cbc_addCol(model, ("Y" + std::to_string(i) + "_" + std::to_string(v)).c_str(), 0.0, 1.0, 0.0, 1, 0, nullptr,
-                 nullptr);
-      y[i].push_back(columns++);
-      ones.push_back(1);
-    }
-    row(y[i], ones, 'E', 1);
-    for (int t = i; t < n; ++t) {
-      for (int v = 0; v < node.variant_count(); ++v) {
-        Cbc_addCol(model, "", 0.0, 1.0, node.time_of(v), 0, 0, nullptr, nullptr);
-        z[t][i].push_back(columns++);
-        row({z[t][i][v], r[t][i], y[i][v]}, {1, -1, -1}, 'G', -1);
+  void add_variants() {
+    for (int i = 0; i < n_; ++i) {
+      if (single(i)) continue;
+      const GraphNode& node = graph_.nodes[i];
+      for (int v = 0; v < node.variant_count(); ++v)
+        y_[i].push_back(column("Y" + std::to_string(i) + "_" + std::to_string(v), 0.0, 0.0, true));
+      row(y_[i], std::vector<double>(y_[i].size(), 1.0), 'E', 1);
+      for (int t = i; t < n_; ++t) {
+        for (int v = 0; v < node.variant_count(); ++v) {
+          z_[t][i].push_back(column("", 0.0, node.time_of(v), false));
+          row({z_[t][i][v], r_[t][i], y_[i][v]}, {1, -1, -1}, 'G', -1);
+        }
       }
     }
   }
-  for (int t = 0; t < n; ++t) {
-    for (int i = 0; i <= t; ++i) {
-      for (int j : graph.nodes[i].inputs) {  // R[t][i] <= R[t][j] + S[t][j]
-        std::vector<int> cols = {r[t][i], r[t][j]};
-        std::vector<double> coefs = {1, -1};
-        if (j < t) {
-          cols.push_back(s[t][j]);
-          coefs.push_back(-1);
+
+  void add_dependencies() {
+    for (int t = 0; t < n_; ++t) {
+      for (int i = 0; i <= t; ++i) {
+        for (int j : graph_.nodes[i].inputs) {  // R[t][i] <= R[t][j] + S[t][j]
+          if (j < t)
+            row({r_[t][i], r_[t][j], s_[t][j]}, {1, -1, -1}, 'L', 0);
+          else
+            row({r_[t][i], r_[t][j]}, {1, -1}, 'L', 0);
         }
-        row(cols, coefs, 'L', 0);
       }
-    }
-    if (t + 1 < n) {
+      if (t + 1 >= n_) continue;
       for (int i = 0; i <= t; ++i) {  // S[t+1][i] <= S[t][i] + R[t][i]
-        std::vector<int> cols = {s[t + 1][i], r[t][i]};
-        std::vector<double> coefs = {1, -1};
-        if (i < t) {
-          cols.push_back(s[t][i]);
-          coefs.push_back(-1);
-        }
-        row(cols, coefs, 'L', 0);
+        if (i < t)
+          row({s_[t + 1][i], r_[t][i], s_[t][i]}, {1, -1, -1}, 'L', 0);
+        else
+          row({s_[t + 1][i], r_[t][i]}, {1, -1}, 'L', 0);
       }
     }
   }
-  // A[t][i][k]: output i alive while stage t computes node k; each reason it
-  // must be alive bounds it below, and memory bounds the sum.
-  std::vector<std::vector<int>> users(n);
-  for (int i = 0; i < n; ++i) {
-    for (int j : graph.nodes[i].inputs) users[j].push_back(i);
-  }
-  for (int t = 0; t < n; ++t) {
+
+  // A[i][k] at stage t: output i alive while node k computes; each reason
+  // it must be alive bounds it below, and memory bounds the sum.
+  void add_memory(int t, const std::vector<std::vector<int>>& users) {
     std::vector<std::vector<int>> a(t + 1, std::vector<int>(t + 1));
     for (int i = 0; i <= t; ++i) {
-      for (int k = 0; k <= t; ++k) {
-        Cbc_addCol(model, "", 0.0, 1.0, 0.0, 1, 0, nullptr, nullptr);
-        a[i][k] = columns++;
-      }
+      for (int k = 0; k <= t; ++k) a[i][k] = column("", 0.0, 0.0, true);
     }
-    auto at_least = [&](int alive, std::vector<int> cols, std::vector<double> coefs, double rhs) {
-      // alive - sum(coefs * cols) >= rhs
-      cols.insert(cols.begin(), alive);
-      std::vector<double> c = {1};
-      for (double x : coefs) c.push_back(-x);
-      row(cols, c, 'G', rhs);
-    };
     for (int k = 0; k <= t; ++k) {
-      at_least(a[k][k], {r[t][k]}, {1}, 0);                                      // its own output
-      for (int i : graph.nodes[k].inputs) at_least(a[i][k], {r[t][k]}, {1}, 0);  // its inputs
+      at_least(a[k][k], {r_[t][k]}, {1}, 0);                                       // its own output
+      for (int i : graph_.nodes[k].inputs) at_least(a[i][k], {r_[t][k]}, {1}, 0);  // its inputs
     }
     for (int i = 0; i <= t; ++i) {
       for (int k = 0; k <= t; ++k) {
         for (int j : users[i]) {  // a later node of this stage reads it
           if (j <= k || j > t) continue;
           if (k >= i)
-            at_least(a[i][k], {r[t][j]}, {1}, 0);
+            at_least(a[i][k], {r_[t][j]}, {1}, 0);
           else if (i < t)
-            at_least(a[i][k], {r[t][j], s[t][i]}, {1, 1}, -1);
+            at_least(a[i][k], {r_[t][j], s_[t][i]}, {1, 1}, -1);
         }
-        if (t + 1 < n) {  // kept for the next stage
+        if (t + 1 < n_) {  // kept for the next stage
           if (k >= i)
-            at_least(a[i][k], {s[t + 1][i]}, {1}, 0);
+            at_least(a[i][k], {s_[t + 1][i]}, {1}, 0);
           else if (i < t)
-            at_least(a[i][k], {s[t + 1][i], s[t][i]}, {1, 1}, -1);
+            at_least(a[i][k], {s_[t + 1][i], s_[t][i]}, {1, 1}, -1);
         }
       }
     }
@@ -244,42 +258,48 @@ GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit) {
     for (int k = 0; k <= t; ++k) {
       std::vector<int> cols;
       std::vector<double> coefs;
-      if (single(k)) {
-        cols.push_back(r[t][k]);
-        coefs.push_back(static_cast<double>(graph.nodes[k].temp_bytes) / room);
-      } else {
-        for (int v = 0; v < graph.nodes[k].variant_count(); ++v) {
-          cols.push_back(z[t][k][v]);
-          coefs.push_back(static_cast<double>(graph.nodes[k].temp_of(v)) / room);
-        }
+      const GraphNode& node = graph_.nodes[k];
+      for (int v = 0; v < (single(k) ? 1 : node.variant_count()); ++v) {
+        cols.push_back(single(k) ? r_[t][k] : z_[t][k][v]);
+        coefs.push_back(static_cast<double>(single(k) ? node.temp_bytes : node.temp_of(v)) / room_);
       }
       for (int i = 0; i <= t; ++i) {
         cols.push_back(a[i][k]);
-        coefs.push_back(static_cast<double>(graph.nodes[i].output_bytes) / room);
+        coefs.push_back(static_cast<double>(graph_.nodes[i].output_bytes) / room_);
       }
       row(cols, coefs, 'L', 1.0 - 1e-9);
     }
   }
-  Cbc_solve(model);
-  const double* solution = Cbc_bestSolution(model);
+
+  const Graph& graph_;
+  const int n_;
+  const double room_;
+  Cbc_Model* model_;
+  int columns_ = 0;
+  std::vector<std::vector<int>> r_, s_, y_;
+  std::vector<std::vector<std::vector<int>>> z_;
+};
+
+}  // namespace
+
+GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit) {
+  graph.validate("graph");
+  GraphPlan plan;
+  const double room = static_cast<double>(budget - graph.persistent_bytes);
+  if (room <= 0) {
+    plan.note = "the budget does not cover the resident bytes";
+    return plan;
+  }
+  CheckmateProgram program(graph, room, time_limit);
+  Cbc_solve(program.model());
+  const double* solution = Cbc_bestSolution(program.model());
   if (!solution) {
-    plan.note = Cbc_isProvenInfeasible(model)
+    plan.note = Cbc_isProvenInfeasible(program.model())
                     ? "no schedule fits the budget"
                     : "no schedule found within the time limit of " + std::to_string(time_limit) + " s";
     return plan;
   }
-  auto compute = square(n);
-  for (int t = 0; t < n; ++t) {
-    for (int i = 0; i <= t; ++i) compute[t][i] = solution[r[t][i]] > 0.5;
-  }
-  // The program may keep more than it needs; keeping the least is as fast and never uses more.
-  plan.schedule = with_least_keeping(graph, std::move(compute));
-  plan.schedule.variant.assign(n, 0);
-  for (int i = 0; i < n; ++i) {
-    for (int v = 0; v < static_cast<int>(y[i].size()); ++v) {
-      if (solution[y[i][v]] > 0.5) plan.schedule.variant[i] = v;
-    }
-  }
+  plan.schedule = program.schedule_of(solution);
   plan.cost = price_graph_schedule(graph, plan.schedule);
   // The program encodes the graph's rules and its memory constraint keeps a
   // margin under the budget, so a solution the pricing refuses is a bug.
@@ -288,7 +308,7 @@ GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit) {
                                                       std::to_string(plan.cost.peak_bytes) + " bytes, budget " +
                                                       std::to_string(budget));
   plan.feasible = true;
-  plan.proven_optimal = Cbc_isProvenOptimal(model);
+  plan.proven_optimal = Cbc_isProvenOptimal(program.model());
   plan.note = plan.proven_optimal ? "proven optimal" : "best found within the time limit";
   return plan;
 }

@@ -42,7 +42,7 @@ std::int64_t PersistentDp::offload_start(int i, int l, int j, std::int64_t forwa
                    a_[j] + backward_need(j, k)});
 }
 
-void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capacity, bool variants, bool offloads) {
+void PersistentDp::check_request(const Chain& chain, Bytes slot_bytes, bool variants, bool offloads) {
   if (slot_bytes < 1) throw UsageError("optimal planner: the slot size must be at least 1 byte");
   if (offloads && variants) {
     throw UsageError("optimal planner: offloads and operator variants in one table are not supported; plan with one");
@@ -52,18 +52,10 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
         "optimal planner: offloads need the chain's host link in both directions "
         "(device_to_host_bandwidth and host_to_device_bandwidth)");
   }
-  if (capacity < 0) capacity = 0;
+}
+
+void PersistentDp::load(const Chain& chain, Bytes slot_bytes, std::int64_t capacity, bool variants, bool offloads) {
   const int n = chain.size();
-  if (n < 1 || n > 32767)
-    throw UsageError("optimal planner: the chain must have 1..32767 stages, not " + std::to_string(n));
-  const std::int64_t pairs = static_cast<std::int64_t>(n) * (n + 1) / 2;
-  const std::int64_t tables = offloads ? 2 : 1;
-  if (tables * pairs * (capacity + 1) > kMaxEntries) {
-    throw UsageError("optimal planner: " + std::to_string(n) + " stages at " + std::to_string(capacity) + " slots of " +
-                     std::to_string(slot_bytes) + " bytes need a table of " +
-                     std::to_string(tables * pairs * (capacity + 1)) + " entries, more than the limit of " +
-                     std::to_string(kMaxEntries) + "; use fewer slots or larger slot bytes");
-  }
   n_ = n;
   capacity_ = capacity;
   width_ = static_cast<size_t>(capacity) + 1;
@@ -109,6 +101,23 @@ void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capa
     }
     var_start_.push_back(var_start_.back() + count);
   }
+}
+
+void PersistentDp::solve(const Chain& chain, Bytes slot_bytes, std::int64_t capacity, bool variants, bool offloads) {
+  check_request(chain, slot_bytes, variants, offloads);
+  if (capacity < 0) capacity = 0;
+  const int n = chain.size();
+  if (n < 1 || n > 32767)
+    throw UsageError("optimal planner: the chain must have 1..32767 stages, not " + std::to_string(n));
+  const std::int64_t pairs = static_cast<std::int64_t>(n) * (n + 1) / 2;
+  const std::int64_t tables = offloads ? 2 : 1;
+  if (tables * pairs * (capacity + 1) > kMaxEntries) {
+    throw UsageError("optimal planner: " + std::to_string(n) + " stages at " + std::to_string(capacity) + " slots of " +
+                     std::to_string(slot_bytes) + " bytes need a table of " +
+                     std::to_string(tables * pairs * (capacity + 1)) + " entries, more than the limit of " +
+                     std::to_string(kMaxEntries) + "; use fewer slots or larger slot bytes");
+  }
+  load(chain, slot_bytes, capacity, variants, offloads);
   row_start_.resize(n);
   for (int i = 0, start = 0; i < n; start += n - i, ++i) row_start_[i] = start;
   least_.assign(pairs, capacity + 1);

@@ -79,6 +79,10 @@ class PersistentDp {
     double time;
   };
   void forward_segments(int i, int l, std::vector<Segment>& out) const;
+  // solve's parts: refusing what it cannot solve, and the chain's stages
+  // and activations in slots (the variants and copy times it plans with).
+  static void check_request(const Chain& chain, Bytes slot_bytes, bool variants, bool offloads);
+  void load(const Chain& chain, Bytes slot_bytes, std::int64_t capacity, bool variants, bool offloads);
   // Fills the table `own` for stages i..l; `top` and `lower` as in solve,
   // `segments` from forward_segments(i, l) (one computation serves both tables).
   void fill(int i, int l, bool own, std::int64_t top, double lower, const std::vector<Segment>& segments);

@@ -232,15 +232,39 @@ class BrownData {
   std::unique_ptr<runtime::BrownBatches> batches_;
 };
 
-}  // namespace
+// memtrain.advise's answer: the advisor's pick among measured methods.
+py::dict advise(const std::vector<std::tuple<std::string, std::int64_t, Bytes, double>>& rows, const py::object& memory,
+                double headroom) {
+  std::vector<predict::Measurement> measurements;
+  for (const auto& [method, batch, peak, seconds] : rows) measurements.push_back({method, batch, peak, seconds});
+  predict::AdvisorOptions options;
+  const BudgetSpec spec = budget_of(memory);
+  if (spec.is_percent) throw UsageError("device memory must be bytes or text such as '16GiB', not a percentage");
+  options.device_memory = spec.bytes;
+  options.headroom = headroom;
+  const predict::Advice a = predict::advise_from_measurements(measurements, options);
+  py::dict d;
+  d["device_memory"] = a.device_memory;
+  d["usable_bytes"] = a.usable_bytes;
+  d["recommended"] = a.recommended;
+  d["reason"] = a.reason;
+  py::list methods;
+  for (const auto& mth : a.methods) {
+    py::dict md;
+    md["method"] = mth.method;
+    md["max_batch"] = mth.max_batch;
+    md["best_batch"] = mth.best_batch;
+    md["predicted_peak_bytes"] = mth.predicted_peak_bytes;
+    md["predicted_throughput"] = mth.predicted_throughput;
+    md["note"] = mth.note;
+    methods.append(md);
+  }
+  d["methods"] = methods;
+  return d;
+}
 
-}  // namespace memtrain::python
-
-PYBIND11_MODULE(_memtrain, m) {
-  using namespace memtrain;
-  using namespace memtrain::python;
-  m.doc() = "memtrain's native core; import memtrain instead";
-
+// memtrain.Error and its kinds, and the translation of memtrain's exceptions to them.
+void define_errors(py::module_& m) {
   // Errors: memtrain.Error is a RuntimeError; a usage error is a ValueError
   // too; Infeasible carries the least budget.
   static py::handle error = PyErr_NewException("memtrain.Error", PyExc_RuntimeError, nullptr);
@@ -269,10 +293,10 @@ PYBIND11_MODULE(_memtrain, m) {
       PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
     }
   });
+}
 
-  // Tensors the process allocates from here on, on this thread, are counted.
-  static auto scope = device().activate();
-
+// What the process's devices hold, and the planners' names.
+void define_memory(py::module_& m) {
   // The executor measures each operation's peak by resetting the device's;
   // the device keeps the peaks it reset (DeviceMemory::process_peak).
   m.def(
@@ -296,7 +320,10 @@ PYBIND11_MODULE(_memtrain, m) {
   m.def(
       "parse_bytes", [](const std::string& text) { return parse_bytes(text, "budget"); },
       "Bytes in text such as '512MiB'.");
+}
 
+// The blocks' steps that memtrain.Module drives.
+void define_block_steps(py::module_& m) {
   py::class_<PythonBlockSteps, std::shared_ptr<PythonBlockSteps>>(m, "BlockSteps")
       .def(py::init<const std::vector<py::object>&, const std::vector<std::string>&, const std::vector<py::object>&,
                     const py::object&, const std::string&, int, const py::object&, double, const std::string&,
@@ -347,7 +374,10 @@ PYBIND11_MODULE(_memtrain, m) {
       .def("reset_peak", [](PythonBlockSteps& r) { r.memory().reset_peak(); })
       .def_property_readonly("planner", [](PythonBlockSteps& r) { return r.steps().planner().name(); })
       .def("largest_chain", [](PythonBlockSteps& r) { return r.steps().largest_chain(); });
+}
 
+// Chains to plan, the Brown corpus's batches, planning and advice.
+void define_chains_and_data(py::module_& m) {
   py::class_<Chain>(m, "Chain")
       .def_static(
           "from_json",
@@ -384,36 +414,21 @@ PYBIND11_MODULE(_memtrain, m) {
       .def_property_readonly("epoch", &BrownData::epoch);
 
   m.def("plan_chain", &plan_chain, py::arg("chain"), py::arg("budget"), py::arg("planner") = "optimal");
-  m.def(
-      "advise",
-      [](const std::vector<std::tuple<std::string, std::int64_t, Bytes, double>>& rows, const py::object& memory,
-         double headroom) {
-        std::vector<predict::Measurement> measurements;
-        for (const auto& [method, batch, peak, seconds] : rows) measurements.push_back({method, batch, peak, seconds});
-        predict::AdvisorOptions options;
-        const BudgetSpec spec = budget_of(memory);
-        if (spec.is_percent) throw UsageError("device memory must be bytes or text such as '16GiB', not a percentage");
-        options.device_memory = spec.bytes;
-        options.headroom = headroom;
-        const predict::Advice a = predict::advise_from_measurements(measurements, options);
-        py::dict d;
-        d["device_memory"] = a.device_memory;
-        d["usable_bytes"] = a.usable_bytes;
-        d["recommended"] = a.recommended;
-        d["reason"] = a.reason;
-        py::list methods;
-        for (const auto& mth : a.methods) {
-          py::dict md;
-          md["method"] = mth.method;
-          md["max_batch"] = mth.max_batch;
-          md["best_batch"] = mth.best_batch;
-          md["predicted_peak_bytes"] = mth.predicted_peak_bytes;
-          md["predicted_throughput"] = mth.predicted_throughput;
-          md["note"] = mth.note;
-          methods.append(md);
-        }
-        d["methods"] = methods;
-        return d;
-      },
-      py::arg("measurements"), py::arg("device_memory"), py::arg("headroom") = 0.10);
+  m.def("advise", &advise, py::arg("measurements"), py::arg("device_memory"), py::arg("headroom") = 0.10);
+}
+
+}  // namespace
+
+}  // namespace memtrain::python
+
+PYBIND11_MODULE(_memtrain, m) {
+  using namespace memtrain::python;
+  m.doc() = "memtrain's native core; import memtrain instead";
+  define_errors(m);
+  // Tensors the process allocates from here on, on this thread, are counted.
+  static auto scope = device().activate();
+
+  define_memory(m);
+  define_block_steps(m);
+  define_chains_and_data(m);
 }

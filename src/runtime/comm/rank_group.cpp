@@ -382,19 +382,33 @@ void RankGroup::fail(const std::string& why) noexcept {
   }
 }
 
+namespace {
+
+// The store did not answer the diagnosis: whoever serves it is at fault.
+RankFailure store_silent(const std::string& failed, const RankAddress& address, const std::string& transport) {
+  const std::string store_at = address.host + ":" + std::to_string(address.port);
+  if (!address.launcher_serves_store) {
+    return RankFailure(0, failed + " and the store at " + store_at +
+                              " does not answer: rank 0, which serves it, died or stopped (transport: " + transport +
+                              ")");
+  }
+  return RankFailure(
+      -1, failed + " and the launcher's store at " + store_at + " does not answer (transport: " + transport + ")");
+}
+
+}  // namespace
+
 RankFailure RankGroup::diagnose(const char* what, const std::string& error) {
   impl_->failed = true;
-  const std::string me = "rank " + std::to_string(rank()) + " of " + std::to_string(world());
-  const std::string failed = me + ": " + what + " failed";
+  const std::string failed =
+      "rank " + std::to_string(rank()) + " of " + std::to_string(world()) + ": " + what + " failed";
   const std::string transport = first_line(error);
-  const std::string store_at = address_.host + ":" + std::to_string(address_.port);
   std::optional<RankFailure> found;
   try {
     // A fresh connection with a short timeout: the group's own may be wedged.
     const auto store = open_store(address_.host, address_.port, false, world(), kDiagnoseTimeout);
-    // Blames rank r for `cause` and tells the others, whose own diagnosis
-    // may come too late to see what this one saw (a dead rank's heartbeat
-    // goes stale for everyone; so does a lingering store host's).
+    // Blames rank r for `cause` and tells the others, whose own diagnosis may
+    // come too late to see it (a dead rank's heartbeat goes stale for all).
     const auto blame = [&](int r, const std::string& cause) {
       impl_->blamed = r;
       store->set(verdict_key(rank()), bytes_of(std::to_string(r) + "\n" + cause));
@@ -458,14 +472,8 @@ RankFailure RankGroup::diagnose(const char* what, const std::string& error) {
       store->set(verdict_key(rank()), bytes_of("-1\nno one"));
       return std::nullopt;
     }();
-  } catch (const std::exception& e) {
-    if (!address_.launcher_serves_store) {
-      return RankFailure(0, failed + " and the store at " + store_at +
-                                " does not answer: rank 0, which serves it, died or stopped (transport: " + transport +
-                                ")");
-    }
-    return RankFailure(
-        -1, failed + " and the launcher's store at " + store_at + " does not answer (transport: " + transport + ")");
+  } catch (const std::exception&) {
+    return store_silent(failed, address_, transport);
   }
   if (found) return *found;
   return RankFailure(-1, failed + "; every other rank is alive and as far along (transport: " + transport + ")");
