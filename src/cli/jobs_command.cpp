@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/json_file.h"
 #include "cli/memtrain_program.h"
+#include "cli/train_report.h"
 #include "core/error.h"
 #include "core/parse_number.h"
 #include "jobs/core_shares.h"
@@ -204,6 +205,7 @@ void set_jobs(const JobsArgs& r, jobs::LaunchOptions& o) {
   }
   o.program = memtrain_program();
   // Each job is `memtrain train` in the group, with its threads when it names none itself.
+  o.read_report = read_job_run_report;
   o.job_arguments = [group = o.group.name](const jobs::JobSpec& job, size_t index, const std::string& report) {
     std::vector<std::string> argv = {"train"};
     argv.insert(argv.end(), job.args.begin(), job.args.end());

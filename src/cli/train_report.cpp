@@ -1,5 +1,7 @@
 #include "cli/train_report.h"
 
+#include <fstream>
+
 #include "cli/copy_stats_json.h"
 #include "core/fnv1a.h"
 
@@ -123,6 +125,37 @@ nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info
                  {"steps", steps},
                  {"summary", summary_json(s)}};
   return report;
+}
+
+std::optional<jobs::JobRunReport> read_job_run_report(const std::string& path) {
+  using nlohmann::json;
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  const auto number = [](const json& j, const char* key) -> std::optional<double> {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_number() ? std::optional<double>(it->get<double>()) : std::nullopt;
+  };
+  try {
+    const json report = json::parse(in);
+    jobs::JobRunReport r;
+    if (report.contains("cpu_threads")) r.threads = report.at("cpu_threads").get<std::int64_t>();
+    for (const json& step : report.at("steps")) {
+      jobs::JobRunReport::Step s;
+      s.collection = step.at("plan") == "collect";
+      const json& shape = step.at("input_shape");
+      s.samples = shape.empty() ? 1 : shape.at(0).get<double>();
+      s.peak_bytes = step.at("peak_bytes").get<double>();
+      s.predicted_plain_peak_bytes = number(step, "predicted_plain_peak_bytes");
+      s.predicted_plain_seconds = number(step, "predicted_plain_seconds");
+      s.predicted_schedule_seconds = number(step, "predicted_schedule_seconds");
+      r.steps.push_back(s);
+    }
+    r.retries = report.at("summary").at("retries").get<long>();
+    r.violations = report.at("summary").at("violations").get<long>();
+    return r;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace memtrain::cli

@@ -2,9 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "jobs/launcher.h"
 
 #include "runtime/training/trainer.h"
 
@@ -28,5 +31,9 @@ struct RunInfo {
 std::string parameter_digest(runtime::StagedModel& model);
 
 nlohmann::json train_report(const runtime::Trainer& trainer, const RunInfo& info);
+// What a job of a group needs from the report train_report wrote at `path`
+// (memtrain jobs reads its jobs' reports with it); none when there is none,
+// or it is not such a report.
+std::optional<jobs::JobRunReport> read_job_run_report(const std::string& path);
 
 }  // namespace memtrain::cli

@@ -215,16 +215,6 @@ LaunchResult launch(const LaunchOptions& o) {
 
 namespace {
 
-nlohmann::json read_report(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return nullptr;
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception&) {
-    return nullptr;
-  }
-}
-
 // What the group and the launcher know of job `index`, as the report gives it.
 nlohmann::json outcome_json(size_t index, const JobOutcome& out, const MemberState* m, bool completed) {
   using nlohmann::json;
@@ -262,36 +252,34 @@ nlohmann::json jobs_report(const LaunchOptions& o, const LaunchResult& r) {
   for (size_t i = 0; i < r.jobs.size(); ++i) {
     const JobOutcome& out = r.jobs[i];
     const MemberState* m = member_of(r.group, out.pid);
-    const json report = out.launched ? read_report(out.report_path) : json();
+    const std::optional<JobRunReport> report =
+        out.launched && o.read_report ? o.read_report(out.report_path) : std::nullopt;
     const bool completed = out.exit_code == 0 && m && m->status == MemberState::Finished;
     const Seconds seconds = out.launched ? out.ended - out.started : 0;
     json j = outcome_json(i, out, m, completed);
     if (o.jobs.size() > i) j["args"] = o.jobs[i].args;
-    // The compute threads the job ran with, from its own report.
-    j["threads"] = report.is_object() && report.contains("cpu_threads") ? report.at("cpu_threads") : json();
+    j["threads"] = report && report->threads ? json(*report->threads) : json();
     // From the job's own report: samples, retries, violations, and the
     // Simulator's peaks and times for what ran and for keeping everything.
     json samples_per_second, retries, msr, eor, cbr;
-    if (report.is_object()) {
+    if (report) {
       double samples = 0, planned = 0, plain_planned = 0, plain_all = 0;
       double peak = 0, plain_peak = 0;
-      for (const json& step : report.at("steps")) {
-        if (step.at("plan") != "collect") {  // collection steps measure, they do not schedule
-          peak = std::max(peak, step.at("peak_bytes").get<double>());
-          plain_peak = std::max(plain_peak, step.value("predicted_plain_peak_bytes", 0.0));
+      for (const JobRunReport::Step& step : report->steps) {
+        if (!step.collection) {
+          peak = std::max(peak, step.peak_bytes);
+          plain_peak = std::max(plain_peak, step.predicted_plain_peak_bytes.value_or(0.0));
         }
-        const json& shape = step.at("input_shape");
-        samples += shape.empty() ? 1 : shape.at(0).get<double>();
-        const json& plain = step.value("predicted_plain_seconds", json());
-        if (plain.is_number()) plain_all += plain.get<double>();
-        if (step.at("plan") != "collect" && plain.is_number() && step.at("predicted_schedule_seconds").is_number()) {
-          planned += step.at("predicted_schedule_seconds").get<double>();
-          plain_planned += plain.get<double>();
+        samples += step.samples;
+        if (step.predicted_plain_seconds) plain_all += *step.predicted_plain_seconds;
+        if (!step.collection && step.predicted_plain_seconds && step.predicted_schedule_seconds) {
+          planned += *step.predicted_schedule_seconds;
+          plain_planned += *step.predicted_plain_seconds;
         }
       }
       samples_per_second = seconds > 0 ? json(samples / seconds) : json();
-      retries = report.at("summary").at("retries");
-      violations += report.at("summary").at("violations").get<long>();
+      retries = report->retries;
+      violations += report->violations;
       if (plain_peak > 0) msr = 1 - peak / plain_peak;
       if (plain_planned > 0) {
         const double e = planned / plain_planned - 1;

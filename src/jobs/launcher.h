@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,22 @@ struct JobSpec {
   std::int64_t kill_after_steps = -1;
 };
 
+// What a job's own run reported, as the launcher needs it. The front end
+// that built the job's command reads its report (LaunchOptions::read_report).
+struct JobRunReport {
+  struct Step {
+    bool collection = false;  // a collection step measures; it does not schedule
+    double samples = 1;       // the batch's rows
+    double peak_bytes = 0;
+    // The Simulator's, where the run priced them (on a shared device): the
+    // step keeping everything, and the schedule that ran.
+    std::optional<double> predicted_plain_peak_bytes, predicted_plain_seconds, predicted_schedule_seconds;
+  };
+  std::optional<std::int64_t> threads;  // the compute threads it ran with
+  std::vector<Step> steps;
+  long retries = 0, violations = 0;
+};
+
 struct LaunchOptions {
   GroupSettings group;        // expected_jobs: set from the jobs that start at once
   std::vector<JobSpec> jobs;  // none: host the group for jobs started by hand
@@ -40,6 +57,9 @@ struct LaunchOptions {
   // group, writing its JSON report to `report_path`.
   std::function<std::vector<std::string>(const JobSpec& job, size_t index, const std::string& report_path)>
       job_arguments;
+  // Job `index`'s report at `report_path`, once it ended; none where it
+  // wrote none, or none readable.
+  std::function<std::optional<JobRunReport>(const std::string& report_path)> read_report;
   std::string work_dir;  // each job's JSON report and log go here
   bool progress = true;  // a line on stderr as each job starts and ends
 };

@@ -12,6 +12,7 @@
 
 #include "cli/blas_library.h"
 #include "cli/commands.h"
+#include "cli/train_report.h"
 #include "core/chain_json.h"
 #include "core/units.h"
 #include "data/tar_shard.h"
@@ -399,6 +400,32 @@ TEST(Commands, TrainWritesItsReportAndTheMeasuredChain) {
   EXPECT_EQ(c.stages[0].name, "embed");
   EXPECT_EQ(c.stages[0].input_bytes, 16 * 180 * (8 + 8 + 1)) << "the batch of the 16 longest sentences";
   EXPECT_EQ(c.stages[0].param_bytes, (2000 + 180) * 32 * 4);
+}
+
+// memtrain jobs reads each job's own --json report into what it needs.
+TEST(Commands, AJobsRunReportIsReadFromTheTrainReport) {
+  testing::TempDir dir;
+  const std::string report = dir.path() + "/train.json";
+  const Outcome o =
+      run({"train", "--steps", "3", "--batch", "4", "--budget", "100%", "--threads", "1", "--json", report, "--quiet"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  const std::optional<jobs::JobRunReport> r = read_job_run_report(report);
+  ASSERT_TRUE(r.has_value());
+  const json j = read_json(report);
+  EXPECT_EQ(r->threads, 1);
+  ASSERT_EQ(r->steps.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(r->steps[i].samples, 4) << i;
+    EXPECT_EQ(r->steps[i].collection, j["steps"][i]["plan"] == "collect") << i;
+    EXPECT_EQ(r->steps[i].peak_bytes, j["steps"][i]["peak_bytes"].get<double>()) << i;
+    EXPECT_FALSE(r->steps[i].predicted_plain_seconds.has_value()) << "priced on a shared device only";
+  }
+  EXPECT_EQ(r->retries, j["summary"]["retries"].get<long>());
+  EXPECT_EQ(r->violations, j["summary"]["violations"].get<long>());
+  // No report, or a file that is not one: nothing read.
+  EXPECT_FALSE(read_job_run_report(dir.path() + "/none.json").has_value());
+  std::ofstream(dir.path() + "/other.json") << R"({"steps": 3})";
+  EXPECT_FALSE(read_job_run_report(dir.path() + "/other.json").has_value());
 }
 
 TEST(Commands, TrainsAUNetWithTheGraphPlanner) {
