@@ -48,6 +48,22 @@ class OutOfBudget : public Error {
   Bytes budget_;   // the pool's budget
 };
 
+// A budget below the least a planner needs: min_bytes() is that least, the
+// budget to give instead.
+class Infeasible : public Error {
+ public:
+  Infeasible(const std::string& what, Bytes min_bytes) : Error(what), min_bytes_(min_bytes) {}
+  Bytes min_bytes() const { return min_bytes_; }
+
+ private:
+  Bytes min_bytes_;
+};
+
+// The one wording of that refusal, wherever a budget is checked: `budget`
+// is below the `least` that planner `planner` needs for `what` ("input
+// [4, 64]", "this chain"), both in bytes as well, so a script can read them.
+Infeasible below_least(Bytes budget, Bytes least, const std::string& planner, const std::string& what);
+
 // A broken invariant: a bug in memtrain, never the user's input.
 class InternalError : public std::logic_error {
  public:

@@ -33,7 +33,6 @@ namespace memtrain::python {
 using runtime::BlockSteps;
 using runtime::BlockStepsOptions;
 using runtime::GradientBoundary;
-using runtime::Infeasible;
 using runtime::StepReport;
 
 namespace {
@@ -200,9 +199,7 @@ py::dict plan_chain(const Chain& chain, const py::object& budget, const std::str
   const Bytes bytes = spec.resolve(reference);
   const auto p = plan::make_planner(planner)->plan({chain, bytes, &chain});
   if (!p.feasible) {
-    throw Infeasible("budget " + format_bytes(bytes) + " is below what planner " + planner +
-                         " needs for this chain: " + format_bytes(p.min_budget_bytes),
-                     p.min_budget_bytes);
+    throw below_least(bytes, p.min_budget_bytes, planner, "this chain");
   }
   py::dict d = plan_dict(p, chain);
   d["budget_bytes"] = bytes;

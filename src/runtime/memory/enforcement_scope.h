@@ -1,9 +1,9 @@
 // Whether a device's budget is enforced, switched for a scope: when the
 // scope ends, whatever ended it, the device's enforcement is as it was (or
 // as the scope was told to leave it). The one
-// way memtrain switches enforcement: the run after its calibration (the
-// Trainer), a step of the blocks (BlockSteps), and dropping a failed
-// attempt's queued work outside the budget (the executor).
+// way memtrain switches enforcement: a step of any trainer (its StepGuard,
+// runtime/training/planned_step.h), and dropping a failed attempt's queued
+// work outside the budget (the executor).
 #pragma once
 
 #include <optional>

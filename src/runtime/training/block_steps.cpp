@@ -27,13 +27,6 @@ BlockStepsOptions with_callers_stage(BlockStepsOptions options) {
 
 }  // namespace
 
-at::Generator BlockSteps::default_generator() const {
-  // What a block's dropout draws from: torch's default generator of the
-  // device the blocks run on.
-  const torch::Device device = memory_.device();
-  return device.is_cpu() ? at::detail::getDefaultCPUGenerator() : at::globalContext().defaultGenerator(device);
-}
-
 BlockSteps::BlockSteps(StagedModel model, GradientBoundary* boundary, DeviceMemory& memory, BlockStepsOptions options,
                        std::vector<torch::Tensor> outer_parameters)
     : model_(std::move(model)), outer_parameters_(std::move(outer_parameters)), boundary_(boundary), memory_(memory),
@@ -67,7 +60,7 @@ StepContext BlockSteps::fresh_context() {
   StepContext ctx;
   // Blocks draw from LibTorch's default generator, which the executor
   // replays (with the context's) when it runs a block again.
-  ctx.generator = default_generator();
+  ctx.generator = default_generator_of(memory_.device());
   ctx.take_gradients = [this](int stage, std::vector<torch::Tensor> gradients) {
     taken_.at(stage) = std::move(gradients);
   };
@@ -81,7 +74,7 @@ void BlockSteps::cancel() {
   again_ = false;
   execution_.reset();
   dy_ = kept_dy_ = last_dx_ = torch::Tensor();
-  enforcement_.reset();
+  if (step_) step_->guard().release();
 }
 
 void BlockSteps::begin_step(const torch::Tensor& x) {
@@ -104,29 +97,38 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
     calibration_live_ = std::max(calibration_live_, memory_.live() - outer_gradients);
     const bool reference = budget_.is_share() && calibration_round_ == 0;
     const int round = calibration_round_ - (budget_.is_share() ? 1 : 0);
-    choice_ = StepChoice{};
-    choice_.kind = PlanKind::Collect;
-    choice_.schedule = reference ? plan::schedule_keeping_everything(model_.size()) : steps_.collection_schedule(round);
+    StepChoice measured;
+    measured.kind = PlanKind::Collect;
+    measured.schedule =
+        reference ? plan::schedule_keeping_everything(model_.size()) : steps_.collection_schedule(round);
+    // A measurement: no budget, and nothing it does survives (end_step()).
+    step_.emplace(steps_, PlannedStep::Start{size, steps_run_, "calibration"},
+                  StepGuard(memory_, std::nullopt, false, default_generator_of(memory_.device()), &model_),
+                  std::move(measured));
   } else {
     if (steps_.predictor().ready()) steps_.observe_resident(memory_.live() - outer_gradients, batch_.bytes(), size);
     steps_.note_size(size);
     steps_.use_budget(budget_.bytes());
-    StepChoice choice = steps_.choose(size, steps_run_);
     step_start_live_ = memory_.live();
-    refuse_if_infeasible(size, choice);  // before the step changes anything
-    choice_ = std::move(choice);
+    step_.emplace(
+        steps_,
+        PlannedStep::Start{size, steps_run_,
+                           "step " + std::to_string(steps_run_ + 1) + ": input " + batch_.signature.describe()},
+        StepGuard(memory_, budget_.bytes(), planner().respects_budget(), default_generator_of(memory_.device()),
+                  &model_));
+    try {
+      refuse_if_infeasible(size, step_->choice());  // before the step changes anything
+    } catch (...) {
+      step_.reset();
+      throw;
+    }
     current_ = StepReport{};
     current_.step = ++steps_run_;
     current_.signature = batch_.signature;
     current_.budget_bytes = budget_.bytes();
-    memory_.set_budget(budget_.bytes());
-    enforcement_.emplace(memory_, planner().respects_budget(), /*after=*/false);
   }
-  attempts_ = StepAttempts{};
   ctx_ = fresh_context();
-  start_rng_ = RngSnapshot::capture(ctx_.generator);
-  start_buffers_ = BufferSnapshot::capture(model_, memory_);
-  execution_ = executor_->start(choice_.schedule, batch_, ctx_);
+  execution_ = executor_->start(step_->choice().schedule, batch_, ctx_);
   ++step_id_;
   forwarded_ = -1;
 }
@@ -170,14 +172,13 @@ void BlockSteps::run_step_again() {
   // retained graph is alive through it): this backward reads what the first
   // one read, autograd adds the gradients to the first's, and the caller's
   // random stream is left where it is.
-  const RngSnapshot now = RngSnapshot::capture(default_generator());
-  start_buffers_->restore();
-  start_rng_->restore(default_generator());
-  choice_ = {steps_.most_frugal(batch_.signature.size), PlanKind::Retry, 0};
+  const RngSnapshot now = RngSnapshot::capture(default_generator_of(memory_.device()));
+  step_->guard().roll_back();
+  step_->choice() = {steps_.most_frugal(batch_.signature.size), PlanKind::Retry, 0};
   ctx_ = fresh_context();
   memory_.set_budget(budget_.bytes());
-  enforcement_.emplace(memory_, planner().respects_budget(), /*after=*/false);
-  execution_ = executor_->start(choice_.schedule, batch_, ctx_);
+  step_->guard().enforce_again();
+  execution_ = executor_->start(step_->choice().schedule, batch_, ctx_);
   again_ = true;
   try {
     run_until_forward_of_later(blocks() - 1);
@@ -185,7 +186,7 @@ void BlockSteps::run_step_again() {
     cancel();
     throw;
   }
-  now.restore(default_generator());
+  now.restore(default_generator_of(memory_.device()));
   forwarded_ = blocks() - 1;
 }
 
@@ -207,7 +208,7 @@ void BlockSteps::abandon_running_step() {
   // dropped the output): it needed at least what it reached, or asked for.
   const Bytes reached = std::max(memory_.peak(), memory_.refused());
   steps_.observe_after_stages(batch_.signature.size, reached - caller_live_ + caller_gradients_, /*measured=*/true);
-  steps_.mark_failed(batch_.signature.size, choice_);
+  steps_.mark_failed(batch_.signature.size, step_->choice());
 }
 
 torch::Tensor BlockSteps::forward(int block, const torch::Tensor& input) {
@@ -271,13 +272,10 @@ void BlockSteps::restart_schedule(const OutOfBudget& why) {
   execution_->settle();
   for (const OpRecord& rec : execution_->result().ops) current_.blocks_seconds += rec.seconds;
   execution_.reset();
-  start_buffers_->restore();
-  start_rng_->restore(ctx_.generator);
-  choice_ = steps_.retry(batch_.signature.size, choice_, attempts_,
-                         "step " + std::to_string(current_.step) + ": input " + batch_.signature.describe(), why);
-  current_.retries = attempts_.retries;
+  step_->retry(why);
+  current_.retries = step_->retries();
   ctx_ = fresh_context();
-  execution_ = executor_->start(choice_.schedule, batch_, ctx_);
+  execution_ = executor_->start(step_->choice().schedule, batch_, ctx_);
 }
 
 void BlockSteps::fold_caller_memory() {
@@ -371,7 +369,7 @@ void BlockSteps::replay_to(int block, const OutOfBudget& first) {
   OutOfBudget why = first;
   while (true) {
     if (!can_replay_ || !kept_dy_.defined()) {
-      steps_.mark_failed(batch_.signature.size, choice_);
+      steps_.mark_failed(batch_.signature.size, step_->choice());
       cancel();
       throw Error(std::string(why.what()) + ", in the planned backward of input " + batch_.signature.describe() +
                   ": the parameters' gradients are partial; zero them and run the step again (the next plan for "
@@ -397,7 +395,7 @@ void BlockSteps::end_step() {
   execution_.reset();
   finished_step_id_ = step_id_;
   kept_dy_ = last_dx_ = torch::Tensor();
-  enforcement_.reset();
+  step_->guard().release();
   const std::int64_t size = batch_.signature.size;
   memory_.reset_peak();
   end_live_ = memory_.live();
@@ -414,24 +412,20 @@ void BlockSteps::end_step() {
     }
     // A measurement, not a step: nothing it did survives.
     calibration_buffers_->restore();
-    calibration_rng_->restore(default_generator());
+    calibration_rng_->restore(default_generator_of(memory_.device()));
     return;
   }
   const Bytes needed = result.peak - step_start_live_;
   const auto [at, first] = needed_.try_emplace(size, needed);
   if (!first) at->second = std::min(at->second, needed);
-  current_.plan = choice_.kind;
-  current_.schedule = choice_.schedule;
+  const StepChoice& choice = step_->choice();
+  current_.plan = choice.kind;
+  current_.schedule = choice.schedule;
   current_.peak_bytes = result.peak;
-  if (choice_.kind != PlanKind::Collect) {
-    // Predicted before the predictor learns this step, as the trainer does.
-    current_.predicted_peak_bytes = sim::simulate(steps_.predicted_chain(size), choice_.schedule).peak_bytes;
-    steps_.observe_peak(size, current_.predicted_peak_bytes, result.peak);
-  }
-  steps_.learn(batch_.signature, result, 0);
+  current_.predicted_peak_bytes = step_->finish(batch_.signature, result, result.peak, 0);
   current_.seconds = seconds_since(t0_);
   current_.synchronizations = memory_.synchronizations() - synchronizations_at_start_;
-  current_.planning_seconds = choice_.planning_seconds;
+  current_.planning_seconds = choice.planning_seconds;
   for (const OpRecord& rec : result.ops) current_.blocks_seconds += rec.seconds;
   last_ = current_;
 }
@@ -440,14 +434,14 @@ void BlockSteps::set_budget(const BudgetSpec& budget) { budget_.respecify(budget
 
 int BlockSteps::begin_calibration() {
   MEMTRAIN_ASSERT(steps_run_ == 0 && !execution_, "calibration runs before any step");
-  enforcement_.reset();
+  step_.reset();
   calibration_grads_ = std::make_unique<GradientSnapshot>(model_.parameters());
   // Measured as a step of training is, with every gradient allocated (the
   // memory model keeps them resident), whatever the caller has now.
   for (torch::Tensor& p : model_.parameters()) {
     if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
   }
-  calibration_rng_ = RngSnapshot::capture(default_generator());
+  calibration_rng_ = RngSnapshot::capture(default_generator_of(memory_.device()));
   calibration_buffers_ = BufferSnapshot::capture(model_, memory_);
   calibration_live_ = 0;
   return (budget_.is_share() ? 1 : 0) + steps_.variant_rounds();
@@ -470,15 +464,7 @@ void BlockSteps::end_calibration() {
   if (!batch_.input.defined()) throw UsageError("the sample never called the model's blocks");
   steps_.observe_resident(calibration_live_ + optimizer_state_, batch_.bytes(), batch_.signature.size);
   steps_.note_size(batch_.signature.size);
-  if (planner().respects_budget()) {
-    const Chain largest = largest_chain();
-    const Plan p = steps_.planner().plan({largest, budget_.bytes(), &largest});
-    if (!p.feasible) {
-      throw Infeasible("budget " + format_bytes(budget_.bytes()) + " is below what planner " + planner().name() +
-                           " needs for input " + batch_.signature.describe() + ": " + format_bytes(p.min_budget_bytes),
-                       p.min_budget_bytes);
-    }
-  }
+  refuse_below_least(steps_, largest_chain(), budget_.bytes(), batch_.signature);
 }
 
 }  // namespace memtrain::runtime

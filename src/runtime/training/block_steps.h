@@ -66,26 +66,14 @@
 #include "plan/planner.h"
 #include "runtime/execution/executor.h"
 #include "runtime/memory/device_memory.h"
-#include "runtime/memory/enforcement_scope.h"
-#include "runtime/model/buffer_snapshot.h"
-#include "runtime/model/rng_snapshot.h"
 #include "runtime/model/staged_model.h"
 #include "runtime/training/gradient_boundary.h"
+#include "runtime/training/planned_step.h"
 #include "runtime/training/step_budget.h"
 #include "runtime/training/step_input.h"
 #include "runtime/training/step_planner.h"
 
 namespace memtrain::runtime {
-
-// A budget below what the planner needs for the calibration input.
-class Infeasible : public Error {
- public:
-  Infeasible(const std::string& what, Bytes min_bytes) : Error(what), min_bytes_(min_bytes) {}
-  Bytes min_bytes() const { return min_bytes_; }
-
- private:
-  Bytes min_bytes_;
-};
 
 struct BlockStepsOptions {
   // Mimose's loop, as the Trainer runs it. Its bucket width 0: 1/64 of the
@@ -189,7 +177,6 @@ class BlockSteps {
   // A step's context: the default generator, the gradients taken.
   StepContext fresh_context();
   torch::Tensor exchange(const torch::Tensor& output);
-  at::Generator default_generator() const;
   Bytes outer_gradient_bytes() const;  // of outer_parameters_' gradients alive now
 
   StagedModel model_;
@@ -210,13 +197,11 @@ class BlockSteps {
   int forwarded_ = -1;         // the last block whose call returned
   Batch batch_;
   StepContext ctx_;
-  StepChoice choice_;
-  StepAttempts attempts_;
-  std::optional<RngSnapshot> start_rng_;
-  std::optional<BufferSnapshot> start_buffers_;
+  // Its schedule, attempts and budget (enforced until it ends, when its
+  // planner respects the budget); kept after it ends for a second backward.
+  std::optional<PlannedStep> step_;
   std::unique_ptr<ScheduleExecution> execution_;
-  std::optional<EnforcementScope> enforcement_;  // the running step's, when its planner respects the budget
-  torch::Tensor dy_;                             // the boundary's, until its forward takes it
+  torch::Tensor dy_;  // the boundary's, until its forward takes it
   // Each block's parameters' gradients from its backward, until backward()
   // hands them over; what the last backward() handed over.
   std::vector<std::vector<torch::Tensor>> taken_;

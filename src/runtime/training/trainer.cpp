@@ -13,6 +13,7 @@
 #include "runtime/model/buffer_snapshot.h"
 #include "runtime/model/rng_snapshot.h"
 #include "runtime/training/checkpoint_file.h"
+#include "runtime/training/planned_step.h"
 #include "runtime/training/step_parts.h"
 #include "runtime/training/trainer_checkpoint.h"
 #include "sim/simulator.h"
@@ -107,12 +108,6 @@ void Trainer::observe_update_times(const ExecutionResult& result) {
   }
 }
 
-Error Trainer::below_minimum(const Signature& sig, Bytes minimum) const {
-  return Error("budget " + format_bytes(budget_) + " (" + std::to_string(budget_) + " bytes) is below the minimum " +
-               format_bytes(minimum) + " (" + std::to_string(minimum) + " bytes) that planner " + planner().name() +
-               " needs for input " + sig.describe());
-}
-
 ExecutionResult Trainer::measure(const Schedule& schedule, const Batch& batch) {
   // A measurement, not training: no buffer updates, gradients discarded,
   // random generators rewound.
@@ -136,12 +131,14 @@ void Trainer::calibrate() {
                      std::to_string(rows) + " examples of the largest batch (" + largest.signature.describe() +
                      "); expected at most " + std::to_string(rows));
   }
-  enforcement_.emplace(memory_, false);
-  // Other jobs calibrate in turn: none of them measures beside another.
-  if (lease_) lease_->begin_calibration();
-  measure_largest(largest);
+  {
+    // Measurements, not steps: the budget is not enforced while they run.
+    EnforcementScope unenforced(memory_, false);
+    // Other jobs calibrate in turn: none of them measures beside another.
+    if (lease_) lease_->begin_calibration();
+    measure_largest(largest);
+  }
   fix_budget();
-  enforcement_.emplace(memory_, options_.enforce && planner().respects_budget());
   calibrated_ = true;
 }
 
@@ -195,9 +192,7 @@ void Trainer::fix_budget() {
     return;
   }
   fix_own_budget();
-  if (!planner().respects_budget()) return;
-  const Plan p = steps_->planner().plan({largest_chain_, planning_budget(), &largest_chain_});
-  if (!p.feasible) throw below_minimum(largest_signature_, p.min_budget_bytes + (budget_ - planning_budget()));
+  refuse_below_least(*steps_, largest_chain_, planning_budget(), largest_signature_, budget_ - planning_budget());
 }
 
 void Trainer::fix_own_budget() {
@@ -260,21 +255,25 @@ StepRecord Trainer::step() {
   rec.budget_bytes = step_budget_;
 
   const StepParts parts = split_step(batch, options_.micro_batches, split_steps(), *ranks_, generator_);
-  StepChoice choice = steps_->choose(size, static_cast<long>(records_.size()));
-  rec.plan = choice.kind;
-  rec.planning_seconds = choice.planning_seconds;
+  PlannedStep planned(
+      *steps_,
+      {size, static_cast<long>(records_.size()),
+       "step " + std::to_string(rec.step) + ": input " + rec.signature.describe()},
+      StepGuard(memory_, std::nullopt, options_.enforce && planner().respects_budget(), generator_, model_.get()));
+  rec.plan = planned.choice().kind;
+  rec.planning_seconds = planned.choice().planning_seconds;
   // What the sums are predicted to cost: the network as the steps before this one showed it.
   const GradientReduction reduction = ranks_->reduction();
-  const StepRun run = run_with_retries(parts, size, choice, rec);
-  record_run(choice.schedule, size, run.result, static_cast<int>(parts.batches.size()), reduction, rec);
-  update(at, run.result, rec);
+  const StepRun run = run_with_retries(parts, planned, rec);
+  record_run(planned.choice().schedule, size, run.result, static_cast<int>(parts.batches.size()), reduction, rec);
+  const Bytes update_temp = update(run.result, rec);
+  planned.finish(at, run.result, rec.peak_bytes, update_temp, rec.predicted_peak_bytes);
 
   rec.violation = rec.peak_bytes > step_budget_;
   settle.taken = true;
   if (rec.plan != PlanKind::Collect) {
     prediction_error_.record(rec.predicted_peak_bytes, rec.peak_bytes);
     time_prediction_error_.record(rec.predicted_schedule_seconds, rec.schedule_seconds);
-    steps_->observe_peak(size, rec.predicted_peak_bytes, rec.peak_bytes);
   }
   record_outcome(run, rec);
   rec.synchronizations = memory_.synchronizations() - synchronizations;
@@ -349,39 +348,31 @@ void Trainer::record_outcome(const StepRun& run, StepRecord& rec) {
   rec.accuracy = counted > 0 ? correct / counted : 0;
 }
 
-Trainer::StepRun Trainer::run_with_retries(const StepParts& parts, std::int64_t size, StepChoice& choice,
-                                           StepRecord& rec) {
-  const RngSnapshot start = RngSnapshot::capture(generator_);
-  const BufferSnapshot buffers = BufferSnapshot::capture(*model_, memory_);
+Trainer::StepRun Trainer::run_with_retries(const StepParts& parts, PlannedStep& planned, StepRecord& rec) {
   // However the step ends, every weight takes gradients again.
   struct Thaw {
     RankSteps& ranks;
     ~Thaw() { ranks.thaw_summed(); }
   } thaw{*ranks_};
   ranks_->begin_step();
-  StepAttempts attempts;
   while (true) {
     try {
-      return run_parts(choice.schedule, parts);
+      return run_parts(planned.choice().schedule, parts);
     } catch (const OutOfBudget& oob) {
       // Roll back: no gradient (or staged update, or batch-norm statistic)
       // of the failed attempt survives, and the retry draws the same random
       // numbers. Gradients already summed over the ranks were final and stand.
       ranks_->freeze_summed(*model_);
       discard_gradients();
-      buffers.restore();
-      start.restore(generator_);
       ++retries_;
-      const std::string where = "step " + std::to_string(rec.step) + ": input " + rec.signature.describe();
-      choice = steps_->retry(size, choice, attempts, where, oob);
-      rec.retries = attempts.retries;
+      const StepChoice& next = planned.retry(oob);
+      rec.retries = planned.retries();
       rec.plan = PlanKind::Retry;
-      rec.planning_seconds = choice.planning_seconds;
+      rec.planning_seconds = next.planning_seconds;
     } catch (...) {
       // A schedule that cannot run at all: nothing of it survives either.
       discard_gradients();
-      buffers.restore();
-      start.restore(generator_);
+      planned.guard().roll_back();
       throw;
     }
   }
@@ -416,28 +407,22 @@ void Trainer::record_run(const Schedule& schedule, std::int64_t size, const Exec
   rec.copies = result.copies;
 }
 
-void Trainer::update(const Signature& at, const ExecutionResult& result, StepRecord& rec) {
+Bytes Trainer::update(const ExecutionResult& result, StepRecord& rec) {
   if (host_weights_) {
     // The schedule ran every stage's update on the host: make them current.
     host_weights_->commit();
     observe_update_times(result);
-    steps_->learn(at, result, 0);
     rec.peak_bytes = result.peak;
-    return;
+    return 0;
   }
   // Only with room for the update's temporary (and, with a sharded
   // optimizer, the flat copies of the buckets the updated weights travel
   // in, cut as the gradient sums' pieces, which every rank agreed on), so
   // none stops half way. The gradients were summed during the schedule.
-  // The allocator's counts are current without waiting for the device.
   const Bytes before_update = memory_.live();
   Bytes temporary = optimizer_->update_temp_bytes();
   temporary = std::max(temporary, ranks_->share_temporary_bytes(*model_));
-  if (memory_.enforced() && before_update + temporary > step_budget_) {
-    throw Error("step " + std::to_string(rec.step) + ": budget " + format_bytes(step_budget_) +
-                " leaves no room for the optimizer update (" + format_bytes(temporary) + " on top of " +
-                format_bytes(before_update) + ")");
-  }
+  refuse_update_without_room(memory_, step_budget_, temporary, "step " + std::to_string(rec.step));
   memory_.reset_peak();
   optimizer_->step();
   if (optimizer_->sharded()) {
@@ -447,8 +432,8 @@ void Trainer::update(const Signature& at, const ExecutionResult& result, StepRec
   }
   const Bytes update_peak = memory_.peak();
   optimizer_->zero_grad();
-  steps_->learn(at, result, update_peak - before_update);
   rec.peak_bytes = std::max(result.peak, update_peak);
+  return update_peak - before_update;
 }
 
 void Trainer::check_checkpoints() const {

@@ -1,5 +1,6 @@
 // The Mimose loop (choosing, retrying and learning from each step's plan)
-// is the StepPlanner's (step_planner.h), shared with the Python module; the
+// is the StepPlanner's (step_planner.h), and one step's life around it the
+// PlannedStep's (planned_step.h), both shared with the Python module; the
 // trainer adds its optimizer and its modes (ranks, a shared device, weights
 // in host memory), each an object it owns, which decides that mode's part
 // of a step. Before the first step it calibrates on the dataset's largest
@@ -57,10 +58,10 @@
 #include "runtime/execution/host_weights.h"
 #include "runtime/input/batch_source.h"
 #include "runtime/memory/device_memory.h"
-#include "runtime/memory/enforcement_scope.h"
 #include "runtime/model/adam.h"
 #include "runtime/model/staged_model.h"
 #include "runtime/training/leased_steps.h"
+#include "runtime/training/planned_step.h"
 #include "runtime/training/rank_steps.h"
 #include "runtime/training/step_budget.h"
 #include "runtime/training/step_lease.h"
@@ -206,7 +207,7 @@ class Trainer {
   // Runs `choice` on `parts`; a run out of budget is rolled back (gradients,
   // staged updates, buffers, generator) and retried with the step planner's
   // next schedule, which `choice` and `rec` then name.
-  StepRun run_with_retries(const StepParts& parts, std::int64_t size, StepChoice& choice, StepRecord& rec);
+  StepRun run_with_retries(const StepParts& parts, PlannedStep& planned, StepRecord& rec);
   StepRun run_parts(const Schedule& schedule, const StepParts& parts);
   // What the run copied and waited for, and what the Simulator predicted for
   // it (for each of its `parts` runs of the schedule). `reduction`: with
@@ -214,8 +215,9 @@ class Trainer {
   void record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result, int parts,
                   const GradientReduction& reduction, StepRecord& rec);
   // The optimizer step (on the device with room for its temporary, or the
-  // host's staged updates made current), then what the step planner learns.
-  void update(const Signature& at, const ExecutionResult& result, StepRecord& rec);
+  // host's staged updates made current); returns how far its peak rose above
+  // what was live before it.
+  Bytes update(const ExecutionResult& result, StepRecord& rec);
   // The step's loss and accuracy over all parts (and ranks).
   void record_outcome(const StepRun& run, StepRecord& rec);
 
@@ -236,7 +238,6 @@ class Trainer {
   void observe_update_times(const ExecutionResult& result);
   void observe_resident(const Batch& batch);
   StepContext context_for(const Batch& batch);
-  Error below_minimum(const Signature& sig, Bytes minimum) const;
   void check_checkpoints() const;
 
   TrainerOptions options_;
@@ -249,7 +250,6 @@ class Trainer {
   std::unique_ptr<HostWeights> host_weights_;  // weights in host memory
   std::unique_ptr<Adam> optimizer_;
   std::unique_ptr<Executor> executor_;
-  std::optional<EnforcementScope> enforcement_;     // off while calibrating, then the run's
   std::unique_ptr<StepPlanner> steps_;              // Mimose's loop: predictor, plan caches, retry ladder
   predict::PredictionError prediction_error_;       // of peaks
   predict::PredictionError time_prediction_error_;  // of schedule times
