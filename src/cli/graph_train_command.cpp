@@ -44,16 +44,19 @@ nlohmann::json step_json(const runtime::GraphStepRecord& last) {
           {"planned_peak_bytes", last.planned_peak_bytes},
           {"budget_bytes", last.budget_bytes},
           {"violation", last.violation},
+          {"retries", last.retries},
           {"recomputed", last.recomputed},
           {"seconds", last.seconds},
           {"planning_seconds", last.planning_seconds}};
 }
 
 void print_step(const runtime::GraphStepRecord& last, std::int64_t steps) {
-  std::fprintf(stderr, "step %lld/%lld loss %.4f acc %5.1f%% peak %s (planned %s) / budget %s, %d recomputed, %.3fs\n",
+  std::fprintf(stderr,
+               "step %lld/%lld loss %.4f acc %5.1f%% peak %s (planned %s) / budget %s, %d recomputed, %d retries, "
+               "%.3fs\n",
                static_cast<long long>(last.step), static_cast<long long>(steps), last.loss, 100 * last.accuracy,
                format_bytes(last.peak_bytes).c_str(), format_bytes(last.planned_peak_bytes).c_str(),
-               format_bytes(last.budget_bytes).c_str(), last.recomputed, last.seconds);
+               format_bytes(last.budget_bytes).c_str(), last.recomputed, last.retries, last.seconds);
 }
 
 // What a run of `steps` steps added up to.
@@ -81,6 +84,8 @@ nlohmann::json graph_report(const runtime::GraphTrainer& trainer, const std::str
             {"per_size_prediction", false},  // each new size is measured before it is planned
             {"planned_peak_bytes", trainer.plan().cost.peak_bytes},
             {"proven_optimal", trainer.plan().proven_optimal},
+            {"enforced", trainer.enforced()},
+            {"retries", trainer.retries()},
             {"violations", t.violations}}}};
 }
 
@@ -97,6 +102,7 @@ int run_graph_train(Flags& flags) {
   runtime::GraphTrainerOptions options;
   options.budget = parse_budget(flags.text("budget", "90%"), "--budget");
   options.time_limit = flags.real("time-limit", 60, 0.1, 86400);
+  options.enforce = !flags.has("no-enforce");
   options.adam.lr = flags.real("lr", options.adam.lr, 1e-9, 10);
   runtime::UNetSpec spec;
   spec.levels = flags.integer("layers", 2, 1, 6);
@@ -152,10 +158,11 @@ int run_graph_train(Flags& flags) {
     records.push_back(step_json(last));
   }
   std::printf(
-      "memtrain: %lld steps, mean %.3f s/step; max peak %s of budget %s; %ld violations (not enforced); "
+      "memtrain: %lld steps, mean %.3f s/step; max peak %s of budget %s (%s); %ld violations, %ld retries; "
       "last loss %.4f, pixel accuracy %.1f%%\n",
       static_cast<long long>(steps), seconds / static_cast<double>(steps), format_bytes(max_peak).c_str(),
-      format_bytes(trainer.budget_bytes()).c_str(), violations, last.loss, 100 * last.accuracy);
+      format_bytes(trainer.budget_bytes()).c_str(), trainer.enforced() ? "enforced" : "not enforced", violations,
+      trainer.retries(), last.loss, 100 * last.accuracy);
   if (!json_path.empty()) {
     const GraphRunTotals totals{steps, seconds, max_peak, violations};
     write_json_file(graph_report(trainer, device, seed, std::move(records), totals), json_path);

@@ -110,8 +110,9 @@ const char* kTrainHelp =
     "                               chain; planned per input size by Checkmate's program solved with\n"
     "                               CBC (--planner checkmate, the default and only choice) and trained\n"
     "                               with that schedule; budgets N% are of keeping everything (default\n"
-    "                               90%), not enforced (violations are reported). Its flags: --budget,\n"
-    "                               --steps, --batch, --seed, --lr, --threads, --device, --json, --quiet,\n"
+    "                               90%), enforced: a step that runs out retries under a stricter plan\n"
+    "                               for its size. Its flags: --budget, --no-enforce, --steps, --batch,\n"
+    "                               --seed, --lr, --threads, --device, --json, --quiet,\n"
     "                               --data-dir, --layers L (levels, default 2), --width N (default 16),\n"
     "                               --image-size PX (default 32), --time-limit S (CBC, default 60)\n";
 

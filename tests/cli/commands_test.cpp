@@ -450,7 +450,14 @@ TEST(Commands, TrainsAUNetWithTheGraphPlanner) {
   EXPECT_EQ(sum["reference_peak_bytes"], sum["keep_everything_peak_bytes"]);
   EXPECT_EQ(sum["budget_bytes"].get<Bytes>(), sum["reference_peak_bytes"].get<Bytes>() * 9 / 10);
   EXPECT_FALSE(sum["per_size_prediction"].get<bool>());
-  for (const auto& s : j["steps"]) EXPECT_FALSE(s["new_plan"].get<bool>());
+  EXPECT_TRUE(sum["enforced"].get<bool>());
+  long retries = 0;
+  for (const auto& s : j["steps"]) {
+    EXPECT_FALSE(s["new_plan"].get<bool>());
+    EXPECT_FALSE(s["violation"].get<bool>()) << "enforced";
+    retries += s["retries"].get<long>();
+  }
+  EXPECT_EQ(sum["retries"].get<long>(), retries);
   EXPECT_NE(o.err.find("(90% of the largest input's step keeping everything"), std::string::npos) << o.err;
   expect_refused(
       {"train", "--model", "unet", "--planner", "optimal"},

@@ -6,16 +6,34 @@
 
 #include "core/error.h"
 #include "core/seconds_since.h"
+#include "runtime/memory/enforcement_scope.h"
 
 namespace memtrain::runtime {
 
 namespace {
+
 using Clock = std::chrono::steady_clock;
+
+// `graph` with its activations' bytes scaled (prediction_scale).
+Graph scaled(Graph graph, double scale) {
+  if (scale == 1.0) return graph;
+  const auto times = [scale](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * scale); };
+  for (GraphNode& n : graph.nodes) {
+    n.output_bytes = times(n.output_bytes);
+    n.temp_bytes = times(n.temp_bytes);
+    for (GraphNodeVariant& v : n.variants) v.temp_bytes = times(v.temp_bytes);
+  }
+  return graph;
+}
+
 }  // namespace
 
 GraphTrainer::GraphTrainer(GraphTrainerOptions options, DeviceMemory& memory, std::unique_ptr<GraphModel> model,
                            BatchSource& batches)
     : options_(options), memory_(memory), model_(std::move(model)), batches_(batches), budget_(options_.budget) {
+  if (!(options_.prediction_scale > 0) || options_.max_retries < 0) {
+    throw UsageError("graph trainer: prediction_scale must be above 0 and max_retries at least 0");
+  }
   auto scope = memory_.activate();
   model_->to(memory_.device());
   adam_ = std::make_unique<Adam>(model_->parameters(), options_.adam);
@@ -23,53 +41,104 @@ GraphTrainer::GraphTrainer(GraphTrainerOptions options, DeviceMemory& memory, st
   // The largest input is planned first: its step keeping everything is
   // what a budget of N% is a share of (StepBudget), for every size.
   const Batch largest = batches_.largest(memory_.device());
-  StepContext ctx;
-  ctx.targets = largest.targets;
   const Clock::time_point t0 = Clock::now();
-  current_ = &plan_for(largest, ctx);
+  current_ = &plan_for(largest);
   largest_.size = largest.signature.describe();
   largest_.planning_seconds = seconds_since(t0);
 }
 
-const GraphTrainer::SizePlan& GraphTrainer::plan_for(const Batch& batch, StepContext& ctx) {
+StepContext GraphTrainer::context_for(const Batch& batch) const {
+  StepContext ctx;
+  ctx.targets = batch.targets;
+  ctx.generator = default_generator_of(memory_.device());
+  return ctx;
+}
+
+void GraphTrainer::plan_size(SizePlan& p, const std::string& size, Bytes budget) const {
+  p.plan = plan::plan_graph(scaled(p.graph, options_.prediction_scale), budget, options_.time_limit);
+  p.planned_for = budget;
+  if (!p.plan.feasible) {
+    throw Error("graph trainer: no graph schedule of " + model_->name() + " for input " + size + " fits the budget " +
+                format_bytes(budget) + " (" + p.plan.note + "); keeping everything needs " +
+                format_bytes(p.keep.peak_bytes) + ", of which " + format_bytes(p.graph.persistent_bytes) +
+                " is resident; the budget must be larger");
+  }
+}
+
+GraphTrainer::SizePlan& GraphTrainer::plan_for(const Batch& batch) {
   const std::string size = batch.signature.describe();
   auto it = plans_.find(size);
   if (it != plans_.end()) return it->second;
   SizePlan p;
-  p.graph = measure_training_graph(*model_, memory_, batch, ctx);
+  {
+    // Measuring keeps everything: not a step, and not bounded by the budget.
+    EnforcementScope unenforced(memory_, false);
+    StepContext ctx = context_for(batch);
+    p.graph = measure_training_graph(*model_, memory_, batch, ctx);
+  }
   p.keep = plan::price_graph_schedule(p.graph, plan::keeping_everything(p.graph));
   if (!budget_.resolved()) budget_.set_reference(p.keep.peak_bytes);
-  p.plan = plan::plan_graph(p.graph, budget_.bytes(), options_.time_limit);
-  if (!p.plan.feasible) {
-    throw Error("graph trainer: no graph schedule of " + model_->name() + " for input " + size + " fits the budget " +
-                format_bytes(budget_.bytes()) + " (" + p.plan.note + "); keeping everything needs " +
-                format_bytes(p.keep.peak_bytes) + ", of which " + format_bytes(p.graph.persistent_bytes) +
-                " is resident; the budget must be larger");
-  }
+  // A new size is planned for as much less as earlier plans fell short.
+  plan_size(p, size, static_cast<Bytes>(static_cast<double>(budget_.bytes()) / shortfall_));
   return plans_.emplace(size, std::move(p)).first->second;
+}
+
+void GraphTrainer::make_stricter(SizePlan& p, const std::string& size, const OutOfBudget& why) {
+  shortfall_ = StepPlanner::grown_shortfall(shortfall_, p.graph.persistent_bytes, p.plan.cost.peak_bytes,
+                                            why.live() + why.request());
+  plan_size(p, size, p.planned_for - p.planned_for / 8);
+}
+
+GraphExecution GraphTrainer::run_with_retries(SizePlan& p, const Batch& batch, StepContext& ctx, StepGuard& guard,
+                                              GraphStepRecord& rec) {
+  while (true) {
+    try {
+      return executor_->run(p.plan.schedule, batch, ctx);
+    } catch (const OutOfBudget& oob) {
+      // Nothing of the attempt survives: its gradients, its random draws.
+      adam_->zero_grad();
+      guard.roll_back();
+      if (rec.retries == options_.max_retries) {
+        throw Error("step " + std::to_string(rec.step) + ": input " + rec.size + " ran out of budget " +
+                    std::to_string(rec.retries + 1) + " times (" + oob.what() + "); the budget must be larger");
+      }
+      ++rec.retries;
+      ++retries_;
+      make_stricter(p, rec.size, oob);
+      ctx = context_for(batch);
+    } catch (...) {
+      adam_->zero_grad();
+      guard.roll_back();
+      throw;
+    }
+  }
 }
 
 GraphStepRecord GraphTrainer::step() {
   auto scope = memory_.activate();
   const Batch batch = batches_.next(memory_.device());
-  StepContext ctx;
-  ctx.targets = batch.targets;
+  StepContext ctx = context_for(batch);
   GraphStepRecord rec;
   rec.step = ++steps_;
   rec.size = batch.signature.describe();
   const Clock::time_point t0 = Clock::now();
   rec.new_plan = plans_.find(rec.size) == plans_.end();
-  current_ = &plan_for(batch, ctx);
+  SizePlan& p = plan_for(batch);
+  current_ = &p;
   rec.planning_seconds = rec.new_plan ? seconds_since(t0) : 0;
   const Clock::time_point t1 = Clock::now();
-  const GraphExecution r = executor_->run(current_->plan.schedule, batch, ctx);
+  StepGuard guard(memory_, budget_.bytes(), options_.enforce, ctx.generator);
+  const GraphExecution r = run_with_retries(p, batch, ctx, guard, rec);
+  // Whole or not at all: only with room for the update's temporary.
+  refuse_update_without_room(memory_, budget_.bytes(), adam_->update_temp_bytes(), "step " + std::to_string(rec.step));
   adam_->step();
   adam_->zero_grad();
+  guard.release();
   rec.seconds = seconds_since(t1);  // the update's own device time ends within the next step's
   rec.loss = r.loss;
   rec.accuracy = ctx.counted > 0 ? ctx.correct / ctx.counted : 0;
   rec.peak_bytes = r.peak;
-  rec.planned_peak_bytes = current_->plan.cost.peak_bytes;
+  rec.planned_peak_bytes = p.plan.cost.peak_bytes;
   rec.budget_bytes = budget_.bytes();
   rec.violation = r.peak > rec.budget_bytes;
   rec.recomputed = r.recomputed;

@@ -3,10 +3,17 @@
 // measured step that keep everything), solves Checkmate's program with CBC
 // for the budget, and runs that schedule every step of that size (the
 // largest input first, on construction: a budget of N% is a share of its
-// step keeping everything); Adam
-// updates the weights after each step. The budget is not enforced by the
-// allocator here: a step whose measured peak exceeds it is counted as a
-// violation.
+// step keeping everything); Adam updates the weights after each step.
+//
+// A step runs as every trainer's does (planned_step.h): under its
+// StepGuard the allocator enforces the budget, and an attempt that runs out
+// is rolled back (its gradients dropped, the random generators rewound) and
+// run again under a stricter plan for its size: planned for an eighth less
+// than the plan that ran out, which the size keeps. The update runs only
+// with room for its temporary, so none is half applied. The graph planner
+// predicts nothing per size: each new size is measured before it is
+// planned, and new sizes are planned for as much less as the plans so far
+// fell short.
 #pragma once
 
 #include <map>
@@ -20,6 +27,7 @@
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/adam.h"
 #include "runtime/model/graph_model.h"
+#include "runtime/training/planned_step.h"
 #include "runtime/training/step_budget.h"
 
 namespace memtrain::runtime {
@@ -28,6 +36,11 @@ struct GraphTrainerOptions {
   BudgetSpec budget = {true, 90.0, 0};  // N%: of the largest input's step keeping everything (StepBudget)
   AdamOptions adam;
   double time_limit = 60;  // seconds CBC may search per input size
+  bool enforce = true;     // the allocator refuses what would pass the budget; steps retry
+  int max_retries = 8;     // stricter plans for one step before giving up
+  // Fault injection for tests: the graph the planner sees has its memory
+  // multiplied by this, so < 1 makes plans that run out of budget.
+  double prediction_scale = 1.0;
 };
 
 struct GraphStepRecord {
@@ -40,6 +53,7 @@ struct GraphStepRecord {
   Bytes planned_peak_bytes = 0;  // priced on the measured graph
   Bytes budget_bytes = 0;
   bool violation = false;
+  int retries = 0;               // attempts that ran out of budget before this one ran
   int recomputed = 0;            // node computations beyond one per node
   Seconds seconds = 0;           // the step, update included (planning excluded)
   Seconds planning_seconds = 0;  // measuring and solving, on a new size
@@ -58,6 +72,8 @@ class GraphTrainer {
   const Graph& graph() const { return current_->graph; }
   const plan::GraphPlan& plan() const { return current_->plan; }
   Bytes budget_bytes() const { return budget_.bytes(); }
+  long retries() const { return retries_; }  // all steps' attempts that ran out of budget
+  bool enforced() const { return options_.enforce; }
   // Keeping everything, priced on the same graph (of the last size planned): the time to compare.
   const plan::GraphCost& keep_everything() const { return current_->keep; }
   // What a budget of N% is a share of: the largest input's step keeping everything.
@@ -75,8 +91,17 @@ class GraphTrainer {
     Graph graph;
     plan::GraphPlan plan;
     plan::GraphCost keep;
+    Bytes planned_for = 0;  // the budget the plan was made for
   };
-  const SizePlan& plan_for(const Batch& batch, StepContext& ctx);
+  StepContext context_for(const Batch& batch) const;
+  SizePlan& plan_for(const Batch& batch);
+  // Plans `p` for `budget`; throws Error naming the size when nothing fits.
+  void plan_size(SizePlan& p, const std::string& size, Bytes budget) const;
+  // `p` ran out of budget (`why`): planned again an eighth lower, and the
+  // planner's shortfall learnt for the sizes still to come.
+  void make_stricter(SizePlan& p, const std::string& size, const OutOfBudget& why);
+  GraphExecution run_with_retries(SizePlan& p, const Batch& batch, StepContext& ctx, StepGuard& guard,
+                                  GraphStepRecord& rec);
 
   GraphTrainerOptions options_;
   DeviceMemory& memory_;
@@ -89,6 +114,8 @@ class GraphTrainer {
   std::map<std::string, SizePlan> plans_;
   const SizePlan* current_ = nullptr;
   long steps_ = 0;
+  long retries_ = 0;
+  double shortfall_ = 1.0;  // how much more than planned the plans reached, at most; >= 1
 };
 
 }  // namespace memtrain::runtime

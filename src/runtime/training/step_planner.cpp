@@ -99,11 +99,14 @@ Chain StepPlanner::planning_chain(std::int64_t size) {
   return chain;
 }
 
+double StepPlanner::grown_shortfall(double shortfall, Bytes fixed, Bytes predicted, Bytes measured) {
+  if (predicted <= fixed || measured <= predicted) return shortfall;
+  const double factor = static_cast<double>(measured - fixed) / static_cast<double>(predicted - fixed);
+  return std::min(kMaxShortfall, std::max(shortfall, factor));
+}
+
 void StepPlanner::observe_peak(std::int64_t size, Bytes predicted_peak, Bytes measured_peak) {
-  const Bytes fixed = predicted_chain(size).persistent_bytes();
-  if (predicted_peak <= fixed || measured_peak <= predicted_peak) return;
-  const double factor = static_cast<double>(measured_peak - fixed) / static_cast<double>(predicted_peak - fixed);
-  shortfall_ = std::min(kMaxShortfall, std::max(shortfall_, factor));
+  shortfall_ = grown_shortfall(shortfall_, predicted_chain(size).persistent_bytes(), predicted_peak, measured_peak);
 }
 
 Chain StepPlanner::largest_chain() const {

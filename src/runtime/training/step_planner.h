@@ -230,6 +230,9 @@ class StepPlanner {
   void observe_peak(std::int64_t size, Bytes predicted_peak, Bytes measured_peak);
   double learned_shortfall() const { return shortfall_; }
   static constexpr double kMaxShortfall = 1.25;
+  // `shortfall` grown by a peak of `measured` bytes where `predicted` were
+  // planned, `fixed` of both persistent: at most kMaxShortfall, never less.
+  static double grown_shortfall(double shortfall, Bytes fixed, Bytes predicted, Bytes measured);
   // Calibration's measurements: a sample for the predictor, a run's copy issue times.
   void observe_sample(const Signature& at, const predict::ChainSample& sample) {
     predictor_.observe(at.size, sample, at.shape);
