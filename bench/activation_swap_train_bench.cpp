@@ -26,6 +26,38 @@ namespace memtrain::bench {
 
 namespace {
 
+// One row per planner: time against optimal's, copies, peak, retries, time prediction.
+void write_rows(std::ostringstream& md, const std::vector<std::string>& planners,
+                std::map<std::string, LaneResult>& results, const LaneResult& recompute) {
+  char line[700];
+  for (const std::string& p : planners) {
+    const LaneResult& r = results[p];
+    std::snprintf(line, sizeof line,
+                  "| %s | %.3f s | %.1f%% | %s / %s | %.1f%% (%.1f%% / %.1f%%) | %.3f | %ld | %ld | %.1f%% |\n",
+                  p.c_str(), r.mean_step(), 100 * (r.mean_step() / recompute.mean_step()),
+                  format_bytes(static_cast<Bytes>(r.mean_bytes(&CopyStats::to_host_bytes))).c_str(),
+                  format_bytes(static_cast<Bytes>(r.mean_bytes(&CopyStats::to_device_bytes))).c_str(),
+                  100 * r.copies().hidden_fraction(), 100 * r.copies().hidden_fraction(CopyDirection::ToHost),
+                  100 * r.copies().hidden_fraction(CopyDirection::ToDevice), r.max_peak_over_budget(),
+                  r.summary.violations, r.summary.retries, 100 * r.median_schedule_time_error());
+    md << line;
+  }
+}
+
+void write_targets(std::ostringstream& md, const LaneResult& swap, const LaneResult& recompute) {
+  char line[700];
+  const double ratio = swap.mean_step() / recompute.mean_step();
+  std::snprintf(line, sizeof line, "`swap` no slower than recompute only (`optimal`), measured (%.3f of its step time)",
+                ratio);
+  target_line(md, ratio <= 1, line);
+  std::snprintf(line, sizeof line, "`swap`'s simulated schedule time within 10%% of the measured one (median %.1f%%)",
+                100 * swap.median_schedule_time_error());
+  target_line(md, swap.median_schedule_time_error() <= 0.10, line);
+  std::snprintf(line, sizeof line, "`swap` within the budget with no violations (max peak %.3f of the budget)",
+                swap.max_peak_over_budget());
+  target_line(md, swap.summary.violations == 0 && swap.max_peak_over_budget() <= 1, line);
+}
+
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "activation_swap_train_bench");
   const int steps = static_cast<int>(flags.integer("steps", 12, 6, 100000));
@@ -88,19 +120,7 @@ int run(const std::vector<std::string>& args) {
         "copy time hidden: all (to host / back) | max peak / budget | violations | retries | "
         "sim vs measured schedule time (median) |\n"
      << "|---|---|---|---|---|---|---|---|---|\n";
-  for (const std::string& p : planners) {
-    const LaneResult& r = results[p];
-    std::snprintf(line, sizeof line,
-                  "| %s | %.3f s | %.1f%% | %s / %s | %.1f%% (%.1f%% / %.1f%%) | %.3f | %ld | %ld | %.1f%% |\n",
-                  p.c_str(), r.mean_step(), 100 * (r.mean_step() / recompute.mean_step()),
-                  format_bytes(static_cast<Bytes>(r.mean_bytes(&CopyStats::to_host_bytes))).c_str(),
-                  format_bytes(static_cast<Bytes>(r.mean_bytes(&CopyStats::to_device_bytes))).c_str(),
-                  100 * r.copies().hidden_fraction(), 100 * r.copies().hidden_fraction(CopyDirection::ToHost),
-                  100 * r.copies().hidden_fraction(CopyDirection::ToDevice), r.max_peak_over_budget(),
-                  r.summary.violations, r.summary.retries, 100 * r.median_schedule_time_error());
-    md << line;
-  }
-  const double ratio = swap.mean_step() / recompute.mean_step();
+  write_rows(md, planners, results, recompute);
   std::snprintf(line, sizeof line,
                 "\n- Losses equal, bit for bit, among the three: %d of %d steps (first %.4f, last %.4f).\n"
                 "- Forwards recomputed in the last step: %d by `optimal`, %d by `swap`.\n",
@@ -109,15 +129,7 @@ int run(const std::vector<std::string>& args) {
                 swap.records.back().recomputed_forwards);
   md << line;
   md << "\n### Measured (the targets are on simulated figures: see the section above)\n\n";
-  std::snprintf(line, sizeof line, "`swap` no slower than recompute only (`optimal`), measured (%.3f of its step time)",
-                ratio);
-  target_line(md, ratio <= 1, line);
-  std::snprintf(line, sizeof line, "`swap`'s simulated schedule time within 10%% of the measured one (median %.1f%%)",
-                100 * swap.median_schedule_time_error());
-  target_line(md, swap.median_schedule_time_error() <= 0.10, line);
-  std::snprintf(line, sizeof line, "`swap` within the budget with no violations (max peak %.3f of the budget)",
-                swap.max_peak_over_budget());
-  target_line(md, swap.summary.violations == 0 && swap.max_peak_over_budget() <= 1, line);
+  write_targets(md, swap, recompute);
   publish("activation_swap_train_bench", md.str(), out);
   return 0;
 }

@@ -205,6 +205,43 @@ std::string batches_text(const std::vector<std::int64_t>& b) {
   return s;
 }
 
+// What the advice got right, counted over the methods table.
+struct AdviceCounts {
+  int r2_ok = 0, r2_total = 0, batch_within = 0, batch_total = 0;
+  std::vector<int> hits = std::vector<int>(2, 0);  // by device: roomy, tight
+};
+
+// One row per configuration, device and method: the fits, predicted and measured batches and throughputs.
+AdviceCounts write_methods_table(std::ostringstream& md, const std::vector<ConfigResult>& results) {
+  AdviceCounts n;
+  for (const ConfigResult& r : results) {
+    for (size_t d = 0; d < r.devices.size(); ++d) {
+      const DeviceResult& dev = r.devices[d];
+      for (size_t k = 0; k < dev.checks.size(); ++k) {
+        const predict::MethodAdvice& a = dev.advice.methods[k];
+        const MethodCheck& c = dev.checks[k];
+        md << "| " << (d == 0 && k == 0 ? r.config.name + " (" + batches_text(r.config.batches) + ")" : "") << " | "
+           << (k == 0 ? format_bytes(dev.advice.device_memory) + " (" + std::to_string(dev.none_batch) + ")" : "")
+           << " | " << c.method << " | " << format_number("%.4f", a.model.r2_memory) << " | "
+           << format_number("%.4f", a.model.r2_time) << " | " << a.max_batch << " | " << c.measured_max_batch << " | "
+           << format_number("%.1f", a.predicted_throughput) << " at " << a.best_batch << " | "
+           << format_number("%.1f", c.measured_best_throughput) << " at " << c.measured_best_batch << " |\n";
+        if (d == 0) {
+          ++n.r2_total;
+          n.r2_ok += a.model.r2_memory >= 0.97 && a.model.r2_time >= 0.95;
+        }
+        if (c.measured_max_batch > 0) {
+          ++n.batch_total;
+          n.batch_within +=
+              std::abs(static_cast<double>(a.max_batch) / static_cast<double>(c.measured_max_batch) - 1) <= 0.10;
+        }
+      }
+      n.hits[d] += dev.advice.recommended == dev.measured_best;
+    }
+  }
+  return n;
+}
+
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "advisor_bench");
   const std::string out_path = flags.text("out", "docs/BENCHMARKS.md");
@@ -247,33 +284,7 @@ int run(const std::vector<std::string>& args) {
   md << "| configuration | device (none fits) | method | R² memory | R² time | predicted max batch | measured max "
         "batch "
         "| predicted best (samples/s) | measured best (samples/s) |\n|---|---|---|---|---|---|---|---|---|\n";
-  int r2_ok = 0, r2_total = 0, batch_within = 0, batch_total = 0;
-  std::vector<int> hits(2, 0);
-  for (const ConfigResult& r : results) {
-    for (size_t d = 0; d < r.devices.size(); ++d) {
-      const DeviceResult& dev = r.devices[d];
-      for (size_t k = 0; k < dev.checks.size(); ++k) {
-        const predict::MethodAdvice& a = dev.advice.methods[k];
-        const MethodCheck& c = dev.checks[k];
-        md << "| " << (d == 0 && k == 0 ? r.config.name + " (" + batches_text(r.config.batches) + ")" : "") << " | "
-           << (k == 0 ? format_bytes(dev.advice.device_memory) + " (" + std::to_string(dev.none_batch) + ")" : "")
-           << " | " << c.method << " | " << format_number("%.4f", a.model.r2_memory) << " | "
-           << format_number("%.4f", a.model.r2_time) << " | " << a.max_batch << " | " << c.measured_max_batch << " | "
-           << format_number("%.1f", a.predicted_throughput) << " at " << a.best_batch << " | "
-           << format_number("%.1f", c.measured_best_throughput) << " at " << c.measured_best_batch << " |\n";
-        if (d == 0) {
-          ++r2_total;
-          r2_ok += a.model.r2_memory >= 0.97 && a.model.r2_time >= 0.95;
-        }
-        if (c.measured_max_batch > 0) {
-          ++batch_total;
-          batch_within +=
-              std::abs(static_cast<double>(a.max_batch) / static_cast<double>(c.measured_max_batch) - 1) <= 0.10;
-        }
-      }
-      hits[d] += dev.advice.recommended == dev.measured_best;
-    }
-  }
+  const AdviceCounts n = write_methods_table(md, results);
   md << "\nMargin: the recommended method's predicted throughput over the runner-up's; measured: the measured-best "
         "method's over the runner-up's. On this 2-core machine the same step measured twice can differ by 10% or more "
         "at small batches, so margins of a few percent are within noise.\n\n"
@@ -289,18 +300,18 @@ int run(const std::vector<std::string>& args) {
     }
   }
   md << "\n### Targets\n\n";
-  target_line(md, r2_ok == r2_total,
-              "R² >= 0.97 for memory and >= 0.95 for time: " + std::to_string(r2_ok) + " of " +
-                  std::to_string(r2_total) + " configuration-methods");
-  target_line(md, hits[0] >= 4,
-              "roomy devices: the recommendation is the measured-best method in " + std::to_string(hits[0]) +
+  target_line(md, n.r2_ok == n.r2_total,
+              "R² >= 0.97 for memory and >= 0.95 for time: " + std::to_string(n.r2_ok) + " of " +
+                  std::to_string(n.r2_total) + " configuration-methods");
+  target_line(md, n.hits[0] >= 4,
+              "roomy devices: the recommendation is the measured-best method in " + std::to_string(n.hits[0]) +
                   " of 5 configurations (target 4)");
-  target_line(md, hits[1] >= 4,
-              "tight devices: the recommendation is the measured-best method in " + std::to_string(hits[1]) +
+  target_line(md, n.hits[1] >= 4,
+              "tight devices: the recommendation is the measured-best method in " + std::to_string(n.hits[1]) +
                   " of 5 configurations (target 4)");
-  target_line(md, batch_within == batch_total,
-              "predicted max batch within 10% of the measured one: " + std::to_string(batch_within) + " of " +
-                  std::to_string(batch_total) + " configuration-device-methods");
+  target_line(md, n.batch_within == n.batch_total,
+              "predicted max batch within 10% of the measured one: " + std::to_string(n.batch_within) + " of " +
+                  std::to_string(n.batch_total) + " configuration-device-methods");
   md << "\n";
   publish("advisor_bench", md.str(), out_path);
   return 0;

@@ -58,6 +58,44 @@ struct Workload {
   std::vector<std::string> flags;
 };
 
+using MeanSteps = std::map<std::tuple<std::string, std::string, int>, std::vector<double>>;
+
+// One row per workload, build and thread count (the median of the rounds'
+// mean steps), then each workload's fastest.
+void write_steps_table(std::ostringstream& md, const std::vector<Workload>& workloads,
+                       const std::vector<BlasBuild>& builds, const std::vector<int>& thread_counts,
+                       const std::string& system, MeanSteps& means) {
+  std::ostringstream fastest;
+  for (const Workload& w : workloads) {
+    std::map<std::pair<std::string, int>, double> step;  // median mean step by build and threads
+    double best_time = 0;
+    std::string best;
+    for (const BlasBuild& b : builds) {
+      for (int t : thread_counts) {
+        const double m = step[{b.name, t}] = median(means[{w.name, b.name, t}]);
+        if (best.empty() || m < best_time) {
+          best_time = m;
+          best = "`" + b.name + "` with " + std::to_string(t) + " thread(s)";
+        }
+      }
+    }
+    fastest << "- " << w.name << ": fastest " << best << ".";
+    for (const BlasBuild& b : builds) {
+      fastest << " `" << b.name << "` on all cores: " << fixed(step[{b.name, thread_counts.back()}] / best_time, 2)
+              << "x its step.";
+    }
+    fastest << "\n";
+    for (const BlasBuild& b : builds) {
+      for (int t : thread_counts) {
+        const double m = step[{b.name, t}];
+        md << "| " << w.name << " | " << b.name << (b.name == system ? " (system)" : "") << " | " << t << " | "
+           << fixed(m, 3) << " s | " << fixed(m / best_time, 2) << " |\n";
+      }
+    }
+  }
+  md << "\n" << fastest.str();
+}
+
 }  // namespace
 
 int run(const std::vector<std::string>& args) {
@@ -86,7 +124,7 @@ int run(const std::vector<std::string>& args) {
   const std::string dir = ::mkdtemp(pattern);
   // Per configuration, the mean step of each round; rounds visit every
   // configuration in turn so that drifts of the machine hit all alike.
-  std::map<std::tuple<std::string, std::string, int>, std::vector<double>> means;
+  MeanSteps means;
   for (int r = 0; r < rounds; ++r) {
     for (const Workload& w : workloads) {
       for (const BlasBuild& b : builds) {
@@ -118,35 +156,7 @@ int run(const std::vector<std::string>& args) {
      << ". LibTorch runs its own kernels on OpenMP threads (`--threads`); OpenBLAS's pthreads build runs "
         "matrix products on threads of its own, as many as there are cores, its OpenMP build on OpenMP's.\n\n"
      << "| workload | BLAS build | threads | mean step | / the workload's fastest |\n|---|---|---|---|---|\n";
-  std::ostringstream fastest;
-  for (const Workload& w : workloads) {
-    std::map<std::pair<std::string, int>, double> step;  // median mean step by build and threads
-    double best_time = 0;
-    std::string best;
-    for (const BlasBuild& b : builds) {
-      for (int t : thread_counts) {
-        const double m = step[{b.name, t}] = median(means[{w.name, b.name, t}]);
-        if (best.empty() || m < best_time) {
-          best_time = m;
-          best = "`" + b.name + "` with " + std::to_string(t) + " thread(s)";
-        }
-      }
-    }
-    fastest << "- " << w.name << ": fastest " << best << ".";
-    for (const BlasBuild& b : builds) {
-      fastest << " `" << b.name << "` on all cores: " << fixed(step[{b.name, thread_counts.back()}] / best_time, 2)
-              << "x its step.";
-    }
-    fastest << "\n";
-    for (const BlasBuild& b : builds) {
-      for (int t : thread_counts) {
-        const double m = step[{b.name, t}];
-        md << "| " << w.name << " | " << b.name << (b.name == system ? " (system)" : "") << " | " << t << " | "
-           << fixed(m, 3) << " s | " << fixed(m / best_time, 2) << " |\n";
-      }
-    }
-  }
-  md << "\n" << fastest.str();
+  write_steps_table(md, workloads, builds, thread_counts, system, means);
   publish("blas_threads_bench", md.str(), out);
   return 0;
 }

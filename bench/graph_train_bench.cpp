@@ -66,24 +66,10 @@ struct AutogradLane {
   }
 };
 
-int run(const std::vector<std::string>& args) {
-  cli::Flags flags(args, {}, "graph_train_bench");
-  const int steps = static_cast<int>(flags.integer("steps", 60, 3, 100000));
-  const std::vector<std::string> budgets = percent_budgets(flags.text("budgets", "100,90,85,80"));
-  const std::string out = flags.text("out", "docs/BENCHMARKS.md");
-  flags.check_all_used();
-  at::set_num_threads(1);
-  // glibc adapts its mmap and trim thresholds to the process's history, which
-  // the lanes share: fixed, a lane's large blocks come from the heap every
-  // step instead of fresh pages on some steps and not others.
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-
-  auto data = std::make_shared<const data::ImageDataset>(
-      data::read_fashion_mnist(data::find_fashion_mnist_directory(""), "train"));
-  const std::int64_t batch = 32, image = 32;
-  runtime::UNetSpec spec;
-  spec.classes = data->classes;
+// One GraphTrainer per budget, each with its own memory, batches and the same first weights.
+std::vector<GraphLane> graph_lanes(const std::shared_ptr<const data::ImageDataset>& data,
+                                   const std::vector<std::string>& budgets, const runtime::UNetSpec& spec,
+                                   std::int64_t batch, std::int64_t image) {
   std::vector<GraphLane> lanes;
   for (const std::string& b : budgets) {
     GraphLane lane;
@@ -101,15 +87,11 @@ int run(const std::vector<std::string>& args) {
     lane.trainer = std::make_unique<runtime::GraphTrainer>(options, *lane.memory, std::move(model), *lane.batches);
     lanes.push_back(std::move(lane));
   }
-  AutogradLane autograd;
-  autograd.memory = std::make_unique<runtime::CpuDeviceMemory>();
-  autograd.batches = std::make_unique<runtime::FashionMnistBatches>(data, batch, image, image, 1);
-  {
-    auto scope = autograd.memory->activate();
-    torch::manual_seed(1);
-    autograd.model = std::make_unique<runtime::GraphModel>(runtime::make_unet(spec));
-    autograd.adam = std::make_unique<runtime::Adam>(autograd.model->parameters(), runtime::GraphTrainerOptions().adam);
-  }
+  return lanes;
+}
+
+// Every lane's timed steps (the autograd lane's last).
+std::vector<std::vector<double>> take_turns(std::vector<GraphLane>& lanes, AutogradLane& autograd, int steps) {
   // Lanes take turns in rounds of kRound steps (steps of some 60 ms: a lane
   // switch every step measured the switch, not the schedule); each round
   // starts with another lane, and its first step is not timed.
@@ -133,6 +115,69 @@ int run(const std::vector<std::string>& args) {
     std::fprintf(stderr, "\rgraph_train_bench: step %d/%d", std::min(s + kRound, steps), steps);
   }
   std::fprintf(stderr, "\n");
+  return timed;
+}
+
+struct LaneChecks {
+  bool same_losses = true;  // every lane's losses the first lane's
+  bool within = true;       // every lane's peak within its budget
+};
+
+// One row per budget: the plan against the measured peak and step.
+LaneChecks write_lanes(std::ostringstream& md, const std::vector<GraphLane>& lanes,
+                       const std::vector<std::vector<double>>& timed) {
+  LaneChecks c;
+  bool &same_losses = c.same_losses, &within = c.within;
+  const GraphLane& keep = lanes.front();
+  char line[600];
+  for (const GraphLane& lane : lanes) {
+    const plan::GraphPlan& p = lane.trainer->plan();
+    // Priced on the lane's own measured graph: each lane measured its own times.
+    const plan::GraphCost& keep_cost = lane.trainer->keep_everything();
+    Bytes peak = 0;
+    for (const auto& r : lane.records) peak = std::max(peak, r.peak_bytes);
+    for (size_t k = 0; k < lane.records.size(); ++k)
+      same_losses = same_losses && lane.records[k].loss == keep.records[k].loss;
+    within = within && peak <= lane.trainer->budget_bytes();
+    std::snprintf(line, sizeof line, "| %s | %s | %s | %s | %+.1f%% | %.3f | %d | %s |\n", lane.budget.c_str(),
+                  format_bytes(lane.trainer->budget_bytes()).c_str(), format_bytes(p.cost.peak_bytes).c_str(),
+                  format_bytes(peak).c_str(), 100 * (p.cost.time / keep_cost.time - 1),
+                  median(timed[&lane - &lanes[0]]) / median(timed[0]), lane.records.back().recomputed,
+                  p.proven_optimal ? "proven optimal" : "time limit");
+    md << line;
+  }
+  return c;
+}
+
+int run(const std::vector<std::string>& args) {
+  cli::Flags flags(args, {}, "graph_train_bench");
+  const int steps = static_cast<int>(flags.integer("steps", 60, 3, 100000));
+  const std::vector<std::string> budgets = percent_budgets(flags.text("budgets", "100,90,85,80"));
+  const std::string out = flags.text("out", "docs/BENCHMARKS.md");
+  flags.check_all_used();
+  at::set_num_threads(1);
+  // glibc adapts its mmap and trim thresholds to the process's history, which
+  // the lanes share: fixed, a lane's large blocks come from the heap every
+  // step instead of fresh pages on some steps and not others.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+
+  auto data = std::make_shared<const data::ImageDataset>(
+      data::read_fashion_mnist(data::find_fashion_mnist_directory(""), "train"));
+  const std::int64_t batch = 32, image = 32;
+  runtime::UNetSpec spec;
+  spec.classes = data->classes;
+  std::vector<GraphLane> lanes = graph_lanes(data, budgets, spec, batch, image);
+  AutogradLane autograd;
+  autograd.memory = std::make_unique<runtime::CpuDeviceMemory>();
+  autograd.batches = std::make_unique<runtime::FashionMnistBatches>(data, batch, image, image, 1);
+  {
+    auto scope = autograd.memory->activate();
+    torch::manual_seed(1);
+    autograd.model = std::make_unique<runtime::GraphModel>(runtime::make_unet(spec));
+    autograd.adam = std::make_unique<runtime::Adam>(autograd.model->parameters(), runtime::GraphTrainerOptions().adam);
+  }
+  const std::vector<std::vector<double>> timed = take_turns(lanes, autograd, steps);
 
   // Step 1 measures and plans; times are over the rest.
   const GraphLane& keep = lanes.front();
@@ -155,23 +200,8 @@ int run(const std::vector<std::string>& args) {
   md << "| budget | bytes | planned peak | measured peak | planned time over keeping everything | median step / "
         "first lane's | nodes recomputed per step | CBC |\n"
      << "|---|---|---|---|---|---|---|---|\n";
-  bool same_losses = true, within = true;
-  for (const GraphLane& lane : lanes) {
-    const plan::GraphPlan& p = lane.trainer->plan();
-    // Priced on the lane's own measured graph: each lane measured its own times.
-    const plan::GraphCost& keep_cost = lane.trainer->keep_everything();
-    Bytes peak = 0;
-    for (const auto& r : lane.records) peak = std::max(peak, r.peak_bytes);
-    for (size_t k = 0; k < lane.records.size(); ++k)
-      same_losses = same_losses && lane.records[k].loss == keep.records[k].loss;
-    within = within && peak <= lane.trainer->budget_bytes();
-    std::snprintf(line, sizeof line, "| %s | %s | %s | %s | %+.1f%% | %.3f | %d | %s |\n", lane.budget.c_str(),
-                  format_bytes(lane.trainer->budget_bytes()).c_str(), format_bytes(p.cost.peak_bytes).c_str(),
-                  format_bytes(peak).c_str(), 100 * (p.cost.time / keep_cost.time - 1),
-                  median(timed[&lane - &lanes[0]]) / median(timed[0]), lane.records.back().recomputed,
-                  p.proven_optimal ? "proven optimal" : "time limit");
-    md << line;
-  }
+  const LaneChecks checks = write_lanes(md, lanes, timed);
+  const bool same_losses = checks.same_losses, within = checks.within;
   std::snprintf(line, sizeof line,
                 "\n- Losses equal, bit for bit, in every lane at every step: %s (first %.4f, last %.4f).\n",
                 same_losses ? "yes" : "no", keep.records.front().loss, keep.records.back().loss);

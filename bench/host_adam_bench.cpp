@@ -100,29 +100,23 @@ void fused_adam(Tensors& s, const runtime::AdamOptions& o) {
                    false);
 }
 
-int run(const std::vector<std::string>& args) {
-  cli::Flags flags(args, {}, "host_adam_bench");
-  const std::int64_t mib = flags.integer("mib", 64, 1, 4096);
-  const int rounds = static_cast<int>(flags.integer("rounds", 7, 1, 1000));
-  const int calibrations = static_cast<int>(flags.integer("calibrations", 10, 2, 1000));
-  const std::string out = flags.text("out", "docs/BENCHMARKS.md");
-  flags.check_all_used();
+// The contenders' seconds per round (the triads' too), taking turns, and
+// how far apart the updates' weights ended.
+struct UpdateTimes {
+  std::map<std::string, std::vector<double>> times;
+  double fused_diff = 0, foreach_diff = 0;
+};
 
-  torch::NoGradGuard no_grad;
-  const int threads = at::get_num_threads();
-  const std::int64_t n = (mib << 20) / static_cast<std::int64_t>(sizeof(float));
-  const double update_bytes = 7.0 * static_cast<double>(n) * sizeof(float);
-  const double triad_bytes = 3.0 * static_cast<double>(n) * sizeof(float);
+UpdateTimes time_updates(std::int64_t n, int rounds, int threads, const runtime::Adam& memtrain_adam) {
   const runtime::AdamOptions options;
-  const runtime::Adam memtrain_adam({}, options);
-
   std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
   torch::Tensor ta = torch::zeros({n});
   const torch::Tensor tb = torch::ones({n}), tc = torch::full({n}, 2.0f);
   torch::manual_seed(1);
   const torch::Tensor w0 = torch::randn({n}), g0 = torch::randn({n});
   Tensors mine(w0, g0), fused(w0, g0), multi(w0, g0);
-  std::map<std::string, std::vector<double>> times;
+  UpdateTimes u;
+  std::map<std::string, std::vector<double>>& times = u.times;
   long t = 0;
   // One untimed round first: fresh pages' first touch and the threads' start.
   for (int r = 0; r <= rounds; ++r) {
@@ -139,37 +133,36 @@ int run(const std::vector<std::string>& args) {
     times["fused"].push_back(fus);
     times["foreach"].push_back(fe);
   }
-  const auto best = [&](const std::string& k) { return *std::min_element(times[k].begin(), times[k].end()); };
-  // The limit: the faster of the two triads (a loop on our threads, ATen's add).
-  const double triad_rate = triad_bytes / std::min(best("triad"), best("aten triad"));
-  const auto rate = [&](const std::string& k) { return update_bytes / best(k); };
   // The three updates computed the same weights (same float operations in the same order is
   // not promised: report the largest difference).
-  const double fused_diff = (mine.w - fused.w).abs().max().item<double>();
-  const double foreach_diff = (mine.w - multi.w).abs().max().item<double>();
+  u.fused_diff = (mine.w - fused.w).abs().max().item<double>();
+  u.foreach_diff = (mine.w - multi.w).abs().max().item<double>();
+  return u;
+}
 
+// Repeated calibrations of the host update's rate, each with a triad beside it.
+struct Calibrations {
   std::vector<double> calibrated, triads, relative;
+};
+
+Calibrations calibrate(std::int64_t mib, std::int64_t n, int calibrations) {
+  Calibrations c;
+  std::vector<double>&calibrated = c.calibrated, &triads = c.triads, &relative = c.relative;
   for (int i = 0; i < calibrations; ++i) {
     calibrated.push_back(runtime::Adam::measure_host_seconds_per_byte(mib << 20));
     triads.push_back(triad_seconds_per_byte(n));
     relative.push_back(calibrated.back() / triads.back());
   }
-  const auto spread = [](const std::vector<double>& xs) {
-    return *std::max_element(xs.begin(), xs.end()) / *std::min_element(xs.begin(), xs.end());
-  };
-  const double lo = *std::min_element(calibrated.begin(), calibrated.end());
-  const double hi = *std::max_element(calibrated.begin(), calibrated.end());
+  return c;
+}
 
-  std::ostringstream md;
-  md << "## Host Adam against the memory's speed (CPU)\n\n"
-     << "Command: `build/bench/host_adam_bench --mib " << mib << " --rounds " << rounds << " --calibrations "
-     << calibrations << "` (or `scripts/bench.sh host-adam`)  \n"
-     << "Machine: " << machine() << ", " << threads << " threads  \n"
-     << "Date: " << today() << "  \n"
-     << "Weights of " << mib << " MiB (float32); best of " << rounds
-     << " rounds, the contenders taking turns each round. An update moves 7 arrays of the weights' size (reads w, "
-        "m, v, g; writes w, m, v), the triad 3.\n\n"
-     << "| contender | best seconds | GB/s moved | of the triad's bandwidth | memtrain's speed / its |\n"
+// One row per contender: its best time, the bytes it moved per second, against the triad's.
+void write_contenders(std::ostringstream& md, std::map<std::string, std::vector<double>>& times, int threads,
+                      double update_bytes, double triad_bytes) {
+  const auto best = [&](const std::string& k) { return *std::min_element(times[k].begin(), times[k].end()); };
+  const double triad_rate = triad_bytes / std::min(best("triad"), best("aten triad"));
+  const auto rate = [&](const std::string& k) { return update_bytes / best(k); };
+  md << "| contender | best seconds | GB/s moved | of the triad's bandwidth | memtrain's speed / its |\n"
      << "|---|---|---|---|---|\n"
      << "| triad a = b + s*c, a loop on " << threads << " threads | " << fixed(best("triad"), 4) << " | "
      << fixed(triad_bytes / best("triad") / 1e9, 2) << " | " << fixed(100 * triad_bytes / best("triad") / triad_rate, 1)
@@ -184,6 +177,50 @@ int run(const std::vector<std::string>& args) {
     md << "| " << label << " | " << fixed(best(key), 4) << " | " << fixed(rate(key) / 1e9, 2) << " | "
        << fixed(100 * rate(key) / triad_rate, 1) << "% | " << fixed(best(key) / best("memtrain"), 2) << "x |\n";
   }
+}
+
+int run(const std::vector<std::string>& args) {
+  cli::Flags flags(args, {}, "host_adam_bench");
+  const std::int64_t mib = flags.integer("mib", 64, 1, 4096);
+  const int rounds = static_cast<int>(flags.integer("rounds", 7, 1, 1000));
+  const int calibrations = static_cast<int>(flags.integer("calibrations", 10, 2, 1000));
+  const std::string out = flags.text("out", "docs/BENCHMARKS.md");
+  flags.check_all_used();
+
+  torch::NoGradGuard no_grad;
+  const int threads = at::get_num_threads();
+  const std::int64_t n = (mib << 20) / static_cast<std::int64_t>(sizeof(float));
+  const double update_bytes = 7.0 * static_cast<double>(n) * sizeof(float);
+  const double triad_bytes = 3.0 * static_cast<double>(n) * sizeof(float);
+  const runtime::AdamOptions options;
+  const runtime::Adam memtrain_adam({}, options);
+
+  UpdateTimes u = time_updates(n, rounds, threads, memtrain_adam);
+  std::map<std::string, std::vector<double>>& times = u.times;
+  const auto best = [&](const std::string& k) { return *std::min_element(times[k].begin(), times[k].end()); };
+  // The limit: the faster of the two triads (a loop on our threads, ATen's add).
+  const double triad_rate = triad_bytes / std::min(best("triad"), best("aten triad"));
+  const auto rate = [&](const std::string& k) { return update_bytes / best(k); };
+  const double fused_diff = u.fused_diff, foreach_diff = u.foreach_diff;
+
+  const Calibrations cal = calibrate(mib, n, calibrations);
+  const std::vector<double>&calibrated = cal.calibrated, &triads = cal.triads, &relative = cal.relative;
+  const auto spread = [](const std::vector<double>& xs) {
+    return *std::max_element(xs.begin(), xs.end()) / *std::min_element(xs.begin(), xs.end());
+  };
+  const double lo = *std::min_element(calibrated.begin(), calibrated.end());
+  const double hi = *std::max_element(calibrated.begin(), calibrated.end());
+
+  std::ostringstream md;
+  md << "## Host Adam against the memory's speed (CPU)\n\n"
+     << "Command: `build/bench/host_adam_bench --mib " << mib << " --rounds " << rounds << " --calibrations "
+     << calibrations << "` (or `scripts/bench.sh host-adam`)  \n"
+     << "Machine: " << machine() << ", " << threads << " threads  \n"
+     << "Date: " << today() << "  \n"
+     << "Weights of " << mib << " MiB (float32); best of " << rounds
+     << " rounds, the contenders taking turns each round. An update moves 7 arrays of the weights' size (reads w, "
+        "m, v, g; writes w, m, v), the triad 3.\n\n";
+  write_contenders(md, times, threads, update_bytes, triad_bytes);
   md << "\nLargest weight difference after " << rounds + 1 << " updates: memtrain against fused "
      << format_number("%.3g", fused_diff) << ", against foreach " << format_number("%.3g", foreach_diff) << ".\n\n"
      << "Calibration (`Adam::measure_host_seconds_per_byte`, " << calibrations << " repeats of " << mib

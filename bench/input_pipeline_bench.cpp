@@ -64,6 +64,55 @@ std::vector<JobResult> run_jobs(const std::vector<std::string>& train, int jobs,
   return out;
 }
 
+// The stall predictions against the measured epochs; returns the worst relative error.
+double write_checks(std::ostringstream& md, const json& s) {
+  double worst = 0;
+  for (const json& c : s["checks"]) {
+    const json& p = c["predicted"];
+    worst = std::max(worst, c["relative_error"].get<double>());
+    md << "| " << fixed(100 * p["cache_fraction"].get<double>(), 0) << "%, " << p["prep_threads"].get<int>() << " | "
+       << fixed(p["epoch_seconds"], 2) << " | " << p["bottleneck"].get<std::string>() << " | "
+       << fixed(c["measured_epoch_seconds"], 2) << " | " << fixed(100 * c["relative_error"].get<double>(), 1)
+       << "% |\n";
+  }
+  return worst;
+}
+
+// The jobs alone and coordinated: their times, prep CPU and last losses;
+// then the targets, the stall predictions' (`worst` error) first.
+void write_jobs(std::ostringstream& md, const std::vector<JobResult>& alone, const std::vector<JobResult>& group,
+                std::int64_t epochs, double worst) {
+  const int jobs = static_cast<int>(alone.size());
+  md << "\n### " << jobs << " jobs on the same shards, " << epochs << " epochs, sides 8..16 px\n\n"
+     << "| job | independent: training s / wall s / prep CPU s / data wait | coordinated: training s / wall s / prep "
+        "CPU s / data wait |\n|---|---|---|\n";
+  double alone_cpu = 0, group_cpu = 0, slowest_speedup = 1e9;
+  bool same_losses = true;
+  for (int j = 0; j < jobs; ++j) {
+    const JobResult& a = alone[static_cast<size_t>(j)];
+    const JobResult& g = group[static_cast<size_t>(j)];
+    alone_cpu += a.prep_cpu;
+    group_cpu += g.prep_cpu;
+    slowest_speedup = std::min(slowest_speedup, a.training / g.training);
+    same_losses = same_losses && a.last_loss == g.last_loss;
+    md << "| " << j + 1 << " | " << fixed(a.training, 2) << " / " << fixed(a.wall, 2) << " / " << fixed(a.prep_cpu, 2)
+       << " / " << fixed(100 * a.data_wait, 0) << "% | " << fixed(g.training, 2) << " / " << fixed(g.wall, 2) << " / "
+       << fixed(g.prep_cpu, 2) << " / " << fixed(100 * g.data_wait, 0) << "% |\n";
+  }
+  md << "\nTraining time is the sum of a job's steps (its data waits included); wall time runs from the start of all "
+        "jobs to that job's exit (start-up, data loading and calibration included).\n\n";
+  target_line(md, worst <= 0.15,
+              "stall predictions within 15% of the measured epoch times: worst " + fixed(100 * worst, 1) + "%");
+  target_line(md, group_cpu <= 0.4 * alone_cpu,
+              "coordinated prep CPU at most 40% of independent: " + fixed(group_cpu, 2) + " s against " +
+                  fixed(alone_cpu, 2) + " s = " + fixed(100 * group_cpu / alone_cpu, 0) + "%");
+  target_line(md, slowest_speedup >= 1.5,
+              "each coordinated job at least 1.5x faster (training time): the slowest gain is " +
+                  fixed(slowest_speedup, 2) + "x");
+  md << "- The jobs' last losses are " << (same_losses ? "identical" : "**not** identical")
+     << " with and without coordination: a coordinated job trains on exactly the batches it would prepare itself.\n";
+}
+
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "input_pipeline_bench");
   const std::string out_path = flags.text("out", "docs/BENCHMARKS.md");
@@ -121,43 +170,8 @@ int run(const std::vector<std::string>& args) {
      << fixed(100 * s["fetch_stall_fraction"].get<double>(), 1) << "%, preprocessing "
      << fixed(100 * s["prep_stall_fraction"].get<double>(), 1) << "% of the cold epoch.\n\n"
      << "| check: cache, prep threads | predicted s | bottleneck | measured s | error |\n|---|---|---|---|---|\n";
-  double worst = 0;
-  for (const json& c : s["checks"]) {
-    const json& p = c["predicted"];
-    worst = std::max(worst, c["relative_error"].get<double>());
-    md << "| " << fixed(100 * p["cache_fraction"].get<double>(), 0) << "%, " << p["prep_threads"].get<int>() << " | "
-       << fixed(p["epoch_seconds"], 2) << " | " << p["bottleneck"].get<std::string>() << " | "
-       << fixed(c["measured_epoch_seconds"], 2) << " | " << fixed(100 * c["relative_error"].get<double>(), 1)
-       << "% |\n";
-  }
-  md << "\n### " << jobs << " jobs on the same shards, " << epochs << " epochs, sides 8..16 px\n\n"
-     << "| job | independent: training s / wall s / prep CPU s / data wait | coordinated: training s / wall s / prep "
-        "CPU s / data wait |\n|---|---|---|\n";
-  double alone_cpu = 0, group_cpu = 0, slowest_speedup = 1e9;
-  bool same_losses = true;
-  for (int j = 0; j < jobs; ++j) {
-    const JobResult& a = alone[static_cast<size_t>(j)];
-    const JobResult& g = group[static_cast<size_t>(j)];
-    alone_cpu += a.prep_cpu;
-    group_cpu += g.prep_cpu;
-    slowest_speedup = std::min(slowest_speedup, a.training / g.training);
-    same_losses = same_losses && a.last_loss == g.last_loss;
-    md << "| " << j + 1 << " | " << fixed(a.training, 2) << " / " << fixed(a.wall, 2) << " / " << fixed(a.prep_cpu, 2)
-       << " / " << fixed(100 * a.data_wait, 0) << "% | " << fixed(g.training, 2) << " / " << fixed(g.wall, 2) << " / "
-       << fixed(g.prep_cpu, 2) << " / " << fixed(100 * g.data_wait, 0) << "% |\n";
-  }
-  md << "\nTraining time is the sum of a job's steps (its data waits included); wall time runs from the start of all "
-        "jobs to that job's exit (start-up, data loading and calibration included).\n\n";
-  target_line(md, worst <= 0.15,
-              "stall predictions within 15% of the measured epoch times: worst " + fixed(100 * worst, 1) + "%");
-  target_line(md, group_cpu <= 0.4 * alone_cpu,
-              "coordinated prep CPU at most 40% of independent: " + fixed(group_cpu, 2) + " s against " +
-                  fixed(alone_cpu, 2) + " s = " + fixed(100 * group_cpu / alone_cpu, 0) + "%");
-  target_line(md, slowest_speedup >= 1.5,
-              "each coordinated job at least 1.5x faster (training time): the slowest gain is " +
-                  fixed(slowest_speedup, 2) + "x");
-  md << "- The jobs' last losses are " << (same_losses ? "identical" : "**not** identical")
-     << " with and without coordination: a coordinated job trains on exactly the batches it would prepare itself.\n";
+  const double worst = write_checks(md, s);
+  write_jobs(md, alone, group, epochs, worst);
   publish("input_pipeline_bench", md.str(), out_path);
   return 0;
 }

@@ -357,6 +357,312 @@ void write_measured_sweep(const std::vector<SweepPoint>& sweep, const std::strin
                    cli::gnuplot_series_plot(csv_path, kPolicies, "$2", "$5", "$4 == 1"));
 }
 
+// The bench's work folder and its groups, numbered in the order they run.
+struct Groups {
+  std::string dir;
+  int index = 0;
+  Run run(const std::vector<std::string>& jobs, const std::string& policy, Bytes budget,
+          const std::vector<std::string>& extra = {}) {
+    return run_group(jobs, policy, budget, extra, dir, index++);
+  }
+};
+
+// The jobs' least budgets and peaks, from a group refused at 1 byte (it calibrates, then says).
+struct Probe {
+  Run run;
+  Bytes most_least = 0;  // the largest of the jobs' least budgets
+  double peaks = 0;      // 100%: the sum of the jobs' unconstrained peaks
+};
+
+Probe probe_least(Groups& groups, const std::vector<std::string>& jobs) {
+  Probe p{groups.run(jobs, "static", 1)};
+  if (!p.run.report.is_object()) throw Error("jobs_bench: the probe group wrote no report (" + groups.dir + ")");
+  for (const json& j : p.run.report["jobs"]) {
+    p.most_least = std::max(p.most_least, j["least_budget_bytes"].get<Bytes>());
+    p.peaks += j["reference_peak_bytes"].get<double>();
+  }
+  if (p.most_least <= 0 || p.peaks <= 0)
+    throw Error("jobs_bench: the probe found no least budget (" + groups.dir + ")");
+  return p;
+}
+
+// B_s: from 3x the largest least budget up in steps of 5% until `static` completes; its run there.
+Run static_completing(Groups& groups, const std::vector<std::string>& jobs, Bytes most_least, Bytes& b_s) {
+  b_s = 3 * most_least;
+  for (int tries = 0;; ++tries) {
+    Run r = groups.run(jobs, "static", b_s);
+    if (r.all_completed()) return r;
+    if (tries >= 12) throw Error("jobs_bench: static did not complete up to " + format_bytes(b_s));
+    b_s = b_s * 105 / 100;
+  }
+}
+
+// The measured sweep: `points` budgets from `least_percent` of `peaks` to
+// 100%, and B_s. At each, every policy `repeats` times in turns A B C D E,
+// E D C B A, ... so that drift weighs on each alike.
+std::vector<SweepPoint> measured_sweep(Groups& groups, const std::vector<std::string>& jobs, double least_percent,
+                                       double peaks, Bytes b_s, int points, int repeats) {
+  std::vector<SweepPoint> sweep;
+  for (int k = 0; k < points; ++k) {
+    SweepPoint point;
+    point.percent = least_percent + (100 - least_percent) * k / (points - 1);
+    point.budget = static_cast<Bytes>(peaks * point.percent / 100);
+    sweep.push_back(point);
+  }
+  SweepPoint at_bs_point;
+  at_bs_point.budget = b_s;
+  at_bs_point.percent = 100 * static_cast<double>(b_s) / peaks;
+  sweep.push_back(at_bs_point);
+  std::sort(sweep.begin(), sweep.end(), [](const SweepPoint& a, const SweepPoint& b) { return a.budget < b.budget; });
+  for (SweepPoint& point : sweep) {
+    for (int r = 0; r < repeats; ++r) {
+      std::vector<std::string> order = kPolicies;
+      if (r % 2) std::reverse(order.begin(), order.end());
+      for (const std::string& p : order) point.runs[p].push_back(groups.run(jobs, p, point.budget));
+    }
+  }
+  return sweep;
+}
+
+// What the measured sweep's table found, for the targets.
+struct SweepFindings {
+  double worst_vs_best = 0, most_vs_static = 0, worst_spread = 0, worst_job = 0;
+  std::string worst_vs_best_at, most_vs_static_at, worst_spread_at, worst_job_at;
+  bool arbiter_everywhere = true, any_static = false;
+};
+
+// arbiter against the best other policy and against static at `point`, into `f`; returns the two cells.
+std::string compare_arbiter(const SweepPoint& point, double best, const std::string& best_policy, SweepFindings& f) {
+  const bool arbiter = point.completed("arbiter");
+  if (!arbiter && !best_policy.empty()) f.arbiter_everywhere = false;
+  std::string versus_best = "-", versus_static = "-";
+  if (arbiter && !best_policy.empty()) {
+    const double ratio = point.mean("arbiter") / best;
+    versus_best = fixed(ratio, 3) + " (" + best_policy + ")";
+    if (ratio > f.worst_vs_best)
+      f.worst_vs_best = ratio, f.worst_vs_best_at = fixed(point.percent, 1) + "%, against " + best_policy;
+  }
+  if (arbiter && point.completed("static")) {
+    f.any_static = true;
+    const double ratio = point.mean("static") / point.mean("arbiter");
+    versus_static = fixed(ratio, 3);
+    if (ratio > f.most_vs_static) f.most_vs_static = ratio, f.most_vs_static_at = fixed(point.percent, 1) + "%";
+    for (size_t j = 0; j < 3; ++j) {
+      const double slower = point.job_mean("arbiter", j) / point.job_mean("static", j);
+      if (slower > f.worst_job)
+        f.worst_job = slower, f.worst_job_at = "job " + std::to_string(j + 1) + " at " + fixed(point.percent, 1) + "%";
+    }
+  }
+  return versus_best + " | " + versus_static;
+}
+
+SweepFindings write_sweep_table(std::ostringstream& md, const std::vector<SweepPoint>& sweep) {
+  md << "| budget | static | proportional | fcfs | tensile | arbiter | arbiter / best other | static / arbiter "
+        "|\n|---|---|---|---|---|---|---|---|\n";
+  SweepFindings f;
+  for (const SweepPoint& point : sweep) {
+    md << "| " << point.label();
+    double best = 1e300;
+    std::string best_policy;
+    for (const std::string& p : kPolicies) {
+      if (!point.completed(p)) {
+        md << " | -";
+        continue;
+      }
+      const double spread = point.spread(p);
+      if (spread > f.worst_spread)
+        f.worst_spread = spread, f.worst_spread_at = p + " at " + fixed(point.percent, 1) + "%";
+      md << " | " << fixed(point.mean(p), 2) << " (" << fixed(spread, 2) << "x)";
+      if (p != "arbiter" && point.mean(p) < best) best = point.mean(p), best_policy = p;
+    }
+    md << " | " << compare_arbiter(point, best, best_policy, f) << " |\n";
+  }
+  return f;
+}
+
+// The simulated span of each completed run (first repeat) against its measured one.
+struct SimulatedAgainstMeasured {
+  double worst_error = 0;
+  bool every_policy = true;  // the Simulator priced every completed run
+};
+
+SimulatedAgainstMeasured write_simulated_against_measured(std::ostringstream& md, const std::string& dir,
+                                                          const std::vector<SweepPoint>& sweep,
+                                                          const std::vector<double>& overheads, double contention) {
+  md << "| budget | policy | measured s | simulated s | simulated / measured |\n|---|---|---|---|---|\n";
+  SimulatedAgainstMeasured out;
+  for (const SweepPoint& point : sweep) {
+    for (const std::string& p : kPolicies) {
+      const Run& r = point.runs.at(p).front();
+      if (!r.all_completed()) continue;
+      const std::vector<json> reports = job_reports(dir, r, 3);
+      const double measured = measured_span(reports);
+      const double sim = simulated_span(dir, r, reports, overheads, contention);
+      const double ratio = sim / measured;
+      if (sim <= 0) out.every_policy = false;
+      if (sim > 0) out.worst_error = std::max(out.worst_error, std::abs(ratio - 1));
+      md << "| " << fixed(point.percent, 1) << "% | " << p << " | " << fixed(measured, 2) << " | "
+         << (sim > 0 ? fixed(sim, 2) : std::string("failed")) << " | " << (sim > 0 ? fixed(ratio, 3) : std::string("-"))
+         << " |\n";
+    }
+  }
+  md << "\n";
+  return out;
+}
+
+// 0 violations and the largest total live within the budget, every run of the sweep.
+bool every_run_safe(const std::vector<SweepPoint>& sweep) {
+  bool safe = true;
+  for (const SweepPoint& point : sweep) {
+    for (const auto& [p, rs] : point.runs) {
+      for (const Run& r : rs) {
+        if (!r.report.is_object()) continue;
+        const json& s = r.report["summary"];
+        safe = safe && s["violations"].get<long>() == 0 &&
+               s["max_total_live_bytes"].get<double>() <= static_cast<double>(r.budget);
+      }
+    }
+  }
+  return safe;
+}
+
+// Why static's split costs little wherever it completes: what its jobs
+// recomputed at B_s, and their largest step against their share.
+std::string static_at_bs_why(const std::string& dir, const SweepPoint& bs) {
+  if (!bs.completed("static")) return "";
+  long recomputed = 0;
+  double largest_peak = 0;
+  for (const json& report : job_reports(dir, bs.runs.at("static").front(), 3)) {
+    for (const json& s : planned_steps(report)) {
+      if (s["recomputed_forwards"].is_number()) recomputed += s["recomputed_forwards"].get<long>();
+      largest_peak = std::max(largest_peak, s["peak_bytes"].get<double>());
+    }
+  }
+  return "; static completes only from B_s up, and there its jobs recomputed " + std::to_string(recomputed) +
+         " forwards: a third of B_s, " + mib(static_cast<double>(bs.budget) / 3) +
+         " MiB, holds every planned step (largest peak " + mib(largest_peak) + " MiB)";
+}
+
+// The run with the ResNet killed half way and a fourth job joining.
+void write_churn_targets(std::ostringstream& md, const Run& churn, std::int64_t steps) {
+  if (!churn.report.is_object()) {
+    target_line(md, false, "the run with a killed and a joining job wrote its report");
+    return;
+  }
+  const json& killed = churn.report["jobs"][1];
+  const json& late = churn.report["jobs"][3];
+  bool others = true;
+  for (size_t j : {size_t{0}, size_t{2}, size_t{3}})
+    others = others && churn.report["jobs"][j]["completed"].get<bool>();
+  const double reclaim =
+      killed["reclaimed_after_seconds"].is_number() ? killed["reclaimed_after_seconds"].get<double>() : 1e9;
+  target_line(md, others && churn.report["summary"]["violations"].get<long>() == 0,
+              "the ResNet killed (SIGKILL) after " + std::to_string(steps / 2) +
+                  " steps at B_s under arbiter: the other three complete, 0 violations");
+  target_line(md, reclaim <= 1.0,
+              "its " + mib(killed["reclaimed_bytes"].get<double>()) +
+                  " MiB reclaimed within 1 s: " + fixed(reclaim, 3) + " s after it died");
+  target_line(md, late["lease_delay_steps"].is_number() && late["lease_delay_steps"].get<long>() <= 2,
+              "a fourth job (the tagger, seed 2) joining after " + std::to_string(steps / 2) +
+                  " group steps is leased memory within two of the others' steps: " +
+                  (late["lease_delay_steps"].is_number() ? std::to_string(late["lease_delay_steps"].get<long>())
+                                                         : std::string("never")));
+}
+
+// The policies' targets on the measured and simulated sweeps.
+void write_policy_targets(std::ostringstream& md, const SweepFindings& f, const std::string& static_why,
+                          const SweepPoint& bs, const SimulatedSweep& simulated) {
+  target_line(md, f.arbiter_everywhere, "arbiter completes at every budget where another policy does");
+  target_line(md, f.worst_vs_best <= 1.03,
+              "arbiter at most 3% slower than the best other policy at every budget (means of the repeats): worst " +
+                  fixed(f.worst_vs_best, 3) + "x, at " + f.worst_vs_best_at);
+  target_line(md, f.any_static && f.most_vs_static >= 1.15,
+              "arbiter at least 1.15x faster than static where memory binds most: " +
+                  (f.any_static ? "at most " + fixed(f.most_vs_static, 3) + "x, at " + f.most_vs_static_at + static_why
+                                : std::string("static completed nowhere")));
+  target_line(md, f.any_static && f.worst_job <= 1.10,
+              "no job more than 10% slower under arbiter than under static, every budget where both complete: "
+              "worst " +
+                  fixed(f.worst_job, 3) + "x, " + f.worst_job_at);
+  target_line(md, f.worst_spread <= 1.15,
+              "repeated runs of one policy at one budget at most 1.15x apart: worst " + fixed(f.worst_spread, 3) +
+                  "x, " + f.worst_spread_at);
+  const Run& arbiter_bs = bs.runs.at("arbiter").front();
+  if (arbiter_bs.all_completed()) {
+    const double jain = arbiter_bs.report["summary"]["jain_index"].get<double>();
+    target_line(md, jain >= 0.9, "Jain's index at least 0.9 under arbiter at B_s: " + fixed(jain, 3));
+  }
+  target_line(md, simulated.worst_ratio <= 1.01,
+              "simulated: arbiter at most 1% above the best other policy at every budget of the sweep where it "
+              "completes: worst " +
+                  fixed(simulated.worst_ratio, 3) + "x" +
+                  (simulated.worst_at.empty() ? std::string() : ", at " + simulated.worst_at));
+}
+
+// The report's opening: the jobs, their least budgets and peaks, B_s, and the measured sweep's heading.
+void write_opening(std::ostringstream& md, const Probe& probe, std::int64_t steps, std::int64_t batch, Bytes b_s,
+                   const SweepPoint& bs, int points, int repeats) {
+  md << "## Several jobs sharing one device budget (CPU)\n\n"
+     << "Command: `build/bench/jobs_bench` (or `scripts/bench.sh jobs`)  \n"
+     << "Machine: " << machine() << "  \n"
+     << "Date: " << today() << "  \n"
+     << "Jobs, each its own `memtrain train` process with default flags (the launcher gives each its share of "
+        "the cores: one thread each here), "
+     << steps << " steps, batch " << batch
+     << ", planner mimose: the Brown tagger, the Fashion-MNIST ResNet (sides 28..112 px) and the GPT, started "
+        "together under `memtrain jobs`. Least budgets at the largest inputs: ";
+  for (size_t j = 0; j < probe.run.report["jobs"].size(); ++j)
+    md << (j ? ", " : "") << mib(probe.run.report["jobs"][j]["least_budget_bytes"].get<double>()) << " MiB";
+  md << "; unconstrained peaks: ";
+  for (size_t j = 0; j < probe.run.report["jobs"].size(); ++j)
+    md << (j ? ", " : "") << mib(probe.run.report["jobs"][j]["reference_peak_bytes"].get<double>()) << " MiB";
+  md << " (100% is their sum, " << mib(probe.peaks)
+     << " MiB). B_s, the least budget (in steps of 5% from 3x the largest least budget) at which `static` "
+        "completes all three: "
+     << mib(static_cast<double>(b_s)) << " MiB = " << fixed(bs.percent, 1)
+     << "%: an equal split must hold the GPT's least budget three times.\n\n"
+     << "### Makespan against budget, measured\n\n"
+     << "Budgets from the least at which any policy completes in the simulated sweep below to 100%, " << points
+     << " points, and B_s. At each, every policy " << repeats
+     << " times, in turns A B C D E, E D C B A, ... Each cell: the mean makespan in seconds over the repeats "
+        "and, in brackets, the slowest repeat over the fastest; '-' where a repeat was refused or a job did not "
+        "complete. The bench writes these means as a CSV and a plot with a line per policy (`--csv`, "
+        "`--plot`; by default `build/bench/jobs-sweep.csv` and `.svg`, and the simulated sweep's beside them "
+        "as `jobs-sweep-simulated.*`).\n\n";
+}
+
+// The sections after the measured sweep: the runs at B_s, the simulated
+// sweep, and the simulated runs against the measured ones.
+SimulatedAgainstMeasured write_at_bs_and_simulated(std::ostringstream& md, const std::string& dir,
+                                                   const std::vector<SweepPoint>& sweep, const SweepPoint& bs,
+                                                   const SimulatedSweep& simulated,
+                                                   const std::vector<double>& overheads, double contention) {
+  md << "\n### At B_s = " << mib(static_cast<double>(bs.budget)) << " MiB, the first repeat of each policy\n\n";
+  std::vector<Run> at_bs;
+  for (const std::string& p : kPolicies) at_bs.push_back(bs.runs.at(p).front());
+  table(md, at_bs, &at_bs[0]);
+  md << "\n\"vs static\": each job's seconds over its seconds under `static`.\n\n";
+  md << "### Makespan against budget, simulated\n\n"
+     << "`memtrain simulate --jobs FILE --sweep` on these jobs: each job's chain, saved by the `static` run at "
+        "B_s of the search above, with that run's input sizes, its time per step outside the schedule and the "
+        "fitted contention (below); two compute slots. Makespan in simulated seconds of training (start-up and "
+        "collection steps left out):\n\n"
+     << simulated.table << "\n";
+  md << "### Simulated against measured\n\n"
+     << "Each completed run (first repeat) priced by `memtrain simulate --jobs` from the chains its jobs saved in that "
+        "run and "
+        "their planned steps' input sizes, with two compute slots (the two cores). Measured once, on the "
+        "`static` run at B_s of the search for B_s: each job's time per step outside its schedule (data, "
+        "planning): ";
+  for (size_t j = 0; j < overheads.size(); ++j) md << (j ? ", " : "") << fixed(overheads[j], 4) << " s";
+  md << "; and the slowdown of two jobs computing side by side (`contention`), fitted so that the Simulator "
+        "matches that run: "
+     << fixed(contention, 3)
+     << ". Measured: the longest of the jobs' planned steps added up (their lease waits included; start-up and "
+        "collection steps left out).\n\n";
+  return write_simulated_against_measured(md, dir, sweep, overheads, contention);
+}
+
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {"keep"}, "jobs_bench");
   const std::string out_path = flags.text("out", "docs/BENCHMARKS.md");
@@ -371,34 +677,17 @@ int run(const std::vector<std::string>& args) {
   flags.check_all_used();
 
   char pattern[] = "/tmp/memtrain-jobs-bench-XXXXXX";
-  const std::string dir = ::mkdtemp(pattern);
+  Groups groups{::mkdtemp(pattern)};
+  const std::string& dir = groups.dir;
   // Default flags: the launcher shares the cores out among the jobs.
   const std::string common = "--steps " + std::to_string(steps) + " --batch " + std::to_string(batch);
   // Each job saves its calibrated chain in its run's folder, for the group Simulator.
   const std::vector<std::string> jobs = {common + " --save-chain @RUN@/chain-1.json",
                                          common + " --model resnet --save-chain @RUN@/chain-2.json",
                                          common + " --model gpt --save-chain @RUN@/chain-3.json"};
-  int index = 0;
-
-  // The jobs' least budgets, from a group refused at 1 byte (it calibrates, then says).
-  const Run probe = run_group(jobs, "static", 1, {}, dir, index++);
-  if (!probe.report.is_object()) throw Error("jobs_bench: the probe group wrote no report (" + dir + ")");
-  Bytes most_least = 0;
-  double peaks = 0;  // 100%: the sum of the jobs' unconstrained peaks
-  for (const json& j : probe.report["jobs"]) {
-    most_least = std::max(most_least, j["least_budget_bytes"].get<Bytes>());
-    peaks += j["reference_peak_bytes"].get<double>();
-  }
-  if (most_least <= 0 || peaks <= 0) throw Error("jobs_bench: the probe found no least budget (" + dir + ")");
-
-  Bytes b_s = 3 * most_least;
-  Run static_at_bs;
-  for (int tries = 0;; ++tries) {
-    static_at_bs = run_group(jobs, "static", b_s, {}, dir, index++);
-    if (static_at_bs.all_completed()) break;
-    if (tries >= 12) throw Error("jobs_bench: static did not complete up to " + format_bytes(b_s));
-    b_s = b_s * 105 / 100;
-  }
+  const Probe probe = probe_least(groups, jobs);
+  Bytes b_s = 0;
+  const Run static_at_bs = static_completing(groups, jobs, probe.most_least, b_s);
 
   // The static run at B_s measures what the Simulator does not know: each
   // job's time outside its schedule, and the slowdown side by side.
@@ -410,29 +699,8 @@ int run(const std::vector<std::string>& args) {
                                                contention, dir + "/sweep.json");
   const SimulatedSweep simulated =
       simulated_sweep(sim_file, 16, with_suffix(csv_path, "-simulated"), with_suffix(plot_path, "-simulated"));
-
-  // The measured sweep: `points` budgets from the least any policy completes
-  // in simulation to 100%, and B_s. At each, every policy `repeats` times in
-  // turns A B C D E, E D C B A, ... so that drift weighs on each alike.
-  std::vector<SweepPoint> sweep;
-  for (int k = 0; k < points; ++k) {
-    SweepPoint point;
-    point.percent = simulated.least_percent + (100 - simulated.least_percent) * k / (points - 1);
-    point.budget = static_cast<Bytes>(peaks * point.percent / 100);
-    sweep.push_back(point);
-  }
-  SweepPoint at_bs_point;
-  at_bs_point.budget = b_s;
-  at_bs_point.percent = 100 * static_cast<double>(b_s) / peaks;
-  sweep.push_back(at_bs_point);
-  std::sort(sweep.begin(), sweep.end(), [](const SweepPoint& a, const SweepPoint& b) { return a.budget < b.budget; });
-  for (SweepPoint& point : sweep) {
-    for (int r = 0; r < repeats; ++r) {
-      std::vector<std::string> order = kPolicies;
-      if (r % 2) std::reverse(order.begin(), order.end());
-      for (const std::string& p : order) point.runs[p].push_back(run_group(jobs, p, point.budget, {}, dir, index++));
-    }
-  }
+  const std::vector<SweepPoint> sweep =
+      measured_sweep(groups, jobs, simulated.least_percent, probe.peaks, b_s, points, repeats);
   const SweepPoint& bs =
       *std::find_if(sweep.begin(), sweep.end(), [&](const SweepPoint& p) { return p.budget == b_s; });
 
@@ -440,205 +708,22 @@ int run(const std::vector<std::string>& args) {
   std::vector<std::string> churn_jobs = jobs;
   churn_jobs.push_back(common + " --seed 2");
   const Run churn =
-      run_group(churn_jobs, "arbiter", b_s,
-                {"--kill-after", "2:" + std::to_string(steps / 2), "--start-after", "4:" + std::to_string(steps / 2)},
-                dir, index++);
+      groups.run(churn_jobs, "arbiter", b_s,
+                 {"--kill-after", "2:" + std::to_string(steps / 2), "--start-after", "4:" + std::to_string(steps / 2)});
   write_measured_sweep(sweep, csv_path, plot_path);
 
   std::ostringstream md;
-  md << "## Several jobs sharing one device budget (CPU)\n\n"
-     << "Command: `build/bench/jobs_bench` (or `scripts/bench.sh jobs`)  \n"
-     << "Machine: " << machine() << "  \n"
-     << "Date: " << today() << "  \n"
-     << "Jobs, each its own `memtrain train` process with default flags (the launcher gives each its share of "
-        "the cores: one thread each here), "
-     << steps << " steps, batch " << batch
-     << ", planner mimose: the Brown tagger, the Fashion-MNIST ResNet (sides 28..112 px) and the GPT, started "
-        "together under `memtrain jobs`. Least budgets at the largest inputs: ";
-  for (size_t j = 0; j < probe.report["jobs"].size(); ++j)
-    md << (j ? ", " : "") << mib(probe.report["jobs"][j]["least_budget_bytes"].get<double>()) << " MiB";
-  md << "; unconstrained peaks: ";
-  for (size_t j = 0; j < probe.report["jobs"].size(); ++j)
-    md << (j ? ", " : "") << mib(probe.report["jobs"][j]["reference_peak_bytes"].get<double>()) << " MiB";
-  md << " (100% is their sum, " << mib(peaks)
-     << " MiB). B_s, the least budget (in steps of 5% from 3x the largest least budget) at which `static` "
-        "completes all three: "
-     << mib(static_cast<double>(b_s)) << " MiB = " << fixed(bs.percent, 1)
-     << "%: an equal split must hold the GPT's least budget three times.\n\n"
-     << "### Makespan against budget, measured\n\n"
-     << "Budgets from the least at which any policy completes in the simulated sweep below to 100%, " << points
-     << " points, and B_s. At each, every policy " << repeats
-     << " times, in turns A B C D E, E D C B A, ... Each cell: the mean makespan in seconds over the repeats "
-        "and, in brackets, the slowest repeat over the fastest; '-' where a repeat was refused or a job did not "
-        "complete. The bench writes these means as a CSV and a plot with a line per policy (`--csv`, "
-        "`--plot`; by default `build/bench/jobs-sweep.csv` and `.svg`, and the simulated sweep's beside them "
-        "as `jobs-sweep-simulated.*`).\n\n"
-     << "| budget | static | proportional | fcfs | tensile | arbiter | arbiter / best other | static / arbiter "
-        "|\n|---|---|---|---|---|---|---|---|\n";
-  double worst_vs_best = 0, most_vs_static = 0, worst_spread = 0, worst_job = 0;
-  std::string worst_vs_best_at, most_vs_static_at, worst_spread_at, worst_job_at;
-  bool arbiter_everywhere = true, any_static = false;
-  for (const SweepPoint& point : sweep) {
-    md << "| " << point.label();
-    double best = 1e300;
-    std::string best_policy;
-    for (const std::string& p : kPolicies) {
-      if (!point.completed(p)) {
-        md << " | -";
-        continue;
-      }
-      const double spread = point.spread(p);
-      if (spread > worst_spread) worst_spread = spread, worst_spread_at = p + " at " + fixed(point.percent, 1) + "%";
-      md << " | " << fixed(point.mean(p), 2) << " (" << fixed(spread, 2) << "x)";
-      if (p != "arbiter" && point.mean(p) < best) best = point.mean(p), best_policy = p;
-    }
-    const bool arbiter = point.completed("arbiter");
-    if (!arbiter && !best_policy.empty()) arbiter_everywhere = false;
-    std::string versus_best = "-", versus_static = "-";
-    if (arbiter && !best_policy.empty()) {
-      const double ratio = point.mean("arbiter") / best;
-      versus_best = fixed(ratio, 3) + " (" + best_policy + ")";
-      if (ratio > worst_vs_best)
-        worst_vs_best = ratio, worst_vs_best_at = fixed(point.percent, 1) + "%, against " + best_policy;
-    }
-    if (arbiter && point.completed("static")) {
-      any_static = true;
-      const double ratio = point.mean("static") / point.mean("arbiter");
-      versus_static = fixed(ratio, 3);
-      if (ratio > most_vs_static) most_vs_static = ratio, most_vs_static_at = fixed(point.percent, 1) + "%";
-      for (size_t j = 0; j < 3; ++j) {
-        const double slower = point.job_mean("arbiter", j) / point.job_mean("static", j);
-        if (slower > worst_job)
-          worst_job = slower, worst_job_at = "job " + std::to_string(j + 1) + " at " + fixed(point.percent, 1) + "%";
-      }
-    }
-    md << " | " << versus_best << " | " << versus_static << " |\n";
-  }
-
-  md << "\n### At B_s = " << mib(static_cast<double>(b_s)) << " MiB, the first repeat of each policy\n\n";
-  std::vector<Run> at_bs;
-  for (const std::string& p : kPolicies) at_bs.push_back(bs.runs.at(p).front());
-  table(md, at_bs, &at_bs[0]);
-  md << "\n\"vs static\": each job's seconds over its seconds under `static`.\n\n";
-
-  md << "### Makespan against budget, simulated\n\n"
-     << "`memtrain simulate --jobs FILE --sweep` on these jobs: each job's chain, saved by the `static` run at "
-        "B_s of the search above, with that run's input sizes, its time per step outside the schedule and the "
-        "fitted contention (below); two compute slots. Makespan in simulated seconds of training (start-up and "
-        "collection steps left out):\n\n"
-     << simulated.table << "\n";
-
-  // Each completed run's first repeat priced by the group Simulator.
-  md << "### Simulated against measured\n\n"
-     << "Each completed run (first repeat) priced by `memtrain simulate --jobs` from the chains its jobs saved in that "
-        "run and "
-        "their planned steps' input sizes, with two compute slots (the two cores). Measured once, on the "
-        "`static` run at B_s of the search for B_s: each job's time per step outside its schedule (data, "
-        "planning): ";
-  for (size_t j = 0; j < overheads.size(); ++j) md << (j ? ", " : "") << fixed(overheads[j], 4) << " s";
-  md << "; and the slowdown of two jobs computing side by side (`contention`), fitted so that the Simulator "
-        "matches that run: "
-     << fixed(contention, 3)
-     << ". Measured: the longest of the jobs' planned steps added up (their lease waits included; start-up and "
-        "collection steps left out).\n\n"
-     << "| budget | policy | measured s | simulated s | simulated / measured |\n|---|---|---|---|---|\n";
-  double worst_error = 0;
-  bool every_policy = true;
-  for (const SweepPoint& point : sweep) {
-    for (const std::string& p : kPolicies) {
-      const Run& r = point.runs.at(p).front();
-      if (!r.all_completed()) continue;
-      const std::vector<json> reports = job_reports(dir, r, 3);
-      const double measured = measured_span(reports);
-      const double sim = simulated_span(dir, r, reports, overheads, contention);
-      const double ratio = sim / measured;
-      if (sim <= 0) every_policy = false;
-      if (sim > 0) worst_error = std::max(worst_error, std::abs(ratio - 1));
-      md << "| " << fixed(point.percent, 1) << "% | " << p << " | " << fixed(measured, 2) << " | "
-         << (sim > 0 ? fixed(sim, 2) : std::string("failed")) << " | " << (sim > 0 ? fixed(ratio, 3) : std::string("-"))
-         << " |\n";
-    }
-  }
-  md << "\n";
-
-  bool safe = true;
-  for (const SweepPoint& point : sweep) {
-    for (const auto& [p, rs] : point.runs) {
-      for (const Run& r : rs) {
-        if (!r.report.is_object()) continue;
-        const json& s = r.report["summary"];
-        safe = safe && s["violations"].get<long>() == 0 &&
-               s["max_total_live_bytes"].get<double>() <= static_cast<double>(r.budget);
-      }
-    }
-  }
-  target_line(md, safe, "0 violations and largest total live within the budget, every policy, every run");
-  target_line(md, arbiter_everywhere, "arbiter completes at every budget where another policy does");
-  target_line(md, worst_vs_best <= 1.03,
-              "arbiter at most 3% slower than the best other policy at every budget (means of the repeats): worst " +
-                  fixed(worst_vs_best, 3) + "x, at " + worst_vs_best_at);
-  // Why static's split costs little wherever it completes: what its jobs
-  // recomputed at B_s, and their largest step against their share.
-  std::string static_why;
-  if (bs.completed("static")) {
-    long recomputed = 0;
-    double largest_peak = 0;
-    for (const json& report : job_reports(dir, bs.runs.at("static").front(), 3)) {
-      for (const json& s : planned_steps(report)) {
-        if (s["recomputed_forwards"].is_number()) recomputed += s["recomputed_forwards"].get<long>();
-        largest_peak = std::max(largest_peak, s["peak_bytes"].get<double>());
-      }
-    }
-    static_why = "; static completes only from B_s up, and there its jobs recomputed " + std::to_string(recomputed) +
-                 " forwards: a third of B_s, " + mib(static_cast<double>(b_s) / 3) +
-                 " MiB, holds every planned step (largest peak " + mib(largest_peak) + " MiB)";
-  }
-  target_line(md, any_static && most_vs_static >= 1.15,
-              "arbiter at least 1.15x faster than static where memory binds most: " +
-                  (any_static ? "at most " + fixed(most_vs_static, 3) + "x, at " + most_vs_static_at + static_why
-                              : std::string("static completed nowhere")));
-  target_line(md, any_static && worst_job <= 1.10,
-              "no job more than 10% slower under arbiter than under static, every budget where both complete: "
-              "worst " +
-                  fixed(worst_job, 3) + "x, " + worst_job_at);
-  target_line(md, worst_spread <= 1.15,
-              "repeated runs of one policy at one budget at most 1.15x apart: worst " + fixed(worst_spread, 3) + "x, " +
-                  worst_spread_at);
-  const Run& arbiter_bs = bs.runs.at("arbiter").front();
-  if (arbiter_bs.all_completed()) {
-    const double jain = arbiter_bs.report["summary"]["jain_index"].get<double>();
-    target_line(md, jain >= 0.9, "Jain's index at least 0.9 under arbiter at B_s: " + fixed(jain, 3));
-  }
-  target_line(md, simulated.worst_ratio <= 1.01,
-              "simulated: arbiter at most 1% above the best other policy at every budget of the sweep where it "
-              "completes: worst " +
-                  fixed(simulated.worst_ratio, 3) + "x" +
-                  (simulated.worst_at.empty() ? std::string() : ", at " + simulated.worst_at));
-  if (churn.report.is_object()) {
-    const json& killed = churn.report["jobs"][1];
-    const json& late = churn.report["jobs"][3];
-    bool others = true;
-    for (size_t j : {size_t{0}, size_t{2}, size_t{3}})
-      others = others && churn.report["jobs"][j]["completed"].get<bool>();
-    const double reclaim =
-        killed["reclaimed_after_seconds"].is_number() ? killed["reclaimed_after_seconds"].get<double>() : 1e9;
-    target_line(md, others && churn.report["summary"]["violations"].get<long>() == 0,
-                "the ResNet killed (SIGKILL) after " + std::to_string(steps / 2) +
-                    " steps at B_s under arbiter: the other three complete, 0 violations");
-    target_line(md, reclaim <= 1.0,
-                "its " + mib(killed["reclaimed_bytes"].get<double>()) +
-                    " MiB reclaimed within 1 s: " + fixed(reclaim, 3) + " s after it died");
-    target_line(md, late["lease_delay_steps"].is_number() && late["lease_delay_steps"].get<long>() <= 2,
-                "a fourth job (the tagger, seed 2) joining after " + std::to_string(steps / 2) +
-                    " group steps is leased memory within two of the others' steps: " +
-                    (late["lease_delay_steps"].is_number() ? std::to_string(late["lease_delay_steps"].get<long>())
-                                                           : std::string("never")));
-  } else {
-    target_line(md, false, "the run with a killed and a joining job wrote its report");
-  }
-  target_line(md, every_policy && worst_error <= 0.10,
+  write_opening(md, probe, steps, batch, b_s, bs, points, repeats);
+  const SweepFindings findings = write_sweep_table(md, sweep);
+  const SimulatedAgainstMeasured priced =
+      write_at_bs_and_simulated(md, dir, sweep, bs, simulated, overheads, contention);
+  target_line(md, every_run_safe(sweep),
+              "0 violations and largest total live within the budget, every policy, every run");
+  write_policy_targets(md, findings, static_at_bs_why(dir, bs), bs, simulated);
+  write_churn_targets(md, churn, steps);
+  target_line(md, priced.every_policy && priced.worst_error <= 0.10,
               "simulated training span within 10% of measured, every completed run of the sweep: worst " +
-                  fixed(100 * worst_error, 1) + "%");
+                  fixed(100 * priced.worst_error, 1) + "%");
   if (keep) {
     std::fprintf(stderr, "jobs_bench: kept %s\n", dir.c_str());
   } else {

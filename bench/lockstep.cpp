@@ -104,6 +104,15 @@ LaneFactory lanes(std::function<std::unique_ptr<runtime::BatchSource>(std::uint6
   };
 }
 
+Chain measured_chain(const LaneFactory& make) {
+  runtime::TrainerOptions o;
+  o.planner = "joint";
+  o.budget = parse_budget("100%", "budget");
+  Lane lane = make(o);
+  lane.trainer->calibrate();
+  return lane.trainer->largest_chain();
+}
+
 LaneFactory tagger_lanes(std::shared_ptr<const data::TaggingDataset> data) {
   const runtime::DataShape shape{data->words.size(), data->tags.size(), data->max_length, 1};
   return lanes([data](std::uint64_t seed) { return std::make_unique<runtime::BrownBatches>(data, 32, seed); },

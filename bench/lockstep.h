@@ -67,6 +67,9 @@ LaneFactory lanes(std::function<std::unique_ptr<runtime::BatchSource>(std::uint6
                   runtime::Trainer::ModelFactory model);
 // The default Transformer tagger on Brown, batch 32: what `memtrain train` runs.
 LaneFactory tagger_lanes(std::shared_ptr<const data::TaggingDataset> data);
+// The chain of `make`'s model at its largest input, every operator variant
+// measured (planner joint's calibration, at 100%).
+Chain measured_chain(const LaneFactory& make);
 
 // Every planner at `budget` (e.g. "50%"), `steps` steps each in lockstep.
 // A planner whose calibration fails (budget below its minimum) is reported

@@ -190,13 +190,92 @@ double simulated_ratio(const Chain& chain, const std::string& budget, const std:
   return a.feasible && b.feasible ? a.time / b.time : 0;
 }
 
-Chain measured_chain(const LaneFactory& make) {
-  runtime::TrainerOptions o;
-  o.planner = "joint";
-  o.budget = parse_budget("100%", "budget");
-  Lane lane = make(o);
-  lane.trainer->calibrate();
-  return lane.trainer->largest_chain();
+// What operator variants buy on each model's largest input, printed (--gains-only).
+void print_gains(const LaneFactory& tagger_lane, const LaneFactory& resnet_lane,
+                 const std::vector<std::string>& budgets) {
+  for (const VariantGains& g :
+       {variant_gains("tagger", measured_chain(tagger_lane)), variant_gains("resnet", measured_chain(resnet_lane))}) {
+    std::printf(
+        "%s: least budget mimose %s, optimal %s, joint %s (%.3fx); activation memory none %s, joint %s "
+        "within 10%% (+%.1f%%)\n",
+        g.model.c_str(), format_bytes(g.mimose_least).c_str(), format_bytes(g.optimal_least).c_str(),
+        format_bytes(g.joint_least).c_str(), static_cast<double>(g.optimal_least) / g.joint_least,
+        format_bytes(g.activation_none).c_str(), format_bytes(g.activation_joint).c_str(), 100 * g.joint_overhead);
+    for (const std::string& b : budgets) {
+      std::printf("  %s at %s, simulated: mimose / optimal %.3f, optimal / joint %.3f (0: infeasible)\n",
+                  g.model.c_str(), b.c_str(), simulated_ratio(g.chain, b, "mimose", "optimal"),
+                  simulated_ratio(g.chain, b, "optimal", "joint"));
+    }
+  }
+}
+
+// The targets: the planners' step-time ratios, variants' least budgets and memory, planning times.
+void write_targets(std::ostringstream& md, const std::vector<const ModelRuns*>& models,
+                   const std::vector<VariantGains>& gains, const std::vector<std::string>& budgets, double max24,
+                   double max100) {
+  auto line = [&](bool ok, const std::string& what) { target_line(md, ok, what); };
+  for (const ModelRuns* m : models) {
+    const Chain& chain = (m == models[0] ? gains[0] : gains[1]).chain;
+    for (const auto& [slower, faster, target] : std::vector<std::tuple<std::string, std::string, double>>{
+             {"mimose", "optimal", 1.10}, {"optimal", "joint", 1.0}}) {
+      double ratio = 0;
+      const std::string b = tightest_ratio(*m, budgets, slower, faster, &ratio);
+      if (b.empty()) {
+        line(false, m->name + ": no budget where both " + slower + " and " + faster + " are feasible");
+      } else {
+        line(ratio > target || (target > 1.0 && ratio >= target),
+             m->name + ": at " + b + " (the tightest budget where both are feasible) " + faster + " is " +
+                 format_number("%.3f", ratio) + "x faster per step than " + slower +
+                 (target > 1.0 ? " (target " + format_number("%.2f", target) + "x)" : " (target: faster)") +
+                 "; simulated on the measured chain at the largest input, " +
+                 format_number("%.3f", simulated_ratio(chain, b, slower, faster)) + "x");
+      }
+    }
+  }
+  for (const VariantGains& g : gains) {
+    const double less = static_cast<double>(g.optimal_least) / static_cast<double>(g.joint_least);
+    line(less >= 1.2,
+         g.model + ": joint's least budget " + format_number("%.3f", less) + "x lower than optimal's (target 1.2x)");
+  }
+  const VariantGains& cnn = gains[1];
+  const double reduced = static_cast<double>(cnn.activation_none) / static_cast<double>(cnn.activation_joint);
+  line(reduced >= 3.0, "resnet: joint reduces activation memory " + format_number("%.2f", reduced) +
+                           "x against none within 10% step-time overhead, simulated (target 3x)");
+  line(max24 < 20,
+       "planning a new size, 24 stages at 500 slots: at most " + format_number("%.2f ms", max24) + " (target < 20 ms)");
+  line(max100 < 200, "planning a new size, 100 stages at 500 slots: at most " + format_number("%.2f ms", max100) +
+                         " (target < 200 ms)");
+}
+
+// What the variants buy (least budgets, activation memory), then the planning times.
+void write_variants_and_planning(std::ostringstream& md, const std::vector<VariantGains>& gains,
+                                 const std::vector<PlanningTime>& planning, double& max24, double& max100) {
+  md << "### What operator variants buy, on each model's largest input (simulated on its measured chain)\n\n"
+     << "Variants: attention recomputing its softmax one head at a time, feed-forward recomputing GELU (tagger); "
+     << "block recomputing norm, ReLU and its second convolution, and block keeping only its input and "
+     << "running again, piece by piece, in a written-out backward (ResNet).\n\n"
+     << "| model | least budget mimose | least budget optimal | least budget joint | optimal / joint | "
+        "activation memory none | least activation memory joint within 10% of none's time |\n"
+     << "|---|---|---|---|---|---|---|\n";
+  for (const VariantGains& g : gains) {
+    md << "| " << g.model << " | " << format_bytes(g.mimose_least) << " | " << format_bytes(g.optimal_least) << " | "
+       << format_bytes(g.joint_least) << " | "
+       << format_number("%.3f", static_cast<double>(g.optimal_least) / static_cast<double>(g.joint_least)) << " | "
+       << format_bytes(g.activation_none) << " | " << format_bytes(g.activation_joint) << " ("
+       << format_number("%.2fx", static_cast<double>(g.activation_none) / static_cast<double>(g.activation_joint))
+       << " less, " << format_number("%+.1f%%", 100 * g.joint_overhead) << " time) |\n";
+  }
+  md << "\n### Planning a new input size with `optimal` (500 slots)\n\n"
+     << "The tagger's predicted chain for each size, tiled to 11 and 49 encoder layers (24 and 100 stages; every "
+     << "stage a measured one). Times are for `OptimalPlanner::plan` alone: table, schedule, simulation.\n\n"
+     << "| stages | budget | sizes | feasible | mean | max | table entries computed (mean) "
+        "|\n|---|---|---|---|---|---|---|\n";
+  for (const PlanningTime& t : planning) {
+    md << "| " << t.stages << " | " << t.budget << " | " << t.sizes << " | " << t.feasible << " | "
+       << format_number("%.2f ms", t.mean_ms) << " | " << format_number("%.2f ms", t.max_ms) << " | "
+       << format_number("%.0f", t.mean_entries) << " |\n";
+    (t.stages < 50 ? max24 : max100) = std::max(t.stages < 50 ? max24 : max100, t.max_ms);
+  }
 }
 
 int run(const std::vector<std::string>& args) {
@@ -230,20 +309,7 @@ int run(const std::vector<std::string>& args) {
       },
       [image_shape] { return runtime::make_model("resnet", {}, image_shape); });
   if (gains_only) {
-    for (const VariantGains& g :
-         {variant_gains("tagger", measured_chain(tagger_lane)), variant_gains("resnet", measured_chain(resnet_lane))}) {
-      std::printf(
-          "%s: least budget mimose %s, optimal %s, joint %s (%.3fx); activation memory none %s, joint %s "
-          "within 10%% (+%.1f%%)\n",
-          g.model.c_str(), format_bytes(g.mimose_least).c_str(), format_bytes(g.optimal_least).c_str(),
-          format_bytes(g.joint_least).c_str(), static_cast<double>(g.optimal_least) / g.joint_least,
-          format_bytes(g.activation_none).c_str(), format_bytes(g.activation_joint).c_str(), 100 * g.joint_overhead);
-      for (const std::string& b : budgets) {
-        std::printf("  %s at %s, simulated: mimose / optimal %.3f, optimal / joint %.3f (0: infeasible)\n",
-                    g.model.c_str(), b.c_str(), simulated_ratio(g.chain, b, "mimose", "optimal"),
-                    simulated_ratio(g.chain, b, "optimal", "joint"));
-      }
-    }
+    print_gains(tagger_lane, resnet_lane, budgets);
     return 0;
   }
   ModelRuns tagger{"tagger", {}}, resnet{"resnet", {}};
@@ -270,66 +336,10 @@ int run(const std::vector<std::string>& args) {
   report_model(md, tagger, budgets);
   md << "### Fashion-MNIST ResNet (2 blocks per group, 8 stages, batch 32, images 28..112 px)\n\n";
   report_model(md, resnet, budgets);
-  md << "### What operator variants buy, on each model's largest input (simulated on its measured chain)\n\n"
-     << "Variants: attention recomputing its softmax one head at a time, feed-forward recomputing GELU (tagger); "
-     << "block recomputing norm, ReLU and its second convolution, and block keeping only its input and "
-     << "running again, piece by piece, in a written-out backward (ResNet).\n\n"
-     << "| model | least budget mimose | least budget optimal | least budget joint | optimal / joint | "
-        "activation memory none | least activation memory joint within 10% of none's time |\n"
-     << "|---|---|---|---|---|---|---|\n";
-  for (const VariantGains& g : gains) {
-    md << "| " << g.model << " | " << format_bytes(g.mimose_least) << " | " << format_bytes(g.optimal_least) << " | "
-       << format_bytes(g.joint_least) << " | "
-       << format_number("%.3f", static_cast<double>(g.optimal_least) / static_cast<double>(g.joint_least)) << " | "
-       << format_bytes(g.activation_none) << " | " << format_bytes(g.activation_joint) << " ("
-       << format_number("%.2fx", static_cast<double>(g.activation_none) / static_cast<double>(g.activation_joint))
-       << " less, " << format_number("%+.1f%%", 100 * g.joint_overhead) << " time) |\n";
-  }
-  md << "\n### Planning a new input size with `optimal` (500 slots)\n\n"
-     << "The tagger's predicted chain for each size, tiled to 11 and 49 encoder layers (24 and 100 stages; every "
-     << "stage a measured one). Times are for `OptimalPlanner::plan` alone: table, schedule, simulation.\n\n"
-     << "| stages | budget | sizes | feasible | mean | max | table entries computed (mean) "
-        "|\n|---|---|---|---|---|---|---|\n";
-  double max24 = 0, max100 = 0;
-  for (const PlanningTime& t : planning) {
-    md << "| " << t.stages << " | " << t.budget << " | " << t.sizes << " | " << t.feasible << " | "
-       << format_number("%.2f ms", t.mean_ms) << " | " << format_number("%.2f ms", t.max_ms) << " | "
-       << format_number("%.0f", t.mean_entries) << " |\n";
-    (t.stages < 50 ? max24 : max100) = std::max(t.stages < 50 ? max24 : max100, t.max_ms);
-  }
+  double max24 = 0, max100 = 0;  // the longest planning, 24 and 100 stages
+  write_variants_and_planning(md, gains, planning, max24, max100);
   md << "\n### Targets\n\n";
-  auto line = [&](bool ok, const std::string& what) { target_line(md, ok, what); };
-  for (const ModelRuns* m : {&tagger, &resnet}) {
-    const Chain& chain = (m == &tagger ? gains[0] : gains[1]).chain;
-    for (const auto& [slower, faster, target] : std::vector<std::tuple<std::string, std::string, double>>{
-             {"mimose", "optimal", 1.10}, {"optimal", "joint", 1.0}}) {
-      double ratio = 0;
-      const std::string b = tightest_ratio(*m, budgets, slower, faster, &ratio);
-      if (b.empty()) {
-        line(false, m->name + ": no budget where both " + slower + " and " + faster + " are feasible");
-      } else {
-        line(ratio > target || (target > 1.0 && ratio >= target),
-             m->name + ": at " + b + " (the tightest budget where both are feasible) " + faster + " is " +
-                 format_number("%.3f", ratio) + "x faster per step than " + slower +
-                 (target > 1.0 ? " (target " + format_number("%.2f", target) + "x)" : " (target: faster)") +
-                 "; simulated on the measured chain at the largest input, " +
-                 format_number("%.3f", simulated_ratio(chain, b, slower, faster)) + "x");
-      }
-    }
-  }
-  for (const VariantGains& g : gains) {
-    const double less = static_cast<double>(g.optimal_least) / static_cast<double>(g.joint_least);
-    line(less >= 1.2,
-         g.model + ": joint's least budget " + format_number("%.3f", less) + "x lower than optimal's (target 1.2x)");
-  }
-  const VariantGains& cnn = gains[1];
-  const double reduced = static_cast<double>(cnn.activation_none) / static_cast<double>(cnn.activation_joint);
-  line(reduced >= 3.0, "resnet: joint reduces activation memory " + format_number("%.2f", reduced) +
-                           "x against none within 10% step-time overhead, simulated (target 3x)");
-  line(max24 < 20,
-       "planning a new size, 24 stages at 500 slots: at most " + format_number("%.2f ms", max24) + " (target < 20 ms)");
-  line(max100 < 200, "planning a new size, 100 stages at 500 slots: at most " + format_number("%.2f ms", max100) +
-                         " (target < 200 ms)");
+  write_targets(md, {&tagger, &resnet}, gains, budgets, max24, max100);
   md << "\n";
 
   publish("optimal_bench", md.str(), out_path);

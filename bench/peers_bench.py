@@ -268,6 +268,89 @@ def peak_at_longest(model, forward, longest):
     return max(t.peaks)
 
 
+def memtrain_role(args, model, longest, record):
+    """memtrain.Module around `model` under the budget: the step's forward,
+    the parameters the optimizer trains, the optimizer and what counts the
+    plans; None when the budget was refused (the process then serves idle)."""
+    chunked = args.loss == "chunked"
+    wrapped, sample = model, longest
+    if isinstance(model, NanoGPT):
+        sample = {"ids": longest["input_ids"][:, :-1], "hidden": chunked}
+    elif chunked:  # what the step calls: the body, whose output is the hidden states
+        wrapped = model.transformer if hasattr(model, "transformer") else model.model
+        sample = {k: longest[k] for k in ("input_ids", "attention_mask", "use_cache")}
+    opt = adam(model)  # measured with the sample, so its state counts from the first step
+    try:
+        m = memtrain.Module(wrapped, budget=args.budget_bytes, blocks=blocks_of(model), planner=args.planner,
+                            sample=sample, collect_steps=args.collect_steps, optimizer=opt)
+    except memtrain.Infeasible as e:
+        record["least"] = e.min_bytes
+        print("idle", flush=True)
+        serve(lambda i: None, lambda: record)
+        return None
+    plans = record["plans"] = {}
+    if chunked:
+        hidden, weight = hidden_and_head(model)
+        forward = lambda b: m.linear_cross_entropy(hidden(b), weight, b["labels"][:, 1:])  # noqa: E731
+    elif isinstance(model, NanoGPT):
+        forward = lambda b: F.cross_entropy(m(b["input_ids"][:, :-1]).flatten(0, 1),  # noqa: E731
+                                            b["labels"][:, 1:].flatten())
+    else:
+        forward = lambda b: m(**b).loss  # noqa: E731
+    trained = model  # the optimizer's parameters: the head's too where the Module wraps the body
+    # The two steps at the longest batch every contender runs before the
+    # timed steps (memtrain's first collection steps), so that all enter
+    # them alike.
+    try:
+        record["peak"] = peak_at_longest(model, forward, longest)
+    except memtrain.Infeasible as e:  # refused at a step, once it measured the loss the sample could not show
+        record["least"] = e.min_bytes
+        print("idle", flush=True)
+        serve(lambda i: None, lambda: record)
+        return None
+
+    own = record["own"] = []
+
+    def count_plan():
+        last = m.last_step
+        plans[last["plan"]] = plans.get(last["plan"], 0) + 1
+        own.append(last["overhead_seconds"])
+    return forward, trained, opt, count_plan
+
+
+def peer_forward(args, model):
+    """The forward of the peer `args.role` names, with its checkpointing applied to `model`."""
+    loss = full_loss(model)
+    if args.role == "plain":
+        forward = loss
+    elif args.role == "hf_gc" and isinstance(model, NanoGPT):  # every block, as transformers' does
+        checkpoint_blocks(model, lambda i: True)
+        forward = loss
+    elif args.role == "hf_gc":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        forward = loss
+    elif args.role == "every_k":
+        checkpoint_blocks(model, lambda i: i % args.k == 0)
+        forward = loss
+    elif args.role == "torchtune_k":
+        checkpoint_blocks(model, lambda i: i % args.k == 0)
+        forward = torchtune_loss(model)
+    elif args.role == "sac":
+        checkpoint_blocks(model, lambda i: True, torchtitan_policy())
+        forward = loss
+    elif args.role == "compile_budget":
+        import torch._functorch.config as functorch_config
+        functorch_config.activation_memory_budget = args.fraction
+        compiled = torch.compile(model, dynamic=True)
+        forward = full_loss(compiled) if not isinstance(model, NanoGPT) else (
+            lambda b: F.cross_entropy(compiled(b["input_ids"][:, :-1]).flatten(0, 1), b["labels"][:, 1:].flatten()))
+    elif args.role == "save_on_cpu":
+        def forward(b):
+            with torch.autograd.graph.save_on_cpu():
+                return loss(b)
+    return forward
+
+
 def run_role(args):
     longest, steps = batches(args)
     model = make_model(args)
@@ -286,80 +369,14 @@ def run_role(args):
         for i, block in enumerate(blocks):
             blocks[i] = torch.compile(block, dynamic=True)
     if args.role == "memtrain":
-        chunked = args.loss == "chunked"
-        wrapped, sample = model, longest
-        if isinstance(model, NanoGPT):
-            sample = {"ids": longest["input_ids"][:, :-1], "hidden": chunked}
-        elif chunked:  # what the step calls: the body, whose output is the hidden states
-            wrapped = model.transformer if hasattr(model, "transformer") else model.model
-            sample = {k: longest[k] for k in ("input_ids", "attention_mask", "use_cache")}
-        opt = adam(model)  # measured with the sample, so its state counts from the first step
-        try:
-            m = memtrain.Module(wrapped, budget=args.budget_bytes, blocks=blocks_of(model), planner=args.planner,
-                                sample=sample, collect_steps=args.collect_steps, optimizer=opt)
-        except memtrain.Infeasible as e:
-            record["least"] = e.min_bytes
-            print("idle", flush=True)
-            serve(lambda i: None, lambda: record)
+        wrapped = memtrain_role(args, model, longest, record)
+        if wrapped is None:
             return
-        plans = record["plans"] = {}
-        if chunked:
-            hidden, weight = hidden_and_head(model)
-            forward = lambda b: m.linear_cross_entropy(hidden(b), weight, b["labels"][:, 1:])  # noqa: E731
-        elif isinstance(model, NanoGPT):
-            forward = lambda b: F.cross_entropy(m(b["input_ids"][:, :-1]).flatten(0, 1),  # noqa: E731
-                                                b["labels"][:, 1:].flatten())
-        else:
-            forward = lambda b: m(**b).loss  # noqa: E731
-        trained = model  # the optimizer's parameters: the head's too where the Module wraps the body
-        # The two steps at the longest batch every contender runs before the
-        # timed steps (memtrain's first collection steps), so that all enter
-        # them alike.
-        try:
-            record["peak"] = peak_at_longest(model, forward, longest)
-        except memtrain.Infeasible as e:  # refused at a step, once it measured the loss the sample could not show
-            record["least"] = e.min_bytes
-            print("idle", flush=True)
-            serve(lambda i: None, lambda: record)
-            return
-
-        own = record["own"] = []
-
-        def count_plan():
-            last = m.last_step
-            plans[last["plan"]] = plans.get(last["plan"], 0) + 1
-            own.append(last["overhead_seconds"])
+        forward, trained, opt, count_plan = wrapped
     else:
         trained, opt = model, None
         count_plan = None
-        loss = full_loss(model)
-        if args.role == "plain":
-            forward = loss
-        elif args.role == "hf_gc" and isinstance(model, NanoGPT):  # every block, as transformers' does
-            checkpoint_blocks(model, lambda i: True)
-            forward = loss
-        elif args.role == "hf_gc":
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            forward = loss
-        elif args.role == "every_k":
-            checkpoint_blocks(model, lambda i: i % args.k == 0)
-            forward = loss
-        elif args.role == "torchtune_k":
-            checkpoint_blocks(model, lambda i: i % args.k == 0)
-            forward = torchtune_loss(model)
-        elif args.role == "sac":
-            checkpoint_blocks(model, lambda i: True, torchtitan_policy())
-            forward = loss
-        elif args.role == "compile_budget":
-            import torch._functorch.config as functorch_config
-            functorch_config.activation_memory_budget = args.fraction
-            compiled = torch.compile(model, dynamic=True)
-            forward = full_loss(compiled) if not isinstance(model, NanoGPT) else (
-                lambda b: F.cross_entropy(compiled(b["input_ids"][:, :-1]).flatten(0, 1), b["labels"][:, 1:].flatten()))
-        elif args.role == "save_on_cpu":
-            def forward(b):
-                with torch.autograd.graph.save_on_cpu():
-                    return loss(b)
+        forward = peer_forward(args, model)
         record["peak"] = peak_at_longest(model, forward, longest)
         if args.probe:
             print(f"peak {record['peak']}", flush=True)
@@ -382,7 +399,7 @@ def role_command(args, *role):
     return [sys.executable, os.path.abspath(__file__)] + [str(a) for a in common + list(role)]
 
 
-def main():
+def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default="gpt2,llama")
     p.add_argument("--steps", type=int, default=40)
@@ -420,7 +437,11 @@ def main():
     p.add_argument("--compiled-blocks", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "BENCHMARKS.md"))
-    args = p.parse_args()
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.role:

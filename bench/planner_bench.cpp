@@ -89,6 +89,66 @@ double default_job_seconds(std::shared_ptr<const data::TaggingDataset> data) {
   return seconds_since(t0);
 }
 
+using LaneResults = std::map<std::string, std::map<std::string, LaneResult>>;  // by budget, then planner
+
+// One row per budget and planner.
+void write_planners_table(std::ostringstream& md, const std::vector<std::string>& budgets, LaneResults& all) {
+  for (const std::string& b : budgets) {
+    const double none = all[b]["none"].mean_step();
+    for (const std::string& p : kPlanners) {
+      const LaneResult& r = all[b][p];
+      md << "| " << b << " | " << p << " | ";
+      if (!r.feasible) {
+        md << "infeasible: " << r.why.substr(0, r.why.find(" that planner")) << " | | | | | | | |\n";
+        continue;
+      }
+      const auto& s = r.summary;
+      md << format_number("%.3f", r.mean_step() / none) << " (" << format_number("%.3f", r.mean_step()) << " s) | "
+         << format_number("%.3f", r.max_peak_over_budget()) << " | " << s.violations << " | " << s.retries << " ("
+         << format_number("%.1f", 100.0 * s.retries / s.steps) << "%) | "
+         << format_number("%.2f%%", 100 * s.median_prediction_error) << " | "
+         << format_number("%.2f%%", 100 * s.max_prediction_error) << " | "
+         << format_number("%.0f%%", 100 * r.cache_hit_rate()) << " | "
+         << format_number("%.1f us", 1e6 * s.mean_new_plan_seconds) << " |\n";
+    }
+  }
+}
+
+// The targets on the planners' runs: violations, prediction error, retries, speed at 50%.
+void write_run_targets(std::ostringstream& md, LaneResults& all) {
+  auto line = [&](bool ok, const std::string& what) { target_line(md, ok, what); };
+  long violations = 0, retries = 0, steps_total = 0;
+  double median_err = 0, max_err = 0;
+  for (const auto& [b, rs] : all) {
+    for (const auto& [p, r] : rs) {
+      if (p == "none" || !r.feasible) continue;
+      violations += r.summary.violations;
+      retries += r.summary.retries;
+      steps_total += r.summary.steps;
+      if (p == "mimose" || p == "static") {
+        median_err = std::max(median_err, r.summary.median_prediction_error);
+        max_err = std::max(max_err, r.summary.max_prediction_error);
+      }
+    }
+  }
+  line(violations == 0, "zero budget violations where a plan exists: " + std::to_string(violations));
+  line(median_err <= 0.03 && max_err <= 0.10, "prediction error (mimose, static; worst run) median " +
+                                                  format_number("%.2f%%", 100 * median_err) + " <= 3%, max " +
+                                                  format_number("%.2f%%", 100 * max_err) + " <= 10%");
+  line(retries <= 0.02 * steps_total,
+       "retries " + std::to_string(retries) + " of " + std::to_string(steps_total) + " steps <= 2%");
+  if (!all.count("50%")) return;
+  auto& r = all["50%"];
+  const double m = r["mimose"].mean_step();
+  if (!(r["static"].feasible && r["all"].feasible && r["mimose"].feasible)) return;
+  line(r["static"].mean_step() / m >= 1.15, "at 50%, mimose " + format_number("%.2f", r["static"].mean_step() / m) +
+                                                "x faster per step than static (target 1.15x)");
+  line(r["all"].mean_step() / m >= 1.25, "at 50%, mimose " + format_number("%.2f", r["all"].mean_step() / m) +
+                                             "x faster per step than all (target 1.25x)");
+  line(m / r["none"].mean_step() <= 1.15,
+       "at 50%, mimose within " + format_number("%.2f", m / r["none"].mean_step()) + "x of none (target 1.15x)");
+}
+
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "planner_bench");
   const int steps = static_cast<int>(flags.integer("steps", 60, 10, 100000));
@@ -114,65 +174,16 @@ int run(const std::vector<std::string>& args) {
      << "| budget | planner | step time / none | max peak / budget | violations | retries | median pred. err. | "
         "max pred. err. | cache hit rate | planning per new size |\n"
      << "|---|---|---|---|---|---|---|---|---|---|\n";
-  std::map<std::string, std::map<std::string, LaneResult>> all;
-  for (const std::string& b : budgets) {
-    all[b] = run_lockstep(kPlanners, b, steps, tagger_lanes(data), "tagger");
-    const double none = all[b]["none"].mean_step();
-    for (const std::string& p : kPlanners) {
-      const LaneResult& r = all[b][p];
-      md << "| " << b << " | " << p << " | ";
-      if (!r.feasible) {
-        md << "infeasible: " << r.why.substr(0, r.why.find(" that planner")) << " | | | | | | | |\n";
-        continue;
-      }
-      const auto& s = r.summary;
-      md << format_number("%.3f", r.mean_step() / none) << " (" << format_number("%.3f", r.mean_step()) << " s) | "
-         << format_number("%.3f", r.max_peak_over_budget()) << " | " << s.violations << " | " << s.retries << " ("
-         << format_number("%.1f", 100.0 * s.retries / s.steps) << "%) | "
-         << format_number("%.2f%%", 100 * s.median_prediction_error) << " | "
-         << format_number("%.2f%%", 100 * s.max_prediction_error) << " | "
-         << format_number("%.0f%%", 100 * r.cache_hit_rate()) << " | "
-         << format_number("%.1f us", 1e6 * s.mean_new_plan_seconds) << " |\n";
-    }
-  }
+  LaneResults all;
+  for (const std::string& b : budgets) all[b] = run_lockstep(kPlanners, b, steps, tagger_lanes(data), "tagger");
+  write_planners_table(md, budgets, all);
   md << "\n`none` ignores the budget (it is run unenforced, so its violations count the steps it would not have "
         "fit); the other planners run with the budget enforced by memtrain's allocator, so a misprediction shows "
         "as a retry, never as a violation.\n\n";
 
   md << "### Targets\n\n";
+  write_run_targets(md, all);
   auto line = [&](bool ok, const std::string& what) { target_line(md, ok, what); };
-  long violations = 0, retries = 0, steps_total = 0;
-  double median_err = 0, max_err = 0;
-  for (const auto& [b, rs] : all) {
-    for (const auto& [p, r] : rs) {
-      if (p == "none" || !r.feasible) continue;
-      violations += r.summary.violations;
-      retries += r.summary.retries;
-      steps_total += r.summary.steps;
-      if (p == "mimose" || p == "static") {
-        median_err = std::max(median_err, r.summary.median_prediction_error);
-        max_err = std::max(max_err, r.summary.max_prediction_error);
-      }
-    }
-  }
-  line(violations == 0, "zero budget violations where a plan exists: " + std::to_string(violations));
-  line(median_err <= 0.03 && max_err <= 0.10, "prediction error (mimose, static; worst run) median " +
-                                                  format_number("%.2f%%", 100 * median_err) + " <= 3%, max " +
-                                                  format_number("%.2f%%", 100 * max_err) + " <= 10%");
-  line(retries <= 0.02 * steps_total,
-       "retries " + std::to_string(retries) + " of " + std::to_string(steps_total) + " steps <= 2%");
-  if (all.count("50%")) {
-    auto& r = all["50%"];
-    const double m = r["mimose"].mean_step();
-    if (r["static"].feasible && r["all"].feasible && r["mimose"].feasible) {
-      line(r["static"].mean_step() / m >= 1.15, "at 50%, mimose " + format_number("%.2f", r["static"].mean_step() / m) +
-                                                    "x faster per step than static (target 1.15x)");
-      line(r["all"].mean_step() / m >= 1.25, "at 50%, mimose " + format_number("%.2f", r["all"].mean_step() / m) +
-                                                 "x faster per step than all (target 1.25x)");
-      line(m / r["none"].mean_step() <= 1.15,
-           "at 50%, mimose within " + format_number("%.2f", m / r["none"].mean_step()) + "x of none (target 1.15x)");
-    }
-  }
   const PlanningTimes t = time_planning(data, 11);
   line(t.new_size_us < 1000, "planning a new size for a " + std::to_string(t.stages) +
                                  "-stage chain (predict + mimose): " + format_number("%.1f us", t.new_size_us) +

@@ -159,7 +159,7 @@ def reference_peak(args):
     return contender(args, "--role", "reference").record(send_end=False)["reference"]
 
 
-def main():
+def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--checkpoint-steps", type=int, default=60, help="steps timed per checkpoint_sequential run")
@@ -176,18 +176,12 @@ def main():
     p.add_argument("--segments", type=int, help=argparse.SUPPRESS)
     p.add_argument("--budget-bytes", type=int, help=argparse.SUPPRESS)
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "BENCHMARKS.md"))
-    args = p.parse_args()
+    return p.parse_args()
 
-    if args.role:
-        run_role(args)
-        return
 
-    data, longest, _ = batches(args)
-    planned = slice(args.collect_steps, None)  # collection steps measure every stage, whatever the budget
-    timed = range(args.steps)[planned][:args.checkpoint_steps]
-    n = len(timed)
-    reference = reference_peak(args)
-    percents = [int(b) for b in args.budgets.split(",")]
+def take_turns(args, reference, percents, timed):
+    """Every contender in its own process, taking turns step by step: the
+    plain model's record, checkpoint_sequential's per segment count, memtrain's per budget."""
     plain_process = contender(args, "--role", "plain")
     checkpoint_processes = [contender(args, "--role", "checkpoint", "--segments", s)
                             for s in range(1, args.layers + 3)]
@@ -213,7 +207,11 @@ def main():
     for c in checkpointed:
         print(f"checkpoint_sequential {c['segments']}: peak {c['peak']} bytes, {statistics.mean(c['times']):.4f} s/step",
               file=sys.stderr, flush=True)
+    return plain, checkpointed, records
 
+
+def rows_of(args, reference, percents, plain, checkpointed, records, planned):
+    """One row per budget: memtrain's record against the plain run, and the fastest fitting checkpoint_sequential."""
     rows = []
     for percent in percents:
         budget = int(reference * percent / 100)
@@ -231,7 +229,22 @@ def main():
         rows.append(r)
         print(f"{percent}%: {r['violations']} over budget, {r['unequal']} unequal, plans {r['plans']}, "
               f"{statistics.mean(r['times'][planned]):.4f} s/step", file=sys.stderr, flush=True)
+    return rows
 
+
+def checkpoint_cells(r, planned, n):
+    """The fastest fitting checkpoint_sequential of row `r`: what, its s/step, memtrain's speed against it."""
+    if "checkpoint" not in r:
+        return ("none fits", "-", "-")
+    c = r["checkpoint"]
+    ck_time = statistics.mean(c["times"])
+    same = statistics.mean(r["times"][planned][:n])
+    medians = statistics.median(c["times"]) / statistics.median(r["times"][planned][:n])
+    what = "1 segment (nothing checkpointed)" if c["segments"] == 1 else f"{c['segments']} segments"
+    return (f"{what}, peak {c['peak'] / 2**20:.1f} MiB", f"{ck_time:.4f}", f"{ck_time / same:.2f}x (medians {medians:.2f}x)")
+
+
+def report_lines(args, reference, longest, rows, plain, checkpointed, planned, n):
     cpu = platform.processor() or platform.machine()
     lines = [
         "## memtrain.Module against checkpoint_sequential (Python)\n",
@@ -260,16 +273,7 @@ def main():
             continue
         mine = statistics.mean(r["times"][planned])
         plans = ", ".join(f"{k} {v}" for k, v in sorted(r["plans"].items()))
-        if "checkpoint" in r:
-            c = r["checkpoint"]
-            ck_time = statistics.mean(c["times"])
-            same = statistics.mean(r["times"][planned][:n])
-            medians = statistics.median(c["times"]) / statistics.median(r["times"][planned][:n])
-            what = "1 segment (nothing checkpointed)" if c["segments"] == 1 else f"{c['segments']} segments"
-            ck = (f"{what}, peak {c['peak'] / 2**20:.1f} MiB", f"{ck_time:.4f}",
-                  f"{ck_time / same:.2f}x (medians {medians:.2f}x)")
-        else:
-            ck = ("none fits", "-", "-")
+        ck = checkpoint_cells(r, planned, n)
         lines.append(f"| {r['percent']}% ({r['budget'] / 2**20:.1f} MiB) | {r['violations']} / {args.steps} | "
                      f"{r['unequal']} | {'yes' if r['equal_params'] else 'no'} | {plans} | {plain_time:.4f} | "
                      f"{mine:.4f} | {mine / plain_time:.3f} | {ck[0]} | {ck[1]} | {ck[2]} |")
@@ -277,6 +281,23 @@ def main():
               "| segments | peak | s/step |", "|---|---|---|"]
     for c in checkpointed:
         lines.append(f"| {c['segments']} | {c['peak'] / 2**20:.1f} MiB | {statistics.mean(c['times']):.4f} |")
+    return lines
+
+
+def main():
+    args = parse_args()
+    if args.role:
+        run_role(args)
+        return
+    _, longest, _ = batches(args)
+    planned = slice(args.collect_steps, None)  # collection steps measure every stage, whatever the budget
+    timed = range(args.steps)[planned][:args.checkpoint_steps]
+    n = len(timed)
+    reference = reference_peak(args)
+    percents = [int(b) for b in args.budgets.split(",")]
+    plain, checkpointed, records = take_turns(args, reference, percents, timed)
+    rows = rows_of(args, reference, percents, plain, checkpointed, records, planned)
+    lines = report_lines(args, reference, longest, rows, plain, checkpointed, planned, n)
     publish("python_bench", "\n".join(lines) + "\n", args.out)
     print("\n".join(lines))
 

@@ -266,11 +266,9 @@ struct OverlapRun {
   json report;
 };
 
-void publish_overlap(const std::string& out_path, std::int64_t steps) {
-  char pattern[] = "/tmp/memtrain-ranks-overlap-XXXXXX";
-  const std::string dir = ::mkdtemp(pattern);
+// Each model summed by the ring and in rank order, during and after the backward.
+std::vector<OverlapRun> overlap_runs(const std::string& dir, std::int64_t steps) {
   int index = 0;
-  const std::size_t skip = 4;  // collection steps
   const std::vector<std::pair<std::string, std::vector<std::string>>> models = {
       {"tagger", {"--budget", "50%"}}, {"gpt", {"--model", "gpt", "--budget", "80%"}}};
   std::vector<OverlapRun> runs;
@@ -285,6 +283,14 @@ void publish_overlap(const std::string& out_path, std::int64_t steps) {
       }
     }
   }
+  return runs;
+}
+
+void publish_overlap(const std::string& out_path, std::int64_t steps) {
+  char pattern[] = "/tmp/memtrain-ranks-overlap-XXXXXX";
+  const std::string dir = ::mkdtemp(pattern);
+  const std::size_t skip = 4;  // collection steps
+  const std::vector<OverlapRun> runs = overlap_runs(dir, steps);
   std::ostringstream md;
   md << "## Gradient sums beside the backward (CPU)\n\n"
      << "Command: `build/bench/ranks_bench --part overlap` (or `scripts/bench.sh ranks --part overlap`)  \n"
@@ -349,6 +355,177 @@ void publish_overlap(const std::string& out_path, std::int64_t steps) {
   publish("ranks_bench_overlap", md.str(), out_path);
 }
 
+// The ranks' runs of one bench: where they write, how they are numbered,
+// the flags every run shares.
+struct RankRuns {
+  std::string dir;
+  int index = 0;
+  std::int64_t steps = 0, batch = 0;
+  std::vector<std::string> common;
+
+  std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) const {
+    a.insert(a.begin(), common.begin(), common.end());
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  }
+  Outcome run(const std::vector<std::string>& args, int ranks) { return train(args, ranks, dir, index); }
+};
+
+std::string n_text(std::int64_t v) { return std::to_string(v); }
+
+// Sharded against unsharded, rank by rank: equal parameters, the state and peak saved.
+void compare_shards(const Outcome& sharded, const Outcome& det, int n, Row& row) {
+  row.sharded_equal = sharded.report["parameter_digest"] == det.report["parameter_digest"] &&
+                      losses(sharded.report) == losses(det.report);
+  std::vector<const json*> sharded_ranks = {&sharded.report}, det_ranks = {&det.report};
+  for (const json& o : sharded.others) sharded_ranks.push_back(&o);
+  for (const json& o : det.others) det_ranks.push_back(&o);
+  row.peak_saving = 1e300;
+  for (int r = 0; r < n; ++r) {
+    const json& s = *sharded_ranks[r];
+    const json& u = *det_ranks[r];
+    row.sharded_equal = row.sharded_equal && s["parameter_digest"] == det.report["parameter_digest"];
+    if (state_bytes(s) / state_bytes(u) >= row.state_ratio) {
+      row.state_ratio = state_bytes(s) / state_bytes(u);
+      row.state_saving = state_bytes(u) - state_bytes(s);
+    }
+    row.peak_saving =
+        std::min(row.peak_saving, u["reference_peak_bytes"].get<double>() - s["reference_peak_bytes"].get<double>());
+  }
+}
+
+// Model `m` on `n` ranks: deterministic against micro-batches, the ring
+// against one process, sharded against unsharded. `det_report`: the
+// deterministic run's report.
+Row measure_ranks(RankRuns& runs, const ModelRun& m, int n, json& det_report) {
+  const std::size_t skip = 4;  // collection steps, left out of the times
+  const std::int64_t batch = runs.batch;
+  Row row;
+  row.n = n;
+  const std::vector<std::string> per_rank = {"--batch", n_text(batch), "--ranks", n_text(n)};
+  const Outcome det =
+      runs.run(runs.with(m.flags, {"--batch", n_text(batch), "--ranks", n_text(n), "--deterministic-reduce"}), n);
+  const Outcome micro = runs.run(runs.with(m.flags, {"--batch", n_text(batch * n), "--micro-batches", n_text(n)}), 1);
+  const Outcome sharded = runs.run(runs.with(m.flags, {"--batch", n_text(batch), "--ranks", n_text(n),
+                                                       "--deterministic-reduce", "--shard-optimizer"}),
+                                   n);
+  const Outcome ring = runs.run(runs.with(m.ring_flags, per_rank), n);
+  const Outcome single = runs.run(runs.with(m.ring_flags, {"--batch", n_text(batch * n)}), 1);
+  det_report = det.report;
+
+  row.deterministic_equal =
+      losses(det.report) == losses(micro.report) && det.report["parameter_digest"] == micro.report["parameter_digest"];
+  for (const json& other : det.others)
+    row.deterministic_equal = row.deterministic_equal && other["parameter_digest"] == det.report["parameter_digest"];
+  const std::vector<double> a = losses(ring.report), b = losses(single.report);
+  if (a.size() != b.size()) throw Error("ranks_bench: the ring and single runs trained different step counts");
+  for (std::size_t i = 0; i < a.size(); ++i)
+    row.ring_difference = std::max(row.ring_difference, std::abs(a[i] - b[i]) / std::abs(b[i]));
+  compare_shards(sharded, det, n, row);
+  row.ranks_step = mean_step(det.report, "seconds", skip);
+  row.micro_step = mean_step(micro.report, "seconds", skip);
+  row.schedule = mean_step(det.report, "schedule_seconds", skip);
+  row.reduce = mean_step(det.report, "reduce_seconds", skip);
+  row.share = mean_step(sharded.report, "share_seconds", skip);
+  return row;
+}
+
+// Rank 1 of 2 killed after a checkpoint, then the job resumed.
+struct KilledRank {
+  int status0 = 0;          // rank 0's exit status
+  double exit_after = 0;    // seconds from the kill to rank 0's exit
+  bool named = false;       // rank 0 failed naming rank 1
+  std::string why;          // the line that named it
+  std::size_t resumed = 0;  // steps the resumed job trained
+  bool resumed_equal = false;
+};
+
+KilledRank kill_and_resume(RankRuns& runs, const ModelRun& m, double timeout, const json& uninterrupted) {
+  KilledRank k;
+  const std::string checkpoints = runs.dir + "/ckpt";
+  const int port = runtime::free_loopback_port();
+  std::vector<std::string> by_hand =
+      runs.with(m.flags, {"--batch", n_text(runs.batch), "--world", "2", "--deterministic-reduce", "--timeout",
+                          fixed(timeout, 0), "--master", "127.0.0.1:" + std::to_string(port), "--checkpoint-dir",
+                          checkpoints, "--checkpoint-every", "5", "--quiet"});
+  by_hand.insert(by_hand.begin(), "train");
+  std::vector<std::string> rank0 = by_hand, rank1 = by_hand;
+  rank0.insert(rank0.end(), {"--rank", "0"});
+  rank1.insert(rank1.end(), {"--rank", "1"});
+  const pid_t p0 = start_memtrain(rank0, runs.dir + "/rank0.log");
+  const pid_t p1 = start_memtrain(rank1, runs.dir + "/rank1.log");
+  const std::string first = checkpoints + "/memtrain-rank1.ckpt";
+  while (::access(first.c_str(), F_OK) != 0) {
+    if (::waitpid(p1, nullptr, WNOHANG) != 0) throw Error("ranks_bench: rank 1 ended before its first checkpoint");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(p1, SIGKILL);
+  const Clock::time_point killed = Clock::now();
+  ::waitpid(p0, &k.status0, 0);
+  k.exit_after = std::chrono::duration<double>(Clock::now() - killed).count();
+  ::waitpid(p1, nullptr, 0);
+  const std::string log0 = text_of(runs.dir + "/rank0.log");
+  k.named = WIFEXITED(k.status0) && WEXITSTATUS(k.status0) != 0 && log0.find("rank 1") != std::string::npos;
+  for (std::istringstream lines(log0); std::getline(lines, k.why);) {
+    if (k.why.find("rank 1") != std::string::npos) break;
+  }
+  const Outcome resumed =
+      runs.run(runs.with(m.flags, {"--batch", n_text(runs.batch), "--ranks", "2", "--deterministic-reduce",
+                                   "--checkpoint-dir", checkpoints, "--resume"}),
+               2);
+  const std::vector<double> whole = losses(uninterrupted), rest = losses(resumed.report);
+  k.resumed = rest.size();
+  k.resumed_equal = resumed.report["parameter_digest"] == uninterrupted["parameter_digest"] && !rest.empty() &&
+                    rest.size() < whole.size() &&
+                    std::equal(rest.begin(), rest.end(), whole.end() - static_cast<long>(rest.size()));
+  return k;
+}
+
+void write_rows(std::ostringstream& md, const std::vector<ModelRun>& models,
+                std::map<std::string, std::vector<Row>>& rows) {
+  for (const ModelRun& m : models) {
+    md << "### " << m.name << "\n\n"
+       << "| N | ranks = micro | ring vs one | sharded = unsharded | optimizer state per rank | peak saved / state "
+          "saved | step s (ranks / one) | schedule s | sum s | share s |\n|---|---|---|---|---|---|---|---|---|---|\n";
+    for (const Row& r : rows[m.name]) {
+      md << "| " << r.n << " | " << (r.deterministic_equal ? "bit-equal" : "**differs**") << " | "
+         << fixed(r.ring_difference, 9) << " | " << (r.sharded_equal ? "bit-equal" : "**differs**") << " | "
+         << fixed(100 * r.state_ratio, 2) << "% | " << mib(r.peak_saving) << " / " << mib(r.state_saving) << " MiB | "
+         << fixed(r.ranks_step, 3) << " / " << fixed(r.micro_step, 3) << " | " << fixed(r.schedule, 3) << " | "
+         << fixed(r.reduce, 3) << " | " << fixed(r.share, 3) << " |\n";
+    }
+    md << "\n";
+  }
+}
+
+void write_targets(std::ostringstream& md, const std::map<std::string, std::vector<Row>>& rows, std::int64_t steps,
+                   double timeout, const KilledRank& k) {
+  bool exact = true, close = true, shard = true;
+  for (const auto& [name, list] : rows) {
+    for (const Row& r : list) {
+      exact = exact && r.deterministic_equal;
+      close = close && r.ring_difference <= 1e-6;
+      shard = shard && r.sharded_equal && r.state_ratio <= 1.0 / r.n + 0.05 && r.peak_saving >= 0.95 * r.state_saving;
+    }
+  }
+  target_line(md, exact,
+              "N = 2, 3, 4, tagger and GPT, " + std::to_string(steps) +
+                  " steps: `--deterministic-reduce` bit-equal to one process with `--micro-batches N`");
+  target_line(md, close, "ring-summed losses within 1e-6 of one process on the concatenated batch");
+  target_line(md, shard,
+              "`--shard-optimizer`: bit-equal to unsharded, optimizer state per rank at most 1/N + 5% of unsharded, "
+              "and the unconstrained peak lower by (at least 95% of) the state saved");
+  target_line(md, k.named && k.exit_after <= 2 * timeout,
+              "tagger, rank 1 of 2 killed (SIGKILL) after its first checkpoint, `--timeout " + fixed(timeout, 0) +
+                  "`: rank 0 exited " +
+                  (WIFEXITED(k.status0) ? "with status " + std::to_string(WEXITSTATUS(k.status0)) : "") + " after " +
+                  fixed(k.exit_after, 2) + " s, " + (k.named ? "naming rank 1" : "**not naming rank 1**") +
+                  (k.why.empty() ? "" : " (`" + k.why + "`)"));
+  target_line(md, k.resumed_equal,
+              "the job resumed from its last checkpoint (steps left: " + std::to_string(k.resumed) +
+                  "): losses and parameter digest bit-equal to the uninterrupted run");
+}
+
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "ranks_bench");
   const std::string out_path = flags.text("out", "docs/BENCHMARKS.md");
@@ -365,114 +542,27 @@ int run(const std::vector<std::string>& args) {
   if (part == "cache" || part == "advise" || part == "overlap") return 0;
 
   char pattern[] = "/tmp/memtrain-ranks-bench-XXXXXX";
-  const std::string dir = ::mkdtemp(pattern);
-  int index = 0;
-  const std::vector<std::string> common = {"--steps", std::to_string(steps), "--threads", "1", "--planner", "optimal"};
+  RankRuns runs;
+  runs.dir = ::mkdtemp(pattern);
+  runs.steps = steps;
+  runs.batch = batch;
+  runs.common = {"--steps", std::to_string(steps), "--threads", "1", "--planner", "optimal"};
   // The tagger at 50% of its peak (stages recomputed); the GPT's least budget
   // for optimal at batch 4 is about 71% of its peak. Without dropout the
   // tagger's single process needs about 65%.
   const std::vector<ModelRun> models = {
       {"tagger", {"--budget", "50%"}, {"--budget", "70%", "--dropout", "0"}},
       {"gpt", {"--model", "gpt", "--budget", "80%"}, {"--model", "gpt", "--budget", "80%", "--dropout", "0"}}};
-  const std::size_t skip = 4;  // collection steps, left out of the times
-  const auto with = [&](std::vector<std::string> a, const std::vector<std::string>& more) {
-    a.insert(a.begin(), common.begin(), common.end());
-    a.insert(a.end(), more.begin(), more.end());
-    return a;
-  };
-  const auto n_text = [](std::int64_t v) { return std::to_string(v); };
-
   std::map<std::string, std::vector<Row>> rows;
   json tagger_two;  // the tagger's deterministic 2-rank run: the fault run's reference
   for (const ModelRun& m : models) {
     for (int n : {2, 3, 4}) {
-      Row row;
-      row.n = n;
-      const std::vector<std::string> per_rank = {"--batch", n_text(batch), "--ranks", n_text(n)};
-      const Outcome det = train(
-          with(m.flags, {"--batch", n_text(batch), "--ranks", n_text(n), "--deterministic-reduce"}), n, dir, index);
-      const Outcome micro =
-          train(with(m.flags, {"--batch", n_text(batch * n), "--micro-batches", n_text(n)}), 1, dir, index);
-      const Outcome sharded = train(with(m.flags, {"--batch", n_text(batch), "--ranks", n_text(n),
-                                                   "--deterministic-reduce", "--shard-optimizer"}),
-                                    n, dir, index);
-      const Outcome ring = train(with(m.ring_flags, per_rank), n, dir, index);
-      const Outcome single = train(with(m.ring_flags, {"--batch", n_text(batch * n)}), 1, dir, index);
-      if (m.name == "tagger" && n == 2) tagger_two = det.report;
-
-      row.deterministic_equal = losses(det.report) == losses(micro.report) &&
-                                det.report["parameter_digest"] == micro.report["parameter_digest"];
-      for (const json& other : det.others)
-        row.deterministic_equal =
-            row.deterministic_equal && other["parameter_digest"] == det.report["parameter_digest"];
-      const std::vector<double> a = losses(ring.report), b = losses(single.report);
-      if (a.size() != b.size()) throw Error("ranks_bench: the ring and single runs trained different step counts");
-      for (std::size_t i = 0; i < a.size(); ++i)
-        row.ring_difference = std::max(row.ring_difference, std::abs(a[i] - b[i]) / std::abs(b[i]));
-      row.sharded_equal = sharded.report["parameter_digest"] == det.report["parameter_digest"] &&
-                          losses(sharded.report) == losses(det.report);
-      std::vector<const json*> sharded_ranks = {&sharded.report}, det_ranks = {&det.report};
-      for (const json& o : sharded.others) sharded_ranks.push_back(&o);
-      for (const json& o : det.others) det_ranks.push_back(&o);
-      row.peak_saving = 1e300;
-      for (int r = 0; r < n; ++r) {
-        const json& s = *sharded_ranks[r];
-        const json& u = *det_ranks[r];
-        row.sharded_equal = row.sharded_equal && s["parameter_digest"] == det.report["parameter_digest"];
-        if (state_bytes(s) / state_bytes(u) >= row.state_ratio) {
-          row.state_ratio = state_bytes(s) / state_bytes(u);
-          row.state_saving = state_bytes(u) - state_bytes(s);
-        }
-        row.peak_saving = std::min(row.peak_saving,
-                                   u["reference_peak_bytes"].get<double>() - s["reference_peak_bytes"].get<double>());
-      }
-      row.ranks_step = mean_step(det.report, "seconds", skip);
-      row.micro_step = mean_step(micro.report, "seconds", skip);
-      row.schedule = mean_step(det.report, "schedule_seconds", skip);
-      row.reduce = mean_step(det.report, "reduce_seconds", skip);
-      row.share = mean_step(sharded.report, "share_seconds", skip);
-      rows[m.name].push_back(row);
+      json det;
+      rows[m.name].push_back(measure_ranks(runs, m, n, det));
+      if (m.name == "tagger" && n == 2) tagger_two = det;
     }
   }
-
-  // Rank 1 of 2 killed after a checkpoint, then the job resumed.
-  const std::string checkpoints = dir + "/ckpt";
-  const int port = runtime::free_loopback_port();
-  std::vector<std::string> by_hand =
-      with(models[0].flags, {"--batch", n_text(batch), "--world", "2", "--deterministic-reduce", "--timeout",
-                             fixed(timeout, 0), "--master", "127.0.0.1:" + std::to_string(port), "--checkpoint-dir",
-                             checkpoints, "--checkpoint-every", "5", "--quiet"});
-  by_hand.insert(by_hand.begin(), "train");
-  std::vector<std::string> rank0 = by_hand, rank1 = by_hand;
-  rank0.insert(rank0.end(), {"--rank", "0"});
-  rank1.insert(rank1.end(), {"--rank", "1"});
-  const pid_t p0 = start_memtrain(rank0, dir + "/rank0.log");
-  const pid_t p1 = start_memtrain(rank1, dir + "/rank1.log");
-  const std::string first = checkpoints + "/memtrain-rank1.ckpt";
-  while (::access(first.c_str(), F_OK) != 0) {
-    if (::waitpid(p1, nullptr, WNOHANG) != 0) throw Error("ranks_bench: rank 1 ended before its first checkpoint");
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(p1, SIGKILL);
-  const Clock::time_point killed = Clock::now();
-  int status0 = 0;
-  ::waitpid(p0, &status0, 0);
-  const double exit_after = std::chrono::duration<double>(Clock::now() - killed).count();
-  ::waitpid(p1, nullptr, 0);
-  const std::string log0 = text_of(dir + "/rank0.log");
-  const bool named = WIFEXITED(status0) && WEXITSTATUS(status0) != 0 && log0.find("rank 1") != std::string::npos;
-  std::string why;
-  for (std::istringstream lines(log0); std::getline(lines, why);) {
-    if (why.find("rank 1") != std::string::npos) break;
-  }
-  const Outcome resumed =
-      train(with(models[0].flags, {"--batch", n_text(batch), "--ranks", "2", "--deterministic-reduce",
-                                   "--checkpoint-dir", checkpoints, "--resume"}),
-            2, dir, index);
-  const std::vector<double> whole = losses(tagger_two), rest = losses(resumed.report);
-  const bool resumed_equal = resumed.report["parameter_digest"] == tagger_two["parameter_digest"] && !rest.empty() &&
-                             rest.size() < whole.size() &&
-                             std::equal(rest.begin(), rest.end(), whole.end() - static_cast<long>(rest.size()));
+  const KilledRank killed = kill_and_resume(runs, models[0], timeout, tagger_two);
 
   std::ostringstream md;
   md << "## Data-parallel ranks on loopback (CPU)\n\n"
@@ -489,47 +579,12 @@ int run(const std::vector<std::string>& args) {
         "are means per step after the 4 collection steps: the ranks' step, the single process's step with N "
         "micro-batches (the same global batch on one thread), and the ranks' schedule, gradient sum and weight "
         "sharing. N ranks on this machine's 2 cores share them, so the ranks' step is not a speed-up figure.\n\n";
-  for (const ModelRun& m : models) {
-    md << "### " << m.name << "\n\n"
-       << "| N | ranks = micro | ring vs one | sharded = unsharded | optimizer state per rank | peak saved / state "
-          "saved | step s (ranks / one) | schedule s | sum s | share s |\n|---|---|---|---|---|---|---|---|---|---|\n";
-    for (const Row& r : rows[m.name]) {
-      md << "| " << r.n << " | " << (r.deterministic_equal ? "bit-equal" : "**differs**") << " | "
-         << fixed(r.ring_difference, 9) << " | " << (r.sharded_equal ? "bit-equal" : "**differs**") << " | "
-         << fixed(100 * r.state_ratio, 2) << "% | " << mib(r.peak_saving) << " / " << mib(r.state_saving) << " MiB | "
-         << fixed(r.ranks_step, 3) << " / " << fixed(r.micro_step, 3) << " | " << fixed(r.schedule, 3) << " | "
-         << fixed(r.reduce, 3) << " | " << fixed(r.share, 3) << " |\n";
-    }
-    md << "\n";
-  }
-  bool exact = true, close = true, shard = true;
-  for (const auto& [name, list] : rows) {
-    for (const Row& r : list) {
-      exact = exact && r.deterministic_equal;
-      close = close && r.ring_difference <= 1e-6;
-      shard = shard && r.sharded_equal && r.state_ratio <= 1.0 / r.n + 0.05 && r.peak_saving >= 0.95 * r.state_saving;
-    }
-  }
-  target_line(md, exact,
-              "N = 2, 3, 4, tagger and GPT, " + std::to_string(steps) +
-                  " steps: `--deterministic-reduce` bit-equal to one process with `--micro-batches N`");
-  target_line(md, close, "ring-summed losses within 1e-6 of one process on the concatenated batch");
-  target_line(md, shard,
-              "`--shard-optimizer`: bit-equal to unsharded, optimizer state per rank at most 1/N + 5% of unsharded, "
-              "and the unconstrained peak lower by (at least 95% of) the state saved");
-  target_line(md, named && exit_after <= 2 * timeout,
-              "tagger, rank 1 of 2 killed (SIGKILL) after its first checkpoint, `--timeout " + fixed(timeout, 0) +
-                  "`: rank 0 exited " +
-                  (WIFEXITED(status0) ? "with status " + std::to_string(WEXITSTATUS(status0)) : "") + " after " +
-                  fixed(exit_after, 2) + " s, " + (named ? "naming rank 1" : "**not naming rank 1**") +
-                  (why.empty() ? "" : " (`" + why + "`)"));
-  target_line(md, resumed_equal,
-              "the job resumed from its last checkpoint (steps left: " + std::to_string(rest.size()) +
-                  "): losses and parameter digest bit-equal to the uninterrupted run");
+  write_rows(md, models, rows);
+  write_targets(md, rows, steps, timeout, killed);
   md << "- The gradient sums run beside the backward here (\"sum s\" is their time on the network); how much of "
         "them it hides: [gradient sums beside the backward](#gradient-sums-beside-the-backward-cpu).\n"
         "- Not built, not measured: ZeRO-2, NCCL on a GPU.\n";
-  std::system(("rm -rf '" + dir + "'").c_str());
+  std::system(("rm -rf '" + runs.dir + "'").c_str());
   publish("ranks_bench", md.str(), out_path);
   return 0;
 }

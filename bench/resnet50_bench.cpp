@@ -84,6 +84,101 @@ std::map<std::string, LaneRun> run_budget(const LaneFactory& make, Bytes budget,
   return runs;
 }
 
+// joint at the target's budget: activation memory none / it, step time it / none, bit-equal.
+struct JointAtTarget {
+  double less = 0, time = 0;
+  bool exact = false;
+};
+
+// One row per budget and planner, measured.
+JointAtTarget write_measured(std::ostringstream& md, const std::vector<std::pair<std::string, Bytes>>& budgets,
+                             const std::vector<std::map<std::string, LaneRun>>& measured, Bytes resident,
+                             size_t target_row) {
+  JointAtTarget joint;
+  for (size_t b = 0; b < budgets.size(); ++b) {
+    const auto& runs = measured[b];
+    const LaneRun& base = runs.at("none");
+    const Bytes base_activation = base.result.planned_peak() - resident;
+    for (const std::string& p : kPlanners) {
+      const LaneRun& r = runs.at(p);
+      md << "| " << budgets[b].first << " " << format_bytes(budgets[b].second) << " | " << p << " | ";
+      if (!r.result.feasible) {
+        md << "infeasible: " << r.result.why << " | | | | | | |\n";
+        continue;
+      }
+      const Bytes activation = r.result.planned_peak() - resident;
+      const double less = static_cast<double>(base_activation) / static_cast<double>(activation);
+      const double time = r.result.mean_step() / base.result.mean_step();
+      const bool exact = r.exact;
+      md << format_number("%.3f", time) << " (" << format_number("%.2f s", r.result.mean_step()) << ") | "
+         << format_number("%.3f", r.result.mean_schedule() / base.result.mean_schedule()) << " | "
+         << format_bytes(activation) << " | " << format_number("%.2fx", less) << " | " << r.result.planned_violations()
+         << " | " << r.result.planned_retries() << " | " << (exact ? "bit-equal" : "**differ**") << " |\n";
+      if (p == "joint" && b == target_row) {
+        joint = {less, time, exact};
+      }
+    }
+  }
+  return joint;
+}
+
+// Each planner's least activation memory within the overhead, and the
+// simulated time of optimal and joint at a third of the plain activation memory.
+struct Reaches {
+  Reach none, optimal, joint;
+  double optimal_third = 0, joint_third = 0;  // 0: infeasible
+};
+
+Reaches reaches(const Chain& chain, double overhead) {
+  Reaches r;
+  r.optimal = least_within("optimal", chain, overhead);
+  r.joint = least_within("joint", chain, overhead);
+  r.none = least_within("none", chain, overhead);
+  for (const Reach& p : {r.none, r.optimal, r.joint}) {
+    std::fprintf(stderr, "%s: least activation within %.2fx, simulated: %s (budget %s, %.3fx time)\n",
+                 p.planner.c_str(), overhead, format_bytes(p.activation).c_str(), format_bytes(p.budget).c_str(),
+                 p.time_ratio);
+  }
+  // What 3x less would cost: each planner's simulated time at a third of
+  // the plain activation memory.
+  auto time_at_third = [&](const std::string& planner) {
+    const sim::SimResult plain = sim::simulate(chain, plan::schedule_keeping_everything(chain.size()));
+    const Plan p = plan::make_planner(planner)->plan({chain, chain.persistent_bytes() + r.none.activation / 3, &chain});
+    return p.feasible ? p.time / plain.time : 0.0;
+  };
+  r.optimal_third = time_at_third("optimal");
+  r.joint_third = time_at_third("joint");
+  return r;
+}
+
+// One row per planner: what it reaches, simulated.
+void write_reaches(std::ostringstream& md, const Reaches& reach) {
+  for (const Reach& r : {reach.none, reach.optimal, reach.joint}) {
+    const double third = r.planner == "joint" ? reach.joint_third : r.planner == "optimal" ? reach.optimal_third : 0;
+    md << "| " << r.planner << " | " << format_bytes(r.activation) << " | "
+       << format_number("%.2fx", static_cast<double>(reach.none.activation) / static_cast<double>(r.activation))
+       << " | " << format_number("%.3fx", r.time_ratio) << " | "
+       << (r.planner == "none" ? ""
+           : third > 0         ? format_number("%.3fx", third)
+                               : "infeasible")
+       << " |\n";
+  }
+}
+
+// Why there is no approximate variant, then the target at `budget`, a third of none's.
+void write_target(std::ostringstream& md, const JointAtTarget& joint, Bytes budget) {
+  md << "\nThe approximate variant (output-activated batch norm, which recovers its input by inverting the affine "
+        "transform) is not built, so there is no row for it: in ResNet-50 a ReLU follows every batch norm and "
+        "zeroes the values that inversion needs, so it would have to keep the norm's output before the ReLU, one "
+        "tensor per norm, as many bytes as the exact `recompute-norm-relu` keeps (the norm's input), and its "
+        "gradients would not be exact.\n\n### Targets\n\n";
+  target_line(md, joint.less >= 3.0 && joint.time <= 1.16 && joint.exact,
+              "joint's measured peak activation memory " + format_number("%.2fx", joint.less) +
+                  " lower than none's at " + format_number("%.3fx", joint.time) + " its step time, " +
+                  (joint.exact ? "bit-equal" : "NOT bit-equal") + ", at the budget of a third of none's (" +
+                  format_bytes(budget) + "; target: 3x lower, at most 1.16x, bit-equal)");
+}
+
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "resnet50_bench");
   const int steps = static_cast<int>(flags.integer("steps", 16, 5, 100000));
@@ -108,33 +203,10 @@ int run(const std::vector<std::string>& args) {
       },
       [=] { return runtime::make_model("resnet50", spec, shape); });
 
-  // The chain at the largest input, every variant measured.
-  Chain chain;
-  {
-    runtime::TrainerOptions o;
-    o.planner = "joint";
-    o.budget = parse_budget("100%", "budget");
-    Lane lane = make(o);
-    lane.trainer->calibrate();
-    chain = lane.trainer->largest_chain();
-  }
+  const Chain chain = measured_chain(make);
   const Bytes resident = chain.persistent_bytes();
-  const Reach optimal = least_within("optimal", chain, overhead);
-  const Reach joint = least_within("joint", chain, overhead);
-  const Reach none = least_within("none", chain, overhead);
-  for (const Reach& r : {none, optimal, joint}) {
-    std::fprintf(stderr, "%s: least activation within %.2fx, simulated: %s (budget %s, %.3fx time)\n",
-                 r.planner.c_str(), overhead, format_bytes(r.activation).c_str(), format_bytes(r.budget).c_str(),
-                 r.time_ratio);
-  }
-  // What 3x less would cost: each planner's simulated time at a third of
-  // the plain activation memory.
-  auto time_at_third = [&](const std::string& planner) {
-    const sim::SimResult plain = sim::simulate(chain, plan::schedule_keeping_everything(chain.size()));
-    const Plan p = plan::make_planner(planner)->plan({chain, resident + none.activation / 3, &chain});
-    return p.feasible ? p.time / plain.time : 0.0;
-  };
-  const double optimal_third = time_at_third("optimal"), joint_third = time_at_third("joint");
+  const Reaches reach = reaches(chain, overhead);
+  const Reach &none = reach.none, &optimal = reach.optimal, &joint = reach.joint;
   std::vector<std::pair<std::string, Bytes>> budgets{{"joint's", joint.budget}};
   if (optimal.budget != joint.budget) budgets.push_back({"optimal's", optimal.budget});
   std::vector<std::map<std::string, LaneRun>> measured;
@@ -172,57 +244,12 @@ int run(const std::vector<std::string>& args) {
      << "| planner | least activation memory within " << format_number("%.2fx", overhead)
      << ", simulated | plain / it | simulated time | simulated time at a third of the plain activation memory "
         "|\n|---|---|---|---|---|\n";
-  for (const Reach& r : {none, optimal, joint}) {
-    const double third = r.planner == "joint" ? joint_third : r.planner == "optimal" ? optimal_third : 0;
-    md << "| " << r.planner << " | " << format_bytes(r.activation) << " | "
-       << format_number("%.2fx", static_cast<double>(none.activation) / static_cast<double>(r.activation)) << " | "
-       << format_number("%.3fx", r.time_ratio) << " | "
-       << (r.planner == "none" ? ""
-           : third > 0         ? format_number("%.3fx", third)
-                               : "infeasible")
-       << " |\n";
-  }
+  write_reaches(md, reach);
   md << "\n| budget | planner | step time / none | schedule time / none | measured peak activation memory | none / it "
         "| steps over "
         "budget | retries | losses and parameters as none's |\n|---|---|---|---|---|---|---|---|---|\n";
-  double joint_less = 0, joint_time = 0;
-  bool joint_exact = false;
-  for (size_t b = 0; b < budgets.size(); ++b) {
-    const auto& runs = measured[b];
-    const LaneRun& base = runs.at("none");
-    const Bytes base_activation = base.result.planned_peak() - resident;
-    for (const std::string& p : kPlanners) {
-      const LaneRun& r = runs.at(p);
-      md << "| " << budgets[b].first << " " << format_bytes(budgets[b].second) << " | " << p << " | ";
-      if (!r.result.feasible) {
-        md << "infeasible: " << r.result.why << " | | | | | | |\n";
-        continue;
-      }
-      const Bytes activation = r.result.planned_peak() - resident;
-      const double less = static_cast<double>(base_activation) / static_cast<double>(activation);
-      const double time = r.result.mean_step() / base.result.mean_step();
-      const bool exact = r.exact;
-      md << format_number("%.3f", time) << " (" << format_number("%.2f s", r.result.mean_step()) << ") | "
-         << format_number("%.3f", r.result.mean_schedule() / base.result.mean_schedule()) << " | "
-         << format_bytes(activation) << " | " << format_number("%.2fx", less) << " | " << r.result.planned_violations()
-         << " | " << r.result.planned_retries() << " | " << (exact ? "bit-equal" : "**differ**") << " |\n";
-      if (p == "joint" && b == target_row) {
-        joint_less = less;
-        joint_time = time;
-        joint_exact = exact;
-      }
-    }
-  }
-  md << "\nThe approximate variant (output-activated batch norm, which recovers its input by inverting the affine "
-        "transform) is not built, so there is no row for it: in ResNet-50 a ReLU follows every batch norm and "
-        "zeroes the values that inversion needs, so it would have to keep the norm's output before the ReLU, one "
-        "tensor per norm, as many bytes as the exact `recompute-norm-relu` keeps (the norm's input), and its "
-        "gradients would not be exact.\n\n### Targets\n\n";
-  target_line(md, joint_less >= 3.0 && joint_time <= 1.16 && joint_exact,
-              "joint's measured peak activation memory " + format_number("%.2fx", joint_less) +
-                  " lower than none's at " + format_number("%.3fx", joint_time) + " its step time, " +
-                  (joint_exact ? "bit-equal" : "NOT bit-equal") + ", at the budget of a third of none's (" +
-                  format_bytes(budgets[target_row].second) + "; target: 3x lower, at most 1.16x, bit-equal)");
+  const JointAtTarget joint_at = write_measured(md, budgets, measured, resident, target_row);
+  write_target(md, joint_at, budgets[target_row].second);
   md << "\n";
   publish("resnet50_bench", md.str(), out_path);
   return 0;

@@ -36,6 +36,33 @@ std::string percent(double x) {
   return b;
 }
 
+// Each planner's overhead at `points` + 1 budgets from `least` to keeping everything.
+std::vector<Point> budget_curve(const Chain& chain, const sim::SimResult& keep, Bytes least, int points) {
+  std::vector<Point> curve;
+  plan::OptimalPlanner optimal;
+  plan::SwapPlanner swap;
+  plan::OptimalPlanner exact({}, false, true);  // swap's exact candidate, alone
+  for (int k = 0; k <= points; ++k) {
+    Point p;
+    p.budget = least + (keep.peak_bytes - least) * k / points;
+    const Plan o = optimal.plan({chain, p.budget}), s = swap.plan({chain, p.budget});
+    p.optimal_fits = o.feasible;
+    p.swap_fits = s.feasible;
+    if (o.feasible) p.optimal_overhead = o.time / keep.time - 1;
+    const Plan e = exact.plan({chain, p.budget});
+    p.exact_fits = e.feasible;
+    if (e.feasible) p.exact_overhead = e.time / keep.time - 1;
+    if (s.feasible) {
+      p.swap_overhead = s.time / keep.time - 1;
+      const sim::SimResult r = sim::simulate(chain, s.schedule);
+      p.swap_bytes = r.copies.bytes();
+      p.hidden = r.copies.hidden_fraction();
+    }
+    curve.push_back(p);
+  }
+  return curve;
+}
+
 int run(const std::vector<std::string>& args) {
   cli::Flags flags(args, {}, "swap_bench");
   std::stringstream list(
@@ -65,28 +92,8 @@ int run(const std::vector<std::string>& args) {
     chain.device_to_host_bandwidth = chain.host_to_device_bandwidth = bandwidth;
     const sim::SimResult keep = sim::simulate(chain, plan::schedule_keeping_everything(chain.size()));
     plan::OptimalPlanner optimal;
-    plan::SwapPlanner swap;
-    plan::OptimalPlanner exact({}, false, true);  // swap's exact candidate, alone
     const Bytes least = optimal.plan({chain, 0}).min_budget_bytes;
-    std::vector<Point> curve;
-    for (int k = 0; k <= points; ++k) {
-      Point p;
-      p.budget = least + (keep.peak_bytes - least) * k / points;
-      const Plan o = optimal.plan({chain, p.budget}), s = swap.plan({chain, p.budget});
-      p.optimal_fits = o.feasible;
-      p.swap_fits = s.feasible;
-      if (o.feasible) p.optimal_overhead = o.time / keep.time - 1;
-      const Plan e = exact.plan({chain, p.budget});
-      p.exact_fits = e.feasible;
-      if (e.feasible) p.exact_overhead = e.time / keep.time - 1;
-      if (s.feasible) {
-        p.swap_overhead = s.time / keep.time - 1;
-        const sim::SimResult r = sim::simulate(chain, s.schedule);
-        p.swap_bytes = r.copies.bytes();
-        p.hidden = r.copies.hidden_fraction();
-      }
-      curve.push_back(p);
-    }
+    const std::vector<Point> curve = budget_curve(chain, keep, least, points);
     // The budget where recompute only costs closest to 30%.
     const Point* at30 = nullptr;
     double worst_ratio = 0, best_gain = 0;

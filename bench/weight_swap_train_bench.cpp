@@ -28,35 +28,9 @@ namespace {
 
 constexpr const char* kFixedLink = "fixed-link";
 
-int run(const std::vector<std::string>& args) {
-  cli::Flags flags(args, {}, "weight_swap_train_bench");
-  const int steps = static_cast<int>(flags.integer("steps", 24, 6, 100000));
-  const int micro_batches = static_cast<int>(flags.integer("micro-batches", 8, 2, 8));
-  const std::string out = flags.text("out", "docs/BENCHMARKS.md");
-  flags.check_all_used();
-  at::set_num_threads(1);  // one compute thread; the copy engines get the other core
-
-  const data::BrownCorpus corpus = data::read_brown_corpus(data::find_brown_directory(""));
-  auto data = std::make_shared<data::TaggingDataset>(data::make_tagging_dataset(corpus, 2000));
-  const runtime::DataShape shape{data->words.size(), data->tags.size(), data->max_length, 1};
-  runtime::ModelSpec spec;
-  spec.layers = 6;
-  spec.width = 256;
-  spec.heads = 4;
-  const std::int64_t batch = 8;
-  auto model = [shape, spec] { return runtime::make_model("gpt", spec, shape); };
-  Bytes state = 0;
-  for (const torch::Tensor& p : model().parameters()) state += 4 * static_cast<Bytes>(p.nbytes());
-  const Bytes budget = state / 4;
-
-  runtime::CpuDeviceMemory probe;
-  const runtime::LinkRates link = runtime::measure_link(probe, 16 * MiB, 9);
-  const LaneFactory base = lanes(
-      [data, batch](std::uint64_t seed) {
-        return std::make_unique<runtime::BrownBatches>(data, batch, seed, runtime::BrownTargets::NextWord);
-      },
-      model);
-  const LaneFactory on_host = [&](const runtime::TrainerOptions& o) {
+// `base`'s lanes with the weights in host memory, split into `micro_batches`, planned with `link`.
+LaneFactory with_weights_on_host(const LaneFactory& base, const runtime::LinkRates& link, int micro_batches) {
+  return [base, link, micro_batches](const runtime::TrainerOptions& o) {
     runtime::TrainerOptions h = o;
     h.weights_on_host = true;
     h.micro_batches = micro_batches;
@@ -72,33 +46,12 @@ int run(const std::vector<std::string>& args) {
     }
     return base(h);
   };
-  const std::vector<std::string> planners = {"swap", "swap-naive", "swap " + std::string(kFixedLink)};
-  auto results = run_lockstep(planners, std::to_string(budget), steps, on_host, "weights in host memory");
-  for (const std::string& p : planners) {
-    if (!results[p].feasible) throw Error("planner " + p + ": " + results[p].why);
-  }
-  const LaneResult& harmony = results["swap"];
-  const LaneResult& naive = results["swap-naive"];
-  int equal_losses = 0;
-  for (size_t k = 0; k < harmony.records.size(); ++k) equal_losses += harmony.records[k].loss == naive.records[k].loss;
+}
 
-  std::ostringstream md;
+// One row per planner (the copies, the step, the peak, the retries), then the copies' own rates.
+void write_copies(std::ostringstream& md, const std::vector<std::string>& planners,
+                  std::map<std::string, LaneResult>& results) {
   char line[600];
-  md << "## Weight swapping measured: training with the weights in host memory\n\n"
-     << "Command: `build/bench/weight_swap_train_bench --steps " << steps << " --micro-batches " << micro_batches
-     << "` (or `scripts/bench.sh weights-train`)  \n"
-     << "Machine: " << machine() << "; date " << today() << "; 1 compute thread  \n";
-  std::snprintf(line, sizeof line,
-                "Model: `--model gpt --layers 6 --width 256 --heads 4 --vocab 2000`, batch %lld sentences of Brown as "
-                "next-word prediction, %d micro-batches per step. Weights, gradients and Adam state: %s in the host "
-                "pool; device budget %s (a quarter). Host link measured here: %s/s to host, %s/s back (a memcpy "
-                "between the counted pools on the copy threads). Both trainers step in lockstep on the same "
-                "batches; times and bytes are over the %d steps after the %d collection steps.\n\n",
-                static_cast<long long>(batch), micro_batches, format_bytes(state).c_str(), format_bytes(budget).c_str(),
-                format_bytes(static_cast<Bytes>(link.device_to_host)).c_str(),
-                format_bytes(static_cast<Bytes>(link.host_to_device)).c_str(), steps - harmony.collect_steps,
-                harmony.collect_steps);
-  md << line;
   md << "| planner | weights and gradients moved / step | all bytes to host / back per step | mean step | "
         "copy time hidden: all (to host / back) | max peak / budget | violations | retries | "
         "sim vs measured schedule time (median) |\n"
@@ -127,11 +80,70 @@ int run(const std::vector<std::string>& args) {
         "longer. `swap` offloads a pack's gradients and then, with no compute between, drops the pack's weights, "
         "which waits for them (the Simulator prices the same wait): the gradients' copies cannot hide";
   // Said only of a run that shows it: its waits on copies to host at least as long as those copies.
-  if (harmony.copies().hidden_fraction(CopyDirection::ToHost) == 0) {
+  if (results["swap"].copies().hidden_fraction(CopyDirection::ToHost) == 0) {
     md << ", and on this CPU compute waits longer than they take (a copy thread's wake-up and a hand-off per "
           "tensor), which can cancel what the weights' copies back hide";
   }
   md << ".\n";
+}
+
+int run(const std::vector<std::string>& args) {
+  cli::Flags flags(args, {}, "weight_swap_train_bench");
+  const int steps = static_cast<int>(flags.integer("steps", 24, 6, 100000));
+  const int micro_batches = static_cast<int>(flags.integer("micro-batches", 8, 2, 8));
+  const std::string out = flags.text("out", "docs/BENCHMARKS.md");
+  flags.check_all_used();
+  at::set_num_threads(1);  // one compute thread; the copy engines get the other core
+
+  const data::BrownCorpus corpus = data::read_brown_corpus(data::find_brown_directory(""));
+  auto data = std::make_shared<data::TaggingDataset>(data::make_tagging_dataset(corpus, 2000));
+  const runtime::DataShape shape{data->words.size(), data->tags.size(), data->max_length, 1};
+  runtime::ModelSpec spec;
+  spec.layers = 6;
+  spec.width = 256;
+  spec.heads = 4;
+  const std::int64_t batch = 8;
+  auto model = [shape, spec] { return runtime::make_model("gpt", spec, shape); };
+  Bytes state = 0;
+  for (const torch::Tensor& p : model().parameters()) state += 4 * static_cast<Bytes>(p.nbytes());
+  const Bytes budget = state / 4;
+
+  runtime::CpuDeviceMemory probe;
+  const runtime::LinkRates link = runtime::measure_link(probe, 16 * MiB, 9);
+  const LaneFactory base = lanes(
+      [data, batch](std::uint64_t seed) {
+        return std::make_unique<runtime::BrownBatches>(data, batch, seed, runtime::BrownTargets::NextWord);
+      },
+      model);
+  const LaneFactory on_host = with_weights_on_host(base, link, micro_batches);
+  const std::vector<std::string> planners = {"swap", "swap-naive", "swap " + std::string(kFixedLink)};
+  auto results = run_lockstep(planners, std::to_string(budget), steps, on_host, "weights in host memory");
+  for (const std::string& p : planners) {
+    if (!results[p].feasible) throw Error("planner " + p + ": " + results[p].why);
+  }
+  const LaneResult& harmony = results["swap"];
+  const LaneResult& naive = results["swap-naive"];
+  int equal_losses = 0;
+  for (size_t k = 0; k < harmony.records.size(); ++k) equal_losses += harmony.records[k].loss == naive.records[k].loss;
+
+  std::ostringstream md;
+  char line[600];
+  md << "## Weight swapping measured: training with the weights in host memory\n\n"
+     << "Command: `build/bench/weight_swap_train_bench --steps " << steps << " --micro-batches " << micro_batches
+     << "` (or `scripts/bench.sh weights-train`)  \n"
+     << "Machine: " << machine() << "; date " << today() << "; 1 compute thread  \n";
+  std::snprintf(line, sizeof line,
+                "Model: `--model gpt --layers 6 --width 256 --heads 4 --vocab 2000`, batch %lld sentences of Brown as "
+                "next-word prediction, %d micro-batches per step. Weights, gradients and Adam state: %s in the host "
+                "pool; device budget %s (a quarter). Host link measured here: %s/s to host, %s/s back (a memcpy "
+                "between the counted pools on the copy threads). Both trainers step in lockstep on the same "
+                "batches; times and bytes are over the %d steps after the %d collection steps.\n\n",
+                static_cast<long long>(batch), micro_batches, format_bytes(state).c_str(), format_bytes(budget).c_str(),
+                format_bytes(static_cast<Bytes>(link.device_to_host)).c_str(),
+                format_bytes(static_cast<Bytes>(link.host_to_device)).c_str(), steps - harmony.collect_steps,
+                harmony.collect_steps);
+  md << line;
+  write_copies(md, planners, results);
   const double volume_ratio = naive.mean_bytes(&CopyStats::weight_bytes) / harmony.mean_bytes(&CopyStats::weight_bytes);
   std::snprintf(line, sizeof line,
                 "\n- Measured volume ratio swap-naive / swap: %.2fx; step time ratio on this CPU: %.2fx.\n"
