@@ -70,12 +70,14 @@ def serve(step, record):
     print(json.dumps(record()), flush=True)
 
 
+PUBLISH_SECTION = os.environ.get("MEMTRAIN_PUBLISH_SECTION",
+                                 os.path.join(os.path.dirname(__file__), "..", "build", "bench", "publish_section"))
+
+
 def publish(name, text, path):
-    """Writes `text` as the section `name` of the Markdown file at `path`."""
-    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-    doc = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    section = f"{begin}\n{text}{end}"
-    b, e = doc.find(begin), doc.find(end)
-    doc = doc[:b] + section + doc[e + len(end):] if b >= 0 and e > b else doc + "\n" + section + "\n"
-    open(path, "w").write(doc)
-    print(f"{name}: wrote {path}", file=sys.stderr)
+    """Writes `text` as the section `name` of the Markdown file at `path`,
+    through the C++ benches' own writer (bench/publish_section.cpp)."""
+    if not os.path.exists(PUBLISH_SECTION):
+        raise RuntimeError(f"{PUBLISH_SECTION} is not built; scripts/build.sh builds it "
+                           "(or set MEMTRAIN_PUBLISH_SECTION to its path)")
+    subprocess.run([PUBLISH_SECTION, name, path], input=text, text=True, check=True, stdout=subprocess.DEVNULL)
