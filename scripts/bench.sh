@@ -1,42 +1,64 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the benchmarks; each rewrites its
-# own section of docs/BENCHMARKS.md. Optional first argument: planner,
-# optimal, advisor, swap, weights, weights-train, activations-train, graph-train, pipeline,
-# jobs (every policy over a sweep of budgets, 4 runs each in turns; about 17 minutes), ranks, blas, python,
-# peers (memtrain.Module beside checkpointing, SAC and torch.compile's budget on transformers' GPT-2 and Llama),
-# host-adam, resnet50 (ResNet-50 at 224 px: none, optimal and joint within 1.16x and at a third of the
-# plain activation memory; about 4 minutes), resume (kill -9 and resume in every output mode; it prints
-# its lines), jobs-cores (a group's jobs sharing the cores against every job taking every core; it prints
-# its lines), step-speed [DEVICE [STEPS [OUTDIR [ROUNDS]]]] (memtrain train against a plain LibTorch loop,
-# bench/step_speed.sh; it prints its tables)
-# or builds (two memtrain binaries side by side, --build LABEL=PATH twice; it prints its table), to run one;
-# further arguments go to it
-# (e.g. --steps 100).
+# Installs what is missing, builds, and runs the benchmarks. With no argument,
+# every bench marked "all" below, in turn; with a name, that bench, the further
+# arguments going to it (e.g. `scripts/bench.sh planner --steps 100`);
+# `scripts/bench.sh list` names them all. The table below is the one list of
+# the benches: name, whether a run of all includes it, its command (@PY@:
+# the venv's Python with the built module on its path) and what it does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+benches() {
+  cat <<'TABLE'
+planner|all|build/bench/planner_bench|the planners on the Brown tagger, in lockstep
+optimal|all|build/bench/optimal_bench|optimal and joint against mimose; what operator variants buy
+advisor|all|build/bench/advisor_bench|the performance model and the advisor against measured batches
+swap|all|build/bench/swap_bench|activation offload against recompute only, simulated
+weights|all|build/bench/weight_swap_bench|weight swapping (Harmony) against the naive swap, simulated
+weights-train|all|build/bench/weight_swap_train_bench|training with the weights in host memory, measured
+activations-train|all|build/bench/activation_swap_train_bench|activation offload while training, measured
+graph-train|all|build/bench/graph_train_bench|the U-Net under the graph planner at several budgets
+pipeline|all|build/bench/input_pipeline_bench|input stalls and coordinated preprocessing
+jobs|all|build/bench/jobs_bench|every jobs policy over a sweep of budgets, 4 runs each in turns (about 17 minutes)
+ranks|all|build/bench/ranks_bench|data-parallel ranks on loopback: exactness, sums beside the backward, a killed rank
+host-adam|all|build/bench/host_adam_bench|memtrain's host Adam against a memory triad and LibTorch's Adams
+resnet50|all|build/bench/resnet50_bench|ResNet-50 at 224 px: none, optimal and joint (about 4 minutes)
+blas|all|build/bench/blas_threads_bench|memtrain train on each OpenBLAS build and thread count
+python|no|@PY@ bench/python_bench.py|memtrain.Module against checkpoint_sequential
+peers|no|@PY@ bench/peers_bench.py|memtrain.Module beside checkpointing, SAC and torch.compile's budget on GPT-2 and Llama
+builds|no|python3 bench/builds_bench.py|two memtrain binaries side by side (--build LABEL=PATH twice); prints its table
+resume|no|python3 bench/resume_bench.py --memtrain build/src/cli/memtrain|kill -9 and resume in every output mode; prints its lines
+jobs-cores|no|python3 bench/jobs_cores_bench.py --memtrain build/src/cli/memtrain|jobs sharing the cores against every job taking every core; prints its lines
+step-speed|no|@PY@ - bench/step_speed.sh build|memtrain train against a plain LibTorch loop: DEVICE STEPS OUTDIR [ROUNDS]; prints its tables
+TABLE
+}
+python="${MEMTRAIN_VENV:-/opt/memtrain/venv}/bin/python"
+# Runs the command of a table row with the further arguments.
+run_command() {
+  local command=$1
+  shift
+  case "$command" in
+    "@PY@ - "*) MEMTRAIN_PYTHON=$python exec ${command#@PY@ - } "$@" ;;
+    "@PY@ "*) PYTHONPATH=build/python exec "$python" ${command#@PY@ } "$@" ;;
+    *) exec $command "$@" ;;
+  esac
+}
+if [ "${1:-}" = list ]; then
+  benches | awk -F'|' '{ printf "%-18s %s%s\n", $1, $4, ($2 == "all" ? "" : " (not in a run of all)") }'
+  exit 0
+fi
+row=
+if [ -n "${1:-}" ]; then
+  row=$(benches | awk -F'|' -v name="$1" '$1 == name')
+  if [ -z "$row" ]; then
+    echo "bench.sh: unknown benchmark '$1'; expected list or one of: $(benches | cut -d'|' -f1 | paste -sd' ')" >&2
+    exit 2
+  fi
+  shift
+fi
 scripts/install-deps.sh
 scripts/build.sh
-case "${1:-}" in
-  planner) shift; exec build/bench/planner_bench "$@" ;;
-  optimal) shift; exec build/bench/optimal_bench "$@" ;;
-  advisor) shift; exec build/bench/advisor_bench "$@" ;;
-  swap) shift; exec build/bench/swap_bench "$@" ;;
-  weights) shift; exec build/bench/weight_swap_bench "$@" ;;
-  weights-train) shift; exec build/bench/weight_swap_train_bench "$@" ;;
-  activations-train) shift; exec build/bench/activation_swap_train_bench "$@" ;;
-  graph-train) shift; exec build/bench/graph_train_bench "$@" ;;
-  pipeline) shift; exec build/bench/input_pipeline_bench "$@" ;;
-  jobs) shift; exec build/bench/jobs_bench "$@" ;;
-  ranks) shift; exec build/bench/ranks_bench "$@" ;;
-  blas) shift; exec build/bench/blas_threads_bench "$@" ;;
-  python) shift; PYTHONPATH=build/python exec "${MEMTRAIN_VENV:-/opt/memtrain/venv}/bin/python" bench/python_bench.py "$@" ;;
-  peers) shift; PYTHONPATH=build/python exec "${MEMTRAIN_VENV:-/opt/memtrain/venv}/bin/python" bench/peers_bench.py "$@" ;;
-  builds) shift; exec python3 bench/builds_bench.py "$@" ;;
-  host-adam) shift; exec build/bench/host_adam_bench "$@" ;;
-  resnet50) shift; exec build/bench/resnet50_bench "$@" ;;
-  resume) shift; exec python3 bench/resume_bench.py --memtrain build/src/cli/memtrain "$@" ;;
-  jobs-cores) shift; exec python3 bench/jobs_cores_bench.py --memtrain build/src/cli/memtrain "$@" ;;
-  step-speed) shift; MEMTRAIN_PYTHON=${MEMTRAIN_VENV:-/opt/memtrain/venv}/bin/python exec bench/step_speed.sh build "${1:-cpu}" "${2:-20}" "${3:-/tmp/memtrain-step-speed}" "${4:-2}" ;;
-  "") build/bench/planner_bench; build/bench/optimal_bench; build/bench/advisor_bench; build/bench/swap_bench; build/bench/weight_swap_bench; build/bench/weight_swap_train_bench; build/bench/activation_swap_train_bench; build/bench/graph_train_bench; build/bench/input_pipeline_bench; build/bench/jobs_bench; build/bench/ranks_bench; build/bench/host_adam_bench; build/bench/resnet50_bench; exec build/bench/blas_threads_bench ;;
-  *) echo "bench.sh: unknown benchmark '$1'; expected planner, optimal, advisor, swap, weights, weights-train, activations-train, graph-train, pipeline, jobs, ranks, blas, python, peers, host-adam, resnet50, builds, resume, jobs-cores or step-speed" >&2; exit 2 ;;
-esac
+if [ -z "$row" ]; then
+  benches | awk -F'|' '$2 == "all" { print $3 }' | while read -r command; do $command; done
+  exit 0
+fi
+run_command "$(echo "$row" | cut -d'|' -f3)" "$@"
