@@ -11,12 +11,14 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/group_report_json.h"
 #include "cli/json_file.h"
 #include "cli/memtrain_program.h"
 #include "cli/train_report.h"
 #include "core/error.h"
 #include "core/parse_number.h"
 #include "jobs/core_shares.h"
+#include "jobs/group_report.h"
 #include "jobs/launcher.h"
 
 namespace memtrain::cli {
@@ -225,38 +227,37 @@ void set_jobs(const JobsArgs& r, jobs::LaunchOptions& o) {
 }
 
 // One line for the group and one per job; false when a job not meant to be killed did not complete.
-bool print_jobs_outcome(const jobs::LaunchOptions& o, const jobs::LaunchResult& result, const nlohmann::json& report) {
-  const nlohmann::json& sum = report.at("summary");
+bool print_jobs_outcome(const jobs::LaunchOptions& o, const jobs::LaunchResult& result,
+                        const jobs::GroupReport& report) {
   std::printf("memtrain jobs: policy %s, budget %s; makespan %.2f s; largest total live %s; %ld violations\n",
-              jobs::policy_name(o.group.policy), format_bytes(result.group.budget).c_str(), result.makespan,
-              format_bytes(result.group.max_live).c_str(), sum.at("violations").get<long>());
-  if (o.group.policy == jobs::Policy::Arbiter) {
+              jobs::policy_name(report.policy), format_bytes(report.budget).c_str(), report.makespan,
+              format_bytes(report.max_total_live).c_str(), report.violations);
+  if (report.policy == jobs::Policy::Arbiter) {
     std::printf("memtrain jobs: the arbiter weighed waiting against recomputation on %.3g compute slots\n",
                 result.group.compute_slots);
   }
   bool ok = true;
-  for (const nlohmann::json& j : report.at("jobs")) {
-    const size_t i = j.at("index").get<size_t>() - 1;
+  for (const jobs::JobFigures& j : report.jobs) {
+    const size_t i = j.index - 1;
     const bool meant_to_die = i < o.jobs.size() && o.jobs[i].kill_after_steps >= 0;
-    if (!j.at("completed").get<bool>() && !meant_to_die) ok = false;
-    const int count = j.at("threads").is_number() ? j.at("threads").get<int>() : 0;
+    if (!j.completed && !meant_to_die) ok = false;
+    const std::int64_t count = j.threads.value_or(0);
     const std::string threads =
         count > 0 ? std::to_string(count) + (count == 1 ? " thread" : " threads") : "threads unknown";
+    const jobs::MemberState none;
+    const jobs::MemberState& m = j.member ? *j.member : none;
     std::printf("memtrain jobs: job %zu (pid %d, %s) %s: %lld steps, peak %s, waited %.2f s for leases%s%s\n", i + 1,
-                j.at("pid").get<int>(), threads.c_str(),
-                j.at("completed").get<bool>() ? "completed" : "did not complete",
-                static_cast<long long>(j.at("steps").get<std::int64_t>()),
-                format_bytes(j.at("peak_bytes").get<Bytes>()).c_str(), j.at("wait_seconds").get<double>(),
-                j.at("error").is_string() ? "; " : "",
-                j.at("error").is_string() ? j.at("error").get<std::string>().c_str() : "");
+                j.outcome.pid, threads.c_str(), j.completed ? "completed" : "did not complete",
+                static_cast<long long>(m.steps), format_bytes(m.peak).c_str(), m.wait_seconds,
+                j.outcome.error.empty() ? "" : "; ", j.outcome.error.c_str());
     // How the arbiter granted this job's leases ("whole 18, knee 1, ...").
     std::string choices;
-    for (const auto& [choice, n] : j.at("arbiter_choices").items()) {
-      choices += (choices.empty() ? "" : ", ") + choice + " " + std::to_string(n.get<long>());
+    for (const auto& [choice, n] : m.arbiter_choices) {
+      choices += (choices.empty() ? "" : ", ") + choice + " " + std::to_string(n);
     }
     if (!choices.empty()) std::printf("memtrain jobs: job %zu's leases: %s\n", i + 1, choices.c_str());
-    if (const long replans = j.at("tensile_replans").get<long>(); replans > 0) {
-      const std::string times = replans == 1 ? "once" : std::to_string(replans) + " times";
+    if (m.replans > 0) {
+      const std::string times = m.replans == 1 ? "once" : std::to_string(m.replans) + " times";
       std::printf("memtrain jobs: job %zu's allotment planned again %s (its need drifted over 30%%)\n", i + 1,
                   times.c_str());
     }
@@ -277,8 +278,8 @@ int run_jobs(const std::vector<std::string>& args) {
   set_jobs(r, o);
   const std::string json_path = r.get("--json", "");
   const jobs::LaunchResult result = jobs::launch(o);
-  const nlohmann::json report = jobs::jobs_report(o, result);
-  if (!json_path.empty()) write_json_file(report, json_path);
+  const jobs::GroupReport report = jobs::group_report(o, result);
+  if (!json_path.empty()) write_json_file(group_report_json(report), json_path);
   const bool ok = print_jobs_outcome(o, result, report);
   if (!result.group.refused.empty()) {
     std::fprintf(stderr, "memtrain: jobs: %s\n", result.group.refused.c_str());

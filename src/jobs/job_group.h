@@ -65,6 +65,14 @@ struct GroupState {
   std::string refused;               // why the group refused to start, or empty
   double compute_slots = 0;          // the device model the arbiter decides with (0: a slot per job)
   std::vector<MemberState> members;  // in joining order
+
+  // The member with process id `pid`; null when none joined.
+  const MemberState* member(std::int32_t pid) const {
+    for (const MemberState& m : members) {
+      if (m.pid == pid) return &m;
+    }
+    return nullptr;
+  }
 };
 
 struct LeaseRequest {

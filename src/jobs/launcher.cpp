@@ -55,13 +55,6 @@ std::int32_t spawn_job(const LaunchOptions& o, size_t index, const std::string& 
   return static_cast<std::int32_t>(pid);
 }
 
-const MemberState* member_of(const GroupState& g, std::int32_t pid) {
-  for (const MemberState& m : g.members) {
-    if (m.pid == pid) return &m;
-  }
-  return nullptr;
-}
-
 // What ended a job left (`status` from waitpid; `killed`: by the launcher,
 // as its spec asked): its end, exit code or signal, error line, and how soon
 // after its end the group had its bytes back.
@@ -71,7 +64,8 @@ void record_end(JobOutcome& out, int status, bool killed, const JobSpec& job, Jo
   if (WIFEXITED(status)) out.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) out.signal = WTERMSIG(status);
   group.reap();
-  const MemberState* after = member_of(group.state(), out.pid);
+  const GroupState now = group.state();  // kept: the member points into it
+  const MemberState* after = now.member(out.pid);
   if (after && after->reclaimed > 0) out.reclaimed_after = seconds_since(start) - out.ended;
   if (killed)
     out.error = "killed with SIGKILL after " + std::to_string(job.kill_after_steps) + " steps, as asked";
@@ -169,7 +163,7 @@ LaunchResult launch(const LaunchOptions& o) {
           all_ended = all_ended && ended[i];
           continue;
         }
-        const MemberState* m = member_of(g, out.pid);
+        const MemberState* m = g.member(out.pid);
         if (!killed[i] && o.jobs[i].kill_after_steps >= 0 && m && m->steps >= o.jobs[i].kill_after_steps) {
           ::kill(out.pid, SIGKILL);
           killed[i] = true;
@@ -213,102 +207,6 @@ LaunchResult launch(const LaunchOptions& o) {
   return result;
 }
 
-namespace {
-
-// What the group and the launcher know of job `index`, as the report gives it.
-nlohmann::json outcome_json(size_t index, const JobOutcome& out, const MemberState* m, bool completed) {
-  using nlohmann::json;
-  const Seconds seconds = out.launched ? out.ended - out.started : 0;
-  return {
-      {"index", index + 1},
-      {"pid", out.pid},
-      {"label", m ? m->label : std::string()},
-      {"completed", completed},
-      {"exit_code", out.signal ? json() : json(out.exit_code)},
-      {"signal", out.signal ? json(out.signal) : json()},
-      {"error", out.error.empty() ? json() : json(out.error)},
-      {"seconds", out.launched ? json(seconds) : json()},
-      {"started_seconds", out.launched ? json(out.started) : json()},
-      {"steps", m ? m->steps : 0},
-      {"wait_seconds", m ? m->wait_seconds : 0},
-      {"calibrate_wait_seconds", m ? m->calibrate_wait_seconds : 0},
-      {"peak_bytes", m ? m->peak : 0},
-      {"reference_peak_bytes", m ? m->reference : 0},
-      {"least_budget_bytes", m ? m->least_largest : 0},
-      {"reclaimed_bytes", m ? m->reclaimed : 0},
-      {"tensile_replans", m ? m->replans : 0},
-      {"arbiter_choices", m ? json(m->arbiter_choices) : json::object()},
-      {"reclaimed_after_seconds", out.reclaimed_after >= 0 ? json(out.reclaimed_after) : json()},
-      {"lease_delay_steps", m && m->others_steps_to_first_lease >= 0 ? json(m->others_steps_to_first_lease) : json()}};
-}
-
-}  // namespace
-
-nlohmann::json jobs_report(const LaunchOptions& o, const LaunchResult& r) {
-  using nlohmann::json;
-  json jobs = json::array();
-  long violations = r.group.budget >= 0 && r.group.max_live > r.group.budget ? 1 : 0;
-  std::vector<double> slowdowns;
-  for (size_t i = 0; i < r.jobs.size(); ++i) {
-    const JobOutcome& out = r.jobs[i];
-    const MemberState* m = member_of(r.group, out.pid);
-    const std::optional<JobRunReport> report =
-        out.launched && o.read_report ? o.read_report(out.report_path) : std::nullopt;
-    const bool completed = out.exit_code == 0 && m && m->status == MemberState::Finished;
-    const Seconds seconds = out.launched ? out.ended - out.started : 0;
-    json j = outcome_json(i, out, m, completed);
-    if (o.jobs.size() > i) j["args"] = o.jobs[i].args;
-    j["threads"] = report && report->threads ? json(*report->threads) : json();
-    // From the job's own report: samples, retries, violations, and the
-    // Simulator's peaks and times for what ran and for keeping everything.
-    json samples_per_second, retries, msr, eor, cbr;
-    if (report) {
-      double samples = 0, planned = 0, plain_planned = 0, plain_all = 0;
-      double peak = 0, plain_peak = 0;
-      for (const JobRunReport::Step& step : report->steps) {
-        if (!step.collection) {
-          peak = std::max(peak, step.peak_bytes);
-          plain_peak = std::max(plain_peak, step.predicted_plain_peak_bytes.value_or(0.0));
-        }
-        samples += step.samples;
-        if (step.predicted_plain_seconds) plain_all += *step.predicted_plain_seconds;
-        if (!step.collection && step.predicted_plain_seconds && step.predicted_schedule_seconds) {
-          planned += *step.predicted_schedule_seconds;
-          plain_planned += *step.predicted_plain_seconds;
-        }
-      }
-      samples_per_second = seconds > 0 ? json(samples / seconds) : json();
-      retries = report->retries;
-      violations += report->violations;
-      if (plain_peak > 0) msr = 1 - peak / plain_peak;
-      if (plain_planned > 0) {
-        const double e = planned / plain_planned - 1;
-        eor = e;
-        if (e > 0 && msr.is_number()) cbr = msr.get<double>() / e;  // EOR 0: CBR unbounded, reported null
-      }
-      if (completed && plain_all > 0) slowdowns.push_back(seconds / plain_all);
-    }
-    j["samples_per_second"] = samples_per_second;
-    j["retries"] = retries;
-    j["msr"] = msr;
-    j["eor"] = eor;
-    j["cbr"] = cbr;
-    jobs.push_back(std::move(j));
-  }
-  const json jain = slowdowns.empty() ? json() : json(jain_index(slowdowns));
-  return {{"budget_bytes", r.group.budget},
-          {"policy", policy_name(o.group.policy)},
-          {"group", o.group.name},
-          {"compute_slots", o.group.compute_slots},
-          {"summary",
-           {{"makespan_seconds", r.makespan},
-            {"violations", violations},
-            {"max_total_live_bytes", r.group.max_live},
-            {"calibration_max_total_live_bytes", r.group.calibration_max_live},
-            {"jain_index", jain},
-            {"refusals", r.group.refusals},
-            {"refused", r.group.refused.empty() ? json() : json(r.group.refused)}}},
-          {"jobs", jobs}};
-}
+namespace {}  // namespace
 
 }  // namespace memtrain::jobs

@@ -10,8 +10,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "jobs/job_group.h"
 
 namespace memtrain::jobs {
@@ -82,9 +80,5 @@ struct LaunchResult {
 };
 
 LaunchResult launch(const LaunchOptions& options);
-
-// The report `memtrain jobs --json` writes (docs/jobs.md): the group's
-// summary and each job's figures, from the launch and the jobs' own reports.
-nlohmann::json jobs_report(const LaunchOptions& options, const LaunchResult& result);
 
 }  // namespace memtrain::jobs
