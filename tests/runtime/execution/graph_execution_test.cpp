@@ -7,20 +7,16 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
-#include "data/fashion_mnist.h"
 #include "plan/checkmate_planner.h"
 #include "runtime/execution/graph_executor.h"
 #include "runtime/input/fashion_mnist_batches.h"
 #include "runtime/models/unet.h"
+#include "support/fashion_mnist_images.h"
 
 namespace memtrain::runtime {
 namespace {
 
-std::shared_ptr<const data::ImageDataset> test_images() {
-  static auto images = std::make_shared<const data::ImageDataset>(
-      data::read_fashion_mnist(data::find_fashion_mnist_directory(""), "test"));
-  return images;
-}
+std::shared_ptr<const data::ImageDataset> test_images() { return testing::fashion_mnist_test_images(); }
 
 struct UNetRig {
   CpuDeviceMemory memory;

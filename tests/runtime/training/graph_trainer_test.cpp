@@ -4,19 +4,15 @@
 
 #include <torch/torch.h>
 
-#include "data/fashion_mnist.h"
 #include "runtime/input/fashion_mnist_batches.h"
 #include "runtime/models/unet.h"
 #include "runtime/training/graph_trainer.h"
+#include "support/fashion_mnist_images.h"
 
 namespace memtrain::runtime {
 namespace {
 
-std::shared_ptr<const data::ImageDataset> test_images() {
-  static auto images = std::make_shared<const data::ImageDataset>(
-      data::read_fashion_mnist(data::find_fashion_mnist_directory(""), "test"));
-  return images;
-}
+std::shared_ptr<const data::ImageDataset> test_images() { return testing::fashion_mnist_test_images(); }
 
 // A U-Net trained on a few batches of one size by its own GraphTrainer.
 struct UNetRun {

@@ -5,13 +5,13 @@
 #include <thread>
 
 #include "core/error.h"
-#include "data/fashion_mnist.h"
 #include "plan/registry.h"
 #include "runtime/input/brown_batches.h"
 #include "runtime/input/fashion_mnist_batches.h"
 #include "runtime/input/largest_input_batches.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/training/trainer.h"
+#include "support/fashion_mnist_images.h"
 #include "support/tiny_tagging.h"
 #include "support/training_runs.h"
 
@@ -258,12 +258,8 @@ TEST(Trainer, JointChoosesVariantsAndFitsBelowOptimalsMinimum) {
   EXPECT_EQ(trainer.summary().violations, 0);
 }
 
-// Fashion-MNIST's test images, read once, and a ResNet-50 of width 4 for them.
-std::shared_ptr<const data::ImageDataset> test_images() {
-  static const auto images = std::make_shared<const data::ImageDataset>(
-      data::read_fashion_mnist(data::find_fashion_mnist_directory(""), "test"));
-  return images;
-}
+// Fashion-MNIST's test images and a ResNet-50 of width 4 for them.
+std::shared_ptr<const data::ImageDataset> test_images() { return testing::fashion_mnist_test_images(); }
 StagedModel narrow_resnet50() {
   ModelSpec spec;
   spec.width = 4;
