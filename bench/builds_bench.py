@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Two memtrain builds side by side: the same `memtrain train` run by each,
-in turns (A, B, A, B, ...), so both see the same machine load. Reports each
+in turns (A B, B A, A B, ...), so both see the same machine load. Reports each
 build's mean step time per budget, the ratio, and what each says of itself
 (its LibTorch). Used to compare memtrain on two LibTorch versions:
 
@@ -18,6 +18,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+from side_by_side import abba_order
 
 
 def run(binary, budget, extra, report):
@@ -55,7 +57,7 @@ def main():
             times = {label: [] for label, _ in builds}
             last = {}
             for r in range(args.rounds):
-                for label, path in builds:
+                for label, path in abba_order(builds, r):
                     report = run(path, budget, extra, os.path.join(tmp, "r.json"))
                     times[label].append(report["summary"]["mean_step_seconds"])
                     last[label] = report

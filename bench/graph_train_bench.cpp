@@ -93,14 +93,15 @@ std::vector<GraphLane> graph_lanes(const std::shared_ptr<const data::ImageDatase
 // Every lane's timed steps (the autograd lane's last).
 std::vector<std::vector<double>> take_turns(std::vector<GraphLane>& lanes, AutogradLane& autograd, int steps) {
   // Lanes take turns in rounds of kRound steps (steps of some 60 ms: a lane
-  // switch every step measured the switch, not the schedule); each round
-  // starts with another lane, and its first step is not timed.
+  // switch every step measured the switch, not the schedule), in ABBA
+  // order round by round; a round's first step is not timed.
   constexpr int kRound = 5;
   // The autograd lane takes its turn as lane number lanes.size().
   std::vector<std::vector<double>> timed(lanes.size() + 1);
+  std::vector<size_t> all(lanes.size() + 1);
+  for (size_t k = 0; k < all.size(); ++k) all[k] = k;
   for (int s = 0; s < steps; s += kRound) {
-    for (size_t k = 0; k <= lanes.size(); ++k) {
-      const size_t which = (k + static_cast<size_t>(s / kRound)) % (lanes.size() + 1);
+    for (const size_t which : abba_order(all, s / kRound)) {
       for (int r = 0; r < kRound && s + r < steps; ++r) {
         double seconds = 0;
         if (which == lanes.size()) {

@@ -416,9 +416,7 @@ std::vector<SweepPoint> measured_sweep(Groups& groups, const std::vector<std::st
   std::sort(sweep.begin(), sweep.end(), [](const SweepPoint& a, const SweepPoint& b) { return a.budget < b.budget; });
   for (SweepPoint& point : sweep) {
     for (int r = 0; r < repeats; ++r) {
-      std::vector<std::string> order = kPolicies;
-      if (r % 2) std::reverse(order.begin(), order.end());
-      for (const std::string& p : order) point.runs[p].push_back(groups.run(jobs, p, point.budget));
+      for (const std::string& p : abba_order(kPolicies, r)) point.runs[p].push_back(groups.run(jobs, p, point.budget));
     }
   }
   return sweep;

@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 
+from side_by_side import abba_order
+
 
 def run(memtrain, jobs, budget, policy, report):
     cmd = [memtrain, "jobs", "--budget", budget, "--policy", policy, "--json", report, "--quiet"]
@@ -48,8 +50,7 @@ def main():
     times = {name: [] for name in configs}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            order = list(configs) if r % 2 == 0 else list(reversed(configs))
-            for name in order:
+            for name in abba_order(configs, r):
                 seconds, threads = run(args.memtrain, configs[name], args.budget, args.policy,
                                        os.path.join(tmp, "r.json"))
                 times[name].append(seconds)

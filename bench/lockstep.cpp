@@ -139,7 +139,7 @@ std::map<std::string, LaneResult> run_lockstep(const std::vector<std::string>& p
     }
   }
   for (int s = 0; s < steps; ++s) {
-    for (const std::string& p : planners) {
+    for (const std::string& p : abba_order(planners, s)) {
       if (lanes.count(p)) lanes[p].trainer->step();
     }
     std::fprintf(stderr, "\r%s, budget %s: step %d/%d", label.c_str(), budget.c_str(), s + 1, steps);

@@ -3,6 +3,7 @@
 // them alike and ratios compare like with like), and the report plumbing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -78,6 +79,15 @@ Chain measured_chain(const LaneFactory& make);
 std::map<std::string, LaneResult> run_lockstep(const std::vector<std::string>& planners, const std::string& budget,
                                                int steps, const LaneFactory& make, const std::string& label,
                                                std::map<std::string, Lane>* kept = nullptr);
+
+// The order contenders take their turns in `round`: as given in even
+// rounds, reversed in odd ones (A B C, C B A, ...), so that over two
+// rounds each stands as often early as late and drift weighs on all alike.
+template <typename T>
+std::vector<T> abba_order(std::vector<T> contenders, long round) {
+  if (round % 2 != 0) std::reverse(contenders.begin(), contenders.end());
+  return contenders;
+}
 
 double median(std::vector<double> values);  // 0 for none
 std::string machine();                      // CPU model, cores, LibTorch version

@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 
 import memtrain
-from side_by_side import Contender, digest, publish, serve
+from side_by_side import Contender, abba_order, digest, publish, serve
 
 TORCHTUNE_WHEEL = "torchtune==0.6.1"
 MODEL_NAMES = {"gpt2": "transformers' GPT-2", "llama": "transformers' Llama",
@@ -590,8 +590,7 @@ def bench_model(args):
         active = [c for c in contenders.values() if c.expect("ready", "idle") == "ready"]
         turns = args.steps * (args.full_rounds if percent == 100 else 1)
         for i in range(turns):
-            k = i % len(active)
-            for c in active[k:] + active[:k]:
+            for c in abba_order(active, i):
                 c.step(i)
             if (i + 1) % 10 == 0:
                 print(f"{args.model} {percent}%: step {i + 1} of {turns}", file=sys.stderr, flush=True)

@@ -32,7 +32,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 
 import memtrain
-from side_by_side import Contender, digest, publish
+from side_by_side import Contender, abba_order, digest, publish
 
 # The tests' plain-PyTorch Transformer (dropout 0.1), not memtrain's own models.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
@@ -192,8 +192,7 @@ def take_turns(args, reference, percents, timed):
     training = [c for c in memtrain_processes if c.expect("ready", "idle") == "ready"]
     for i in range(args.steps):
         takers = [plain_process] + training + (checkpoint_processes if i in timed else [])
-        k = i % len(takers)  # each takes every turn position in rotation
-        for c in takers[k:] + takers[:k]:
+        for c in abba_order(takers, i):
             c.step(i)
         if (i + 1) % 20 == 0:
             print(f"step {i + 1} of {args.steps}", file=sys.stderr, flush=True)

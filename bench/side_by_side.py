@@ -70,6 +70,13 @@ def serve(step, record):
     print(json.dumps(record()), flush=True)
 
 
+def abba_order(contenders, turn):
+    """The order contenders take `turn` in: as given on even turns, reversed
+    on odd ones (A B C, C B A, ...), so that over two turns each stands as
+    often early as late and drift weighs on all alike."""
+    return list(contenders) if turn % 2 == 0 else list(reversed(contenders))
+
+
 PUBLISH_SECTION = os.environ.get("MEMTRAIN_PUBLISH_SECTION",
                                  os.path.join(os.path.dirname(__file__), "..", "build", "bench", "publish_section"))
 
