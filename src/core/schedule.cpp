@@ -1,6 +1,8 @@
 #include "core/schedule.h"
 
 #include <algorithm>
+#include <set>
+#include <utility>
 
 namespace memtrain {
 
@@ -66,6 +68,20 @@ int Schedule::recomputed_forwards(int stages) const {
     }
   }
   return forwards - stages * micro_batches();
+}
+
+bool Schedule::recomputes_locally() const {
+  std::set<std::pair<int, int>> ran;  // (micro-batch, stage) run forward already
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const Op& op = ops[k];
+    const bool forward =
+        op.kind == OpKind::ForwardAll || op.kind == OpKind::ForwardCheckpoint || op.kind == OpKind::ForwardNone;
+    if (!forward || ran.insert({op.micro, op.stage}).second) continue;
+    auto next = std::find_if(ops.begin() + static_cast<std::ptrdiff_t>(k) + 1, ops.end(),
+                             [](const Op& o) { return o.kind == OpKind::Backward; });
+    if (next == ops.end() || next->stage != op.stage || next->micro != op.micro) return false;
+  }
+  return true;
 }
 
 std::string Schedule::to_string() const {

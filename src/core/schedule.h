@@ -86,6 +86,10 @@ struct Schedule {
   int micro_batches() const;
   // Number of forward operations beyond one per stage and micro-batch (the recompute count).
   int recomputed_forwards(int stages) const;
+  // Whether every forward of a stage after its first runs right before
+  // that stage's backward: the next backward after it is the stage's own
+  // (PlannerOptions::local_recompute).
+  bool recomputes_locally() const;
   // Compact text: "Fck0 Fall1 L B1 Fall0 B0"; a variant shows as "Fall1.v2";
   // Offload/Release/Prefetch of x_2 as "Off2 Rel2 Pre2", of what F_all(2)
   // saved as "OffS2 RelS2 PreS2"; weight operations

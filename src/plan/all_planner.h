@@ -8,6 +8,7 @@ namespace memtrain::plan {
 class AllPlanner : public Planner {
  public:
   std::string name() const override { return "all"; }
+  bool recomputes_locally() const override { return true; }  // each stage on its own
   Plan plan(const PlanRequest& request) override;
 };
 

@@ -13,6 +13,7 @@ namespace memtrain::plan {
 class MimosePlanner : public Planner {
  public:
   std::string name() const override { return "mimose"; }
+  bool recomputes_locally() const override { return true; }  // each stage on its own
   Plan plan(const PlanRequest& request) override;
 };
 

@@ -19,9 +19,12 @@ namespace memtrain::plan {
 class OptimalPlanner : public Planner {
  public:
   explicit OptimalPlanner(PlannerOptions options = {}, bool variants = false, bool offloads = false)
-      : options_(options), variants_(variants), offloads_(offloads) {}
+      : options_(options), variants_(variants), offloads_(offloads) {
+    dp_.set_local_recompute(options.local_recompute);
+  }
   std::string name() const override { return variants_ ? "joint" : offloads_ ? "optimal-offload" : "optimal"; }
   bool uses_variants() const override { return variants_; }
+  bool recomputes_locally() const override { return options_.local_recompute; }
   Plan plan(const PlanRequest& request) override;
 
   // The table of the last plan, and its value: the DP's own time for the

@@ -178,7 +178,7 @@ void PersistentDp::fill(int i, int l, bool own, std::int64_t top, double lower, 
   }
   // Checkpoint at j: F_ck(i), F_n(i+1..j-1) keep only x_i and x_j (on its
   // own); solve j..l with x_j held, then i..j-1 again with delta_j.
-  for (int j = i + 1; j <= l; ++j) {
+  for (int j = i + 1; j <= last_checkpoint(i, l); ++j) {
     const auto [forward_peak, forward_time] = segments[j - i - 1];
     const double* later = values(j, l, true);
     const double* again = values(i, j - 1, own);
@@ -239,7 +239,7 @@ void PersistentDp::emit(int i, int l, std::int64_t m, bool own, Schedule& out) c
   forward_segments(i, l, segments);
   for (bool offload : {false, true}) {
     if (offload && !may_offload(i, own)) break;
-    for (int j = i + 1; j <= l; ++j) {
+    for (int j = i + 1; j <= last_checkpoint(i, l); ++j) {
       const auto [forward_peak, forward_time] = segments[j - i - 1];
       const double* later = values(j, l, true);
       const double* again = values(i, j - 1, own);

@@ -53,6 +53,11 @@ class PersistentDp {
   // The schedule that achieves value(0, n-1, m); m must be feasible.
   Schedule schedule(std::int64_t m) const;
 
+  // Only checkpoints that keep one stage's input: a stage is recomputed
+  // right before its own backward, never on the way to a later stage's
+  // (PlannerOptions::local_recompute). Applies from the next solve.
+  void set_local_recompute(bool local) { local_ = local; }
+
   std::int64_t capacity() const { return capacity_; }
   // Table entries actually computed by the last solve, summed over the
   // branches tried (the rest were pruned: below a branch's least feasible m
@@ -61,6 +66,8 @@ class PersistentDp {
 
  private:
   int pair(int i, int l) const { return row_start_[i] + (l - i); }
+  // The last stage j a checkpoint of stages i..l may resume at.
+  int last_checkpoint(int i, int l) const { return local_ ? std::min(l, i + 1) : l; }
   // Two tables with offloads: x_i stored on its own (`own`) or inside the
   // previous stage's kept x̄ (only the first can be offloaded); one without.
   const std::vector<double>& table(bool own) const { return own && offloads_ ? own_value_ : value_; }
@@ -117,6 +124,7 @@ class PersistentDp {
   void emit(int i, int l, std::int64_t m, bool own, Schedule& out) const;
 
   int n_ = 0;
+  bool local_ = false;  // set_local_recompute()
   std::int64_t capacity_ = 0;
   size_t width_ = 0;  // capacity + 1
   std::int64_t computed_ = 0;

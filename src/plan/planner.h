@@ -25,6 +25,10 @@ struct PlannerOptions {
   // Micro-batches a step is split into (weight-swapping planners); the chain
   // they plan on is one micro-batch's.
   int micro_batches = 1;
+  // Recompute a stage only just before its own backward, never on the way
+  // to a later one's: for stages whose weights are present only around
+  // their own runs (blocks sharded by FSDP2, gathered by their hooks).
+  bool local_recompute = false;
 };
 
 class Planner {
@@ -46,6 +50,9 @@ class Planner {
   // (offloads, swaps), which they plan with its bandwidth: without one they
   // plan no copies. Front ends measure the link for them when none is given.
   virtual bool uses_host_link() const { return plans_weights_on_host(); }
+  // True for planners whose schedules recompute a stage only right before
+  // its own backward (PlannerOptions::local_recompute).
+  virtual bool recomputes_locally() const { return false; }
   virtual Plan plan(const PlanRequest& request) = 0;
 };
 

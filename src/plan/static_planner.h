@@ -14,6 +14,7 @@ namespace memtrain::plan {
 class StaticPlanner : public Planner {
  public:
   std::string name() const override { return "static"; }
+  bool recomputes_locally() const override { return true; }  // each stage on its own
   Plan plan(const PlanRequest& request) override;
 
  private:
