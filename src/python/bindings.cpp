@@ -154,7 +154,8 @@ class PythonBlockSteps {
     std::vector<std::shared_ptr<runtime::StageModule>> modules;
     std::vector<std::string> stage_names = names;
     for (size_t i = 0; i < blocks.size(); ++i) {
-      modules.push_back(std::make_shared<PythonStage>(blocks[i], names[i], calls[i]));
+      stages_.push_back(std::make_shared<PythonStage>(blocks[i], names[i], calls[i]));
+      modules.push_back(stages_.back());
     }
     auto boundary = std::make_shared<GradientBoundary>();
     modules.push_back(boundary);
@@ -174,8 +175,17 @@ class PythonBlockSteps {
   }
   BlockSteps& steps() { return *steps_; }
   runtime::DeviceMemory& memory() { return *memory_; }
+  // Blocks sharded by FSDP2 (gathered[i] > 0): their stages read their
+  // parameters at each forward, and the steps count the gathers.
+  void set_gathered_bytes(const std::vector<Bytes>& gathered, bool forward_prefetch) {
+    steps_->set_gathered_bytes(gathered, forward_prefetch);
+    for (size_t i = 0; i < gathered.size() && i < stages_.size(); ++i) {
+      if (gathered[i] > 0) stages_[i]->read_parameters_at_each_forward();
+    }
+  }
 
  private:
+  std::vector<std::shared_ptr<PythonStage>> stages_;
   runtime::DeviceMemory* memory_;
   std::unique_ptr<BlockSteps> steps_;
 };
@@ -347,6 +357,8 @@ void define_block_steps(py::module_& m) {
              }
              return py::make_tuple(dx, gradients);
            })
+      .def("set_gathered_bytes", [](PythonBlockSteps& r, const std::vector<Bytes>& gathered,
+                                    bool forward_prefetch) { r.set_gathered_bytes(gathered, forward_prefetch); })
       .def("cancel", [](PythonBlockSteps& r) { r.steps().cancel(); })
       .def("abandon", [](PythonBlockSteps& r, long step) { r.steps().abandon(step); })
       .def_property_readonly("step", [](PythonBlockSteps& r) { return r.steps().step(); })

@@ -25,11 +25,7 @@ std::string cpp_name(std::string name) {
 
 PythonStage::PythonStage(py::object module, std::string name, py::object call)
     : module_(std::move(module)), call_(std::move(call)), name_(std::move(name)) {
-  for (const auto& item : module_.attr("named_parameters")()) {
-    const auto pair = item.cast<py::tuple>();
-    const torch::Tensor p = pair[1].cast<torch::Tensor>();
-    register_parameter(cpp_name(pair[0].cast<std::string>()), p, p.requires_grad());
-  }
+  read_parameters();
   for (const auto& item : module_.attr("named_buffers")()) {
     const auto pair = item.cast<py::tuple>();
     if (pair[1].is_none()) continue;
@@ -50,6 +46,22 @@ PythonStage::PythonStage(py::object module, std::string name, py::object call)
       }
       variant_names_.push_back(item.first.cast<std::string>());
       variants_.push_back(py::reinterpret_borrow<py::object>(item.second));
+    }
+  }
+}
+
+void PythonStage::read_parameters() {
+  for (const auto& item : module_.attr("named_parameters")()) {
+    const auto pair = item.cast<py::tuple>();
+    // A shard (FSDP2's between calls) counts its own bytes, not the whole weight's.
+    const py::object value =
+        py::hasattr(pair[1], "_local_tensor") ? py::object(pair[1].attr("_local_tensor")) : py::object(pair[1]);
+    const torch::Tensor p = value.cast<torch::Tensor>();
+    const std::string name = cpp_name(pair[0].cast<std::string>());
+    if (parameters_.contains(name)) {
+      parameters_[name] = p;
+    } else {
+      register_parameter(name, p, p.requires_grad());
     }
   }
 }
@@ -76,6 +88,7 @@ torch::Tensor PythonStage::forward(const torch::Tensor& input, runtime::StepCont
     py::gil_scoped_acquire gil;
     const long refusals = runtime::refusals_on_this_thread();
     py::object result;
+    if (fully_sharded_) read_parameters();
     try {
       if (ctx.variant != 0) {
         result = variants_.at(ctx.variant - 1)(input);

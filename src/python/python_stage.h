@@ -7,6 +7,11 @@
 // `memtrain_variants`: a dict from a variant's name to a callable that
 // computes what the module's forward computes, from the same parameters,
 // keeping less for the backward (for instance by checkpointing inside).
+//
+// A module sharded by FSDP2 (fully_shard) has its parameters swapped by its
+// own hooks: its shards between calls, the gathered weights while it runs.
+// Its stage reads them again at each forward (read_parameters_at_each_forward),
+// so that the backward takes the gradients of the weights the forward used.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -28,14 +33,20 @@ class PythonStage : public runtime::StageModule {
 
   torch::Tensor forward(const torch::Tensor& input, runtime::StepContext& ctx) override;
   std::vector<std::string> variant_names() const override { return variant_names_; }
+  // The module's hooks swap its parameters (FSDP2): read them at each forward.
+  void read_parameters_at_each_forward() { fully_sharded_ = true; }
 
  private:
+  // Registers the module's parameters (again), under their C++ names.
+  void read_parameters();
+
   pybind11::object module_;                 // touched only with the GIL held
   pybind11::object call_;                   // None: module_ itself
   std::vector<pybind11::object> variants_;  // variant i + 1's callable
   std::vector<std::string> variant_names_;
   std::string name_;
   bool has_buffers_ = false;
+  bool fully_sharded_ = false;  // read_parameters_at_each_forward()
 };
 
 }  // namespace memtrain::python

@@ -110,3 +110,16 @@ def test_dropped_output_abandons_the_step():
     assert memtrain.memory_stats()["live_bytes"] - before < 1024 * 1024
     m(torch.randn(4, 64)).sum().backward()
     assert m.last_step["step"] == 5
+
+
+def test_a_key_value_cache_passed_to_the_blocks_is_refused():
+    from models import llama
+    model = llama(layers=2)
+    ids = torch.randint(0, 500, (2, 16))
+    m = memtrain.Module(model, budget="1GiB", blocks=model.model.layers)
+    with pytest.raises(memtrain.UsageError, match=r"block 0 \(LlamaDecoderLayer\) was called with a key-value cache "
+                                                  r"\(DynamicCache\).*use_cache=False"):
+        m(input_ids=ids, use_cache=True)
+    loss = m(input_ids=ids, labels=ids, use_cache=False).loss  # without it, the step runs
+    loss.backward()
+    assert m.last_step is not None

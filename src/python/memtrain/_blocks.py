@@ -14,6 +14,7 @@ The schedule calls a block again with the arguments of its call in this
 step, so a recomputed block sees the same mask, positions and flags.
 """
 
+import sys
 import time
 import weakref
 from collections.abc import Mapping
@@ -182,6 +183,10 @@ class BlockSteps:
         self.last_output = None  # what the previous block's call returned
         self.originals = [b.forward for b in blocks]
         self.params = [list(b.parameters()) for b in blocks]  # in the native stages' order
+        # Blocks under FSDP2 (fully_shard) hold their shards between calls
+        # and the gathered weights during them: their parameters are read
+        # at each call, where the block's forward and backward use them.
+        self.sharded = [is_fully_sharded(b) for b in blocks]
         self.calling = None  # the block whose call is running its first forward
         self.outer_buffers = []  # the model's buffers outside the blocks (set_outer_buffers)
         self.outer_versions = None  # their versions when the Module was last called (StepEntry)
@@ -193,6 +198,13 @@ class BlockSteps:
         names = [f"block {i} ({type(b).__name__})" for i, b in enumerate(blocks)]
         self.native = _native.BlockSteps(blocks, names, calls, budget, planner, collect_steps, bandwidth,
                                          prediction_scale, device, list(outer))
+        if any(self.sharded):
+            # What each gather holds: the block's whole weights (a shard's
+            # shape is the whole weight's). On a GPU the next block's gather
+            # overlaps this one's work.
+            gathered = [sum(p.numel() * p.element_size() for p in b.parameters()) if sharded else 0
+                        for b, sharded in zip(blocks, self.sharded)]
+            self.native.set_gathered_bytes(gathered, torch.device(device).type == "cuda")
         for i, block in enumerate(blocks):
             block.forward = BlockForward(me, i, self.originals[i])
 
@@ -212,18 +224,20 @@ class BlockSteps:
                 raise _native.UsageError(
                     f"{where} was called with a tensor other than its input that needs a gradient (shape "
                     f"{tuple(t.shape)}); memtrain plans blocks whose other arguments (masks, positions) need none")
+        _refuse_caches(where, rest, kwargs)
         if i == 0:
             self.calls = [None] * len(self.blocks)
             self.templates = [None] * len(self.blocks)
             self.wall = 0.0
-        elif x is not self.last_output:
+        elif not _same_tensor(x, self.last_output):
             raise _native.UsageError(
                 f"{where}'s input is not what block {i - 1} returned; memtrain plans blocks that the forward calls "
                 "one after another, each on the output of the one before (pass blocks= the ones that are)")
         self.calls[i] = (rest, kwargs, _autocast_state())
         self.calling = i
         try:
-            y = _BlockCall.apply(self, i, x, *self.params[i])
+            params = list(self.blocks[i].parameters()) if self.sharded[i] else self.params[i]
+            y = _BlockCall.apply(self, i, x, *params)
         finally:
             self.calling = None
         self.last_output = y if i + 1 < len(self.blocks) else None
@@ -253,6 +267,40 @@ class BlockSteps:
                                         f"{tuple(t.shape)}); memtrain plans blocks whose other results need none")
             self.checked[i] = True
         return y
+
+
+def _refuse_caches(where, args, kwargs):
+    """A key-value cache (transformers' Cache) grows at each call of a
+    block: a block memtrain runs again would attend over its own keys twice."""
+    cache_utils = sys.modules.get("transformers.cache_utils")
+    cache = getattr(cache_utils, "Cache", None)
+    if cache is None:
+        return
+    for value in list(args) + list(kwargs.values()):
+        if isinstance(value, cache):
+            raise _native.UsageError(
+                f"{where} was called with a key-value cache ({type(value).__name__}), which each call of the block "
+                "extends; memtrain runs blocks again in the backward: train with use_cache=False")
+
+
+def is_fully_sharded(module):
+    """Whether `module` is sharded by FSDP2 (torch.distributed.fsdp.fully_shard)."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # a torch without torch.distributed
+        return False
+    return isinstance(module, FSDPModule)
+
+
+def _same_tensor(x, previous):
+    """Whether `x` is `previous`, or the same tensor seen through a hook
+    that passes it on (FSDP2's pre-forward hook gives a block an alias of
+    its input that its backward hook sits on): the same elements of the
+    same storage."""
+    if x is previous:
+        return True
+    return (previous is not None and x.data_ptr() == previous.data_ptr() and x.shape == previous.shape
+            and x.stride() == previous.stride() and x.dtype == previous.dtype)
 
 
 def _autocast_devices():

@@ -93,8 +93,9 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   between_steps_ = false;  // a backward whose end was not heard: its window held other work
   const Bytes outer_gradients = outer_gradient_bytes();
   steps_.set_caller_gradient_bytes(outer_gradients);
+  const Bytes resident_now = memory_.live() - outer_gradients - gathered_first_;
   if (calibrating) {
-    calibration_live_ = std::max(calibration_live_, memory_.live() - outer_gradients);
+    calibration_live_ = std::max(calibration_live_, resident_now);
     const bool reference = budget_.is_share() && calibration_round_ == 0;
     const int round = calibration_round_ - (budget_.is_share() ? 1 : 0);
     StepChoice measured;
@@ -106,7 +107,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
                   StepGuard(memory_, std::nullopt, false, default_generator_of(memory_.device()), &model_),
                   std::move(measured));
   } else {
-    if (steps_.predictor().ready()) steps_.observe_resident(memory_.live() - outer_gradients, batch_.bytes(), size);
+    if (steps_.predictor().ready()) steps_.observe_resident(resident_now, batch_.bytes(), size);
     steps_.note_size(size);
     steps_.use_budget(budget_.bytes());
     step_start_live_ = memory_.live();
@@ -114,8 +115,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
         steps_,
         PlannedStep::Start{size, steps_run_,
                            "step " + std::to_string(steps_run_ + 1) + ": input " + batch_.signature.describe()},
-        StepGuard(memory_, budget_.bytes(), planner().respects_budget(), default_generator_of(memory_.device()),
-                  &model_));
+        StepGuard(memory_, budget_.bytes(), enforces_budget(), default_generator_of(memory_.device()), &model_));
     try {
       refuse_if_infeasible(size, step_->choice());  // before the step changes anything
     } catch (...) {
@@ -128,6 +128,8 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
     current_.budget_bytes = budget_.bytes();
   }
   ctx_ = fresh_context();
+  MEMTRAIN_ASSERT(!gathers_ || step_->choice().schedule.recomputes_locally(),
+                  "sharded blocks run again only around their own backward");
   execution_ = executor_->start(step_->choice().schedule, batch_, ctx_);
   ++step_id_;
   forwarded_ = -1;
@@ -431,6 +433,26 @@ void BlockSteps::end_step() {
 }
 
 void BlockSteps::set_budget(const BudgetSpec& budget) { budget_.respecify(budget); }
+
+void BlockSteps::set_gathered_bytes(const std::vector<Bytes>& gathered, bool forward_prefetch) {
+  const int n = blocks();
+  if (static_cast<int>(gathered.size()) != n) {
+    throw UsageError("gathered bytes for " + std::to_string(gathered.size()) + " blocks; the model has " +
+                     std::to_string(n));
+  }
+  std::vector<Bytes> forward(n + 1, 0), backward(n + 1, 0);  // the caller's stage gathers nothing here
+  for (int i = 0; i < n; ++i) {
+    // A gather holds the block's weights twice while it copies them out of
+    // the collective's buffer; a backward holds its weights, its gradients
+    // and the reduce-scatter's copy of them, or the block before's gather.
+    const Bytes next = forward_prefetch && i + 1 < n ? gathered[i + 1] : 0;
+    forward[i] = 2 * gathered[i] + 2 * next;
+    backward[i] = 2 * gathered[i] + (i > 0 ? 2 * gathered[i - 1] : 0);
+  }
+  steps_.set_gathered_bytes(std::move(forward), std::move(backward));
+  gathered_first_ = gathered.empty() ? 0 : gathered[0];
+  gathers_ = std::any_of(gathered.begin(), gathered.end(), [](Bytes b) { return b > 0; });
+}
 
 int BlockSteps::begin_calibration() {
   MEMTRAIN_ASSERT(steps_run_ == 0 && !execution_, "calibration runs before any step");

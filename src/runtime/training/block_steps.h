@@ -150,11 +150,25 @@ class BlockSteps {
   // The budget from the next step on; N% is of the sample's measured peak
   // (StepBudget).
   void set_budget(const BudgetSpec& budget);
+  // Blocks sharded by FSDP2: `gathered[i]` bytes of block i's whole weights
+  // are gathered by its hooks around its calls and its backward (0 for a
+  // block that is not sharded). Its forward runs with them, and with the
+  // next block's when `forward_prefetch`; its backward with them, the
+  // reduce-scatter's copy of its gradients and the block before's gather
+  // (FSDP2's backward prefetch). Block 0's gather is live when a step
+  // begins and is not counted as resident.
+  void set_gathered_bytes(const std::vector<Bytes>& gathered, bool forward_prefetch);
   Chain largest_chain() const { return steps_.largest_chain(); }
   const plan::Planner& planner() const { return steps_.planner(); }
 
  private:
   void begin_step(const torch::Tensor& x);
+  // Whether a step out of budget stops and is run again. Not with sharded
+  // blocks: running again reaches blocks whose weights are not gathered,
+  // and gathering them is a collective the other ranks would not join, so
+  // their steps are planned within the budget and a step over it is
+  // reported (StepReport::peak_bytes), not retried.
+  bool enforces_budget() const { return planner().respects_budget() && !gathers_; }
   // A second backward of the step that ended last (backward(retain_graph=True)
   // before): runs its forward again, to where its first backward began.
   void run_step_again();
@@ -221,6 +235,8 @@ class BlockSteps {
   Bytes step_start_live_ = 0;                 // device bytes when the running step began
   std::map<std::int64_t, Bytes> needed_;      // by size: the least a finished step peaked above its start
   Bytes optimizer_state_ = 0;                 // observe_optimizer()'s state, resident from the first update
+  Bytes gathered_first_ = 0;                  // set_gathered_bytes(): block 0's gather
+  bool gathers_ = false;                      // set_gathered_bytes(): some block is sharded
   std::chrono::steady_clock::time_point t0_;  // the step's start
   long synchronizations_at_start_ = 0;        // memory_.synchronizations() then
 

@@ -74,6 +74,16 @@ Chain StepPlanner::completed(Chain chain, std::int64_t size, predict::BytesEnvel
     for (int i = 0; i < chain.size(); ++i) chain.stages[i].update_time = update_times_.at(i);
   }
   chain.update_temp_bytes = std::max(chain.update_temp_bytes, between_steps_);
+  for (size_t i = 0; i < gathered_forward_.size(); ++i) {
+    Stage& stage = chain.stages[i];
+    stage.forward_temp_bytes += gathered_forward_[i];
+    stage.nograd_forward_temp_bytes += gathered_forward_[i];
+    stage.backward_temp_bytes += gathered_backward_[i];
+    for (StageVariant& v : stage.variants) {
+      v.forward_temp_bytes += gathered_forward_[i];
+      v.backward_temp_bytes += gathered_backward_[i];
+    }
+  }
   if (options_.last_stage_is_callers && !(after_stages_.empty() && after_stages_stand_in_.empty())) {
     // What the caller's code held, as one forward with grad that keeps it
     // all until its backward: its peak, counted from where it began. Above
@@ -85,6 +95,27 @@ Chain StepPlanner::completed(Chain chain, std::int64_t size, predict::BytesEnvel
     callers.forward_temp_bytes = 0;
   }
   return chain;
+}
+
+void StepPlanner::set_gathered_bytes(std::vector<Bytes> forward, std::vector<Bytes> backward) {
+  MEMTRAIN_ASSERT(forward.size() == static_cast<size_t>(model_.size()) && backward.size() == forward.size(),
+                  "gathered bytes for every stage");
+  gathered_forward_ = std::move(forward);
+  gathered_backward_ = std::move(backward);
+  // A stage's weights are there only around its own runs: it may be
+  // recomputed only then.
+  options_.planner_options.local_recompute = true;
+  planner_ = plan::make_planner(options_.planner, options_.planner_options);
+  if (!planner_->recomputes_locally()) {
+    std::string able;
+    for (const std::string& name : plan::planner_names()) {
+      if (plan::make_planner(name, options_.planner_options)->recomputes_locally()) {
+        able += (able.empty() ? "" : ", ") + name;
+      }
+    }
+    throw UsageError("planner " + options_.planner + " recomputes stages on the way to later ones, whose weights " +
+                     "are gathered only around their own runs (FSDP2); expected one of: " + able);
+  }
 }
 
 void StepPlanner::observe_after_stages(std::int64_t size, Bytes bytes, bool measured) {

@@ -175,6 +175,12 @@ class StepPlanner {
   // caller's code after them holds (it may free them). observe_resident()
   // takes live bytes without them.
   void set_caller_gradient_bytes(Bytes bytes) { caller_gradients_ = bytes; }
+  // Weights gathered around each stage's runs, outside what its operations
+  // allocate (FSDP2's all-gathers, made by the stage's hooks before it runs
+  // and freed after): stage i's forwards run with `forward[i]` bytes more
+  // live, its backward with `backward[i]`. Every chain the planners see
+  // counts them in the stages' temporaries.
+  void set_gathered_bytes(std::vector<Bytes> forward, std::vector<Bytes> backward);
   // Whether a step has measured the caller's code at `size` or above.
   bool after_stages_covered(std::int64_t size) const { return after_stages_.covers(size); }
   // The caller's code between two steps (the backward before the first
@@ -261,12 +267,13 @@ class StepPlanner {
   std::map<Bytes, std::unique_ptr<predict::PlanCache>> caches_;  // by planning budget
   std::int64_t bucket_width_ = 0;                                // 0: not fixed yet
   Bytes budget_ = 0;
-  std::map<std::int64_t, Bytes> resident_;        // the most seen, by size
-  predict::BytesEnvelope after_stages_;           // last_stage_is_callers: measured by steps
-  predict::BytesEnvelope after_stages_stand_in_;  // ... by calibration's stand-in
-  Bytes between_steps_ = 0;                       // observe_between_steps()' most
-  Bytes caller_gradients_ = 0;                    // set_caller_gradient_bytes()
-  double shortfall_ = 1.0;                        // observe_peak()'s factor, >= 1
+  std::map<std::int64_t, Bytes> resident_;                   // the most seen, by size
+  predict::BytesEnvelope after_stages_;                      // last_stage_is_callers: measured by steps
+  predict::BytesEnvelope after_stages_stand_in_;             // ... by calibration's stand-in
+  Bytes between_steps_ = 0;                                  // observe_between_steps()' most
+  Bytes caller_gradients_ = 0;                               // set_caller_gradient_bytes()
+  std::vector<Bytes> gathered_forward_, gathered_backward_;  // set_gathered_bytes(); empty: none
+  double shortfall_ = 1.0;                                   // observe_peak()'s factor, >= 1
   std::int64_t largest_size_ = 0;
   std::optional<Chain> pinned_largest_;
   Chain predicted_largest_;            // largest_for_planning()'s, when none is pinned

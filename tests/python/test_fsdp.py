@@ -1,0 +1,152 @@
+"""memtrain.Module on models whose blocks PyTorch's FSDP2 shards
+(torch.distributed.fsdp.fully_shard), over Gloo in 2 and 4 processes: each
+rank's losses and gradient shards (after FSDP2's reduce-scatter) equal to
+those of the same FSDP2 model without memtrain, bit for bit, dropout
+included, while each rank plans its own input sizes under its own budget."""
+
+import hashlib
+import os
+import sys
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+fsdp = pytest.importorskip("torch.distributed.fsdp")
+
+
+def shard_digests(model):
+    """The SHA-256 of each parameter's gradient on this rank: its shard."""
+    out = []
+    for p in model.parameters():
+        g = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
+        out.append(hashlib.sha256(g.detach().contiguous().reshape(-1).view(torch.uint8).numpy()).hexdigest())
+    return out
+
+
+def sharded(model, blocks_of, root):
+    for block in blocks_of(model):
+        fsdp.fully_shard(block)
+    if root:
+        fsdp.fully_shard(model)
+    return model
+
+
+def logits_of(output):
+    return output.logits if hasattr(output, "logits") else output
+
+
+def rank_batches(rank, steps, vocab):
+    """Each rank its own lengths, far apart: ranks' plans differ."""
+    g = torch.Generator().manual_seed(10 + rank)
+    low, high = (12, 24) if rank % 2 == 0 else (40, 56)
+    return [torch.randint(0, vocab, (8, int(torch.randint(low, high, (1,), generator=g))), generator=g)
+            for _ in range(steps)]
+
+
+def run_rank(rank, memtrain, models, case):
+    make, blocks_of = {"gpt": (lambda: models.MaskedGPT(layers=4), lambda m: m.blocks),
+                       "llama": (lambda: models.llama(layers=4), lambda m: m.model.layers)}[case["model"]]
+    plain = sharded(make(), blocks_of, case["root"])
+    inner = sharded(make(), blocks_of, case["root"])
+    vocab = 300 if case["model"] == "gpt" else 500
+    sample = torch.randint(0, vocab, (8, 56))
+    if case["model"] == "llama":
+        sample = {"input_ids": sample, "use_cache": False}
+    opts = [torch.optim.Adam(m.parameters(), lr=1e-3) for m in (plain, inner)]
+    wrapped = memtrain.Module(inner, budget=case["budget"], blocks=blocks_of(inner), planner=case["planner"],
+                              sample=sample, optimizer=opts[1], collect_steps=2)
+    out = []
+    for step, ids in enumerate(rank_batches(rank, 6, vocab)):
+        losses, grads = [], []
+        for model, opt in zip((plain, wrapped), opts):
+            torch.manual_seed(100 * step + rank)  # the same dropout draws for both
+            opt.zero_grad(set_to_none=True)
+            output = model(ids, use_cache=False) if case["model"] == "llama" else model(ids)
+            loss = F.cross_entropy(logits_of(output).flatten(0, 1).float(), ids.flatten())
+            loss.backward()
+            losses.append(loss.item())
+            grads.append(shard_digests(plain if model is plain else inner))
+            opt.step()
+        s = wrapped.last_step
+        out.append({"loss": losses[0] == losses[1], "grads": grads[0] == grads[1], "plan": s["plan"],
+                    "schedule": s["schedule"], "within": s["peak_bytes"] <= s["budget_bytes"],
+                    "length": ids.shape[1]})
+    return out
+
+
+def rank_main(rank, world, store_file, case, results):
+    sys.path.insert(0, os.path.dirname(__file__))
+    import memtrain
+    import models
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store_file}", rank=rank, world_size=world)
+    try:
+        results.put((rank, run_rank(rank, memtrain, models, case)))
+    except Exception as e:  # the test reports it; a rank that dies silently would hang it
+        results.put((rank, f"rank {rank} failed: {e!r}"))
+    finally:
+        dist.destroy_process_group()
+
+
+def run_world(world, case, tmp_path):
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=rank_main, args=(r, world, str(tmp_path / "store"), case, results))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    got = {}
+    try:
+        for _ in range(world):
+            rank, out = results.get(timeout=300)
+            got[rank] = out
+    finally:
+        for p in procs:
+            p.join(timeout=60)
+            if p.is_alive():
+                p.kill()
+    for p in procs:
+        assert p.exitcode == 0
+    return got
+
+
+CASES = [
+    (2, {"model": "gpt", "root": False, "planner": "mimose", "budget": "70%"}),
+    (2, {"model": "llama", "root": True, "planner": "optimal", "budget": "70%"}),
+    (4, {"model": "gpt", "root": True, "planner": "optimal", "budget": "70%"}),
+    (4, {"model": "llama", "root": False, "planner": "mimose", "budget": "70%"}),
+]
+
+
+@pytest.mark.parametrize("world,case", CASES, ids=[f"{w}ranks-{c['model']}-{c['planner']}"
+                                                   f"{'-root' if c['root'] else ''}" for w, c in CASES])
+def test_fsdp2_ranks_give_the_gradients_of_fsdp2_alone(world, case, tmp_path):
+    got = run_world(world, case, tmp_path)
+    for rank, out in sorted(got.items()):
+        assert not isinstance(out, str), out
+        for step, s in enumerate(out):
+            assert s["loss"], f"rank {rank} step {step}: the loss differs from FSDP2's without memtrain"
+            assert s["grads"], f"rank {rank} step {step}: a gradient shard differs from FSDP2's without memtrain"
+            assert s["within"], f"rank {rank} step {step} (length {s['length']}) went over its budget"
+        # The budget made the planned steps recompute, and only a block
+        # right before its own backward (its weights gathered then).
+        assert any(op.startswith("Fck") for s in out[2:] for op in s["schedule"]), out
+    # Each rank planned its own sizes: short and long ranks ran different schedules.
+    planned = [[s["schedule"] for s in got[r][2:]] for r in range(world)]
+    assert planned[0] != planned[1]
+
+
+def test_a_planner_that_recomputes_across_blocks_is_refused_on_sharded_blocks(tmp_path):
+    sys.path.insert(0, os.path.dirname(__file__))
+    import memtrain
+    import models
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        model = sharded(models.MaskedGPT(layers=4), lambda m: m.blocks, root=False)
+        with pytest.raises(memtrain.UsageError, match=r"planner sqrt recomputes .*FSDP2.*expected one of: .*mimose"):
+            memtrain.Module(model, budget="60%", planner="sqrt")
+    finally:
+        dist.destroy_process_group()
