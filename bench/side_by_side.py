@@ -13,9 +13,11 @@ SETTLE_SECONDS = 0.05
 
 
 def digest(tensors):
-    """A fingerprint of the tensors' bytes: equal digests, bit-equal tensors."""
+    """A fingerprint of the tensors' bytes: equal digests, bit-equal tensors.
+    Of a sharded tensor (a DTensor, FSDP2's), the bytes of this rank's shard."""
     h = hashlib.sha256()
     for t in tensors:
+        t = t.to_local() if hasattr(t, "to_local") else t
         h.update(t.detach().contiguous().reshape(-1).view(-1).numpy().tobytes())
     return h.hexdigest()
 
@@ -56,6 +58,17 @@ class Contender:
         if self.process.wait() != 0:
             raise RuntimeError(f"contender {self.name} failed")
         return json.loads(out.strip().splitlines()[-1])
+
+
+def step_together(contenders, i):
+    """Step i of contenders that step as one (the ranks of one job, whose
+    collectives need every rank): each is told before any is waited for."""
+    for c in contenders:
+        c.process.stdin.write(f"step {i}\n")
+        c.process.stdin.flush()
+    for c in contenders:
+        c.expect("done")
+    time.sleep(SETTLE_SECONDS)
 
 
 def serve(step, record):
