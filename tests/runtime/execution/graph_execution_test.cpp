@@ -12,6 +12,7 @@
 #include "runtime/input/fashion_mnist_batches.h"
 #include "runtime/models/unet.h"
 #include "support/fashion_mnist_images.h"
+#include "support/small_unet.h"
 
 namespace memtrain::runtime {
 namespace {
@@ -22,14 +23,7 @@ struct UNetRig {
   CpuDeviceMemory memory;
   std::unique_ptr<GraphModel> model;
 
-  UNetRig() {
-    auto scope = memory.activate();
-    torch::manual_seed(5);
-    UNetSpec spec;
-    spec.levels = 2;
-    spec.width = 8;
-    model = std::make_unique<GraphModel>(make_unet(spec));
-  }
+  UNetRig() : model(testing::small_unet(memory, 8)) {}
   Batch batch() {
     auto scope = memory.activate();
     FashionMnistBatches source(test_images(), 8, 32, 32, 11);

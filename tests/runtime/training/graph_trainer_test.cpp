@@ -5,9 +5,9 @@
 #include <torch/torch.h>
 
 #include "runtime/input/fashion_mnist_batches.h"
-#include "runtime/models/unet.h"
 #include "runtime/training/graph_trainer.h"
 #include "support/fashion_mnist_images.h"
+#include "support/small_unet.h"
 
 namespace memtrain::runtime {
 namespace {
@@ -21,18 +21,8 @@ struct UNetRun {
   std::unique_ptr<GraphTrainer> trainer;
   std::vector<GraphStepRecord> records;
 
-  explicit UNetRun(const GraphTrainerOptions& options) {
-    std::unique_ptr<GraphModel> model;
-    {
-      auto scope = memory.activate();
-      torch::manual_seed(5);
-      UNetSpec spec;
-      spec.levels = 2;
-      spec.width = 4;
-      model = std::make_unique<GraphModel>(make_unet(spec));
-    }
-    trainer = std::make_unique<GraphTrainer>(options, memory, std::move(model), batches);
-  }
+  explicit UNetRun(const GraphTrainerOptions& options)
+      : trainer(std::make_unique<GraphTrainer>(options, memory, testing::small_unet(memory, 4), batches)) {}
   void train(int steps) {
     for (int s = 0; s < steps; ++s) records.push_back(trainer->step());
   }
