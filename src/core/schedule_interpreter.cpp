@@ -1,5 +1,6 @@
 #include "core/schedule_interpreter.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -422,6 +423,18 @@ const Op& ScheduleRun::next() const {
 void ScheduleRun::step() {
   MEMTRAIN_ASSERT(!done(), "a finished schedule has no next operation");
   parts_->interpreter.step_next();
+}
+
+void ScheduleRun::continue_with(Schedule schedule) {
+  const size_t ran = position();
+  const std::vector<Op>& before = parts_->schedule.ops;
+  if (schedule.ops.size() < ran ||
+      !std::equal(before.begin(), before.begin() + static_cast<std::ptrdiff_t>(ran), schedule.ops.begin())) {
+    throw Error("a running schedule goes on only with a schedule whose first " + std::to_string(ran) +
+                " operations are those it ran");
+  }
+  // The interpreter reads the operations from parts_->schedule by position.
+  parts_->schedule.ops = std::move(schedule.ops);
 }
 
 ScheduleState ScheduleRun::finish() { return parts_->interpreter.run(); }

@@ -58,6 +58,9 @@ class ScheduleRun {
   size_t position() const;  // the index of the next operation
   const Op& next() const;   // the next operation; not when done()
   void step();              // interprets the next operation; not when done()
+  // Goes on with `schedule` instead: its operations before position() must
+  // be those interpreted (Error otherwise); the rest runs in their place.
+  void continue_with(Schedule schedule);
   // Interprets what is left, then the end checks interpret() makes.
   ScheduleState finish();
   const Schedule& schedule() const;

@@ -1,5 +1,7 @@
 #include "plan/schedule_builders.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/units.h"
 #include "sim/simulator.h"
@@ -21,6 +23,31 @@ Schedule schedule_with_recompute(const std::vector<char>& recompute) {
     if (recompute[i] && i < n - 1) s.forward_all(i);
     s.backward(i);
   }
+  return s;
+}
+
+Schedule recomputing_stage(const Schedule& local, int stage) {
+  MEMTRAIN_ASSERT(local.recomputes_locally(), "only a schedule that recomputes locally recomputes a stage alone");
+  const auto of_stage = [&](OpKind kind) {
+    return [=](const Op& op) { return op.kind == kind && op.stage == stage && op.micro == 0; };
+  };
+  const auto forward = std::find_if(local.ops.begin(), local.ops.end(), of_stage(OpKind::ForwardAll));
+  const auto backward = std::find_if(local.ops.begin(), local.ops.end(), of_stage(OpKind::Backward));
+  const auto is_forward = [](OpKind k) {
+    return k == OpKind::ForwardAll || k == OpKind::ForwardCheckpoint || k == OpKind::ForwardNone;
+  };
+  const bool once = std::count_if(local.ops.begin(), local.ops.end(),
+                                  [&](const Op& op) { return op.stage == stage && is_forward(op.kind); }) == 1;
+  const bool last = std::none_of(local.ops.begin(), local.ops.end(),
+                                 [&](const Op& op) { return op.kind != OpKind::Loss && op.stage > stage; });
+  MEMTRAIN_ASSERT(forward != local.ops.end() && backward != local.ops.end() && forward < backward && once && !last,
+                  "the recomputed stage runs once with grad before its backward, and is not the last");
+  Schedule s;
+  s.ops.assign(local.ops.begin(), forward);
+  s.forward_checkpoint(stage);
+  s.ops.insert(s.ops.end(), forward + 1, backward);
+  s.forward_all(stage, forward->variant);
+  s.ops.insert(s.ops.end(), backward, local.ops.end());
   return s;
 }
 

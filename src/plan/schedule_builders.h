@@ -15,6 +15,14 @@ namespace memtrain::plan {
 // kept: recomputing it right before its own backward saves nothing.
 Schedule schedule_with_recompute(const std::vector<char>& recompute);
 
+// `local` (a schedule that recomputes locally, Schedule::recomputes_locally)
+// with stage `stage` recomputed too: its forward with grad runs without
+// grad, and again (the same variant) right before its backward. Its
+// operations before that forward are unchanged, so a step that has run
+// them can go on with the result. `stage` must run once, with grad, and not
+// be the last stage.
+Schedule recomputing_stage(const Schedule& local, int stage);
+
 // Keep everything: one F_all per stage (the `none` planner's schedule).
 Schedule schedule_keeping_everything(int stages);
 // The same step split into micro-batches, each forward and backward in turn.

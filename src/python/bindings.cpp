@@ -104,6 +104,7 @@ py::dict step_dict(const StepReport& r) {
   d["predicted_peak_bytes"] = r.predicted_peak_bytes < 0 ? py::object(py::none()) : py::int_(r.predicted_peak_bytes);
   d["budget_bytes"] = r.budget_bytes;
   d["retries"] = r.retries;
+  d["replans"] = r.replans;
   d["seconds"] = r.seconds;
   d["planning_seconds"] = r.planning_seconds;
   d["blocks_seconds"] = r.blocks_seconds;

@@ -116,6 +116,30 @@ TEST(ScheduleRun, StepsThroughWhatInterpretRunsAndMakesTheSameEndChecks) {
   EXPECT_EQ(refused.calls, std::vector<std::string>{"Fck0"});
 }
 
+TEST(ScheduleRun, GoesOnWithAScheduleThatBeginsWithWhatRan) {
+  RecordingBackend b;
+  ScheduleRun run(testing::parse_schedule("Fall0 Fall1 Fall2 Fall3 L B3 B2 B1 B0"), limits(4), b);
+  run.step();
+  run.step();
+  // Stage 2 is recomputed for its own backward from here on.
+  run.continue_with(testing::parse_schedule("Fall0 Fall1 Fck2 Fall3 L B3 Fall2 B2 B1 B0"));
+  EXPECT_EQ(run.next().kind, OpKind::ForwardCheckpoint);
+  run.finish();
+  EXPECT_EQ(b.calls, (std::vector<std::string>{"Fall0", "Fall1", "Fck2", "Fall3", "L", "B3 frees", "Fall2", "B2", "B1",
+                                               "B0 frees"}));
+
+  RecordingBackend other;
+  ScheduleRun refusing(testing::parse_schedule("Fall0 Fall1 L B1 B0"), limits(2), other);
+  refusing.step();
+  try {
+    refusing.continue_with(testing::parse_schedule("Fck0 Fall1 L B1 Fall0 B0"));
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "a running schedule goes on only with a schedule whose first 1 operations are those it ran");
+  }
+  EXPECT_EQ(refusing.next().kind, OpKind::ForwardAll);  // unchanged
+}
+
 TEST(ScheduleInterpreter, TellsTheFirstBackwardOfAStageAndAGradientCopyInFlight) {
   RecordingBackend b;
   const Schedule s = testing::parse_schedule("Win0 Fall0 L B0 Gout0 Wout0 Win0 Fall0@1 L@1 Gin0 B0@1 Gout0 Wout0 U0");

@@ -3,6 +3,8 @@
 // backward, never on the way to a later one's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "plan/optimal_planner.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
@@ -33,6 +35,24 @@ TEST(LocalRecompute, TellsAStageRecomputedForItsOwnBackwardFromOneRecomputedForA
   twice.backward(1);
   twice.backward(0);
   EXPECT_FALSE(twice.recomputes_locally());
+}
+
+TEST(LocalRecompute, RecomputingOneMoreStageLeavesWhatRanBeforeItsForward) {
+  const Schedule kept = schedule_with_recompute({1, 0, 0, 1, 0});
+  const Schedule more = recomputing_stage(kept, 2);
+  EXPECT_EQ(more, schedule_with_recompute({1, 0, 1, 1, 0}));
+  EXPECT_TRUE(more.recomputes_locally());
+  // Everything up to stage 2's forward (Fck0 Fall1) is as it was.
+  EXPECT_TRUE(std::equal(kept.ops.begin(), kept.ops.begin() + 2, more.ops.begin()));
+  // A variant of the stage's forward with grad moves with it to before its backward.
+  Schedule lean;
+  lean.forward_all(0, /*variant=*/2);
+  lean.forward_all(1);
+  lean.loss();
+  lean.backward(1);
+  lean.backward(0);
+  const Schedule recomputed = recomputing_stage(lean, 0);
+  EXPECT_EQ(recomputed.to_string(), "Fck0 Fall1 L B1 Fall0.v2 B0");
 }
 
 PlannerOptions local(PlannerOptions options) {

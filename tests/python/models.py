@@ -48,6 +48,12 @@ class MaskedBlock(Block):
         return x, x.detach().abs().mean()
 
 
+def causal_mask(ids):
+    """An additive attention mask that hides later positions of `ids`' rows."""
+    length = ids.shape[1]
+    return torch.triu(torch.full((length, length), float("-inf"), device=ids.device), 1)
+
+
 class MaskedGPT(nn.Module):
     """A small causal language model whose forward loops over its blocks."""
 
@@ -61,8 +67,7 @@ class MaskedGPT(nn.Module):
         self.head = nn.Linear(width, vocab)
 
     def forward(self, ids):
-        length = ids.shape[1]
-        mask = torch.triu(torch.full((length, length), float("-inf"), device=ids.device), 1)
+        mask = causal_mask(ids)
         x = self.drop(self.embed(ids))
         for block in self.blocks:
             x, _ = block(x, mask, scale=0.5)
@@ -129,3 +134,50 @@ class NanoGPT(nn.Module):
     def forward(self, ids, checkpoint=False, hidden=False):
         h = self.hidden(ids, checkpoint)
         return h if hidden else self.head(h)
+
+
+class RoutedBlock(nn.Module):
+    """A mixture-of-experts block with a hash router: each token goes to the
+    expert its id picks, and the experts differ in width, so what the block
+    holds depends on which tokens it gets, not only on how many."""
+
+    def __init__(self, width, heads, widths=(1, 8), dropout=0.1):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(width)
+        self.attn = nn.MultiheadAttention(width, heads, dropout=dropout, batch_first=True)
+        self.norm2 = nn.LayerNorm(width)
+        self.experts = nn.ModuleList([nn.Sequential(nn.Linear(width, m * width), nn.GELU(),
+                                                    nn.Linear(m * width, width)) for m in widths])
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x, mask, route):
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        h = self.norm2(x).flatten(0, 1)
+        out = torch.zeros_like(h)
+        for e, expert in enumerate(self.experts):
+            rows = (route.flatten() == e).nonzero().squeeze(1)
+            out = out.index_add(0, rows, expert(h.index_select(0, rows)))
+        return x + self.drop(out.view_as(x))
+
+
+class RoutedGPT(nn.Module):
+    """A causal language model of RoutedBlocks: ids in the upper half of the
+    vocabulary go to the wide expert."""
+
+    def __init__(self, vocab=300, width=64, heads=4, layers=4, seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.vocab = vocab
+        self.embed = nn.Embedding(vocab, width)
+        self.blocks = nn.ModuleList([RoutedBlock(width, heads) for _ in range(layers)])
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, ids):
+        mask = causal_mask(ids)
+        route = (ids >= self.vocab // 2).long()
+        x = self.embed(ids)
+        for block in self.blocks:
+            x = block(x, mask, route)
+        return self.head(self.norm(x))

@@ -46,20 +46,34 @@ def rank_batches(rank, steps, vocab):
             for _ in range(steps)]
 
 
+def routed_batches(rank, steps, vocab):
+    """Lengths alike on every rank; from step 4 on, rank 1's tokens all go
+    to the wide expert of models.RoutedGPT, as its sample's never did."""
+    g = torch.Generator().manual_seed(10 + rank)
+    out = []
+    for step in range(steps):
+        length = int(torch.randint(80, 96, (1,), generator=g))
+        low, high = (vocab // 2, vocab) if rank == 1 and step >= 4 else (0, vocab // 2)
+        out.append(torch.randint(low, high, (8, length), generator=g))
+    return out
+
+
 def run_rank(rank, memtrain, models, case):
     make, blocks_of = {"gpt": (lambda: models.MaskedGPT(layers=4), lambda m: m.blocks),
+                       "routed": (lambda: models.RoutedGPT(layers=4), lambda m: m.blocks),
                        "llama": (lambda: models.llama(layers=4), lambda m: m.model.layers)}[case["model"]]
     plain = sharded(make(), blocks_of, case["root"])
     inner = sharded(make(), blocks_of, case["root"])
-    vocab = 300 if case["model"] == "gpt" else 500
-    sample = torch.randint(0, vocab, (8, 56))
+    vocab = 500 if case["model"] == "llama" else 300
+    routed = case["model"] == "routed"
+    sample = torch.randint(0, vocab // 2, (8, 96)) if routed else torch.randint(0, vocab, (8, 56))
     if case["model"] == "llama":
         sample = {"input_ids": sample, "use_cache": False}
     opts = [torch.optim.Adam(m.parameters(), lr=1e-3) for m in (plain, inner)]
     wrapped = memtrain.Module(inner, budget=case["budget"], blocks=blocks_of(inner), planner=case["planner"],
                               sample=sample, optimizer=opts[1], collect_steps=2)
     out = []
-    for step, ids in enumerate(rank_batches(rank, 6, vocab)):
+    for step, ids in enumerate((routed_batches if routed else rank_batches)(rank, case.get("steps", 6), vocab)):
         losses, grads = [], []
         for model, opt in zip((plain, wrapped), opts):
             torch.manual_seed(100 * step + rank)  # the same dropout draws for both
@@ -73,7 +87,8 @@ def run_rank(rank, memtrain, models, case):
         s = wrapped.last_step
         out.append({"loss": losses[0] == losses[1], "grads": grads[0] == grads[1], "plan": s["plan"],
                     "schedule": s["schedule"], "within": s["peak_bytes"] <= s["budget_bytes"],
-                    "length": ids.shape[1]})
+                    "length": ids.shape[1], "replans": s["replans"], "peak": s["peak_bytes"],
+                    "predicted": s["predicted_peak_bytes"]})
     return out
 
 
@@ -137,6 +152,26 @@ def test_fsdp2_ranks_give_the_gradients_of_fsdp2_alone(world, case, tmp_path):
     # Each rank planned its own sizes: short and long ranks ran different schedules.
     planned = [[s["schedule"] for s in got[r][2:]] for r in range(world)]
     assert planned[0] != planned[1]
+
+
+def test_a_rank_whose_blocks_outgrow_their_plan_replans_alone(tmp_path):
+    # From step 4 on, rank 1's blocks hold far more than its sample's did
+    # (each token to the wide expert): kept as planned, its step would pass
+    # the budget. It re-plans the blocks still to come, alone; rank 0 runs
+    # its plans; the collectives stay in step and nothing changes a bit.
+    case = {"model": "routed", "root": True, "planner": "optimal", "budget": "85%", "steps": 7}
+    got = run_world(2, case, tmp_path)
+    for rank, out in sorted(got.items()):
+        assert not isinstance(out, str), out
+        for step, s in enumerate(out):
+            assert s["loss"] and s["grads"], f"rank {rank} step {step} differs from FSDP2's without memtrain"
+            assert s["within"], f"rank {rank} step {step} went over its budget: {s}"
+    wide, narrow = got[1][4:], got[0][4:]
+    replanned = [s for s in wide if s["replans"] > 0]
+    assert replanned, wide
+    # Their blocks outgrew the prediction of the schedule they ended with, and still fit.
+    assert all(s["peak"] > s["predicted"] for s in replanned), replanned
+    assert all(s["replans"] == 0 for s in narrow), narrow
 
 
 def test_a_planner_that_recomputes_across_blocks_is_refused_on_sharded_blocks(tmp_path):

@@ -269,7 +269,9 @@ class Module(torch.nn.Module):
     def last_step(self):
         """What the last step did: plan ("collect", "new", "cached" or "retry"),
         input_shape, input_size, peak_bytes, predicted_peak_bytes, budget_bytes,
-        retries, seconds, schedule (the operations, as the CLI prints them),
+        retries, replans (blocks sharded by FSDP2: the times the rest of the
+        step was re-planned), seconds, schedule (the operations, as the CLI
+        prints them),
         planning_seconds (choosing the schedule), blocks_seconds (running its
         operations), overhead_seconds (memtrain's own time in the step:
         its block calls and backward nodes less the operations they ran) and

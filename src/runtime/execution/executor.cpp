@@ -1,5 +1,6 @@
 #include "runtime/execution/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -527,6 +528,16 @@ ExecutionResult ScheduleExecution::finish() {
   while (!done()) step();
   run_->finish();  // the end checks
   return backend_->finish();
+}
+
+void ScheduleExecution::continue_with(Schedule schedule) {
+  // Which stages' saved tensors move was read from the first schedule.
+  const auto moves_saved = [](const Schedule& s) {
+    return std::any_of(s.ops.begin(), s.ops.end(), [](const Op& op) { return op.kind == OpKind::OffloadSaved; });
+  };
+  MEMTRAIN_ASSERT(!moves_saved(schedule) && !moves_saved(run_->schedule()),
+                  "a schedule changed while it runs moves no saved tensors");
+  run_->continue_with(std::move(schedule));
 }
 
 torch::Tensor ScheduleExecution::output_of(int stage) const { return backend_->output_of(stage); }

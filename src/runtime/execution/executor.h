@@ -83,6 +83,9 @@ class ScheduleExecution {
   void step();
   // Runs what is left; the result as Executor::run returns it.
   ExecutionResult finish();
+  // Goes on with `schedule` (ScheduleRun::continue_with): the same
+  // operations so far, others from here. Neither moves saved tensors.
+  void continue_with(Schedule schedule);
 
   // Micro-batch 0's output of stage i's last forward (x_{i+1}, or the output
   // of its forward with grad, detached); undefined when neither is held.

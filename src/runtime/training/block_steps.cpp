@@ -130,6 +130,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   ctx_ = fresh_context();
   MEMTRAIN_ASSERT(!gathers_ || step_->choice().schedule.recomputes_locally(),
                   "sharded blocks run again only around their own backward");
+  replanning_.reset();
   execution_ = executor_->start(step_->choice().schedule, batch_, ctx_);
   ++step_id_;
   forwarded_ = -1;
@@ -261,11 +262,66 @@ void BlockSteps::run_forward_to(int block) {
   while (true) {
     try {
       run_until_forward_of_later(block);
-      return;
+      break;
     } catch (const OutOfBudget& oob) {
       restart_schedule(oob);
     }
   }
+  if (gathers_ && !again_ && calibration_round_ < 0 && planner().respects_budget()) replan_rest_if_over(block);
+}
+
+void BlockSteps::replan_rest_if_over(int block) {
+  const std::vector<OpRecord>& ran = execution_->result().ops;
+  Schedule& schedule = step_->choice().schedule;
+  if (ran.empty() || !schedule.recomputes_locally()) return;
+  // The step's prediction, made at its first block and again when it changes.
+  if (!replanning_ || replanning_->schedule != schedule) {
+    Chain chain = steps_.predicted_chain(batch_.signature.size);
+    sim::SimResult planned = sim::simulate(chain, schedule, /*per_op=*/true);
+    replanning_ = Replanning{std::move(chain), schedule, std::move(planned)};
+  }
+  const Chain& chain = replanning_->chain;
+  const sim::SimResult& planned = replanning_->planned;
+  // How many times their prediction the blocks' forwards so far rose (to
+  // their peak) and kept: a block's memory may depend on its data, not only
+  // on its input's size (a mixture of experts' routing).
+  double outgrown = 1;
+  Bytes before = chain.persistent_bytes() + chain.stages.front().input_bytes;
+  for (size_t k = 0; k < ran.size(); ++k) {
+    const sim::OpCost& predicted = planned.ops.at(k);
+    const OpRecord& measured = ran[k];
+    const auto ratio = [](Bytes seen, Bytes expected) {
+      return expected > 0 ? static_cast<double>(seen) / static_cast<double>(expected) : 1.0;
+    };
+    if (is_forward(measured.op.kind) && measured.op.stage < blocks()) {
+      outgrown = std::max({outgrown, ratio(measured.peak - measured.live_before, predicted.peak_bytes - before),
+                           ratio(measured.live_after - measured.live_before, predicted.after_bytes - before)});
+    }
+    before = predicted.after_bytes;
+  }
+  // The memory held now, and the rest's predicted rise above it, grown as much.
+  const Bytes now = memory_.live();
+  const auto reaches = [&](const sim::SimResult& sim) {
+    Bytes rest = 0;
+    for (size_t k = ran.size(); k < sim.ops.size(); ++k) rest = std::max(rest, sim.ops[k].peak_bytes);
+    const Bytes rise = std::max<Bytes>(0, rest - sim.ops.at(ran.size() - 1).after_bytes);
+    return now + static_cast<Bytes>(outgrown * static_cast<double>(rise));
+  };
+  if (reaches(planned) <= budget_.bytes()) return;
+  Schedule rest = schedule;
+  for (int j = block + 1; j < blocks(); ++j) {
+    // Block j has not run yet: its first forward is its only one when it is kept.
+    const auto first = std::find_if(rest.ops.begin(), rest.ops.end(),
+                                    [&](const Op& op) { return is_forward(op.kind) && op.stage == j; });
+    if (first == rest.ops.end() || first->kind != OpKind::ForwardAll) continue;
+    rest = plan::recomputing_stage(rest, j);
+    if (reaches(sim::simulate(chain, rest, /*per_op=*/true)) <= budget_.bytes()) break;
+  }
+  if (rest == schedule) return;
+  execution_->continue_with(rest);
+  schedule = std::move(rest);
+  ++current_.replans;
+  replanning_.reset();
 }
 
 void BlockSteps::restart_schedule(const OutOfBudget& why) {

@@ -37,7 +37,10 @@
 // runs anything or draws a random number. Out of budget before the last
 // block has returned, the step is rolled back (buffers and generators as
 // the step found them) and run again to the block the caller is in, under a
-// stricter plan, losing nothing. Out of budget in the caller's code after
+// stricter plan, losing nothing. With blocks sharded by FSDP2 nothing runs
+// again (a rank alone cannot gather weights): a step whose blocks outgrow
+// their prediction re-plans its blocks still to come after each block's
+// forward. Out of budget in the caller's code after
 // the blocks, the error is the caller's; the step is abandoned when its
 // output goes, and what the caller's code had reached is learned for that
 // size. Out of budget during the backward, the step is run again from its
@@ -72,6 +75,7 @@
 #include "runtime/training/step_budget.h"
 #include "runtime/training/step_input.h"
 #include "runtime/training/step_planner.h"
+#include "sim/simulator.h"
 
 namespace memtrain::runtime {
 
@@ -92,6 +96,9 @@ struct StepReport {
   Bytes predicted_peak_bytes = -1;  // -1: a collection step, nothing predicted
   Bytes budget_bytes = 0;
   int retries = 0;
+  // Sharded blocks: the times the rest of the step was re-planned after a
+  // block's forward found the step on its way past the budget.
+  int replans = 0;
   Seconds seconds = 0;           // from block 0's call to the end of its backward, the caller's code between included
   Seconds planning_seconds = 0;  // choosing the schedule (a cache lookup, or planning a new size), retries included
   Seconds blocks_seconds = 0;    // the schedules' operations (blocks' runs, recomputations, copies), retries included
@@ -181,6 +188,13 @@ class BlockSteps {
   // runs out of budget from its start.
   void run_forward_to(int block);
   void run_until_forward_of_later(int block);
+  // Sharded blocks, after block `block`'s forward: when the memory the step
+  // holds now, plus the rise its schedule predicts for the rest (scaled by
+  // how far the blocks so far outgrew their prediction), passes the budget,
+  // the blocks still to come are recomputed for their own backward, one by
+  // one from the next, until the rest is predicted to fit. Nothing runs
+  // again and no collective changes: the rank re-plans alone.
+  void replan_rest_if_over(int block);
   void restart_schedule(const OutOfBudget& why);
   void run_backward_to(int block);
   // Out of budget in block `block`'s backward: the step again from its
@@ -226,15 +240,23 @@ class BlockSteps {
   bool can_replay_ = false;
   torch::Tensor kept_dy_, last_dx_;
   std::optional<RngSnapshot> after_caller_;
-  Bytes caller_live_ = 0;                     // device bytes when the last block returned
-  Bytes caller_peak_ = 0;                     // their peak until the backward reached it
-  Bytes caller_gradients_ = 0;                // outer_gradient_bytes() when the last block returned
-  bool in_callers_code_ = false;              // the last block returned; its backward has not begun
-  bool between_steps_ = false;                // a step ended; its backward has not: the device's peak is the caller's
-  Bytes end_live_ = 0;                        // device bytes when the last step ended
-  Bytes step_start_live_ = 0;                 // device bytes when the running step began
-  std::map<std::int64_t, Bytes> needed_;      // by size: the least a finished step peaked above its start
-  Bytes optimizer_state_ = 0;                 // observe_optimizer()'s state, resident from the first update
+  Bytes caller_live_ = 0;                 // device bytes when the last block returned
+  Bytes caller_peak_ = 0;                 // their peak until the backward reached it
+  Bytes caller_gradients_ = 0;            // outer_gradient_bytes() when the last block returned
+  bool in_callers_code_ = false;          // the last block returned; its backward has not begun
+  bool between_steps_ = false;            // a step ended; its backward has not: the device's peak is the caller's
+  Bytes end_live_ = 0;                    // device bytes when the last step ended
+  Bytes step_start_live_ = 0;             // device bytes when the running step began
+  std::map<std::int64_t, Bytes> needed_;  // by size: the least a finished step peaked above its start
+  Bytes optimizer_state_ = 0;             // observe_optimizer()'s state, resident from the first update
+  // Sharded blocks: the running step's predicted chain, and its schedule
+  // simulated on it, kept from block to block (replan_rest_if_over).
+  struct Replanning {
+    Chain chain;
+    Schedule schedule;
+    sim::SimResult planned;
+  };
+  std::optional<Replanning> replanning_;
   Bytes gathered_first_ = 0;                  // set_gathered_bytes(): block 0's gather
   bool gathers_ = false;                      // set_gathered_bytes(): some block is sharded
   std::chrono::steady_clock::time_point t0_;  // the step's start
