@@ -27,21 +27,24 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr milliseconds kHeartbeatPeriod{200};
-// How long a peer's heartbeat may stand still before it counts as gone:
-// several periods, so a busy machine does not blame a live rank.
-constexpr milliseconds kStaleAfter{2000};
 // A store that does not answer within this is gone (its host died).
 constexpr milliseconds kDiagnoseTimeout{3000};
 
-std::string alive_key(int rank) { return "memtrain/alive/" + std::to_string(rank); }
-std::string progress_key(int rank) { return "memtrain/at/" + std::to_string(rank); }
-std::string failed_key(int rank) { return "memtrain/failed/" + std::to_string(rank); }
-// What a rank's diagnosis found: "BLAMED\nCAUSE" (BLAMED -1: no one).
-std::string verdict_key(int rank) { return "memtrain/verdict/" + std::to_string(rank); }
-
 std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 std::string text_of(const std::vector<std::uint8_t>& b) { return {b.begin(), b.end()}; }
+
+// The peers' board on a c10d store.
+class StoreBoard : public PeerBoard {
+ public:
+  explicit StoreBoard(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
+  bool has(const std::string& key) override { return store_->check({key}); }
+  std::string read(const std::string& key) override { return text_of(store_->get(key)); }
+  void write(const std::string& key, const std::string& value) override { store_->set(key, bytes_of(value)); }
+  void add(const std::string& key, std::int64_t amount) override { store_->add(key, amount); }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+};
 
 milliseconds to_ms(Seconds s) { return milliseconds(static_cast<std::int64_t>(s * 1000)); }
 
@@ -114,7 +117,8 @@ int RendezvousHost::port() const { return impl_->store->getPort(); }
 
 std::string RendezvousHost::failure_of(int rank) const {
   try {
-    if (impl_->store->check({failed_key(rank)})) return text_of(impl_->store->get(failed_key(rank)));
+    StoreBoard board(impl_->store);
+    return PeerWatch::reason_of(board, rank);
   } catch (const std::exception&) {
   }
   return "";
@@ -135,10 +139,11 @@ struct RankGroup::Impl {
   // This rank failed (diagnosed a peer or gave up): a store it serves must
   // outlive the others' diagnoses.
   bool failed = false;
-  int blamed = -1;
+  PeerWatch watch;
+  explicit Impl(const RankAddress& a) : watch(a.rank, a.world) {}
 };
 
-RankGroup::RankGroup(const RankAddress& address) : address_(address), impl_(std::make_unique<Impl>()) {
+RankGroup::RankGroup(const RankAddress& address) : address_(address), impl_(std::make_unique<Impl>(address)) {
   if (address.world < 1) throw UsageError("world size " + std::to_string(address.world) + " must be >= 1");
   if (address.rank < 0 || address.rank >= address.world) {
     throw UsageError("rank " + std::to_string(address.rank) + " is out of range for a world of " +
@@ -159,7 +164,8 @@ RankGroup::RankGroup(const RankAddress& address) : address_(address), impl_(std:
       options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     }
     options->threads = 1;  // one collective at a time, in the order they are issued
-    impl_->store->set(alive_key(address.rank), bytes_of("0"));
+    StoreBoard board(impl_->store);
+    impl_->watch.arrive(board);
     // Beating from here on, a rank that dies while the others wait to meet it is named like any other.
     start_heartbeat();
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, address.rank, address.world, options);
@@ -181,18 +187,18 @@ RankGroup::RankGroup(const RankAddress& address) : address_(address), impl_(std:
 }
 
 void RankGroup::start_heartbeat() {
-  impl_->beat = std::thread([impl = impl_.get(), rank = address_.rank] {
+  impl_->beat = std::thread([impl = impl_.get()] {
+    StoreBoard board(impl->store);
     std::unique_lock<std::mutex> lock(impl->mutex);
     while (!impl->stopping) {
       lock.unlock();
       try {
-        impl->store->add(alive_key(rank), 1);
-        impl->store->set(progress_key(rank), bytes_of(std::to_string(impl->collectives.load())));
+        impl->watch.beat(board, impl->collectives.load());
       } catch (const std::exception&) {
         // The store is gone: the next collective finds out and says so.
       }
       lock.lock();
-      impl->wake.wait_for(lock, kHeartbeatPeriod, [impl] { return impl->stopping; });
+      impl->wake.wait_for(lock, PeerWatch::kBeatPeriod, [impl] { return impl->stopping; });
     }
   });
 }
@@ -214,13 +220,8 @@ void RankGroup::linger_for_the_others() noexcept {
     // Closing the group's connections now makes the others' collectives
     // fail at once rather than after their timeout.
     impl_->group.reset();
-    const auto accounted_for = [&] {
-      for (int r = 0; r < world(); ++r) {
-        if (r == rank() || r == impl_->blamed) continue;
-        if (!impl_->store->check({failed_key(r)}) && !impl_->store->check({verdict_key(r)})) return false;
-      }
-      return true;
-    };
+    StoreBoard board(impl_->store);
+    const auto accounted_for = [&] { return impl_->watch.others_accounted_for(board); };
     // Bounded: a rank that died as well never reports.
     const auto deadline = std::chrono::steady_clock::now() + to_ms(address_.timeout);
     while (!accounted_for() && std::chrono::steady_clock::now() < deadline)
@@ -377,7 +378,8 @@ std::vector<std::string> RankGroup::exchange(const std::string& name, const std:
 void RankGroup::fail(const std::string& why) noexcept {
   impl_->failed = true;
   try {
-    impl_->store->set(failed_key(rank()), bytes_of(why));
+    StoreBoard board(impl_->store);
+    impl_->watch.give_up(board, why);
   } catch (...) {
   }
 }
@@ -403,80 +405,13 @@ RankFailure RankGroup::diagnose(const char* what, const std::string& error) {
   const std::string failed =
       "rank " + std::to_string(rank()) + " of " + std::to_string(world()) + ": " + what + " failed";
   const std::string transport = first_line(error);
-  std::optional<RankFailure> found;
   try {
     // A fresh connection with a short timeout: the group's own may be wedged.
-    const auto store = open_store(address_.host, address_.port, false, world(), kDiagnoseTimeout);
-    // Blames rank r for `cause` and tells the others, whose own diagnosis may
-    // come too late to see it (a dead rank's heartbeat goes stale for all).
-    const auto blame = [&](int r, const std::string& cause) {
-      impl_->blamed = r;
-      store->set(verdict_key(rank()), bytes_of(std::to_string(r) + "\n" + cause));
-      return RankFailure(r, failed + ": " + cause);
-    };
-    auto reported = [&]() -> std::optional<RankFailure> {
-      for (int r = 0; r < world(); ++r) {
-        if (r != rank() && store->check({failed_key(r)})) {
-          impl_->blamed = r;
-          store->set(verdict_key(rank()), bytes_of(std::to_string(r) + "\nrank " + std::to_string(r) + " gave up"));
-          return RankFailure(
-              r, failed + " because rank " + std::to_string(r) + " gave up: " + text_of(store->get(failed_key(r))));
-        }
-      }
-      // Another rank's finding, unless it blames no one.
-      for (int q = 0; q < world(); ++q) {
-        if (q == rank() || !store->check({verdict_key(q)})) continue;
-        const std::string v = text_of(store->get(verdict_key(q)));
-        const auto newline = v.find('\n');
-        const int r = std::stoi(v.substr(0, newline));
-        const std::string cause = v.substr(newline + 1);
-        if (r < 0) continue;
-        if (r == rank()) return blame(r, "rank " + std::to_string(q) + " found this rank at fault: " + cause);
-        return blame(r, cause + " (as rank " + std::to_string(q) + " found)");
-      }
-      return std::nullopt;
-    };
-    found = [&]() -> std::optional<RankFailure> {
-      if (auto f = reported()) return f;
-      for (int r = 0; r < world(); ++r) {
-        if (r != rank() && !store->check({alive_key(r)}))
-          return blame(
-              r, "rank " + std::to_string(r) + " never arrived (it did not start, or died before reaching the store)");
-      }
-      std::vector<std::int64_t> before(world());
-      // Read, never created: another rank diagnosing at once must still see who never arrived.
-      const auto beats = [&](int r) -> std::int64_t {
-        return store->check({alive_key(r)}) ? std::stoll(text_of(store->get(alive_key(r)))) : -1;
-      };
-      for (int r = 0; r < world(); ++r) before[r] = r == rank() ? 0 : beats(r);
-      std::this_thread::sleep_for(kStaleAfter);
-      if (auto f = reported()) return f;
-      for (int r = 0; r < world(); ++r) {
-        if (r != rank() && beats(r) == before[r]) {
-          return blame(r, "rank " + std::to_string(r) + " died or stopped (no heartbeat for " +
-                              format_number("%.1f", kStaleAfter.count() / 1000.0) + " s; transport: " + transport +
-                              ")");
-        }
-      }
-      const std::int64_t mine = impl_->collectives.load();
-      for (int r = 0; r < world(); ++r) {
-        if (r == rank() || !store->check({progress_key(r)})) continue;
-        const std::int64_t theirs = std::stoll(text_of(store->get(progress_key(r))));
-        if (theirs < mine) {
-          return blame(r, "rank " + std::to_string(r) + " is alive but did not reach it within the timeout (" +
-                              format_number("%g", address_.timeout) + " s; it is at collective " +
-                              std::to_string(theirs) + ", this rank at " + std::to_string(mine) +
-                              "); transport: " + transport);
-        }
-      }
-      store->set(verdict_key(rank()), bytes_of("-1\nno one"));
-      return std::nullopt;
-    }();
+    StoreBoard board(open_store(address_.host, address_.port, false, world(), kDiagnoseTimeout));
+    return impl_->watch.blame(board, failed, transport, impl_->collectives.load(), address_.timeout);
   } catch (const std::exception&) {
     return store_silent(failed, address_, transport);
   }
-  if (found) return *found;
-  return RankFailure(-1, failed + "; every other rank is alive and as far along (transport: " + transport + ")");
 }
 
 }  // namespace memtrain::runtime

@@ -4,10 +4,9 @@
 // Backend from ProcessGroup) changes this file alone.
 //
 // A collective that fails (a peer died, hung past the timeout, or gave up
-// with an error of its own) throws RankFailure naming the rank to blame:
-// every rank writes a heartbeat and its progress to the store, and a rank
-// that fails says why before it exits (fail()). What one rank finds it
-// tells the others, so they blame the same rank.
+// with an error of its own) throws RankFailure naming the rank to blame
+// (peer_watch.h: heartbeats and progress on the store; a rank that fails
+// says why before it exits, fail()).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "runtime/comm/peer_watch.h"
 #include "runtime/comm/tensor_buckets.h"
 
 namespace memtrain::runtime {
@@ -40,16 +40,6 @@ int free_loopback_port();
 
 // "HOST:PORT" -> host and port; UsageError naming `flag` otherwise.
 void parse_master(const std::string& text, const std::string& flag, RankAddress& address);
-
-// A peer failed: which one, and how it was seen.
-class RankFailure : public Error {
- public:
-  RankFailure(int blamed_rank, const std::string& what) : Error(what), blamed_rank_(blamed_rank) {}
-  int blamed_rank() const { return blamed_rank_; }  // -1: could not tell
-
- private:
-  int blamed_rank_;
-};
 
 // The store a launcher serves for the ranks it starts, on a free port of
 // `host`; it outlives any rank, so a dead rank 0 is named like any other.
