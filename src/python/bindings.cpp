@@ -20,6 +20,7 @@
 #include "predict/advisor.h"
 #include "predict/measurement.h"
 #include "python/python_stage.h"
+#include "runtime/comm/peer_watch.h"
 #include "runtime/input/brown_batches.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/memory/link_calibration.h"
@@ -280,6 +281,7 @@ void define_errors(py::module_& m) {
       "memtrain.UsageError", py::make_tuple(error, py::handle(PyExc_ValueError)).release().ptr(), nullptr);
   static py::handle out_of_budget = PyErr_NewException("memtrain.OutOfBudget", error.ptr(), nullptr);
   static py::handle infeasible = PyErr_NewException("memtrain.Infeasible", error.ptr(), nullptr);
+  m.attr("RankFailure") = py::handle(PyErr_NewException("memtrain.RankFailure", error.ptr(), nullptr));
   m.attr("Error") = error;
   m.attr("UsageError") = usage;
   m.attr("OutOfBudget") = out_of_budget;
@@ -328,6 +330,70 @@ void define_memory(py::module_& m) {
   m.def(
       "parse_bytes", [](const std::string& text) { return parse_bytes(text, "budget"); },
       "Bytes in text such as '512MiB'.");
+}
+
+// The peers' board on a Python object with torch.distributed's Store
+// methods (check, get, set, add); called from any thread.
+class PythonPeerBoard : public runtime::PeerBoard {
+ public:
+  explicit PythonPeerBoard(py::object store) : store_(std::move(store)) {}
+  ~PythonPeerBoard() override {
+    py::gil_scoped_acquire gil;
+    store_ = py::object();
+  }
+  bool has(const std::string& key) override {
+    py::gil_scoped_acquire gil;
+    return store_.attr("check")(py::make_tuple(key)).cast<bool>();
+  }
+  std::string read(const std::string& key) override {
+    py::gil_scoped_acquire gil;
+    return store_.attr("get")(key).cast<std::string>();
+  }
+  void write(const std::string& key, const std::string& value) override {
+    py::gil_scoped_acquire gil;
+    store_.attr("set")(key, py::bytes(value));
+  }
+  void add(const std::string& key, std::int64_t amount) override {
+    py::gil_scoped_acquire gil;
+    store_.attr("add")(key, amount);
+  }
+
+ private:
+  py::object store_;
+};
+
+// A rank's watch over its peers (runtime::PeerWatch) on a Python store.
+struct PythonPeerWatch {
+  PythonPeerBoard board;
+  runtime::PeerWatch watch;
+  PythonPeerWatch(py::object store, int rank, int world) : board(std::move(store)), watch(rank, world, "block call") {
+    if (world < 1 || rank < 0 || rank >= world) {
+      throw UsageError("rank " + std::to_string(rank) + " of a world of " + std::to_string(world) +
+                       " is out of range; expected 0.." + std::to_string(world - 1));
+    }
+  }
+};
+
+// How memtrain.Module names the rank that failed under torch.distributed.
+void define_peers(py::module_& m) {
+  py::class_<PythonPeerWatch>(m, "PeerWatch")
+      .def(py::init<py::object, int, int>(), py::arg("store"), py::arg("rank"), py::arg("world"))
+      .def_property_readonly_static("beat_seconds",
+                                    [](py::object) { return runtime::PeerWatch::kBeatPeriod.count() / 1000.0; })
+      .def("arrive", [](PythonPeerWatch& w) { w.watch.arrive(w.board); })
+      .def(
+          "beat", [](PythonPeerWatch& w, std::int64_t progress) { w.watch.beat(w.board, progress); },
+          py::call_guard<py::gil_scoped_release>())
+      .def("give_up", [](PythonPeerWatch& w, const std::string& why) { w.watch.give_up(w.board, why); })
+      .def(
+          "blame",
+          [](PythonPeerWatch& w, const std::string& failed, const std::string& transport, std::int64_t progress,
+             double timeout) {
+            const runtime::RankFailure f = w.watch.blame(w.board, failed, transport, progress, timeout);
+            return std::make_pair(f.blamed_rank(), std::string(f.what()));
+          },
+          py::call_guard<py::gil_scoped_release>(),
+          "(blamed rank or -1, the message): who failed this rank's collective, read from the peers' board.");
 }
 
 // The blocks' steps that memtrain.Module drives.
@@ -440,5 +506,6 @@ PYBIND11_MODULE(_memtrain, m) {
 
   define_memory(m);
   define_block_steps(m);
+  define_peers(m);
   define_chains_and_data(m);
 }

@@ -185,3 +185,147 @@ def test_a_planner_that_recomputes_across_blocks_is_refused_on_sharded_blocks(tm
             memtrain.Module(model, budget="60%", planner="sqrt")
     finally:
         dist.destroy_process_group()
+
+
+def fault_rank(rank, world, store_file, how, results):
+    """Rank 1 dies (or stops) in block 2's backward of step 3, or its step
+    3 is too long for its budget ("infeasible"); each rank reports what it
+    raised."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    import datetime
+    import signal
+    import memtrain
+    import models
+    torch.set_num_threads(1)
+    # The process group's timeout is the user's: how long a stopped rank is waited for.
+    dist.init_process_group("gloo", init_method=f"file://{store_file}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=10))
+    model = sharded(models.MaskedGPT(layers=4), lambda m: m.blocks, root=True)
+    opt = torch.optim.Adam(model.parameters())
+    wrapped = memtrain.Module(model, budget="70%", blocks=model.blocks, planner="optimal",
+                              sample=torch.randint(0, 300, (8, 56)), optimizer=opt, collect_steps=2)
+    step = 0
+
+    def fail(*_):
+        if rank == 1 and step == 3:
+            if how == "killed":
+                os._exit(3)
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    model.blocks[2].register_full_backward_pre_hook(fail)
+    try:
+        for step in range(5):
+            ids = torch.randint(0, 300, (8, 40))
+            if how == "infeasible" and rank == 1 and step == 3:
+                ids = torch.randint(0, 300, (256, 56))
+            loss = F.cross_entropy(wrapped(ids).flatten(0, 1), ids.flatten())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        results.put((rank, "finished"))
+    except memtrain.RankFailure as e:
+        results.put((rank, ("RankFailure", e.rank, str(e), step)))
+    except Exception as e:
+        results.put((rank, (type(e).__name__, None, str(e), step)))
+
+
+def run_faulty(how, tmp_path):
+    """What rank 0 raised, and rank 1 when it said."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=fault_rank, args=(r, 2, str(tmp_path / "store"), how, results)) for r in range(2)]
+    for p in procs:
+        p.start()
+    got = {}
+    try:
+        # Within the process group's timeout (10 s) and the diagnosis, not the default 30 minutes.
+        while 0 not in got:
+            rank, out = results.get(timeout=120)
+            got[rank] = out
+    finally:
+        for p in procs:
+            p.kill()
+            p.join(timeout=30)
+    return got
+
+
+@pytest.mark.parametrize("how", ["killed", "stopped"])
+def test_a_rank_that_dies_mid_step_is_named_by_the_others(how, tmp_path):
+    kind, blamed, message, step = run_faulty(how, tmp_path)[0]
+    assert (kind, blamed, step) == ("RankFailure", 1, 3), message
+    assert message.startswith("rank 0 of 2: a collective in ") and "rank 1 died or stopped" in message, message
+
+
+def test_a_rank_whose_step_cannot_fit_tells_the_others_why(tmp_path):
+    got = run_faulty("infeasible", tmp_path)
+    assert got[1][0] == "Infeasible" and got[1][3] == 3, got[1]
+    kind, blamed, message, step = got[0]
+    assert (kind, blamed) == ("RankFailure", 1), message
+    assert "because rank 1 gave up: step " in message and "needs at least" in message, message
+
+
+def resume_rank(rank, world, store_file, checkpoint, phase, results):
+    """Steps 0..5 whole ("whole"), or 0..2 then a checkpoint ("first"), or
+    the checkpoint loaded in fresh processes then 3..5 ("rest"); puts the
+    rank's parameter shards' digests."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    import memtrain
+    import models
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store_file}", rank=rank, world_size=world)
+    try:
+        model = sharded(models.MaskedGPT(layers=4), lambda m: m.blocks, root=True)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        wrapped = memtrain.Module(model, budget="70%", blocks=model.blocks, planner="optimal",
+                                  sample=torch.randint(0, 300, (8, 56)), optimizer=opt, collect_steps=2)
+        if phase == "rest":
+            state = dict(zip(("model", "optim"), get_state_dict(model, opt)))
+            dcp.load(state, checkpoint_id=checkpoint)
+            set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        batches = rank_batches(rank, 6, 300)
+        for step in {"whole": range(6), "first": range(3), "rest": range(3, 6)}[phase]:
+            torch.manual_seed(100 * step + rank)
+            ids = batches[step]
+            loss = F.cross_entropy(wrapped(ids).flatten(0, 1), ids.flatten())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        if phase == "first":
+            model_state, optim_state = get_state_dict(model, opt)
+            dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=checkpoint)
+        shards = [p.to_local() if hasattr(p, "to_local") else p for p in model.parameters()]
+        results.put((rank, [hashlib.sha256(s.detach().contiguous().reshape(-1).view(torch.uint8).numpy()).hexdigest()
+                            for s in shards]))
+    except Exception as e:  # the test reports it; a rank that dies silently would hang it
+        results.put((rank, f"rank {rank} failed: {e!r}"))
+    finally:
+        dist.destroy_process_group()
+
+
+def run_phase(phase, tmp_path):
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    store = tmp_path / f"store-{phase}"
+    procs = [ctx.Process(target=resume_rank, args=(r, 2, str(store), str(tmp_path / "checkpoint"), phase, results))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        got = dict(results.get(timeout=300) for _ in procs)
+    finally:
+        for p in procs:
+            p.join(timeout=60)
+            if p.is_alive():
+                p.kill()
+    for rank, out in got.items():
+        assert not isinstance(out, str), out
+    return got
+
+
+def test_resuming_from_a_distributed_checkpoint_gives_the_weights_of_a_run_that_never_stopped(tmp_path):
+    whole = run_phase("whole", tmp_path)
+    run_phase("first", tmp_path)
+    resumed = run_phase("rest", tmp_path)
+    assert resumed == whole

@@ -31,10 +31,11 @@ from . import _blocks
 from . import _memtrain as _native
 from ._linear_cross_entropy import chunk_tokens_for as _chunk_tokens_for
 from ._linear_cross_entropy import linear_cross_entropy
-from ._memtrain import BrownBatches, Chain, Error, Infeasible, OutOfBudget, UsageError, memory_stats, reset_peak
+from ._memtrain import (BrownBatches, Chain, Error, Infeasible, OutOfBudget, RankFailure, UsageError, memory_stats,
+                        reset_peak)
 
 __all__ = ["Module", "Chain", "BrownBatches", "plan", "advise", "memory_stats", "reset_peak", "planner_names",
-           "linear_cross_entropy", "Error", "UsageError", "OutOfBudget", "Infeasible"]
+           "linear_cross_entropy", "Error", "UsageError", "OutOfBudget", "Infeasible", "RankFailure"]
 
 
 def planner_names():
@@ -143,6 +144,8 @@ class Module(torch.nn.Module):
         self._native = self._blocks.native
         self._options = {"planner": planner, "collect_steps": collect_steps, "bandwidth": bandwidth}
         self._blocks.set_outer_buffers(model)
+        if self._blocks.peers is not None:
+            self._blocks.peers.watch_backward(model)
         self._device = device
         if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"optimizer of type {type(optimizer).__name__} is not an optimizer; expected a "
@@ -297,9 +300,11 @@ class Module(torch.nn.Module):
             return self._model(*args, **kwargs)
         entry = _blocks.StepEntry(self._blocks, self._device)
         try:
-            return self._model(*args, **kwargs)
-        except Infeasible:
+            return self._blocks.among_peers(lambda: self._model(*args, **kwargs), "the model's forward")
+        except Infeasible as e:
             entry.restore()
+            if self._blocks.peers is not None:
+                self._blocks.peers.give_up(str(e))
             raise
 
     def linear_cross_entropy(self, hidden, weight, targets, bias=None, *, ignore_index=-100, reduction="mean"):

@@ -23,6 +23,7 @@ import torch
 from torch._C._dynamo.eval_frame import set_eval_frame as _set_eval_frame
 
 from . import _memtrain as _native
+from . import _peers
 
 
 def find_blocks(model):
@@ -129,7 +130,7 @@ class _BlockCall(torch.autograd.Function):
     def forward(ctx, blocks, index, x, *params):
         ctx.blocks = blocks
         ctx.index = index
-        y = blocks.native.forward(index, x)
+        y = blocks.among_peers(lambda: blocks.native.forward(index, x), f"block {index}'s forward")
         ctx.step = blocks.native.step
         if index == len(blocks.blocks) - 1:
             ctx.guard = _StepGuard(blocks.native, ctx.step)
@@ -145,7 +146,8 @@ class _BlockCall(torch.autograd.Function):
             raise _native.UsageError(
                 "a backward with create_graph=True (a gradient of a gradient) reached a memtrain.Module's blocks; "
                 "memtrain's backward computes first gradients only: compute higher derivatives on the plain model")
-        dx, gradients = blocks.native.backward(ctx.step, ctx.index, dy)
+        dx, gradients = blocks.among_peers(lambda: blocks.native.backward(ctx.step, ctx.index, dy),
+                                           f"block {ctx.index}'s backward")
         if not ctx.needs_input_grad[2]:
             dx = None
         blocks.wall += time.perf_counter() - t0
@@ -207,6 +209,20 @@ class BlockSteps:
             self.native.set_gathered_bytes(gathered, torch.device(device).type == "cuda")
         for i, block in enumerate(blocks):
             block.forward = BlockForward(me, i, self.originals[i])
+        # Sharded blocks' collectives run in memtrain's calls: a failed one names its rank.
+        self.peers = _peers.watch_peers() if any(self.sharded) else None
+
+    def __del__(self):
+        if getattr(self, "peers", None) is not None:
+            self.peers.close()
+
+    def among_peers(self, run, what):
+        """run(), `what` of a step; a collective of it that fails raises
+        memtrain.RankFailure naming the rank to blame."""
+        if self.peers is None:
+            return run()
+        self.peers.progress += 1
+        return self.peers.named(run, what)
 
     def set_outer_buffers(self, model):
         inside = {id(b) for block in self.blocks for b in block.buffers()}
