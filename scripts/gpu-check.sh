@@ -83,8 +83,8 @@ print("import memtrain:", memtrain.__file__, "torch", torch.__version__, "planne
 say "module import: exit ${PIPESTATUS[0]}"
 
 # 4. The module on CUDA: a budget on a model whose blocks take a mask, exact
-# and kept (tests/python/test_cuda.py), with pytest from the carried wheels
-# when this Python has none.
+# and kept, alone and as FSDP2's one rank (tests/python/test_cuda.py), with
+# pytest from the carried wheels when this Python has none.
 pytest_path=
 if ! "$python" -c 'import pytest' 2>/dev/null && [[ -d ${gpu_carry:-.gpu}/wheels ]]; then
   pytest_path=/tmp/memtrain-pytest

@@ -24,16 +24,9 @@ def batches(lengths, device):
     return [torch.randint(0, 300, (16, t), generator=g).to(device) for t in lengths]
 
 
-@needs_gpu
-@pytest.mark.parametrize("planner", ["optimal", "mimose"])
-def test_a_budget_on_cuda_is_exact_and_kept(planner):
-    torch.use_deterministic_algorithms(True)
-    device = torch.device("cuda")
-    data = batches([64, 96, 48, 128, 80, 112, 128, 64, 96, 120], device)
-    plain = MaskedGPT(layers=6, width=128).to(device)
-    model = MaskedGPT(layers=6, width=128).to(device)
-    m = memtrain.Module(model, budget="70%", planner=planner, sample=data[3])
-    assert m.budget_bytes > 0
+def assert_steps_exact_and_kept(plain, m, data):
+    """A step of each batch on both: equal losses and gradients (a shard's
+    own, under FSDP2), and m's steps within their budget; some planned."""
     planned = 0
     for step, ids in enumerate(data):
         results = []
@@ -42,7 +35,8 @@ def test_a_budget_on_cuda_is_exact_and_kept(planner):
             net.zero_grad(set_to_none=True)
             loss = F.cross_entropy(net(ids).flatten(0, 1), ids.flatten())
             loss.backward()
-            results.append((loss.detach(), [p.grad.clone() for p in net.parameters()]))
+            grads = [p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad for p in net.parameters()]
+            results.append((loss.detach(), [g.clone() for g in grads]))
         (l1, g1), (l2, g2) = results
         assert torch.equal(l1, l2), f"step {step}"
         for (name, _), a, b in zip(plain.named_parameters(), g1, g2):
@@ -54,6 +48,19 @@ def test_a_budget_on_cuda_is_exact_and_kept(planner):
         planned += s["plan"] != "collect"
         del results, g1, g2
     assert planned > 0
+
+
+@needs_gpu
+@pytest.mark.parametrize("planner", ["optimal", "mimose"])
+def test_a_budget_on_cuda_is_exact_and_kept(planner):
+    torch.use_deterministic_algorithms(True)
+    device = torch.device("cuda")
+    data = batches([64, 96, 48, 128, 80, 112, 128, 64, 96, 120], device)
+    plain = MaskedGPT(layers=6, width=128).to(device)
+    model = MaskedGPT(layers=6, width=128).to(device)
+    m = memtrain.Module(model, budget="70%", planner=planner, sample=data[3])
+    assert m.budget_bytes > 0
+    assert_steps_exact_and_kept(plain, m, data)
 
 
 @needs_gpu
@@ -90,3 +97,28 @@ def test_a_model_on_two_devices_is_refused():
     model.head.to("cuda")
     with pytest.raises(memtrain.UsageError, match="memtrain plans a model on one device"):
         memtrain.Module(model, budget="1GiB")
+
+
+@needs_gpu
+def test_fsdp2_on_one_cuda_rank_is_exact_and_kept(tmp_path):
+    # FSDP2's one-rank case on CUDA: gathers, reduce-scatters and their
+    # copies counted by the caching allocator against the rank's budget.
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    torch.use_deterministic_algorithms(True)
+    dist.init_process_group("nccl" if dist.is_nccl_available() else "gloo", init_method=f"file://{tmp_path / 'store'}",
+                            rank=0, world_size=1)
+    try:
+        device = torch.device("cuda")
+        data = batches([64, 96, 48, 128, 80, 112, 128, 64], device)
+        nets = []
+        for _ in range(2):
+            net = MaskedGPT(layers=6, width=128).to(device)
+            for block in net.blocks:
+                fully_shard(block)
+            nets.append(fully_shard(net))
+        plain, model = nets
+        m = memtrain.Module(model, budget="70%", blocks=model.blocks, planner="optimal", sample=data[3])
+        assert_steps_exact_and_kept(plain, m, data)
+    finally:
+        dist.destroy_process_group()
