@@ -26,11 +26,15 @@ def shard_digests(model):
     return out
 
 
-def sharded(model, blocks_of, root):
+def sharded(model, blocks_of, root, mixed=False):
+    """`model` with FSDP2 on its blocks (and root); `mixed`: gathered and
+    computed in bfloat16, gradients reduced in float32."""
+    policy = fsdp.MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed else None
+    options = {"mp_policy": policy} if mixed else {}
     for block in blocks_of(model):
-        fsdp.fully_shard(block)
+        fsdp.fully_shard(block, **options)
     if root:
-        fsdp.fully_shard(model)
+        fsdp.fully_shard(model, **options)
     return model
 
 
@@ -62,8 +66,8 @@ def run_rank(rank, memtrain, models, case):
     make, blocks_of = {"gpt": (lambda: models.MaskedGPT(layers=4), lambda m: m.blocks),
                        "routed": (lambda: models.RoutedGPT(layers=4), lambda m: m.blocks),
                        "llama": (lambda: models.llama(layers=4), lambda m: m.model.layers)}[case["model"]]
-    plain = sharded(make(), blocks_of, case["root"])
-    inner = sharded(make(), blocks_of, case["root"])
+    plain = sharded(make(), blocks_of, case["root"], case.get("mixed", False))
+    inner = sharded(make(), blocks_of, case["root"], case.get("mixed", False))
     vocab = 500 if case["model"] == "llama" else 300
     routed = case["model"] == "routed"
     sample = torch.randint(0, vocab // 2, (8, 96)) if routed else torch.randint(0, vocab, (8, 56))
@@ -133,11 +137,13 @@ CASES = [
     (2, {"model": "llama", "root": True, "planner": "optimal", "budget": "70%"}),
     (4, {"model": "gpt", "root": True, "planner": "optimal", "budget": "70%"}),
     (4, {"model": "llama", "root": False, "planner": "mimose", "budget": "70%"}),
+    (2, {"model": "gpt", "root": True, "planner": "optimal", "budget": "70%", "mixed": True}),
 ]
 
 
 @pytest.mark.parametrize("world,case", CASES, ids=[f"{w}ranks-{c['model']}-{c['planner']}"
-                                                   f"{'-root' if c['root'] else ''}" for w, c in CASES])
+                                                   f"{'-root' if c['root'] else ''}{'-bf16' if c.get('mixed') else ''}"
+                                                   for w, c in CASES])
 def test_fsdp2_ranks_give_the_gradients_of_fsdp2_alone(world, case, tmp_path):
     got = run_world(world, case, tmp_path)
     for rank, out in sorted(got.items()):

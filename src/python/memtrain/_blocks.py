@@ -204,8 +204,7 @@ class BlockSteps:
             # What each gather holds: the block's whole weights (a shard's
             # shape is the whole weight's). On a GPU the next block's gather
             # overlaps this one's work.
-            gathered = [sum(p.numel() * p.element_size() for p in b.parameters()) if sharded else 0
-                        for b, sharded in zip(blocks, self.sharded)]
+            gathered = [gathered_bytes(b) if sharded else 0 for b, sharded in zip(blocks, self.sharded)]
             self.native.set_gathered_bytes(gathered, torch.device(device).type == "cuda")
         for i, block in enumerate(blocks):
             block.forward = BlockForward(me, i, self.originals[i])
@@ -306,6 +305,15 @@ def is_fully_sharded(module):
     except ImportError:  # a torch without torch.distributed
         return False
     return isinstance(module, FSDPModule)
+
+
+def gathered_bytes(block):
+    """The bytes of a sharded block's whole weights as FSDP2 gathers them:
+    at its MixedPrecisionPolicy's param_dtype where it sets one (a shard's
+    shape is the whole weight's)."""
+    state = block._get_fsdp_state() if hasattr(block, "_get_fsdp_state") else None
+    dtype = getattr(getattr(state, "_mp_policy", None), "param_dtype", None)
+    return sum(p.numel() * (dtype.itemsize if dtype is not None else p.element_size()) for p in block.parameters())
 
 
 def _same_tensor(x, previous):
