@@ -12,7 +12,10 @@ Contenders:
 - memtrain.Module with `mimose` and `optimal`, a budget in bytes per rank;
 - FSDP2 with every layer checkpointed (torch.utils.checkpoint, non-reentrant);
 - FSDP2 with every k-th layer checkpointed, at the best k that fits;
-- FSDP2 with torchtitan's selective activation checkpointing policy.
+- FSDP2 with torchtitan's selective activation checkpointing policy;
+- FSDP2 with each layer compiled (torch.compile, dynamic shapes, before
+  fully_shard as torchtitan does) at the largest activation_memory_budget
+  (of --memory-budgets) that fits; its first steps compile.
 A peer fits a budget when its peak at the longest batch does on every rank.
 Each contender's ranks are processes of their own, in a process group of
 their own; the contenders take their turns step by step (ABBA), all of one
@@ -62,6 +65,13 @@ def sharded_model(args):
     model = make_model(args)
     model.train()
     blocks = blocks_of(model)
+    if args.contender == "compiled":
+        # Each block compiled, as torchtitan does, before fully_shard; the
+        # partitioner saves at most this share of the block's activations.
+        import torch._functorch.config as functorch_config
+        functorch_config.activation_memory_budget = args.memory_budget
+        for block in blocks:
+            block.compile(dynamic=True)
     if args.contender == "every-layer":
         checkpoint_blocks(model, lambda i: True)
     elif args.contender == "every-k":
@@ -143,21 +153,32 @@ def probe(args, contender, *extra):
 
 
 def peers_that_fit(args, budget, peaks):
-    """The peers whose probed peak fits `budget`; of every-k, the best k (the largest that fits)."""
+    """The peers whose probed peak fits `budget`; of every-k, the best k
+    (the largest that fits); of the compiled blocks, the largest
+    activation_memory_budget that fits."""
     fit = [(name, extra) for name, extra in (("every-layer", ()), ("torchtitan-sac", ()))
            if peaks[name] <= budget]
     ks = [k for k in args.ks if peaks[f"every-{k}"] <= budget]
     if ks:
         fit.append((f"every-{max(ks)}", ("--k", max(ks))))
+    shares = [m for m in args.memory_budgets if peaks[f"compiled-{m:g}"] <= budget]
+    if shares:
+        fit.append((f"compiled-{max(shares):g}", ("--memory-budget", max(shares))))
     return fit
+
+
+def kind_of(name):
+    """The contender a row's name runs: every-2 is every-k, compiled-0.5 compiled."""
+    if name.startswith("compiled-"):
+        return "compiled"
+    return "every-k" if name.startswith("every-") and name != "every-layer" else name
 
 
 def run_budget(args, percent, reference, peaks):
     """Every contender that fits at `percent`% of `reference`, in turns."""
     budget = int(reference * percent / 100)
     names = [("memtrain-" + p, "memtrain-" + p, ("--budget-bytes", budget)) for p in args.planners]
-    names += [(n, "every-k" if n.startswith("every-") and n != "every-layer" else n, e)
-              for n, e in peers_that_fit(args, budget, peaks)]
+    names += [(n, kind_of(n), e) for n, e in peers_that_fit(args, budget, peaks)]
     names.insert(0, ("plain", "plain", ()))
     groups = {n: start_group(args, n, c, *e) for n, c, e in names}
     # A contender that cannot plan the budget on some rank runs on none.
@@ -218,6 +239,8 @@ def run(args):
     peaks = {"every-layer": probe(args, "every-layer"), "torchtitan-sac": probe(args, "torchtitan-sac")}
     for k in args.ks:
         peaks[f"every-{k}"] = probe(args, "every-k", "--k", k)
+    for m in args.memory_budgets:
+        peaks[f"compiled-{m:g}"] = probe(args, "compiled", "--memory-budget", m)
     results = {}
     for percent in args.budgets:
         budget, records, infeasible = run_budget(args, percent, reference, peaks)
@@ -237,6 +260,8 @@ def main():
     p.add_argument("--budgets", default="100,70,50,30", help="percent of plain FSDP2's per-rank peak")
     p.add_argument("--planners", default="mimose,optimal")
     p.add_argument("--ks", default="2,3", help="checkpoint every k-th layer, for these k")
+    p.add_argument("--memory-budgets", default="1,0.5,0",
+                   help="torch.compile's activation_memory_budget for the compiled blocks, these shares")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--width", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
@@ -254,12 +279,14 @@ def main():
     p.add_argument("--store", help=argparse.SUPPRESS)
     p.add_argument("--budget-bytes", type=int, help=argparse.SUPPRESS)
     p.add_argument("--k", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--memory-budget", type=float, help=argparse.SUPPRESS)
     p.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     args.model = "llama"
     args.budgets = [int(b) for b in args.budgets.split(",") if b]
     args.planners = [x for x in args.planners.split(",") if x]
     args.ks = [int(k) for k in args.ks.split(",") if k]
+    args.memory_budgets = [float(m) for m in args.memory_budgets.split(",") if m]
     if args.role == "rank":
         run_rank(args)
     else:
