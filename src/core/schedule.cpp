@@ -41,6 +41,10 @@ bool is_micro_batch_op(OpKind kind) {
   }
 }
 
+bool is_forward(OpKind kind) {
+  return kind == OpKind::ForwardAll || kind == OpKind::ForwardCheckpoint || kind == OpKind::ForwardNone;
+}
+
 bool starts_copy(OpKind kind) {
   switch (kind) {
     case OpKind::Offload:
@@ -63,9 +67,7 @@ int Schedule::micro_batches() const {
 int Schedule::recomputed_forwards(int stages) const {
   int forwards = 0;
   for (const Op& op : ops) {
-    if (op.kind == OpKind::ForwardAll || op.kind == OpKind::ForwardCheckpoint || op.kind == OpKind::ForwardNone) {
-      ++forwards;
-    }
+    if (is_forward(op.kind)) ++forwards;
   }
   return forwards - stages * micro_batches();
 }
@@ -74,9 +76,7 @@ bool Schedule::recomputes_locally() const {
   std::set<std::pair<int, int>> ran;  // (micro-batch, stage) run forward already
   for (size_t k = 0; k < ops.size(); ++k) {
     const Op& op = ops[k];
-    const bool forward =
-        op.kind == OpKind::ForwardAll || op.kind == OpKind::ForwardCheckpoint || op.kind == OpKind::ForwardNone;
-    if (!forward || ran.insert({op.micro, op.stage}).second) continue;
+    if (!is_forward(op.kind) || ran.insert({op.micro, op.stage}).second) continue;
     auto next = std::find_if(ops.begin() + static_cast<std::ptrdiff_t>(k) + 1, ops.end(),
                              [](const Op& o) { return o.kind == OpKind::Backward; });
     if (next == ops.end() || next->stage != op.stage || next->micro != op.micro) return false;

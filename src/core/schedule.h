@@ -56,6 +56,9 @@ struct Op {
 // gradient operations act on a stage's weights, shared by all).
 bool is_micro_batch_op(OpKind kind);
 
+// Whether `kind` runs a stage forward (F_all, F_ck or F_n).
+bool is_forward(OpKind kind);
+
 // Whether `kind` starts a copy between device and host memory.
 bool starts_copy(OpKind kind);
 

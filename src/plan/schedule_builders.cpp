@@ -33,9 +33,6 @@ Schedule recomputing_stage(const Schedule& local, int stage) {
   };
   const auto forward = std::find_if(local.ops.begin(), local.ops.end(), of_stage(OpKind::ForwardAll));
   const auto backward = std::find_if(local.ops.begin(), local.ops.end(), of_stage(OpKind::Backward));
-  const auto is_forward = [](OpKind k) {
-    return k == OpKind::ForwardAll || k == OpKind::ForwardCheckpoint || k == OpKind::ForwardNone;
-  };
   const bool once = std::count_if(local.ops.begin(), local.ops.end(),
                                   [&](const Op& op) { return op.stage == stage && is_forward(op.kind); }) == 1;
   const bool last = std::none_of(local.ops.begin(), local.ops.end(),

@@ -9,10 +9,6 @@ namespace memtrain::runtime {
 
 namespace {
 
-bool is_forward(OpKind kind) {
-  return kind == OpKind::ForwardAll || kind == OpKind::ForwardCheckpoint || kind == OpKind::ForwardNone;
-}
-
 // The micro-batches as large as micro-batch 0, by the bytes of stage 0's input.
 std::vector<bool> micro_batches_like_the_first(const ExecutionResult& result) {
   std::vector<Bytes> input;

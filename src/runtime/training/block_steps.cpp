@@ -15,10 +15,6 @@ namespace memtrain::runtime {
 
 namespace {
 
-bool is_forward(OpKind kind) {
-  return kind == OpKind::ForwardAll || kind == OpKind::ForwardCheckpoint || kind == OpKind::ForwardNone;
-}
-
 // The chain's last stage is the caller's code after the blocks.
 BlockStepsOptions with_callers_stage(BlockStepsOptions options) {
   options.steps.last_stage_is_callers = true;
@@ -287,12 +283,12 @@ void BlockSteps::replan_rest_if_over(int block) {
   // on its input's size (a mixture of experts' routing).
   double outgrown = 1;
   Bytes before = chain.persistent_bytes() + chain.stages.front().input_bytes;
+  const auto ratio = [](Bytes seen, Bytes expected) {
+    return expected > 0 ? static_cast<double>(seen) / static_cast<double>(expected) : 1.0;
+  };
   for (size_t k = 0; k < ran.size(); ++k) {
     const sim::OpCost& predicted = planned.ops.at(k);
     const OpRecord& measured = ran[k];
-    const auto ratio = [](Bytes seen, Bytes expected) {
-      return expected > 0 ? static_cast<double>(seen) / static_cast<double>(expected) : 1.0;
-    };
     if (is_forward(measured.op.kind) && measured.op.stage < blocks()) {
       outgrown = std::max({outgrown, ratio(measured.peak - measured.live_before, predicted.peak_bytes - before),
                            ratio(measured.live_after - measured.live_before, predicted.after_bytes - before)});
