@@ -15,6 +15,7 @@
 #include "runtime/memory/counting_allocator.h"
 #include "runtime/memory/host_transfers.h"
 #include "runtime/memory/memory_pool.h"
+#include "runtime/memory/memory_relief.h"
 
 namespace memtrain::runtime {
 
@@ -59,6 +60,11 @@ class DeviceMemory {
   virtual void set_budget(Bytes budget) = 0;
   virtual Bytes budget() const = 0;
   virtual bool enforced() const = 0;
+  // Before refusing an allocation for the enforced budget, asks `relief`
+  // to make room (nullptr: none). False where the device's allocator cannot
+  // ask (CUDA's caching allocator raises its own error): there the caller
+  // makes room before it is needed.
+  virtual bool relieve_with(MemoryRelief*) { return false; }
   // Waits for queued compute (not for copies to or from host), so
   // wall-clock timings mean something; counted, so that a test can hold a
   // step to the one it may have (at its end).
@@ -124,6 +130,10 @@ class CpuDeviceMemory : public DeviceMemory {
   void set_budget(Bytes budget) override { pool_.set_budget(budget); }
   Bytes budget() const override { return pool_.budget(); }
   bool enforced() const override { return pool_.enforced(); }
+  bool relieve_with(MemoryRelief* relief) override {
+    pool_.relieve_with(relief);
+    return true;
+  }
   std::unique_ptr<DeviceScope> activate() override;
   std::unique_ptr<HostTransfers> make_transfers() override;
   bool computes_on_host_cores() const override { return true; }

@@ -1,19 +1,48 @@
 #include "runtime/memory/memory_pool.h"
 
 #include "core/error.h"
+#include "runtime/memory/memory_relief.h"
 #include "runtime/memory/shared_account.h"
 
 namespace memtrain::runtime {
 
+namespace {
+
+// Whether this thread is inside a relief: what it allocates is refused
+// plainly, never relieved again.
+thread_local bool t_relieving = false;
+
+}  // namespace
+
 bool PoolCounters::charge(Bytes bytes) {
-  const Bytes now = live.fetch_add(bytes) + bytes;
-  const Bytes limit = budget.load();
-  if (enforced.load() && limit >= 0 && now > limit) {
+  Bytes now = live.fetch_add(bytes) + bytes;
+  Bytes limit = budget.load();
+  // A relief may free memory or, where the budget is relative to what it
+  // learns, raise the budget: both are seen on the next try.
+  for (; enforced.load() && limit >= 0 && now > limit && bytes > 0; limit = budget.load()) {
     live.fetch_sub(bytes);
+    MemoryRelief* r = relief.load();
+    Bytes freed = 0;
+    if (r != nullptr && !t_relieving) {
+      t_relieving = true;
+      try {
+        freed = r->relieve(now - limit);
+      } catch (...) {
+        t_relieving = false;
+        throw;
+      }
+      t_relieving = false;
+    }
+    if (freed > 0) {
+      now = live.fetch_add(bytes) + bytes;
+      continue;
+    }
     Bytes most = refused.load();
     while (now > most && !refused.compare_exchange_weak(most, now)) {
     }
-    throw OutOfBudget(name, bytes, now - bytes, limit);
+    const OutOfBudget why(name, bytes, now - bytes, limit);
+    if (r != nullptr && !t_relieving) r->refuse(why);
+    throw why;
   }
   // The shared budget holds whether or not this pool's own is enforced.
   SharedAccount* shared = account.load();

@@ -16,6 +16,7 @@ struct Allocator;
 
 namespace memtrain::runtime {
 
+class MemoryRelief;
 class SharedAccount;
 
 // Shared between a MemoryPool and its live allocations, so that a tensor
@@ -35,10 +36,13 @@ struct PoolCounters {
   std::atomic<c10::Allocator*> source{nullptr};
   // Also charged with every allocation, when set (MemoryPool::share).
   std::atomic<SharedAccount*> account{nullptr};
+  // Asked to free memory before an enforced budget refuses (MemoryPool::relieve_with).
+  std::atomic<MemoryRelief*> relief{nullptr};
 
   // Charges `bytes`; throws OutOfBudget (charging nothing) when enforced and
-  // over budget, or when the shared account refuses. Returns whether the
-  // shared account was charged, to pass to refund().
+  // over budget after the relief, if any, freed what it could, or when the
+  // shared account refuses. Returns whether the shared account was charged,
+  // to pass to refund().
   bool charge(Bytes bytes);
   void refund(Bytes bytes, bool shared);
   void release();  // drops one reference; deletes this at zero
@@ -77,6 +81,11 @@ class MemoryPool {
   // stops). The account must outlive the allocations charged to it, or be
   // detached first; an allocation freed after that is refunded to the pool only.
   void share(SharedAccount* account) { counters_->account.store(account); }
+
+  // Before refusing an allocation for the enforced budget, asks `relief`
+  // (memory_relief.h) to make room (nullptr: none). It must outlive the
+  // allocations made while it is set.
+  void relieve_with(MemoryRelief* relief) { counters_->relief.store(relief); }
 
   PoolCounters* counters() { return counters_; }
 

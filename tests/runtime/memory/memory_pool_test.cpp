@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "runtime/memory/counting_allocator.h"
 #include "runtime/memory/device_memory.h"
+#include "runtime/memory/memory_relief.h"
 #include "runtime/memory/shared_account.h"
 
 namespace memtrain::runtime {
@@ -51,6 +52,65 @@ TEST(MemoryPool, EnforcedBudgetThrowsOutOfBudgetAndChargesNothing) {
   pool.set_enforced(false);
   torch::Tensor c = torch::empty({200}, torch::kFloat32);
   EXPECT_EQ(pool.peak(), 1200) << "unenforced: counted, not refused";
+}
+
+// Frees tensors it holds, one at a time, as a pool over budget asks.
+class DroppingRelief : public MemoryRelief {
+ public:
+  Bytes relieve(Bytes bytes) override {
+    ++calls;
+    asked.push_back(bytes);
+    if (held.empty()) return 0;
+    const Bytes freed = static_cast<Bytes>(held.back().nbytes());
+    held.pop_back();
+    return freed;
+  }
+  std::vector<torch::Tensor> held;
+  std::vector<Bytes> asked;
+  int calls = 0;
+};
+
+TEST(MemoryPool, AReliefFreesWhatItHoldsBeforeTheBudgetRefuses) {
+  MemoryPool pool("device");
+  PoolScope scope(&pool);
+  DroppingRelief relief;
+  relief.held = {torch::empty({100}, torch::kFloat32), torch::empty({100}, torch::kFloat32)};
+  pool.set_budget(1000);
+  pool.set_enforced(true);
+  pool.relieve_with(&relief);
+  // 800 live; 700 more needs 500 freed: one held tensor (400) is not enough, two are.
+  torch::Tensor c = torch::empty({175}, torch::kFloat32);
+  EXPECT_EQ(pool.live(), 700);
+  EXPECT_EQ(relief.calls, 2);
+  EXPECT_EQ(relief.asked, (std::vector<Bytes>{500, 100}));
+  EXPECT_LE(pool.peak(), 1000);
+  EXPECT_EQ(pool.refused(), 0) << "nothing was refused";
+  // Nothing left to free: refused as without a relief, charging nothing.
+  EXPECT_THROW(torch::empty({200}, torch::kFloat32), OutOfBudget);
+  EXPECT_EQ(relief.calls, 3);
+  EXPECT_EQ(pool.live(), 700);
+  EXPECT_EQ(pool.refused(), 1500);
+  pool.relieve_with(nullptr);
+}
+
+TEST(MemoryPool, AReliefsOwnAllocationsAreNeverRelievedAgain) {
+  MemoryPool pool("device");
+  PoolScope scope(&pool);
+  struct Allocating : MemoryRelief {
+    int calls = 0;
+    Bytes relieve(Bytes) override {
+      ++calls;
+      torch::Tensor t = torch::empty({1000}, torch::kFloat32);  // over budget itself: refused, not relieved
+      return 0;
+    }
+  } relief;
+  pool.set_budget(1000);
+  pool.set_enforced(true);
+  pool.relieve_with(&relief);
+  EXPECT_THROW(torch::empty({500}, torch::kFloat32), OutOfBudget);
+  EXPECT_EQ(relief.calls, 1);
+  EXPECT_EQ(pool.live(), 0);
+  pool.relieve_with(nullptr);
 }
 
 // Another process's view of one budget: charges count here too.
