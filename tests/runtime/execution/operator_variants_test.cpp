@@ -206,9 +206,12 @@ Chain expect_variant_steps_exact(StagedModel& m, CpuDeviceMemory& memory, const 
 
 // Through the executor, a ResNet step whose blocks all run as one variant
 // computes what a plain step does, bit for bit; measured, blocks that keep
-// only their input
-// keep nothing but their output and reach a lower peak in their backward.
-TEST(OperatorVariants, ResNetBlocksKeepingOnlyTheirInputStepExactlyAndPeakLower) {
+// only their input keep nothing but their output, less than a plain block
+// keeps. Whether their backward, which runs the block again, also peaks
+// lower depends on the CPU's convolution kernels: on a 2-core Xeon it did;
+// on a 2-core AMD EPYC it peaked 4.7% above the plain block's (123696
+// against 118192 bytes, block2.0), so only what is kept is held here.
+TEST(OperatorVariants, ResNetBlocksKeepingOnlyTheirInputStepExactlyAndKeepLess) {
   CpuDeviceMemory memory;
   auto scope = memory.activate();
   StagedModel m = small_resnet();
@@ -228,8 +231,7 @@ TEST(OperatorVariants, ResNetBlocksKeepingOnlyTheirInputStepExactlyAndPeakLower)
     const StageVariant& lean = plain.variant(2);
     EXPECT_EQ(lean.name, "recompute-block");
     EXPECT_EQ(lean.saved_bytes, chain.activation_bytes(i + 1)) << plain.name << ": only the output is kept";
-    EXPECT_LT(lean.saved_bytes + lean.backward_temp_bytes, plain.saved_bytes + plain.backward_temp_bytes)
-        << plain.name << ": the backward's peak";
+    EXPECT_LT(lean.saved_bytes, plain.saved_bytes) << plain.name << ": what the forward keeps";
   }
 }
 
