@@ -79,8 +79,9 @@ using Copies = std::vector<std::unique_ptr<HostCopy>>;
 // of stage i's forward with grad (its x̄_i); leaf[i]: that forward's input;
 // offloading[i]: x_i's copy to host, until Release; arriving[i]: its copy
 // back, until the first op that reads it; on_host[i]: x_i in host memory.
-// saved[i]: what the forward with grad saved, when the schedule moves it;
-// saved_leaving[i] / saved_arriving[i]: its copies in flight.
+// saved[i]: what the forward with grad saved, when the schedule moves it
+// or the run may spill it; saved_leaving[i] / saved_arriving[i]: its
+// copies in flight; spilled[i]: spill() moved it to host memory.
 struct MicroTensors {
   std::vector<torch::Tensor> x, graph, leaf, on_host;
   std::vector<std::optional<RngSnapshot>> first_forward;
@@ -88,10 +89,11 @@ struct MicroTensors {
   std::vector<std::unique_ptr<SavedTensors>> saved;
   std::vector<Copies> saved_leaving, saved_arriving;
   std::vector<char> moves_saved;  // the schedule offloads stage i's saved tensors
+  std::vector<char> spilled;      // spill() moved stage i's saved tensors to host memory
   torch::Tensor grad;             // the gradient flowing backward
   explicit MicroTensors(int n)
       : x(n + 1), graph(n), leaf(n), on_host(n + 1), first_forward(n), offloading(n + 1), arriving(n + 1), saved(n),
-        saved_leaving(n), saved_arriving(n), moves_saved(n, 0) {}
+        saved_leaving(n), saved_arriving(n), moves_saved(n, 0), spilled(n, 0) {}
 };
 
 }  // namespace execution
@@ -108,10 +110,10 @@ class LibTorchBackend : public ScheduleBackend {
  public:
   LibTorchBackend(StagedModel& model, DeviceMemory& memory, std::unique_ptr<HostTransfers>& transfers,
                   HostWeights* host_weights, GradientReducer* reducer, const Schedule& schedule, Batch batch,
-                  StepContext& ctx)
+                  StepContext& ctx, bool spillable)
       : model_(model), memory_(memory), transfers_(transfers), host_weights_(host_weights), reducer_(reducer),
         batch_(std::move(batch)), ctx_(ctx), n_(model.size()), micro_batches_(schedule.micro_batches()),
-        weights_arriving_(n_), grads_arriving_(n_), grads_leaving_(n_) {
+        spillable_(spillable), weights_arriving_(n_), grads_arriving_(n_), grads_leaving_(n_) {
     for (int m = 0; m < micro_batches_; ++m) micro_.emplace_back(n_);
     for (const Op& op : schedule.ops) {
       if (op.kind == OpKind::OffloadSaved && op.stage >= 0 && op.stage < n_ && op.micro >= 0 &&
@@ -183,7 +185,8 @@ class LibTorchBackend : public ScheduleBackend {
     torch::AutoGradMode grad_on(true);
     ms.leaf[i] = (i == 0 || !in.is_floating_point()) ? in : in.detach().requires_grad_(true);
     c.variant = op.variant;
-    if (ms.moves_saved[i]) {
+    ms.spilled[i] = 0;
+    if (ms.moves_saved[i] || spillable_) {
       ms.saved[i] = std::make_unique<SavedTensors>();
       SavedTensors::Capture capture(*ms.saved[i]);
       ms.graph[i] = forward(ms, c, i, ms.leaf[i]);
@@ -231,6 +234,7 @@ class LibTorchBackend : public ScheduleBackend {
     rec_.wait_seconds = compute_ready(ms, i) + finish_all(grads_arriving_[i]) + finish_all(ms.saved_arriving[i]);
     if (!ms.saved_arriving[i].empty()) ms.saved[i]->arrived();
     ms.saved_arriving[i].clear();
+    if (ms.spilled[i]) rec_.wait_seconds += unspill(ms, i);
     torch::Tensor next;
     if (ms.graph[i].requires_grad()) {
       // Start from the output's gradient edge and let the output go first:
@@ -379,6 +383,31 @@ class LibTorchBackend : public ScheduleBackend {
     rec_.wait_seconds = reducer_->start(bucket);
   }
 
+  // Note [spilling]: code outside the schedule (the caller's, between two
+  // of its operations) may need more than the budget leaves it while the
+  // step keeps activations for its backward. Those kept by a forward with
+  // grad can wait in host memory instead: spill() moves them there, the
+  // stages whose backward comes last first, until `wanted` bytes are free,
+  // and each stage's backward brings its own back first. The bytes that
+  // come back are those that left, so the step computes what it would have.
+  // The schedule is not changed: to it the tensors never moved.
+  Bytes spill(Bytes wanted) {
+    const Bytes before = memory_.live();
+    for (int i = 0; i < n_ && before - memory_.live() < wanted; ++i) {
+      for (MicroTensors& ms : micro_) {
+        SavedTensors* saved = ms.saved[i].get();
+        if (!saved || ms.moves_saved[i] || ms.spilled[i] || !ms.graph[i].defined() || saved->on_host()) continue;
+        Copies leaving = saved->offload(transfers());
+        const Bytes bytes = bytes_of(leaving);
+        finish_all(leaving);
+        saved->release(leaving);
+        ms.spilled[i] = 1;
+        count_copy(bytes, /*to_host=*/true, /*weights=*/false);
+      }
+    }
+    return before - memory_.live();
+  }
+
   torch::Tensor output_of(int i) const {
     const MicroTensors& ms = micro_.at(0);
     // Detached: what the caller does to its tensor never touches the step's.
@@ -414,6 +443,16 @@ class LibTorchBackend : public ScheduleBackend {
   Seconds finish_all(Copies& copies) {
     Seconds waited = 0;
     for (auto& c : copies) waited += finish(*c);
+    return waited;
+  }
+  // Stage i's saved tensors, spilled, back on the device (Note [spilling]);
+  // returns the wait.
+  Seconds unspill(MicroTensors& ms, int i) {
+    Copies arriving = ms.saved[i]->prefetch(transfers());
+    count_copy(bytes_of(arriving), /*to_host=*/false, /*weights=*/false);
+    const Seconds waited = finish_all(arriving);
+    ms.saved[i]->arrived();
+    ms.spilled[i] = 0;
     return waited;
   }
   // Compute waits until x_i's copy back, if any, has arrived.
@@ -478,6 +517,7 @@ class LibTorchBackend : public ScheduleBackend {
   StepContext& ctx_;
   const int n_;
   const int micro_batches_;
+  const bool spillable_;  // forwards with grad keep what they save movable (Note [spilling])
   std::vector<MicroTensors> micro_;
   std::vector<MicroBatchInput> parts_;  // with micro-batches: each one's rows and context
   // Weights in host memory: copies of a stage's weights or gradients in
@@ -540,6 +580,7 @@ void ScheduleExecution::continue_with(Schedule schedule) {
   run_->continue_with(std::move(schedule));
 }
 
+Bytes ScheduleExecution::spill(Bytes wanted) { return backend_->spill(wanted); }
 torch::Tensor ScheduleExecution::output_of(int stage) const { return backend_->output_of(stage); }
 torch::Tensor ScheduleExecution::gradient() const { return backend_->gradient(); }
 void ScheduleExecution::set_gradient(torch::Tensor gradient) { backend_->set_gradient(std::move(gradient)); }
@@ -551,14 +592,15 @@ ExecutionResult Executor::run(const Schedule& schedule, const Batch& batch, Step
   // Recomputation replays the step's random draws from it (dropout).
   if (!ctx.generator.defined()) throw Error("executor: StepContext::generator is not set; give the step a generator");
   auto backend =
-      std::make_unique<LibTorchBackend>(model_, memory_, transfers_, host_weights_, reducer, schedule, batch, ctx);
+      std::make_unique<LibTorchBackend>(model_, memory_, transfers_, host_weights_, reducer, schedule, batch, ctx,
+                                        /*spillable=*/false);
   return ScheduleExecution(std::move(backend), limits(reducer), memory_, schedule).finish();
 }
 
 std::unique_ptr<ScheduleExecution> Executor::start(const Schedule& schedule, const Batch& batch, StepContext& ctx) {
   if (!ctx.generator.defined()) throw Error("executor: StepContext::generator is not set; give the step a generator");
-  auto backend =
-      std::make_unique<LibTorchBackend>(model_, memory_, transfers_, host_weights_, nullptr, schedule, batch, ctx);
+  auto backend = std::make_unique<LibTorchBackend>(model_, memory_, transfers_, host_weights_, nullptr, schedule, batch,
+                                                   ctx, spillable_);
   return std::make_unique<ScheduleExecution>(std::move(backend), limits(nullptr), memory_, schedule);
 }
 

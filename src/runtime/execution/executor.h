@@ -86,6 +86,11 @@ class ScheduleExecution {
   // Goes on with `schedule` (ScheduleRun::continue_with): the same
   // operations so far, others from here. Neither moves saved tensors.
   void continue_with(Schedule schedule);
+  // Started spillable (Executor::keep_saved_movable): moves what forwards
+  // with grad keep for their backward to host memory until `wanted` device
+  // bytes are free, or nothing more can move; each backward brings its
+  // stage's back (Note [spilling] in executor.cpp). Returns the bytes freed.
+  Bytes spill(Bytes wanted);
 
   // Micro-batch 0's output of stage i's last forward (x_{i+1}, or the output
   // of its forward with grad, detached); undefined when neither is held.
@@ -130,6 +135,9 @@ class Executor {
   // The same run, an operation at a time (ScheduleExecution::step), on one
   // process. `ctx` outlives the execution; `batch` is copied.
   std::unique_ptr<ScheduleExecution> start(const Schedule& schedule, const Batch& batch, StepContext& ctx);
+  // Executions start()ed from now on keep what their forwards with grad save
+  // movable, so that ScheduleExecution::spill can make room.
+  void keep_saved_movable(bool on) { spillable_ = on; }
 
   // Weights in host memory: the weight operations move them through
   // `weights` (not owned; nullptr: the weights stay on the device).
@@ -145,6 +153,7 @@ class Executor {
   DeviceMemory& memory_;
   std::unique_ptr<HostTransfers> transfers_;  // made at the first offload
   HostWeights* host_weights_ = nullptr;
+  bool spillable_ = false;  // keep_saved_movable()
 };
 
 }  // namespace memtrain::runtime

@@ -31,9 +31,13 @@ thread_local SavedTensors* capturing = nullptr;
 
 // One saved tensor's hooks: pack keeps it (detached: a saved output must not
 // hold its own grad_fn), unpack hands back whatever the slot holds by then.
+// Autograd drops the hooks once the node that saved it has run its
+// backward; the tensor goes with them, as it would without hooks, so a
+// stage's backward frees what it saved as it goes.
 class SlotHooks : public torch::autograd::SavedVariableHooks {
  public:
   explicit SlotHooks(std::shared_ptr<SavedTensors::Slot> slot) : slot_(std::move(slot)) {}
+  ~SlotHooks() override { slot_->device = at::Tensor(); }
   void call_pack_hook(const at::Tensor& tensor) override { slot_->device = tensor.detach(); }
   at::Tensor call_unpack_hook() override {
     TORCH_CHECK(slot_->device.defined(),

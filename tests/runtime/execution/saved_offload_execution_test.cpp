@@ -48,6 +48,41 @@ TEST(SavedOffloadExecution, ComputesExactlyWhatAPlainStepDoesAndFreesWhatTheMode
   }
 }
 
+// Note [spilling] (executor.cpp): code outside the schedule needs room
+// before the backward; what the forwards with grad keep goes to host memory
+// and each backward brings its own back.
+TEST(SavedOffloadExecution, SpilledActivationsFreeTheirBytesAndTheStepComputesWhatAPlainOneDoes) {
+  const int n = 6;
+  const Schedule s = plan::schedule_keeping_everything(n);
+  Rig plain;
+  const ExecutionResult reference = plain.run(s, plain.batch(2));
+  for (Bytes wanted : {Bytes{1}, Bytes{1} << 40}) {
+    Rig rig;
+    const runtime::Batch b = rig.batch(2);
+    auto scope = rig.memory.activate();
+    runtime::StepContext ctx;
+    ctx.targets = b.targets;
+    ctx.key_padding = b.key_padding;
+    ctx.generator = rig.generator;
+    runtime::Executor executor(*rig.model, rig.memory);
+    executor.keep_saved_movable(true);
+    auto run = executor.start(s, b, ctx);
+    while (run->next().kind != OpKind::Loss) run->step();  // every stage kept, before the loss
+    const Bytes before = rig.memory.live();
+    const Bytes freed = run->spill(wanted);
+    EXPECT_GT(freed, 0);
+    EXPECT_EQ(before - rig.memory.live(), freed);
+    EXPECT_GT(rig.memory.host().live(), 0) << "the kept tensors wait in host memory";
+    if (wanted == 1) {
+      EXPECT_GT(run->spill(Bytes{1} << 40), 0) << "a small request moves one stage; the rest stays";
+    }
+    EXPECT_EQ(run->spill(Bytes{1} << 40), 0) << "nothing is left to move";
+    const ExecutionResult r = run->finish();
+    testing::expect_same_step(plain, reference, rig, r, "spilled, wanting " + std::to_string(wanted));
+    EXPECT_EQ(rig.memory.host().live(), 0) << "every host copy is freed once it is back";
+  }
+}
+
 TEST(SavedOffloadExecution, RefusesWhatItCannotRun) {
   const int n = 6;
   auto without = [&](OpKind kind) {
