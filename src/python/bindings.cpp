@@ -106,6 +106,7 @@ py::dict step_dict(const StepReport& r) {
   d["budget_bytes"] = r.budget_bytes;
   d["retries"] = r.retries;
   d["replans"] = r.replans;
+  d["spilled_bytes"] = r.spilled_bytes;
   d["seconds"] = r.seconds;
   d["planning_seconds"] = r.planning_seconds;
   d["blocks_seconds"] = r.blocks_seconds;
@@ -437,6 +438,10 @@ void define_block_steps(py::module_& m) {
              r.steps().observe_optimizer(state_bytes, update_temp_bytes);
            })
       .def("end_calibration", [](PythonBlockSteps& r) { r.steps().end_calibration(); })
+      .def("count_optimizer",
+           [](PythonBlockSteps& r, Bytes state_bytes, Bytes update_temp_bytes) {
+             r.steps().count_optimizer(state_bytes, update_temp_bytes);
+           })
       .def("last_step",
            [](PythonBlockSteps& r) -> py::object {
              if (r.steps().last_step().step == 0) return py::none();

@@ -16,7 +16,11 @@ activations to keep and which to recompute so the step fits the budget, and
 runs that plan; gradients are those of the plain model, bit for bit.
 """
 
+import contextlib
 import copy
+import functools
+import inspect
+import weakref
 
 import torch  # first: the native module converts torch's tensors
 
@@ -29,6 +33,7 @@ if torch.__version__ != _BUILT_FOR_TORCH:
 
 from . import _blocks
 from . import _memtrain as _native
+from ._causal_lm_loss import ChunkedHead as _ChunkedHead
 from ._linear_cross_entropy import chunk_tokens_for as _chunk_tokens_for
 from ._linear_cross_entropy import linear_cross_entropy
 from ._memtrain import (BrownBatches, Chain, Error, Infeasible, OutOfBudget, RankFailure, UsageError, memory_stats,
@@ -96,6 +101,10 @@ class Module(torch.nn.Module):
     bandwidth: the host link that planners which copy to host memory
       ("swap", "tensile") plan with, in bytes/s or text such as "25GB/s";
       measured once when not given. Each step's own copies refine it.
+    chunked_loss: for a transformers causal language model called with
+      labels, whether its head and loss run in chunks of tokens, never
+      holding the whole logits: None, where the budget needs it; True,
+      always; False, never.
 
     Under torch.no_grad() the model runs plainly. The state_dict() is the
     model's, with its own keys.
@@ -107,7 +116,7 @@ class Module(torch.nn.Module):
     """
 
     def __init__(self, model, budget, blocks=None, planner="mimose", sample=None, collect_steps=4, bandwidth=None,
-                 optimizer=None, _prediction_scale=1.0):
+                 optimizer=None, chunked_loss=None, _prediction_scale=1.0):
         super().__init__()
         _check_arguments(budget, planner, collect_steps)
         if blocks is None and isinstance(model, (torch.nn.Sequential, list, tuple, torch.nn.ModuleList)):
@@ -117,6 +126,8 @@ class Module(torch.nn.Module):
         elif not isinstance(model, torch.nn.Module):
             raise TypeError(f"a model of type {type(model).__name__} is not a model; expected a torch.nn.Module, "
                             "or a list of torch.nn.Module applied in order")
+        # Refuses before the blocks are wrapped; holds the Module weakly, as the Module holds it.
+        head = _ChunkedHead(model, chunked_loss, weakref.WeakMethod(self._chunk_tokens))
         # The model's own parameters, buffers and children, shared: its
         # state_dict() keys, its parameters() and train()/eval() reach them.
         self._modules = model._modules
@@ -124,6 +135,7 @@ class Module(torch.nn.Module):
         self._buffers = model._buffers
         self._non_persistent_buffers_set = model._non_persistent_buffers_set
         object.__setattr__(self, "_model", model)  # not a child: its children are ours
+        self._head = head
         device = _device_of(self)
         if device.type == "cpu":
             with torch.no_grad():
@@ -139,24 +151,43 @@ class Module(torch.nn.Module):
                              "training step has nothing to train; memtrain.Module plans training steps")
         inside = {id(p) for block in blocks for p in block.parameters()}
         outer = [p for p in model.parameters() if p.requires_grad and id(p) not in inside]
-        self._blocks = _blocks.BlockSteps(blocks, budget, planner, collect_steps, bandwidth, _prediction_scale,
-                                          str(device), outer)
-        self._native = self._blocks.native
-        self._options = {"planner": planner, "collect_steps": collect_steps, "bandwidth": bandwidth}
-        self._blocks.set_outer_buffers(model)
-        if self._blocks.peers is not None:
-            self._blocks.peers.watch_backward(model)
+
+        def plan_blocks():
+            self._blocks = _blocks.BlockSteps(blocks, budget, planner, collect_steps, bandwidth, _prediction_scale,
+                                              str(device), outer)
+            self._native = self._blocks.native
+            self._blocks.set_outer_buffers(model)
+            if self._blocks.peers is not None:
+                self._blocks.peers.watch_backward(model)
+        plan_blocks()
+        self._options = {"planner": planner, "collect_steps": collect_steps, "bandwidth": bandwidth,
+                         "chunked_loss": chunked_loss}
         self._device = device
         if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"optimizer of type {type(optimizer).__name__} is not an optimizer; expected a "
                             "torch.optim.Optimizer")
         if sample is not None:
-            self._calibrate(sample, optimizer)
+            try:
+                self._calibrate(sample, optimizer)
+            except Infeasible:
+                if not self._head.chunk_where_needed():
+                    raise
+                # The budget cannot hold the whole logits: the head and the
+                # loss in chunks, the blocks planned and measured afresh.
+                self._blocks.unwrap()
+                plan_blocks()
+                self._calibrate(sample, optimizer)
         elif optimizer is not None:
             raise UsageError("optimizer= is measured on the sample; give a sample too")
+        # Seen from outside, the Module is its model: its class carries the
+        # model's forward signature (what transformers' Trainer reads for the
+        # columns, labels and loss arguments it passes).
+        object.__setattr__(self, "__class__", _module_class_for(type(model)))
+        self._optimizers = _OptimizerWatch(self, optimizer)
 
     def _calibrate(self, sample, optimizer=None):
         args, kwargs = _blocks.sample_arguments(sample)
+        kwargs = _without_cache(self._model, kwargs)
         for t in _blocks.tensors_of((args, kwargs)):
             if t.numel() == 0:
                 raise UsageError(f"sample holds an empty tensor (shape {tuple(t.shape)}); give the largest input "
@@ -165,13 +196,26 @@ class Module(torch.nn.Module):
         grads = [p.grad for p in params]
         buffers = [(b, b.clone()) for b in self.buffers() if b is not None]
         try:
-            # The blocks' gradients are allocated for the measurement (the
-            # memory model counts them all step); the others are made where
-            # a step makes them (the head's in the loss's backward).
+            # Measured at a step's fullest: with every gradient allocated,
+            # the blocks' (the memory model counts them all step) and the
+            # others' too, as accumulating micro-batches leave them, so the
+            # least stated now holds for such steps. Not a sharded model's
+            # (FSDP2 makes its gradients in its own reduce-scatter).
+            if self._blocks.peers is None:
+                inside = {id(p) for block in self._blocks.blocks for p in block.parameters()}
+                with torch.no_grad():
+                    for p in params:
+                        if p.grad is None and id(p) not in inside:  # the blocks' are the native steps'
+                            p.grad = torch.zeros_like(p)
             rounds = self._native.begin_calibration()
-            for r in range(rounds):
+            # Then once more under bfloat16 autocast, as most language
+            # models are trained: the code after the blocks (logits in
+            # bfloat16 and their float32 copy for the loss) can hold more.
+            autocast = _autocast_to_measure(self._device, params) if self._blocks.peers is None else None
+            for r in range(rounds + (autocast is not None)):
                 self._native.calibration_round(r)
-                loss = _blocks.loss_of(self._model(*args, **kwargs))
+                with autocast if r == rounds else contextlib.nullcontext():
+                    loss = _blocks.loss_of(self._head.run(lambda: self._model(*args, **kwargs), kwargs))
                 torch.autograd.backward(loss, torch.ones_like(loss))
                 del loss
                 self._native.end_of_backward()
@@ -220,6 +264,17 @@ class Module(torch.nn.Module):
                 for p, w, g in zip(params, weights, grads):
                     p.copy_(w)
                     p.grad = g
+
+    def __getattr__(self, name):
+        """What the model has and the Module has not (transformers' config,
+        loss_type, generation_config, its methods) is read from the model."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            model = self.__dict__.get("_model")
+            if model is None:
+                raise
+            return getattr(model, name)
 
     def __deepcopy__(self, memo):
         """An independent Module: a deep copy of the model, under the same
@@ -298,9 +353,11 @@ class Module(torch.nn.Module):
     def forward(self, *args, **kwargs):
         if not torch.is_grad_enabled():
             return self._model(*args, **kwargs)
+        kwargs = _without_cache(self._model, kwargs)
         entry = _blocks.StepEntry(self._blocks, self._device)
         try:
-            return self._blocks.among_peers(lambda: self._model(*args, **kwargs), "the model's forward")
+            return self._head.run(
+                lambda: self._blocks.among_peers(lambda: self._model(*args, **kwargs), "the model's forward"), kwargs)
         except Infeasible as e:
             entry.restore()
             if self._blocks.peers is not None:
@@ -316,11 +373,102 @@ class Module(torch.nn.Module):
         held is what the step planner learns for the code after the
         blocks, so the blocks' plans leave it that room."""
         tokens = hidden.numel() // max(1, hidden.shape[-1])
-        budget = self.budget_bytes
-        free = budget - self._native.live_bytes() - budget // 16 if budget > 0 else None
-        chunk = tokens if free is None else _chunk_tokens_for(tokens, weight.shape[0], free)
         return linear_cross_entropy(hidden, weight, targets, bias, ignore_index=ignore_index, reduction=reduction,
-                                    chunk_tokens=chunk)
+                                    chunk_tokens=self._chunk_tokens(tokens, weight.shape[0]))
+
+    def _chunk_tokens(self, tokens, vocabulary):
+        """The most tokens whose logits fit what the budget has free now,
+        less a sixteenth of it (all of them before the budget is known)."""
+        budget = self.budget_bytes
+        if budget <= 0:
+            return tokens
+        return _chunk_tokens_for(tokens, vocabulary, budget - self._native.live_bytes() - budget // 16)
+
+
+def _autocast_to_measure(device, params):
+    """bfloat16 autocast on `device`, for a float32 model that may be
+    trained under it; None where it cannot be (another dtype, no bfloat16)."""
+    if not params or any(p.dtype != torch.float32 for p in params):
+        return None
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return None
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+def _without_cache(model, kwargs):
+    """A training step's arguments without a key-value cache: a transformers
+    model whose configuration asks for one (use_cache, True by default)
+    would make one that its blocks extend at each call, and memtrain runs
+    blocks again. transformers turns it off itself under gradient
+    checkpointing; so does memtrain, where the caller did not ask for it."""
+    if "use_cache" in kwargs or not getattr(getattr(model, "config", None), "use_cache", False):
+        return kwargs
+    return {**kwargs, "use_cache": False} if _takes_use_cache(type(model)) else kwargs
+
+
+@functools.lru_cache(maxsize=None)
+def _takes_use_cache(model_class):
+    """Whether the class's forward takes use_cache: read once per class, not per step."""
+    try:
+        return "use_cache" in inspect.signature(model_class.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+@functools.lru_cache(maxsize=None)
+def _module_class_for(model_class):
+    """memtrain.Module as a subclass for models of `model_class`: its
+    forward takes and shows the model's arguments. Tools that read a
+    model's class rather than its instance (transformers' label names and
+    loss arguments) see what they see on the plain model."""
+    forward = Module.forward
+
+    def model_forward(self, *args, **kwargs):
+        return forward(self, *args, **kwargs)
+    try:
+        model_forward.__signature__ = inspect.signature(model_class.forward)
+    except (TypeError, ValueError):  # a forward without a signature: the Module's own
+        pass
+    model_forward.__doc__ = model_class.forward.__doc__
+    return type(f"Module[{model_class.__name__}]", (Module,),
+                {"forward": model_forward, "__module__": Module.__module__, "__qualname__": "Module"})
+
+
+class _OptimizerWatch:
+    """Counts the state of optimizers over the Module's parameters that it
+    did not measure (one a framework makes, as transformers' Trainer does):
+    at an optimizer's first update, its state and the memory its update
+    reached above it. A global step hook of torch.optim, holding the Module
+    weakly; it removes itself when the Module goes."""
+
+    def __init__(self, module, measured):
+        self.module = weakref.ref(module)
+        self.params = {id(p) for p in module.parameters() if p.requires_grad}  # the Module holds them
+        self.seen = weakref.WeakSet([measured] if measured is not None else [])
+        self.measuring = None  # the optimizer whose first update runs now
+        from torch.optim import optimizer as optim
+        handles = [optim.register_optimizer_step_pre_hook(self.before),
+                   optim.register_optimizer_step_post_hook(self.after)]
+        weakref.finalize(module, lambda: [h.remove() for h in handles])
+
+    def before(self, optimizer, args, kwargs):
+        module = self.module()
+        if module is None or optimizer in self.seen:
+            return
+        self.seen.add(optimizer)
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        if len(optimizer.state) == 0 and any(id(p) in self.params for p in params):
+            self.measuring = optimizer
+            module._native.reset_peak()
+
+    def after(self, optimizer, args, kwargs):
+        module = self.module()
+        if module is None or self.measuring is not optimizer:
+            return
+        self.measuring = None
+        state = sum(t.nbytes for st in optimizer.state.values() for t in st.values()
+                    if isinstance(t, torch.Tensor) and t.device.type == module._device.type)
+        module._native.count_optimizer(state, max(0, module._native.peak_bytes() - module._native.live_bytes()))
 
 
 def _check_arguments(budget, planner, collect_steps):

@@ -184,6 +184,7 @@ class BlockSteps:
         self.checked = [False] * len(blocks)  # whether a run with grad showed its other results need no gradient
         self.last_output = None  # what the previous block's call returned
         self.originals = [b.forward for b in blocks]
+        self.own_forwards = ["forward" in b.__dict__ for b in blocks]  # set on the instance before wrapping
         self.params = [list(b.parameters()) for b in blocks]  # in the native stages' order
         # Blocks under FSDP2 (fully_shard) hold their shards between calls
         # and the gathered weights during them: their parameters are read
@@ -214,6 +215,15 @@ class BlockSteps:
     def __del__(self):
         if getattr(self, "peers", None) is not None:
             self.peers.close()
+
+    def unwrap(self):
+        """The blocks' forwards as they were before these steps took them."""
+        self.native.cancel()
+        for block, original, own in zip(self.blocks, self.originals, self.own_forwards):
+            if own:
+                block.forward = original
+            else:
+                block.__dict__.pop("forward", None)
 
     def among_peers(self, run, what):
         """run(), `what` of a step; a collective of it that fails raises

@@ -1,5 +1,6 @@
 #include "runtime/training/block_steps.h"
 
+#include <c10/util/Exception.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
@@ -65,6 +66,7 @@ StepContext BlockSteps::fresh_context() {
 
 void BlockSteps::cancel() {
   abandon_running_step();
+  stop_relief();
   for (auto& gradients : taken_) gradients.clear();
   block_gradients_.clear();
   again_ = false;
@@ -92,8 +94,8 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   const Bytes resident_now = memory_.live() - outer_gradients - gathered_first_;
   if (calibrating) {
     calibration_live_ = std::max(calibration_live_, resident_now);
-    const bool reference = budget_.is_share() && calibration_round_ == 0;
-    const int round = calibration_round_ - (budget_.is_share() ? 1 : 0);
+    const bool reference = reference_round();
+    const int round = callers_round() ? 0 : calibration_round_ - (budget_.is_share() ? 1 : 0);
     StepChoice measured;
     measured.kind = PlanKind::Collect;
     measured.schedule =
@@ -124,6 +126,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
     current_.budget_bytes = budget_.bytes();
   }
   ctx_ = fresh_context();
+  executor_->keep_saved_movable(!calibrating && enforces_budget());
   MEMTRAIN_ASSERT(!gathers_ || step_->choice().schedule.recomputes_locally(),
                   "sharded blocks run again only around their own backward");
   replanning_.reset();
@@ -206,7 +209,7 @@ void BlockSteps::abandon_running_step() {
   // The caller's code after the blocks stopped (out of budget, or it
   // dropped the output): it needed at least what it reached, or asked for.
   const Bytes reached = std::max(memory_.peak(), memory_.refused());
-  steps_.observe_after_stages(batch_.signature.size, reached - caller_live_ + caller_gradients_, /*measured=*/true);
+  learn_callers_need(batch_.signature.size, reached - caller_live_ + caller_gradients_ + spilled_);
   steps_.mark_failed(batch_.signature.size, step_->choice());
 }
 
@@ -241,8 +244,82 @@ torch::Tensor BlockSteps::forward(int block, const torch::Tensor& input) {
     caller_gradients_ = outer_gradient_bytes();
     memory_.reset_peak();
     in_callers_code_ = true;
+    start_relief();
   }
   return output;
+}
+
+void BlockSteps::start_relief() {
+  spilled_ = 0;
+  if (calibration_round_ >= 0 || !enforces_budget()) return;
+  relief_thread_ = std::this_thread::get_id();
+  relieving_ = memory_.relieve_with(&relief_);
+}
+
+void BlockSteps::stop_relief() {
+  if (!relieving_) return;
+  memory_.relieve_with(nullptr);
+  relieving_ = false;
+}
+
+Bytes BlockSteps::SpillRelief::relieve(Bytes bytes) {
+  BlockSteps& s = steps_;
+  // Only the caller's code after the blocks, on its own thread: anywhere
+  // else the step's kept activations are the schedule's to hold.
+  if (!s.in_callers_code_ || !s.execution_ || std::this_thread::get_id() != s.relief_thread_) return 0;
+  Bytes freed = 0;
+  try {
+    freed = s.execution_->spill(bytes);
+  } catch (const std::exception&) {
+    // nothing more could move
+  }
+  s.spilled_ += freed;
+  if (freed > 0 || !s.budget_.is_share()) return freed;
+  // N% is of the caller's own plain loop, which holds at least what this
+  // step holds with the allocation (memtrain keeps no more than it would):
+  // the reference grows to that, and the budget with it, from this
+  // allocation on. `bytes` is what the allocation passes the budget by.
+  const Bytes required = s.memory_.budget() + bytes;
+  if (s.budget_.reference() >= required) return 0;
+  const Bytes before = s.budget_.bytes();
+  s.budget_.set_reference(required);
+  const Bytes after = s.budget_.bytes();
+  if (after <= before) return 0;
+  s.memory_.set_budget(after);
+  s.current_.budget_bytes = after;
+  return after - before;
+}
+
+void BlockSteps::SpillRelief::refuse(const OutOfBudget& why) {
+  BlockSteps& s = steps_;
+  if (!s.in_callers_code_ || std::this_thread::get_id() != s.relief_thread_) return;
+  // What the allocation would have made live, with the step's kept
+  // activations off the device already: a budget below it cannot run this loop.
+  const Bytes least = why.live() + why.request();
+  TORCH_CHECK_WITH(OutOfMemoryError, false,
+                   "memtrain: step " + std::to_string(s.current_.step) + " (input " + s.batch_.signature.describe() +
+                       ") ran out of its budget in the code after the blocks (the head, the loss and their "
+                       "backward): " +
+                       why.what() + ", with " + format_bytes(s.spilled_) +
+                       " of the step's activations moved to host memory already. This loop needs more than " +
+                       format_bytes(least) +
+                       " at this input; memtrain has learnt it, and the next step of this size is planned "
+                       "with it or refused before it runs (memtrain.Infeasible, naming the least budget). "
+                       "Give a budget of at least that, or a smaller input. The step is abandoned: zero the "
+                       "gradients (the blocks' have nothing of it; those of the head may) and run it again");
+}
+
+void BlockSteps::learn_callers_need(std::int64_t size, Bytes need) {
+  steps_.observe_after_stages(size, need, /*measured=*/true);
+  // What the caller's code holds grows with the tokens (a language model's
+  // logits): scaled to the reference's size, from steps at least half as
+  // large (a few tokens' fixed bytes, scaled up, would say nothing of it).
+  if (!budget_.is_share() || reference_size_ <= 0 || size <= 0 || 2 * size < reference_size_) return;
+  const double ratio = std::max(1.0, static_cast<double>(reference_size_) / static_cast<double>(size));
+  const auto scaled = static_cast<Bytes>(static_cast<double>(need) * ratio);
+  if (scaled <= reference_callers_need_) return;
+  budget_.set_reference(budget_.reference() + scaled - reference_callers_need_);
+  reference_callers_need_ = scaled;
 }
 
 void BlockSteps::run_until_forward_of_later(int block) {
@@ -366,10 +443,21 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
     dy_ = dy;
     can_replay_ = false;  // it runs the least-memory plan already: none is stricter
   } else if (block == blocks() - 1) {
+    stop_relief();
     caller_peak_ = memory_.peak();
     in_callers_code_ = false;
-    steps_.observe_after_stages(batch_.signature.size, caller_peak_ - caller_live_ + caller_gradients_,
-                                /*measured=*/calibration_round_ < 0);
+    // What the caller's code needed: what it reached, and the room spilling made.
+    const Bytes need = caller_peak_ - caller_live_ + caller_gradients_ + spilled_;
+    if (calibration_round_ < 0) {
+      learn_callers_need(batch_.signature.size, need);
+    } else {
+      steps_.observe_after_stages(batch_.signature.size, need, /*measured=*/false);
+      if (reference_round()) {
+        reference_callers_need_ = std::max(reference_callers_need_, need);
+        reference_size_ = batch_.signature.size;
+      }
+    }
+    current_.spilled_bytes = spilled_;
     dy_ = dy;
     after_caller_ = RngSnapshot::capture(ctx_.generator);
     // Nothing of the backward has run yet, and the parameters' gradients
@@ -459,9 +547,9 @@ void BlockSteps::end_step() {
     return;
   }
   if (calibration_round_ >= 0) {
-    if (budget_.is_share() && calibration_round_ == 0) {
-      budget_.set_reference(result.peak);
-    } else {
+    if (reference_round()) {
+      reference_peak_ = std::max(reference_peak_, result.peak);  // the optimizer's state joins it at end_calibration()
+    } else if (!callers_round()) {
       steps_.observe_sample(batch_.signature, sample_execution(result, model_.size(), 0));
     }
     // A measurement, not a step: nothing it did survives.
@@ -518,7 +606,9 @@ int BlockSteps::begin_calibration() {
   calibration_rng_ = RngSnapshot::capture(default_generator_of(memory_.device()));
   calibration_buffers_ = BufferSnapshot::capture(model_, memory_);
   calibration_live_ = 0;
-  return (budget_.is_share() ? 1 : 0) + steps_.variant_rounds();
+  reference_peak_ = reference_callers_need_ = 0;
+  calibration_rounds_ = (budget_.is_share() ? 1 : 0) + steps_.variant_rounds();
+  return calibration_rounds_;
 }
 
 void BlockSteps::calibration_round(int round) { calibration_round_ = round; }
@@ -529,6 +619,13 @@ void BlockSteps::observe_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
   steps_.observe_between_steps(std::max<Bytes>(0, update_temp_bytes));
 }
 
+void BlockSteps::count_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
+  state_bytes = std::max<Bytes>(0, state_bytes);
+  optimizer_state_ += state_bytes;
+  steps_.observe_between_steps(std::max<Bytes>(0, update_temp_bytes));
+  if (budget_.is_share() && budget_.reference() > 0) budget_.set_reference(budget_.reference() + state_bytes);
+}
+
 void BlockSteps::end_calibration() {
   calibration_round_ = -1;
   cancel();
@@ -536,6 +633,22 @@ void BlockSteps::end_calibration() {
   calibration_rng_.reset();
   calibration_buffers_.reset();
   if (!batch_.input.defined()) throw UsageError("the sample never called the model's blocks");
+  // N% is of the plain step with everything a budget counts: every
+  // gradient (allocated for the measurement) and the optimizer's state; or
+  // of the least the planner needs, where that is more, so that "100%"
+  // always trains.
+  if (budget_.is_share()) {
+    Bytes reference = reference_peak_ + optimizer_state_;
+    if (planner().respects_budget()) {
+      const Chain largest = largest_chain();
+      for (int tries = 0; tries < 4; ++tries) {  // a planner's least may move with the budget asked
+        const Plan p = steps_.planner().plan({largest, reference, &largest});
+        if (p.feasible) break;
+        reference = std::max(reference + 1, p.min_budget_bytes);
+      }
+    }
+    budget_.set_reference(reference);
+  }
   steps_.observe_resident(calibration_live_ + optimizer_state_, batch_.bytes(), batch_.signature.size);
   steps_.note_size(batch_.signature.size);
   refuse_below_least(steps_, largest_chain(), budget_.bytes(), batch_.signature);

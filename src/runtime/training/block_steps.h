@@ -40,10 +40,15 @@
 // stricter plan, losing nothing. With blocks sharded by FSDP2 nothing runs
 // again (a rank alone cannot gather weights): a step whose blocks outgrow
 // their prediction re-plans its blocks still to come after each block's
-// forward. Out of budget in the caller's code after
-// the blocks, the error is the caller's; the step is abandoned when its
-// output goes, and what the caller's code had reached is learned for that
-// size. Out of budget during the backward, the step is run again from its
+// forward. In the caller's code after the blocks, the activations the step
+// keeps for its backward move to host memory as the caller's allocations
+// need room, and come back block by block as the backward reaches them
+// (Note [spilling] in executor.cpp): the caller's code never meets the
+// budget while memtrain holds anything it could free. What that code
+// needed, the bytes spilled included, is learned for that size, so the next
+// plan leaves it the room. Only an allocation that cannot fit with nothing
+// of memtrain's left is refused there; the step is then abandoned when its
+// output goes. Out of budget during the backward, the step is run again from its
 // start to the backward autograd is in, with the caller's gradient kept in
 // host memory and the same random draws (the gradients the blocks after it
 // gave autograd already are made again and dropped), when that is exact:
@@ -60,6 +65,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "core/chain.h"
@@ -99,6 +105,9 @@ struct StepReport {
   // Sharded blocks: the times the rest of the step was re-planned after a
   // block's forward found the step on its way past the budget.
   int replans = 0;
+  // Device bytes of kept activations moved to host memory to make room for
+  // the caller's code after the blocks (0 when the plan left it enough).
+  Bytes spilled_bytes = 0;
   Seconds seconds = 0;           // from block 0's call to the end of its backward, the caller's code between included
   Seconds planning_seconds = 0;  // choosing the schedule (a cache lookup, or planning a new size), retries included
   Seconds blocks_seconds = 0;    // the schedules' operations (blocks' runs, recomputations, copies), retries included
@@ -139,6 +148,10 @@ class BlockSteps {
 
   // Measuring the caller's sample: the caller runs its forward and a
   // backward once per round, between begin and end. Returns the rounds.
+  // Round `rounds` (one past the last), if the caller runs it, measures
+  // the sample again in another precision (under autocast) for the
+  // caller's code after the blocks and an N% budget's reference only: the
+  // blocks' own measurements stay those of the rounds before.
   // Gradients, generators and buffers are left as found; end_calibration()
   // throws Infeasible when the budget is below what the planner needs.
   int begin_calibration();
@@ -151,6 +164,12 @@ class BlockSteps {
   // its first update on, and its update reaches `update_temp_bytes` above them.
   void observe_optimizer(Bytes state_bytes, Bytes update_temp_bytes);
   void end_calibration();
+  // After calibration: an optimizer over the blocks' parameters that was
+  // not measured (one a framework made: transformers' Trainer) updated for
+  // the first time, leaving `state_bytes` of state, its update reaching
+  // `update_temp_bytes` above what was live. An N% budget is of the plain
+  // step with that state too, from the next step on.
+  void count_optimizer(Bytes state_bytes, Bytes update_temp_bytes);
 
   const StepReport& last_step() const { return last_; }
   Bytes budget_bytes() const { return budget_.resolved() ? budget_.bytes() : 0; }
@@ -202,6 +221,14 @@ class BlockSteps {
   void replay_to(int block, const OutOfBudget& first);
   void end_step();
   void fold_caller_memory();
+  // The caller's code after the blocks begins (the last block returned):
+  // allocations past the budget spill the step's kept activations.
+  void start_relief();
+  void stop_relief();
+  // The caller's code after the blocks needed `need` bytes at input `size`
+  // (measured by a step): learnt for that size, and an N% budget's
+  // reference grows to cover it (N% is of the caller's own loop).
+  void learn_callers_need(std::int64_t size, Bytes need);
   // A step's context: the default generator, the gradients taken.
   StepContext fresh_context();
   torch::Tensor exchange(const torch::Tensor& output);
@@ -240,11 +267,27 @@ class BlockSteps {
   bool can_replay_ = false;
   torch::Tensor kept_dy_, last_dx_;
   std::optional<RngSnapshot> after_caller_;
-  Bytes caller_live_ = 0;                 // device bytes when the last block returned
-  Bytes caller_peak_ = 0;                 // their peak until the backward reached it
-  Bytes caller_gradients_ = 0;            // outer_gradient_bytes() when the last block returned
-  bool in_callers_code_ = false;          // the last block returned; its backward has not begun
-  bool between_steps_ = false;            // a step ended; its backward has not: the device's peak is the caller's
+  Bytes caller_live_ = 0;         // device bytes when the last block returned
+  Bytes caller_peak_ = 0;         // their peak until the backward reached it
+  Bytes caller_gradients_ = 0;    // outer_gradient_bytes() when the last block returned
+  bool in_callers_code_ = false;  // the last block returned; its backward has not begun
+  bool between_steps_ = false;    // a step ended; its backward has not: the device's peak is the caller's
+  Bytes spilled_ = 0;             // bytes spilled since the last block returned
+  // Makes room for the caller's code after the blocks (start_relief()).
+  class SpillRelief : public MemoryRelief {
+   public:
+    explicit SpillRelief(BlockSteps& steps) : steps_(steps) {}
+    Bytes relieve(Bytes bytes) override;
+    // Raises torch's OutOfMemoryError, as PyTorch's own allocators do, in
+    // the caller's terms: what the step needs at least, and what follows.
+    void refuse(const OutOfBudget& why) override;
+
+   private:
+    BlockSteps& steps_;
+  };
+  SpillRelief relief_{*this};
+  bool relieving_ = false;                // relief_ is the device's
+  std::thread::id relief_thread_;         // the thread whose code after the blocks it serves
   Bytes end_live_ = 0;                    // device bytes when the last step ended
   Bytes step_start_live_ = 0;             // device bytes when the running step began
   std::map<std::int64_t, Bytes> needed_;  // by size: the least a finished step peaked above its start
@@ -264,10 +307,21 @@ class BlockSteps {
 
   // Calibration: the round the next step runs (-1: none), and what it keeps.
   int calibration_round_ = -1;
+  int calibration_rounds_ = 0;  // begin_calibration()'s rounds
+  // The round that measures the caller's code and the reference only (begin_calibration()).
+  bool callers_round() const { return calibration_round_ == calibration_rounds_; }
+  // A round whose step keeps everything, for an N% budget's reference.
+  bool reference_round() const { return budget_.is_share() && (calibration_round_ == 0 || callers_round()); }
   std::unique_ptr<GradientSnapshot> calibration_grads_;
   std::optional<RngSnapshot> calibration_rng_;
   std::optional<BufferSnapshot> calibration_buffers_;
   Bytes calibration_live_ = 0;
+  Bytes reference_peak_ = 0;  // a share's reference step's peak, before the optimizer's state
+  // The caller's code after the blocks in the reference step: its need
+  // (calibration's stand-in at first, then the most a step showed, scaled
+  // to the reference's size) and that size.
+  Bytes reference_callers_need_ = 0;
+  std::int64_t reference_size_ = 0;
 };
 
 }  // namespace memtrain::runtime

@@ -1,0 +1,106 @@
+"""transformers' causal language models given labels, their head and loss
+chunked by memtrain (chunked_loss): the loss and every gradient within the
+chunked cross-entropy's tolerance of the plain model's, the whole logits
+never held; unchunked, bit for bit the plain model's; and the least budget
+lowered by what the logits held."""
+
+import gc
+
+import pytest
+import torch
+
+import memtrain
+
+transformers = pytest.importorskip("transformers")
+transformers.logging.set_verbosity_error()
+
+VOCAB = 32000
+# As memtrain.linear_cross_entropy's (test_linear_cross_entropy.py): float32
+# sums in another order, measured below 1e-6 of the largest gradient.
+TOLERANCE = 1e-5
+
+
+def gpt2():
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=128, n_embd=64, n_layer=3, n_head=4)
+    return transformers.GPT2LMHeadModel(config)  # its head's weight is the embeddings' (tied)
+
+
+def llama():
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    return transformers.LlamaForCausalLM(config)
+
+
+def qwen2():
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    return transformers.Qwen2ForCausalLM(config)
+
+
+def batch(length=60, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, VOCAB, (2, length), generator=g)
+    labels = ids.clone()
+    labels[1, length // 2:] = -100  # a padded row
+    return {"input_ids": ids, "labels": labels}
+
+
+def loss_and_grads(model, inputs, **kwargs):
+    model.train()
+    out = model(**inputs, **kwargs)
+    out.loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    return out, grads
+
+
+@pytest.mark.parametrize("make", [gpt2, llama, qwen2])
+def test_chunked_head_and_loss_are_within_tolerance_and_hold_no_logits(make):
+    inputs = batch()
+    plain, plain_grads = loss_and_grads(make(), inputs, num_items_in_batch=torch.tensor(80))
+    gc.collect()
+    m = memtrain.Module(make(), budget="100%", sample=inputs, chunked_loss=True)
+    out, grads = loss_and_grads(m, inputs, num_items_in_batch=torch.tensor(80))
+    assert out.logits is None  # never made whole
+    assert abs(out.loss.item() - plain.loss.item()) <= TOLERANCE * abs(plain.loss.item())
+    for k, (a, b) in enumerate(zip(grads, plain_grads)):
+        assert ((a - b).abs().max() / b.abs().max()).item() <= TOLERANCE, f"parameter {k}"
+    assert m.last_step["peak_bytes"] <= m.last_step["budget_bytes"]
+
+
+def test_unchunked_the_models_own_head_and_loss_run_bit_for_bit():
+    inputs = batch()
+    plain, plain_grads = loss_and_grads(llama(), inputs)
+    gc.collect()
+    m = memtrain.Module(llama(), budget="100%", sample=inputs, chunked_loss=False)
+    out, grads = loss_and_grads(m, inputs)
+    assert torch.equal(out.loss, plain.loss) and torch.equal(out.logits, plain.logits)
+    assert all(torch.equal(a, b) for a, b in zip(grads, plain_grads))
+
+
+def test_chunking_lowers_the_least_budget_by_what_the_logits_held():
+    inputs = batch(length=64)
+
+    def least(chunked):
+        gc.collect()
+        try:
+            memtrain.Module(llama(), budget=1, sample=inputs, chunked_loss=chunked)
+        except memtrain.Infeasible as e:
+            return e.min_bytes
+        raise AssertionError("a budget of 1 byte was accepted")
+
+    plain, chunked = least(False), least(True)
+    logits = 2 * 64 * VOCAB * 4
+    assert chunked < plain - logits, (plain, chunked)
+
+
+def test_chunked_loss_on_a_model_it_cannot_chunk_is_refused_by_name():
+    from models import NanoGPT
+
+    model = NanoGPT()
+    with pytest.raises(memtrain.UsageError, match="chunked_loss=True: NanoGPT is not a transformers causal"):
+        memtrain.Module(model, budget="1GiB", blocks=model.blocks, chunked_loss=True)
+    with pytest.raises(memtrain.UsageError, match="chunked_loss 'yes' is not a choice"):
+        memtrain.Module(llama(), budget="1GiB", chunked_loss="yes")

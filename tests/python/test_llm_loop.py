@@ -1,0 +1,361 @@
+"""The loops language models are trained with, as a matrix rather than named
+cases: transformers' Llama at a 32000-word vocabulary, in fp32 or under
+bfloat16 autocast, one micro-batch or four accumulated, the loss computed by
+the model (labels) or by the loop, AdamW given to memtrain or not, at
+budgets from memtrain's least up to "100%". Every budget the constructor
+accepts trains: nothing is raised into the loop, every update's peak (the
+optimizer's included) stays within the budget, and the weights equal the
+plain loop's, bit for bit. transformers' Trainer trains the same model
+through the wrapper exactly as without it."""
+
+import gc
+import hashlib
+import random
+import tempfile
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import memtrain
+
+transformers = pytest.importorskip("transformers")
+transformers.logging.set_verbosity_error()
+
+VOCAB = 32000
+ROWS = 2
+UPDATES = 3
+
+
+def llama(seed=0):
+    torch.manual_seed(seed)
+    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    return transformers.LlamaForCausalLM(config)
+
+
+def updates(micro, seed=0):
+    """UPDATES updates of `micro` micro-batches each, every one of its own length."""
+    rng = random.Random(seed)
+    g = torch.Generator().manual_seed(seed)
+    return [[torch.randint(0, VOCAB, (ROWS, rng.randint(16, 64)), generator=g) for _ in range(micro)]
+            for _ in range(UPDATES)]
+
+
+def longest(data):
+    return max((ids for update in data for ids in update), key=lambda ids: ids.shape[1])
+
+
+def micro_loss(model, ids, labels):
+    if labels:
+        return model(input_ids=ids, labels=ids).loss
+    logits = model(input_ids=ids).logits
+    return F.cross_entropy(logits[:, :-1].float().reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
+
+
+def digest(t):
+    """The bytes of a tensor, as a digest: the budget counts every tensor
+    the test keeps, so it keeps none."""
+    return hashlib.sha256(t.detach().reshape(-1).contiguous().view(torch.uint8).numpy()).hexdigest()
+
+
+def train(model, data, bf16, labels, opt=None, budget_of=None):
+    """The loop: AdamW, autocast around the forward, the loss divided over
+    the micro-batches. Returns the weights and the highest update's peak;
+    with budget_of, checks that each update, its optimizer step included,
+    peaked within the budget."""
+    opt = opt or torch.optim.AdamW(model.parameters(), lr=1e-3)
+    highest = 0
+    for k, update in enumerate(data):
+        memtrain.reset_peak()
+        for ids in update:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = micro_loss(model, ids, labels) / len(update)
+            loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        peak = memtrain.memory_stats()["peak_bytes"]
+        highest = max(highest, peak)
+        if budget_of is not None:
+            assert peak <= budget_of(), f"update {k}: peak {peak} bytes over the budget {budget_of()}"
+    return [digest(p) for p in model.parameters()], highest
+
+
+_plain = {}
+
+
+def plain_loop(bf16, micro, labels):
+    """The plain loop's weights and peak, and the peak with every layer
+    checkpointed (transformers' own gradient checkpointing), measured once
+    per loop."""
+    key = (bf16, micro, labels)
+    if key not in _plain:
+        data = updates(micro)
+        peaks = []
+        for checkpointed in (False, True):
+            model = llama()
+            if checkpointed:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.train()
+            weights, peak = train(model, data, bf16, labels)
+            peaks.append(peak)
+            if not checkpointed:
+                plain_weights = weights
+            del model, weights
+            gc.collect()
+        _plain[key] = (plain_weights, peaks[0], peaks[1])
+    return _plain[key]
+
+
+def wrap(budget, sample, opt_given):
+    model = llama()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3) if opt_given else None
+    return memtrain.Module(model, budget=budget, sample=sample, optimizer=opt), opt
+
+
+def least_budget(sample, opt_given):
+    try:
+        wrap(1, sample, opt_given)
+    except memtrain.Infeasible as e:
+        return e.min_bytes
+    raise AssertionError("a budget of 1 byte was accepted")
+
+
+@pytest.mark.parametrize("opt_given", [True, False], ids=["adamw-given", "adamw-not-given"])
+@pytest.mark.parametrize("labels", [True, False], ids=["loss-in-model", "loss-in-loop"])
+@pytest.mark.parametrize("micro", [1, 4], ids=["1-micro", "4-micro"])
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
+def test_every_accepted_budget_trains_within_itself_exactly(bf16, micro, labels, opt_given):
+    """Without optimizer=, the least is stated without the optimizer's
+    state, which its first update adds: a budget in bytes below the least
+    with it may be refused at a later step, before that step runs; every
+    other accepted budget trains."""
+    plain_weights, plain_peak, checkpointed_peak = plain_loop(bf16, micro, labels)
+    data = updates(micro)
+    sample = {"input_ids": longest(data)}
+    least = least_budget(sample, opt_given)
+    least_with_optimizer = least if opt_given else least_budget(sample, True)
+    gc.collect()
+    budgets = {"least": least, "checkpointed": checkpointed_peak,
+               "midpoint": (checkpointed_peak + plain_peak) // 2, "100%": "100%"}
+    trained = []
+    for name, budget in budgets.items():
+        gc.collect()
+        try:
+            m, opt = wrap(budget, sample, opt_given)
+        except memtrain.Infeasible as refused:
+            # Only a budget below the least stated for the same sample is refused.
+            assert name != "least" and name != "100%", f"{name}: {refused}"
+            assert budget < refused.min_bytes, f"{name}: {refused}"
+            continue
+        # Nor is the first update of an optimizer memtrain was not told of planned for.
+        may_be_refused_later = isinstance(budget, int) and budget < least_with_optimizer
+        within = (lambda: m.budget_bytes) if not may_be_refused_later else None
+        try:
+            weights, _ = train(m, data, bf16, labels, opt, budget_of=within)
+            assert m.last_step["peak_bytes"] <= m.last_step["budget_bytes"]
+        except memtrain.Infeasible as later:
+            assert may_be_refused_later, f"{name}: {later}"
+            assert later.min_bytes > m.budget_bytes
+            assert m.last_step is None or m.last_step["peak_bytes"] <= m.last_step["budget_bytes"]
+            del m, opt, later
+            continue
+        for k, (a, b) in enumerate(zip(plain_weights, weights)):
+            assert a == b, f"{name}: parameter {k} differs from the plain loop's"
+        trained.append(name)
+        del m, opt, weights
+    assert "100%" in trained and ("least" in trained or not opt_given)
+
+
+def lm_loss(logits, ids, greedy=False):
+    """The cross-entropy; `greedy`: as a step that also logs a statistic of
+    the logits computes it, holding a second float copy of half of them."""
+    loss = F.cross_entropy(logits.flatten(0, 1).float(), ids[:, 1:].flatten())
+    if not greedy:
+        return loss
+    half = logits[:, : logits.shape[1] // 2].float() * 2
+    return loss + 0.0 * half.logsumexp(-1).sum()
+
+
+def test_a_loss_greedier_than_planned_for_spills_the_kept_activations_and_trains_exactly():
+    """Two steps teach memtrain what the loop's code after the blocks needs
+    at a size, and the third step's plan keeps activations up to it; that
+    step's loss needs more (it logs a statistic of the logits). Its
+    allocations move kept activations to host memory instead of failing,
+    the backward brings them back, and the step is the plain one's; the
+    next step of that size plans with what was learnt."""
+    from models import NanoGPT
+
+    g = torch.Generator().manual_seed(0)
+    data = [torch.randint(0, VOCAB, (4, 129), generator=g) for _ in range(4)]
+
+    def run(model):
+        torch.manual_seed(3)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        reports = []
+        for k, ids in enumerate(data):
+            memtrain.reset_peak()
+            lm_loss(model(ids[:, :-1]), ids, greedy=k == 2).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            reports.append((getattr(model, "last_step", None), memtrain.memory_stats()["peak_bytes"]))
+        return reports, [p.detach().clone() for p in model.parameters()]
+
+    _, plain = run(NanoGPT(width=256, layers=6))
+    gc.collect()
+    model = NanoGPT(width=256, layers=6)
+    # A budget whose plan for this size keeps most activations, with little room to spare.
+    m = memtrain.Module(model, budget="90%", blocks=model.blocks, sample=data[0][:, :-1], collect_steps=0)
+    reports, weights = run(m)
+    assert all(torch.equal(a, b) for a, b in zip(plain, weights))
+    for report, peak in reports:
+        assert peak <= report["budget_bytes"], report
+        assert report["peak_bytes"] <= report["budget_bytes"], report
+    (_, _), (planned, _), (greedy, _), (after, _) = reports
+    assert planned["spilled_bytes"] == 0 and planned["plan"] != "frugal", planned
+    assert greedy["spilled_bytes"] > 0, greedy
+    assert after["spilled_bytes"] == 0, after
+
+
+def test_a_budget_the_loop_cannot_fit_is_torchs_out_of_memory_error_then_a_refusal():
+    """A budget in bytes below what the loop's own loss needs with nothing
+    of memtrain's left on the device: the allocation fails as PyTorch's
+    allocators fail (torch.OutOfMemoryError, which loops and accelerate
+    already catch), saying what the step needs, and the next step of that
+    size is refused before it changes anything (memtrain.Infeasible, naming
+    the least)."""
+    from models import NanoGPT
+
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, VOCAB, (4, 97), generator=g)
+    model = NanoGPT()
+    m = memtrain.Module(model, budget="100%", blocks=model.blocks, sample=ids[:, :-1])
+    m.budget = m.budget_bytes  # the same bytes, no longer a share of the loop's step
+    with pytest.raises(torch.OutOfMemoryError, match="the code after the blocks.*needs more than"):
+        lm_loss(m(ids[:, :-1]), ids, greedy=True).backward()
+    m.zero_grad(set_to_none=True)
+    rng = torch.get_rng_state()
+    with pytest.raises(memtrain.Infeasible) as refused:
+        m(ids[:, :-1])
+    assert refused.value.min_bytes > m.budget_bytes
+    assert torch.equal(rng, torch.get_rng_state())
+    assert all(p.grad is None for p in m.parameters())
+
+
+def test_100_percent_is_of_the_loops_own_step_and_always_trains():
+    """The same loop under "100%": calibration's stand-in loss needed less
+    than the loop's, so the budget grows to what the loop's own step holds
+    as it shows it, and every step trains exactly, within the budget as it
+    stands when the step ends."""
+    from models import NanoGPT
+
+    g = torch.Generator().manual_seed(0)
+    data = [torch.randint(0, VOCAB, (4, length), generator=g) for length in (97, 65, 97)]
+
+    def run(model):
+        torch.manual_seed(3)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for ids in data:
+            memtrain.reset_peak()
+            lm_loss(model(ids[:, :-1]), ids, greedy=True).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            if isinstance(model, memtrain.Module):
+                assert memtrain.memory_stats()["peak_bytes"] <= model.budget_bytes
+                assert model.last_step["peak_bytes"] <= model.last_step["budget_bytes"]
+        return [digest(p) for p in model.parameters()]
+
+    plain = run(NanoGPT())
+    gc.collect()
+    model = NanoGPT()
+    m = memtrain.Module(model, budget="100%", blocks=model.blocks, sample=data[0][:, :-1])
+    stand_in = m.budget_bytes
+    assert run(m) == plain
+    assert m.budget_bytes > stand_in
+
+
+class Texts(torch.utils.data.Dataset):
+    """Token rows of lengths 16-64, with a column the model does not take."""
+
+    def __init__(self, count=16, seed=0):
+        rng = random.Random(seed)
+        g = torch.Generator().manual_seed(seed)
+        self.rows = [torch.randint(0, VOCAB, (rng.randint(16, 64),), generator=g) for _ in range(count)]
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        ids = self.rows[i]
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone(), "source": i}
+
+
+def collate(rows):
+    length = max(len(r["input_ids"]) for r in rows)
+    batch = {k: torch.stack([F.pad(r[k], (0, length - len(r[k])), value=pad) for r in rows])
+             for k, pad in (("input_ids", 0), ("attention_mask", 0), ("labels", -100))}
+    if "source" in rows[0]:
+        batch["source"] = torch.tensor([r["source"] for r in rows])
+    return batch
+
+
+def trainer_run(model, bf16):
+    args = transformers.TrainingArguments(
+        output_dir=tempfile.mkdtemp(), use_cpu=True, per_device_train_batch_size=2, gradient_accumulation_steps=2,
+        max_steps=3, learning_rate=1e-3, report_to=[], save_strategy="no", logging_steps=1, seed=7, bf16=bf16,
+        dataloader_num_workers=0, disable_tqdm=True)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=Texts(), data_collator=collate)
+    trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    return losses, [p.detach().clone() for p in model.parameters()], trainer
+
+
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
+def test_transformers_trainer_trains_through_the_wrapper_exactly(bf16):
+    """With the Trainer's defaults (remove_unused_columns: the columns are
+    read from the wrapper's signature; num_items_in_batch counted over the
+    shifted labels: it reads the model's loss_type through the wrapper), its
+    own AdamW counted from its first update, the losses and every weight
+    equal the plain Trainer's."""
+    pytest.importorskip("accelerate")
+    plain_losses, plain_weights, _ = trainer_run(llama(), bf16)
+    ds = Texts()
+    row = ds[max(range(len(ds)), key=lambda i: len(ds.rows[i]))]
+    sample = collate([{k: v for k, v in row.items() if k != "source"}] * 2)
+    gc.collect()
+    m = memtrain.Module(llama(), budget="100%", sample=sample)
+    before = m.budget_bytes
+    losses, weights, trainer = trainer_run(m, bf16)
+    assert trainer._loss_shifts_labels
+    assert losses == plain_losses
+    assert all(torch.equal(a, b) for a, b in zip(plain_weights, weights))
+    # N% is of the loop's step with the optimizer's state, once it exists.
+    assert m.budget_bytes > before
+    assert m.last_step["peak_bytes"] <= m.last_step["budget_bytes"]
+
+
+@pytest.mark.parametrize("precision", ["no", "bf16"])
+def test_accelerate_prepares_the_wrapped_model_and_trains_it_exactly(precision):
+    """accelerate's Accelerator().prepare(m, opt) and accelerator.backward,
+    with gradient accumulation and its mixed precision: every weight equals
+    the same loop's on the plain model."""
+    accelerate = pytest.importorskip("accelerate")
+    data = updates(2)
+
+    def run(model, sample=None):
+        if sample is not None:
+            model = memtrain.Module(model, budget="100%", sample=sample)
+        accelerate.state.AcceleratorState._reset_state(reset_partial_state=True)  # one per process otherwise
+        accelerator = accelerate.Accelerator(cpu=True, mixed_precision=precision, gradient_accumulation_steps=2)
+        model, opt = accelerator.prepare(model, torch.optim.AdamW(model.parameters(), lr=1e-3))
+        for update in data:
+            for ids in update:
+                with accelerator.accumulate(model):
+                    accelerator.backward(model(input_ids=ids, labels=ids).loss)
+                    opt.step()
+                    opt.zero_grad()
+        return [digest(p) for p in model.parameters()]
+
+    plain = run(llama())
+    gc.collect()
+    assert run(llama(), sample={"input_ids": longest(data)}) == plain
