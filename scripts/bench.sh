@@ -25,6 +25,7 @@ resnet50|all|build/bench/resnet50_bench|ResNet-50 at 224 px: none, optimal and j
 blas|all|build/bench/blas_threads_bench|memtrain train on each OpenBLAS build and thread count
 python|no|@PY@ bench/python_bench.py|memtrain.Module against checkpoint_sequential
 peers|no|@PY@ bench/peers_bench.py|memtrain.Module beside checkpointing, SAC and torch.compile's budget on GPT-2 and Llama
+trainer|no|@PY@ bench/trainer_bench.py|transformers' Trainer on a Llama at 32000 words, bf16 and accumulation, memtrain at N% beside checkpointing
 fsdp|no|@PY@ bench/fsdp_bench.py|memtrain.Module under FSDP2 beside every-layer, every-k, selective checkpointing and compiled layers, 2 or 4 Gloo ranks
 builds|no|python3 bench/builds_bench.py|two memtrain binaries side by side (--build LABEL=PATH twice); prints its table
 resume|no|python3 bench/resume_bench.py --memtrain build/src/cli/memtrain|kill -9 and resume in every output mode; prints its lines
