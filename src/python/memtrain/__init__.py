@@ -212,6 +212,7 @@ class Module(torch.nn.Module):
             # models are trained: the code after the blocks (logits in
             # bfloat16 and their float32 copy for the loss) can hold more.
             autocast = _autocast_to_measure(self._device, params) if self._blocks.peers is None else None
+            self._head.measuring = True
             for r in range(rounds + (autocast is not None)):
                 self._native.calibration_round(r)
                 with autocast if r == rounds else contextlib.nullcontext():
@@ -225,6 +226,7 @@ class Module(torch.nn.Module):
             self._native.cancel()
             raise
         finally:
+            self._head.measuring = False
             # A measurement, not a step: nothing it did survives.
             for p, g in zip(params, grads):
                 p.grad = g

@@ -70,6 +70,10 @@ class ChunkedHead:
         self.chunking = mode is True  # chunks are taken now
         self.chunk_tokens = chunk_tokens
         self.chunked_last = False  # whether the last call's head ran in chunks
+        # While the Module measures its sample, chunks of a fixed share of
+        # the tokens: a chunk chosen from a budget not yet known to fit
+        # would make the least budget depend on the budget asked with.
+        self.measuring = False
 
     def chunk_where_needed(self):
         """The budget cannot hold the whole logits: from now on the head
@@ -122,9 +126,10 @@ class ChunkedHead:
         shift_labels = shift_labels.to(hidden.device)
         tokens = hidden.numel() // hidden.shape[-1]
         vocabulary = head.weight.shape[0]
-        chunk = self.chunk_tokens()(tokens, vocabulary)
+        share = max(1, -(-tokens // self.forced_chunks))
+        chunk = share if self.measuring else self.chunk_tokens()(tokens, vocabulary)
         if self.mode is True:
-            chunk = min(chunk, max(1, -(-tokens // self.forced_chunks)))
+            chunk = min(chunk, share)
         if chunk >= tokens:  # all of it fits: the model's own head and loss
             logits = F.linear(hidden, head.weight, head.bias)
             loss_of = own_loss or _causal_lm_loss()[1]
