@@ -22,6 +22,7 @@
 #include "python/python_stage.h"
 #include "runtime/comm/peer_watch.h"
 #include "runtime/input/brown_batches.h"
+#include "runtime/memory/counting_allocator.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/memory/link_calibration.h"
 #include "runtime/training/block_steps.h"
@@ -453,6 +454,17 @@ void define_block_steps(py::module_& m) {
       .def("live_bytes", [](PythonBlockSteps& r) { return r.memory().live(); })
       .def("peak_bytes", [](PythonBlockSteps& r) { return r.memory().peak(); })
       .def("reset_peak", [](PythonBlockSteps& r) { r.memory().reset_peak(); })
+      .def("refusals", [](PythonBlockSteps& r) { return r.memory().refusals(); })
+      // A copy of `t` in host memory, outside the budget (the CPU build's
+      // separately counted host pool): what a micro-step may have to restore.
+      .def("host_copy",
+           [](PythonBlockSteps& r, const torch::Tensor& t) {
+             if (t.device().is_cpu()) {
+               runtime::PoolScope host(&r.memory().host());
+               return t.clone();
+             }
+             return t.to(torch::kCPU);
+           })
       .def_property_readonly("planner", [](PythonBlockSteps& r) { return r.steps().planner().name(); })
       .def("largest_chain", [](PythonBlockSteps& r) { return r.steps().largest_chain(); });
 }

@@ -2,7 +2,6 @@
 with masks and keywords, returning tuples) are planned, and what it computes
 is what the plain model computes, bit for bit."""
 
-import hashlib
 
 import pytest
 import torch
@@ -10,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import memtrain
+from exact import digest
 from models import MaskedGPT, gpt2, llama
 
 
@@ -23,12 +23,6 @@ LENGTHS = [32, 48, 24, 64, 40, 56, 64, 32, 48, 60]
 
 def lm_loss(logits, ids):
     return F.cross_entropy(logits.flatten(0, 1), ids.flatten())
-
-
-def digest(t):
-    """The bytes of a tensor, as a digest: what a step's gradients were,
-    bit for bit, without keeping them (the budget counts every tensor)."""
-    return None if t is None else hashlib.sha256(t.detach().reshape(-1).contiguous().view(torch.uint8).numpy()).hexdigest()
 
 
 def train_steps(model, batches, loss_of, seed=5, optimizer=None):

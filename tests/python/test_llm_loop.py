@@ -9,7 +9,6 @@ plain loop's, bit for bit. transformers' Trainer trains the same model
 through the wrapper exactly as without it."""
 
 import gc
-import hashlib
 import random
 import tempfile
 
@@ -18,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import memtrain
+from exact import digest
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
@@ -52,11 +52,6 @@ def micro_loss(model, ids, labels):
     logits = model(input_ids=ids).logits
     return F.cross_entropy(logits[:, :-1].float().reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
 
-
-def digest(t):
-    """The bytes of a tensor, as a digest: the budget counts every tensor
-    the test keeps, so it keeps none."""
-    return hashlib.sha256(t.detach().reshape(-1).contiguous().view(torch.uint8).numpy()).hexdigest()
 
 
 def train(model, data, bf16, labels, opt=None, budget_of=None):
@@ -311,12 +306,13 @@ def collate(rows):
     return batch
 
 
-def trainer_run(model, bf16):
+def trainer_run(model, bf16, callbacks=None):
     args = transformers.TrainingArguments(
         output_dir=tempfile.mkdtemp(), use_cpu=True, per_device_train_batch_size=2, gradient_accumulation_steps=2,
         max_steps=3, learning_rate=1e-3, report_to=[], save_strategy="no", logging_steps=1, seed=7, bf16=bf16,
         dataloader_num_workers=0, disable_tqdm=True)
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=Texts(), data_collator=collate)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=Texts(), data_collator=collate,
+                                   callbacks=callbacks)
     trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     return losses, [p.detach().clone() for p in model.parameters()], trainer
@@ -331,9 +327,7 @@ def test_transformers_trainer_trains_through_the_wrapper_exactly(bf16):
     equal the plain Trainer's."""
     pytest.importorskip("accelerate")
     plain_losses, plain_weights, _ = trainer_run(llama(), bf16)
-    ds = Texts()
-    row = ds[max(range(len(ds)), key=lambda i: len(ds.rows[i]))]
-    sample = collate([{k: v for k, v in row.items() if k != "source"}] * 2)
+    sample = trainer_sample()
     gc.collect()
     m = memtrain.Module(llama(), budget="100%", sample=sample)
     before = m.budget_bytes
@@ -344,6 +338,54 @@ def test_transformers_trainer_trains_through_the_wrapper_exactly(bf16):
     # N% is of the loop's step with the optimizer's state, once it exists.
     assert m.budget_bytes > before
     assert m.last_step["peak_bytes"] <= m.last_step["budget_bytes"]
+
+
+def trainer_sample():
+    ds = Texts()
+    row = ds[max(range(len(ds)), key=lambda i: len(ds.rows[i]))]
+    return collate([{k: v for k, v in row.items() if k != "source"}] * 2)
+
+
+def test_the_trainers_optimizer_outgrowing_the_budget_turns_the_chunked_head_on():
+    """A budget in bytes that holds the whole logits until the Trainer's
+    AdamW makes its state (counted at its first update), and not after:
+    with chunked_loss left to memtrain, the next step is not refused; the
+    head and the loss run in chunks from then on, the blocks planned
+    afresh, every update within the budget, the losses within the chunked
+    cross-entropy's tolerance of the plain Trainer's."""
+    pytest.importorskip("accelerate")
+    sample = trainer_sample()
+    plain_losses = trainer_run(llama(), bf16=False)[0]
+    gc.collect()
+
+    def least(chunked, opt_given):
+        model = llama()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3) if opt_given else None
+        try:
+            memtrain.Module(model, budget=1, sample=sample, optimizer=opt, chunked_loss=chunked)
+        except memtrain.Infeasible as e:
+            return e.min_bytes
+        raise AssertionError("a budget of 1 byte was accepted")
+    whole, whole_with_state, chunked_with_state = least(False, False), least(False, True), least(True, True)
+    budget = max(whole, chunked_with_state) + (1 << 20)
+    assert budget < whole_with_state, (whole, whole_with_state, chunked_with_state)
+    gc.collect()  # the refused Modules
+    m = memtrain.Module(llama(), budget=budget, sample=sample)
+    peaks = []
+
+    class Peaks(transformers.TrainerCallback):
+        def on_step_begin(self, *args, **kwargs):
+            memtrain.reset_peak()
+
+        def on_step_end(self, *args, **kwargs):
+            peaks.append((memtrain.memory_stats()["peak_bytes"], m.last_step["chunked_loss"]))
+
+    losses, _, trainer = trainer_run(m, bf16=False, callbacks=[Peaks()])
+    assert len(losses) == len(plain_losses) == 3
+    assert losses == pytest.approx(plain_losses, rel=1e-4)
+    assert all(peak <= budget for peak, _ in peaks), (peaks, budget)
+    assert not peaks[0][1] and peaks[-1][1], peaks  # whole logits at first, chunks once the state exists
+    assert m.budget_bytes == budget
 
 
 @pytest.mark.parametrize("precision", ["no", "bf16"])

@@ -33,6 +33,7 @@ if torch.__version__ != _BUILT_FOR_TORCH:
 
 from . import _blocks
 from . import _memtrain as _native
+from . import _micro_step
 from ._causal_lm_loss import ChunkedHead as _ChunkedHead
 from ._linear_cross_entropy import chunk_tokens_for as _chunk_tokens_for
 from ._linear_cross_entropy import linear_cross_entropy
@@ -149,34 +150,24 @@ class Module(torch.nn.Module):
         if not any(p.requires_grad for p in model.parameters()):
             raise UsageError(f"every parameter of {type(model).__name__} is frozen (requires_grad=False): a "
                              "training step has nothing to train; memtrain.Module plans training steps")
-        inside = {id(p) for block in blocks for p in block.parameters()}
-        outer = [p for p in model.parameters() if p.requires_grad and id(p) not in inside]
-
-        def plan_blocks():
-            self._blocks = _blocks.BlockSteps(blocks, budget, planner, collect_steps, bandwidth, _prediction_scale,
-                                              str(device), outer)
-            self._native = self._blocks.native
-            self._blocks.set_outer_buffers(model)
-            if self._blocks.peers is not None:
-                self._blocks.peers.watch_backward(model)
-        plan_blocks()
         self._options = {"planner": planner, "collect_steps": collect_steps, "bandwidth": bandwidth,
                          "chunked_loss": chunked_loss}
+        self._prediction_scale = _prediction_scale
         self._device = device
+        self._plan_blocks(blocks, budget)
         if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"optimizer of type {type(optimizer).__name__} is not an optimizer; expected a "
                             "torch.optim.Optimizer")
         if sample is not None:
+            args, kwargs = _blocks.sample_arguments(sample)
             try:
-                self._calibrate(sample, optimizer)
+                self._calibrate(args, kwargs, optimizer)
             except Infeasible:
-                if not self._head.chunk_where_needed():
-                    raise
                 # The budget cannot hold the whole logits: the head and the
                 # loss in chunks, the blocks planned and measured afresh.
-                self._blocks.unwrap()
-                plan_blocks()
-                self._calibrate(sample, optimizer)
+                if not self._chunk_from_now_on(budget):
+                    raise
+                self._calibrate(args, kwargs, optimizer)
         elif optimizer is not None:
             raise UsageError("optimizer= is measured on the sample; give a sample too")
         # Seen from outside, the Module is its model: its class carries the
@@ -185,15 +176,43 @@ class Module(torch.nn.Module):
         object.__setattr__(self, "__class__", _module_class_for(type(model)))
         self._optimizers = _OptimizerWatch(self, optimizer)
 
-    def _calibrate(self, sample, optimizer=None):
-        args, kwargs = _blocks.sample_arguments(sample)
+    def _plan_blocks(self, blocks, budget):
+        """The blocks' native steps, under `budget`, learning from nothing."""
+        model, options = self._model, self._options
+        inside = {id(p) for block in blocks for p in block.parameters()}
+        outer = [p for p in model.parameters() if p.requires_grad and id(p) not in inside]
+        self._blocks = _blocks.BlockSteps(blocks, budget, options["planner"], options["collect_steps"],
+                                          options["bandwidth"], self._prediction_scale, str(self._device), outer)
+        self._native = self._blocks.native
+        self._blocks.set_outer_buffers(model)
+        if self._blocks.peers is not None:
+            self._blocks.peers.watch_backward(model)
+
+    def _chunk_from_now_on(self, budget):
+        """Where chunked_loss is None and the head can be chunked: the head
+        and the loss in chunks from now on, and the blocks planned afresh
+        under `budget` (their plans left room for the whole logits).
+        False where that is not to be, or is done already."""
+        if not self._head.chunk_where_needed():
+            return False
+        blocks = self._blocks.blocks
+        self._blocks.unwrap()
+        self._plan_blocks(blocks, budget)
+        return True
+
+    def _calibrate(self, args, kwargs, optimizer=None):
         kwargs = _without_cache(self._model, kwargs)
         for t in _blocks.tensors_of((args, kwargs)):
             if t.numel() == 0:
                 raise UsageError(f"sample holds an empty tensor (shape {tuple(t.shape)}); give the largest input "
                                  "the model will see")
         params = [p for p in self.parameters() if p.requires_grad]
-        grads = [p.grad for p in params]
+        # Gradients a loop has accumulated already (a Module measuring
+        # again mid-update) wait in host memory: the rounds' backwards
+        # would add to them, and their bytes are counted as allocated below.
+        held = [(p, self._native.host_copy(p.grad)) for p in params if p.grad is not None]
+        for p in params:
+            p.grad = None
         buffers = [(b, b.clone()) for b in self.buffers() if b is not None]
         try:
             # Measured at a step's fullest: with every gradient allocated,
@@ -228,9 +247,11 @@ class Module(torch.nn.Module):
         finally:
             self._head.measuring = False
             # A measurement, not a step: nothing it did survives.
-            for p, g in zip(params, grads):
-                p.grad = g
+            for p in params:
+                p.grad = None
             with torch.no_grad():
+                for p, kept in held:
+                    p.grad = torch.empty_like(kept, device=p.device).copy_(kept)
                 for b, kept in buffers:
                     b.copy_(kept)
         self._native.end_calibration()
@@ -336,12 +357,17 @@ class Module(torch.nn.Module):
         operations), overhead_seconds (memtrain's own time in the step:
         its block calls and backward nodes less the operations they ran) and
         synchronizations (the times the step waited for the device: one, at
-        its end, unless it was retried).
+        its end, unless it was retried), reruns (the times step(closure)
+        ran its last micro-step again) and chunked_loss (whether the head
+        and the loss ran in chunks).
         For any model the input is block 0's."""
         report = self._native.last_step()
         wall = self._blocks.finished_wall
         if report is not None and wall is not None:
             report["overhead_seconds"] = max(0.0, wall - report["blocks_seconds"])
+        if report is not None:
+            report["reruns"] = self.__dict__.get("_reruns", 0)
+            report["chunked_loss"] = self._head.chunked_last
         return report
 
     def chain(self):
@@ -364,7 +390,52 @@ class Module(torch.nn.Module):
             entry.restore()
             if self._blocks.peers is not None:
                 self._blocks.peers.give_up(str(e))
+            elif self._head.applies_after_chunking(kwargs):
+                # What the steps hold grew past the budget (an optimizer's
+                # state, counted at its first update): the head and the loss
+                # in chunks from now on, under the budget as it stands, in
+                # bytes, measured on this call's input, and the step again.
+                refused = e
+                del e
+                return self._rerun_chunked(refused, args, kwargs)
             raise
+
+    def _rerun_chunked(self, refused, args, kwargs):
+        budget = self.budget_bytes
+        self._chunk_from_now_on(budget)
+        try:
+            self._calibrate(args, kwargs)
+        except Infeasible as chunked:
+            raise chunked from refused
+        return self.forward(*args, **kwargs)
+
+    def step(self, closure, retries=2):
+        """One micro-step that memtrain can run again whole: closure()
+        runs the forward through this Module and returns the loss (it does
+        not call backward()); memtrain runs the loss's backward, adding to
+        the gradients as loss.backward() does, and returns the loss,
+        detached. Where any part runs out of the budget, the closure's own
+        code after the blocks included, the micro-step is rolled back
+        (torch's random generators, the model's buffers, every gradient as
+        it was before it) and run again under the plan the failure taught,
+        at most `retries` times: the result is bit for bit that of a
+        micro-step that did not fail. What cannot fit at all is refused as
+        memtrain.Infeasible with everything rolled back; any other error
+        reaches the caller unchanged, after the same rollback.
+        last_step["reruns"] says how often the last one ran again.
+
+            for ids, labels in micro_batches:
+                m.step(lambda: F.cross_entropy(m(ids).flatten(0, 1), labels.flatten()) / len(micro_batches))
+            opt.step(); opt.zero_grad()
+
+        The rollback's cost: each gradient that exists before the micro-step
+        is copied to host memory when the backward first reaches it."""
+        if not callable(closure):
+            raise TypeError(f"closure of type {type(closure).__name__} is not callable; expected a function that "
+                            "runs the forward and returns the loss")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise UsageError(f"retries {retries!r} is not a count; expected an integer >= 0")
+        return _micro_step.run(self, closure, retries)
 
     def linear_cross_entropy(self, hidden, weight, targets, bias=None, *, ignore_index=-100, reduction="mean"):
         """memtrain.linear_cross_entropy, its chunk chosen under this

@@ -152,6 +152,7 @@ class _BlockCall(torch.autograd.Function):
             dx = None
         blocks.wall += time.perf_counter() - t0
         if ctx.index == 0:
+            blocks.backwards += 1
             blocks.finished_wall = blocks.wall  # the step the native steps' last_step() now reports
             # What the rest of this backward reaches (the embeddings') is the step's too.
             torch.autograd.Variable._execution_engine.queue_callback(blocks.native.end_of_backward)
@@ -196,6 +197,7 @@ class BlockSteps:
         self.changing = set()  # indices of those that steps change in place
         self.wall = 0.0  # seconds in memtrain's block calls and backward nodes, this step
         self.finished_wall = None  # the same, for the last step that finished
+        self.backwards = 0  # the backwards that reached block 0
         me = weakref.ref(self)
         calls = [_RunBlock(me, i) for i in range(len(blocks))]
         names = [f"block {i} ({type(b).__name__})" for i, b in enumerate(blocks)]

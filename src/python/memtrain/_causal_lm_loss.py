@@ -84,6 +84,10 @@ class ChunkedHead:
         self.chunking = True
         return True
 
+    def applies_after_chunking(self, kwargs):
+        """Whether chunk_where_needed() would chunk a call with `kwargs`."""
+        return self.mode is None and self.head is not None and not self.chunking and kwargs.get("labels") is not None
+
     def applies(self, kwargs):
         return self.chunking and kwargs.get("labels") is not None
 

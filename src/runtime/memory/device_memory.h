@@ -55,6 +55,9 @@ class DeviceMemory {
   // The most an allocation refused for the budget since the last reset
   // would have made live (0: none, or not known on this device).
   virtual Bytes refused() const { return 0; }
+  // Allocations this device's budget refused so far (0 where its allocator
+  // raises its own error instead: CUDA's out-of-memory).
+  virtual long refusals() const { return 0; }
   // budget < 0: none. While enforced, exceeding it throws OutOfBudget;
   // an EnforcementScope switches enforcement.
   virtual void set_budget(Bytes budget) = 0;
@@ -127,6 +130,7 @@ class CpuDeviceMemory : public DeviceMemory {
   Bytes live() const override { return pool_.live(); }
   Bytes peak() const override { return pool_.peak(); }
   Bytes refused() const override { return pool_.refused(); }
+  long refusals() const override { return pool_.refusals(); }
   void set_budget(Bytes budget) override { pool_.set_budget(budget); }
   Bytes budget() const override { return pool_.budget(); }
   bool enforced() const override { return pool_.enforced(); }

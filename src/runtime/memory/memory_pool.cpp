@@ -40,6 +40,7 @@ bool PoolCounters::charge(Bytes bytes) {
     Bytes most = refused.load();
     while (now > most && !refused.compare_exchange_weak(most, now)) {
     }
+    refusals.fetch_add(1);
     const OutOfBudget why(name, bytes, now - bytes, limit);
     if (r != nullptr && !t_relieving) r->refuse(why);
     throw why;
@@ -48,6 +49,7 @@ bool PoolCounters::charge(Bytes bytes) {
   SharedAccount* shared = account.load();
   if (shared && !shared->charge(bytes)) {
     live.fetch_sub(bytes);
+    refusals.fetch_add(1);
     throw OutOfBudget(shared->name(), bytes, shared->live(), shared->budget());
   }
   Bytes seen = peak.load();

@@ -29,6 +29,7 @@ struct PoolCounters {
   std::atomic<Bytes> budget{-1};      // -1: no budget
   std::atomic<bool> enforced{false};  // throw OutOfBudget when over budget
   std::atomic<long> allocations{0};   // count of allocations ever made
+  std::atomic<long> refusals{0};      // count of allocations ever refused
   std::atomic<long> refs{1};          // the pool itself + one per live allocation
   // Where the pool's blocks come from; nullptr: LibTorch's default CPU
   // allocator. A CUDA build's host pool takes pinned memory, so copies to and
@@ -66,6 +67,9 @@ class MemoryPool {
     counters_->refused.store(0);
   }
   long allocations() const { return counters_->allocations.load(); }
+  // Allocations refused so far: an error after this rose was the budget's,
+  // whatever type it reached the caller as.
+  long refusals() const { return counters_->refusals.load(); }
 
   // budget < 0 removes it. While enforced, an allocation that would take
   // `live` over the budget throws OutOfBudget.

@@ -49,9 +49,11 @@ TEST(MemoryPool, EnforcedBudgetThrowsOutOfBudgetAndChargesNothing) {
   }
   EXPECT_EQ(pool.live(), 400);
   EXPECT_EQ(pool.peak(), 400);
+  EXPECT_EQ(pool.refusals(), 1);
   pool.set_enforced(false);
   torch::Tensor c = torch::empty({200}, torch::kFloat32);
   EXPECT_EQ(pool.peak(), 1200) << "unenforced: counted, not refused";
+  EXPECT_EQ(pool.refusals(), 1);
 }
 
 // Frees tensors it holds, one at a time, as a pool over budget asks.
@@ -148,6 +150,7 @@ TEST(MemoryPool, ASharedAccountRefusesPastItsBudgetEvenWhenThePoolIsNotEnforced)
   }
   EXPECT_EQ(pool.live(), 600) << "the refused block is charged nowhere";
   EXPECT_EQ(account.live(), 400);
+  EXPECT_EQ(pool.refusals(), 1) << "the shared budget's refusal is the pool's too";
   before = torch::Tensor();
   EXPECT_EQ(account.live(), 400) << "a block from before sharing is refunded to the pool only";
   a = torch::Tensor();
