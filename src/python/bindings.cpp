@@ -179,6 +179,10 @@ class PythonBlockSteps {
   }
   BlockSteps& steps() { return *steps_; }
   runtime::DeviceMemory& memory() { return *memory_; }
+  void set_call_parameters(int block, std::vector<torch::Tensor> parameters) {
+    if (block < 0 || block >= static_cast<int>(stages_.size())) throw UsageError("no block " + std::to_string(block));
+    stages_[block]->set_call_parameters(std::move(parameters));
+  }
   // Blocks sharded by FSDP2 (gathered[i] > 0): their stages read their
   // parameters at each forward, and the steps count the gathers.
   void set_gathered_bytes(const std::vector<Bytes>& gathered, bool forward_prefetch) {
@@ -409,22 +413,25 @@ void define_block_steps(py::module_& m) {
            py::arg("device") = "cpu", py::arg("outer_parameters") = std::vector<torch::Tensor>{})
       // Without the GIL: the planned backward runs on torch's autograd engine,
       // which refuses a caller holding it; a block takes it for its own call.
+      // `parameters`: the block's at this call, whose gradients its backward hands back.
       .def("forward",
-           [](PythonBlockSteps& r, int block, const torch::Tensor& x) {
+           [](PythonBlockSteps& r, int block, const torch::Tensor& x, std::vector<torch::Tensor> parameters) {
+             r.set_call_parameters(block, std::move(parameters));
              py::gil_scoped_release no_gil;
              return r.steps().forward(block, x);
            })
       .def("backward",
-           // Returns the block's input's gradient and its parameters' (None where none arrived).
+           // Returns the block's input's gradient, the leaves its graph
+           // reached and their gradients (None where none arrived).
            [](PythonBlockSteps& r, long step, int block, const torch::Tensor& dy) {
              torch::Tensor dx;
-             std::vector<torch::Tensor> gradients;
+             runtime::StepContext::TakenGradients taken;
              {
                py::gil_scoped_release no_gil;
                dx = r.steps().backward(step, block, dy);
-               gradients = r.steps().block_gradients();
+               taken = r.steps().block_gradients();
              }
-             return py::make_tuple(dx, gradients);
+             return py::make_tuple(dx, taken.leaves, taken.gradients);
            })
       .def("set_gathered_bytes", [](PythonBlockSteps& r, const std::vector<Bytes>& gathered,
                                     bool forward_prefetch) { r.set_gathered_bytes(gathered, forward_prefetch); })

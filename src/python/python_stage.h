@@ -35,6 +35,11 @@ class PythonStage : public runtime::StageModule {
   std::vector<std::string> variant_names() const override { return variant_names_; }
   // The module's hooks swap its parameters (FSDP2): read them at each forward.
   void read_parameters_at_each_forward() { fully_sharded_ = true; }
+  // The parameters of the module's call in this step (those of a
+  // functional_call, an adapter added after wrapping): its backward hands
+  // their gradients back.
+  void set_call_parameters(std::vector<torch::Tensor> parameters) { call_parameters_ = std::move(parameters); }
+  std::vector<torch::Tensor> gradient_leaves() override { return call_parameters_; }
 
  private:
   // Registers the module's parameters (again), under their C++ names.
@@ -47,6 +52,7 @@ class PythonStage : public runtime::StageModule {
   std::string name_;
   bool has_buffers_ = false;
   bool fully_sharded_ = false;  // read_parameters_at_each_forward()
+  std::vector<torch::Tensor> call_parameters_;
 };
 
 }  // namespace memtrain::python

@@ -2,6 +2,7 @@
 here is memtrain's."""
 
 import torch
+import torch.nn.functional as F
 import torch.utils.checkpoint
 from torch import nn
 
@@ -181,3 +182,73 @@ class RoutedGPT(nn.Module):
         for block in self.blocks:
             x = block(x, mask, route)
         return self.head(self.norm(x))
+
+
+VOCAB = 32000
+GAIN_WIDTH = 64
+
+
+class LowRank(nn.Module):
+    """A linear layer with a low-rank adapter beside it, as LoRA injects one."""
+
+    def __init__(self, base, rank=4):
+        super().__init__()
+        self.base = base
+        self.down = nn.Linear(base.in_features, rank, bias=False)
+        self.up = nn.Linear(rank, base.out_features, bias=False)
+        nn.init.normal_(self.up.weight, std=0.02)
+
+    def forward(self, x):
+        return self.base(x) + self.up(self.down(x))
+
+
+class GainBlock(nn.Module):
+    """A residual MLP block; it reads its parent's gain (not its own
+    parameter) and an adapter when one was added to it."""
+
+    def __init__(self, gain):
+        super().__init__()
+        self.norm = nn.LayerNorm(GAIN_WIDTH)
+        self.fc1 = nn.Linear(GAIN_WIDTH, 2 * GAIN_WIDTH)
+        self.fc2 = nn.Linear(2 * GAIN_WIDTH, GAIN_WIDTH)
+        self.drop = nn.Dropout(0.1)
+        self.__dict__["gain"] = gain  # the parent's; not a submodule of the block
+
+    def forward(self, x):
+        h = self.fc2(F.gelu(self.fc1(self.norm(x) * self.gain.weight)))
+        if hasattr(self, "adapter"):
+            h = h + self.adapter(x)
+        return x + self.drop(h)
+
+
+class SharedGainNet(nn.Module):
+    """A residual MLP language model at 32000 words whose blocks all read
+    a gain their parent owns (its final norm's weight)."""
+
+    def __init__(self, layers=4):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(VOCAB, GAIN_WIDTH)
+        self.gain = nn.LayerNorm(GAIN_WIDTH)  # its weight: a gain every block reads
+        self.blocks = nn.ModuleList([GainBlock(self.gain) for _ in range(layers)])
+        self.head = nn.Linear(GAIN_WIDTH, VOCAB, bias=False)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.gain(x))
+
+
+def add_adapters(model):
+    torch.manual_seed(1)
+    for block in model.blocks:
+        block.adapter = nn.Linear(GAIN_WIDTH, GAIN_WIDTH, bias=False)
+
+
+def add_low_rank(model):
+    torch.manual_seed(1)
+    for block in model.blocks:
+        block.fc1 = LowRank(block.fc1)
+        block.fc1.base.weight.requires_grad_(False)
+        block.fc1.base.bias.requires_grad_(False)

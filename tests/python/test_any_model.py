@@ -222,7 +222,8 @@ def test_blocks_found_or_refused_by_name():
         memtrain.Module(model, budget="1GiB", blocks=[model.a[0], nn.Linear(8, 8)])
     model = MaskedGPT(layers=2)
     found = memtrain.Module(model, budget="1GiB")
-    assert found.blocks == list(model.blocks)
+    assert found.planned_blocks == list(model.blocks)
+    assert found.blocks is model.blocks  # the model's own name, not hidden
 
 
 def test_blocks_not_called_one_after_another_are_refused():

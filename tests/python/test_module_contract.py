@@ -3,6 +3,8 @@ independent, what autograd calls memtrain cannot honour are refused by name,
 and bad arguments are refused naming the argument and what is valid."""
 
 import copy
+import gc
+import io
 import pickle
 
 import pytest
@@ -54,9 +56,66 @@ def test_shallow_copies_and_pickles_are_refused_by_name():
 
 def test_wrapping_a_model_twice_is_refused():
     model = MaskedGPT(layers=4)
-    memtrain.Module(model, budget="70%", sample=batch(32))
-    with pytest.raises(memtrain.UsageError, match="wrapped by a memtrain.Module already"):
+    m = memtrain.Module(model, budget="70%", sample=batch(32))
+    with pytest.raises(memtrain.UsageError, match="wrapped by a memtrain.Module already.*m.unwrap"):
         memtrain.Module(model, budget="70%", sample=batch(32))
+    assert m.last_step is None
+
+
+def plain_grads(model, ids):
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(1)
+    lm_loss(model(ids), ids).backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("how", ["refused", "unwrapped", "module-gone"])
+def test_a_model_is_wrapped_again_after_a_refusal_an_unwrap_or_its_module_going(how):
+    """After memtrain.Infeasible at construction (to retry with its least),
+    after m.unwrap(), and after the Module is gone, the model is the plain
+    model again: it trains as before, and wrapping it again works."""
+    model = MaskedGPT(layers=4)
+    ids = batch(32)
+    before = plain_grads(model, ids)
+    if how == "refused":
+        with pytest.raises(memtrain.Infeasible) as refused:
+            memtrain.Module(model, budget=1, sample=ids)
+        budget = refused.value.min_bytes
+        del refused  # its traceback holds the refused Module, as a loop's `except` would not
+        gc.collect()
+    else:
+        m = memtrain.Module(model, budget="64MiB", sample=ids)
+        plain_grads(m, ids)
+        if how == "unwrapped":
+            assert m.unwrap() is model
+            with pytest.raises(memtrain.UsageError, match="unwrapped"):
+                m(ids)
+        del m
+        gc.collect()
+        budget = "64MiB"
+    assert all(torch.equal(a, b) for a, b in zip(before, plain_grads(model, ids)))
+    again = memtrain.Module(model, budget=budget, sample=ids)
+    assert all(torch.equal(a, b) for a, b in zip(before, plain_grads(again, ids)))
+    assert again.last_step["step"] == 1
+
+
+def test_a_deep_copy_or_a_save_of_the_wrapped_model_is_the_plain_model():
+    """copy.deepcopy(model) of a model a Module wraps (an EMA or teacher
+    copy) is a plain model of its own: its steps reach neither the original
+    nor memtrain. torch.save(model) saves the plain model."""
+    model = MaskedGPT(layers=4)
+    m = memtrain.Module(model, budget="64MiB", sample=batch(32))
+    ids = batch(24, seed=1)
+    teacher = copy.deepcopy(model)
+    assert all(torch.equal(a, b) for a, b in zip(plain_grads(teacher, ids), plain_grads(MaskedGPT(layers=4), ids)))
+    assert all(p.grad is None for p in model.parameters()), "the copy's step reached the original"
+    assert m.last_step is None, "the copy's step ran through memtrain"
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert all(torch.equal(a, b) for a, b in zip(plain_grads(loaded, ids), plain_grads(MaskedGPT(layers=4), ids)))
+    assert m.last_step is None
 
 
 @pytest.mark.parametrize("call", ["grad", "grad_unused", "grad_of_some", "backward_inputs", "backward_accumulates"])

@@ -144,9 +144,11 @@ class Module(torch.nn.Module):
                 for t in list(self.parameters()) + [b for b in self.buffers() if b is not None]:
                     t.data = t.data.clone()
         blocks = _blocks.blocks_of(model, blocks)
-        if any(isinstance(b.__dict__.get("forward"), _blocks.BlockForward) for b in blocks):
+        if any(isinstance(f, _blocks.BlockForward) and f.blocks_ref() is not None
+               for f in (b.__dict__.get("forward") for b in blocks)):
             raise UsageError(f"{type(model).__name__} is wrapped by a memtrain.Module already (its blocks run "
-                             "through it); wrap a model once, or wrap a copy.deepcopy of the Module's model")
+                             "through it); wrap a model once: m.unwrap() gives the model back, and "
+                             "copy.deepcopy(model) is a plain copy")
         if not any(p.requires_grad for p in model.parameters()):
             raise UsageError(f"every parameter of {type(model).__name__} is frozen (requires_grad=False): a "
                              "training step has nothing to train; memtrain.Module plans training steps")
@@ -155,26 +157,44 @@ class Module(torch.nn.Module):
         self._prediction_scale = _prediction_scale
         self._device = device
         self._plan_blocks(blocks, budget)
-        if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
-            raise TypeError(f"optimizer of type {type(optimizer).__name__} is not an optimizer; expected a "
-                            "torch.optim.Optimizer")
-        if sample is not None:
-            args, kwargs = _blocks.sample_arguments(sample)
-            try:
-                self._calibrate(args, kwargs, optimizer)
-            except Infeasible:
-                # The budget cannot hold the whole logits: the head and the
-                # loss in chunks, the blocks planned and measured afresh.
-                if not self._chunk_from_now_on(budget):
-                    raise
-                self._calibrate(args, kwargs, optimizer)
-        elif optimizer is not None:
-            raise UsageError("optimizer= is measured on the sample; give a sample too")
+        try:
+            self._measure(sample, optimizer, budget)
+        except BaseException:
+            # Refused (Infeasible names the least budget): the model is as
+            # it was, to wrap again with another budget.
+            self._blocks.unwrap()
+            raise
         # Seen from outside, the Module is its model: its class carries the
         # model's forward signature (what transformers' Trainer reads for the
         # columns, labels and loss arguments it passes).
         object.__setattr__(self, "__class__", _module_class_for(type(model)))
         self._optimizers = _OptimizerWatch(self, optimizer)
+
+    def _measure(self, sample, optimizer, budget):
+        if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"optimizer of type {type(optimizer).__name__} is not an optimizer; expected a "
+                            "torch.optim.Optimizer")
+        if sample is None:
+            if optimizer is not None:
+                raise UsageError("optimizer= is measured on the sample; give a sample too")
+            return
+        args, kwargs = _blocks.sample_arguments(sample)
+        try:
+            self._calibrate(args, kwargs, optimizer)
+        except Infeasible:
+            # The budget cannot hold the whole logits: the head and the
+            # loss in chunks, the blocks planned and measured afresh.
+            if not self._chunk_from_now_on(budget):
+                raise
+            self._calibrate(args, kwargs, optimizer)
+
+    def unwrap(self):
+        """The model, as it was before it was wrapped: its blocks' own
+        forwards back. The Module plans nothing from then on (calling it
+        is refused); the model can be wrapped again."""
+        self._blocks.unwrap()
+        self.__dict__["_unwrapped"] = True
+        return self._model
 
     def _plan_blocks(self, blocks, budget):
         """The blocks' native steps, under `budget`, learning from nothing."""
@@ -328,6 +348,14 @@ class Module(torch.nn.Module):
 
     @property
     def blocks(self):
+        """The model's own submodule `blocks` where it has one (a name the
+        model has is never hidden: functional_call and get_submodule reach
+        it); else planned_blocks."""
+        own = self._modules.get("blocks")
+        return own if own is not None else self.planned_blocks
+
+    @property
+    def planned_blocks(self):
         """The modules memtrain plans: the model's blocks, or the chain's stages."""
         return list(self._blocks.blocks)
 
@@ -379,6 +407,9 @@ class Module(torch.nn.Module):
                          "themselves before wrapping the model (model.blocks[i] = torch.compile(block))")
 
     def forward(self, *args, **kwargs):
+        if self.__dict__.get("_unwrapped"):
+            raise UsageError("this memtrain.Module was unwrapped (m.unwrap()); call the model it returned, or "
+                             "wrap it again")
         if not torch.is_grad_enabled():
             return self._model(*args, **kwargs)
         kwargs = _without_cache(self._model, kwargs)

@@ -14,6 +14,8 @@ The schedule calls a block again with the arguments of its call in this
 step, so a recomputed block sees the same mask, positions and flags.
 """
 
+import contextlib
+import copy
 import sys
 import time
 import weakref
@@ -130,7 +132,8 @@ class _BlockCall(torch.autograd.Function):
     def forward(ctx, blocks, index, x, *params):
         ctx.blocks = blocks
         ctx.index = index
-        y = blocks.among_peers(lambda: blocks.native.forward(index, x), f"block {index}'s forward")
+        ctx.params = params
+        y = blocks.among_peers(lambda: blocks.native.forward(index, x, list(params)), f"block {index}'s forward")
         ctx.step = blocks.native.step
         if index == len(blocks.blocks) - 1:
             ctx.guard = _StepGuard(blocks.native, ctx.step)
@@ -146,10 +149,11 @@ class _BlockCall(torch.autograd.Function):
             raise _native.UsageError(
                 "a backward with create_graph=True (a gradient of a gradient) reached a memtrain.Module's blocks; "
                 "memtrain's backward computes first gradients only: compute higher derivatives on the plain model")
-        dx, gradients = blocks.among_peers(lambda: blocks.native.backward(ctx.step, ctx.index, dy),
-                                           f"block {ctx.index}'s backward")
+        dx, leaves, gradients = blocks.among_peers(lambda: blocks.native.backward(ctx.step, ctx.index, dy),
+                                                   f"block {ctx.index}'s backward")
         if not ctx.needs_input_grad[2]:
             dx = None
+        gradients = blocks.route(ctx.index, ctx.params, leaves, gradients)
         blocks.wall += time.perf_counter() - t0
         if ctx.index == 0:
             blocks.backwards += 1
@@ -157,6 +161,13 @@ class _BlockCall(torch.autograd.Function):
             # What the rest of this backward reaches (the embeddings') is the step's too.
             torch.autograd.Variable._execution_engine.queue_callback(blocks.native.end_of_backward)
         return (None, None, dx, *gradients)
+
+
+def _accumulate(leaves, gradients):
+    """Gradients of leaves that were not the node's inputs, into their
+    .grad through their own accumulators (their hooks see them), as a
+    backward reaching them would."""
+    torch.autograd.backward(leaves, gradients)
 
 
 class _StepGuard:
@@ -184,9 +195,20 @@ class BlockSteps:
         self.templates = [None] * len(blocks)  # each block's result, to give back around its output
         self.checked = [False] * len(blocks)  # whether a run with grad showed its other results need no gradient
         self.last_output = None  # what the previous block's call returned
+        for b in blocks:
+            patched = b.__dict__.get("forward")
+            if isinstance(patched, BlockForward) and patched.blocks_ref() is None:
+                patched.restore(b)  # its Module is gone: the block is the model's again
         self.originals = [b.forward for b in blocks]
         self.own_forwards = ["forward" in b.__dict__ for b in blocks]  # set on the instance before wrapping
-        self.params = [list(b.parameters()) for b in blocks]  # in the native stages' order
+        # Leaves each block's graph reached last time that are not its own
+        # parameters (a gain its parent owns): inputs of its next calls.
+        self.reached = [[] for _ in blocks]
+        self.own_counts = [0] * len(blocks)  # how many of a call's parameters are the block's own
+        self.model_ref = None  # set_outer_buffers()
+        self.step_parameters = []  # the model's (name, parameter) at this step's block 0 call
+        self.computed = []  # those of them computed from other tensors
+        self.swapped = None  # whether they are not the model's own now (found at the first recomputation)
         # Blocks under FSDP2 (fully_shard) hold their shards between calls
         # and the gathered weights during them: their parameters are read
         # at each call, where the block's forward and backward use them.
@@ -210,7 +232,7 @@ class BlockSteps:
             gathered = [gathered_bytes(b) if sharded else 0 for b, sharded in zip(blocks, self.sharded)]
             self.native.set_gathered_bytes(gathered, torch.device(device).type == "cuda")
         for i, block in enumerate(blocks):
-            block.forward = BlockForward(me, i, self.originals[i])
+            block.forward = BlockForward(me, i, self.originals[i], self.own_forwards[i])
         # Sharded blocks' collectives run in memtrain's calls: a failed one names its rank.
         self.peers = _peers.watch_peers() if any(self.sharded) else None
 
@@ -221,11 +243,10 @@ class BlockSteps:
     def unwrap(self):
         """The blocks' forwards as they were before these steps took them."""
         self.native.cancel()
-        for block, original, own in zip(self.blocks, self.originals, self.own_forwards):
-            if own:
-                block.forward = original
-            else:
-                block.__dict__.pop("forward", None)
+        for block in self.blocks:
+            patched = block.__dict__.get("forward")
+            if isinstance(patched, BlockForward):
+                patched.restore(block)
 
     def among_peers(self, run, what):
         """run(), `what` of a step; a collective of it that fails raises
@@ -236,6 +257,7 @@ class BlockSteps:
         return self.peers.named(run, what)
 
     def set_outer_buffers(self, model):
+        self.model_ref = weakref.ref(model)
         inside = {id(b) for block in self.blocks for b in block.buffers()}
         self.outer_buffers = [b for b in model.buffers() if b is not None and id(b) not in inside]
 
@@ -260,17 +282,81 @@ class BlockSteps:
             raise _native.UsageError(
                 f"{where}'s input is not what block {i - 1} returned; memtrain plans blocks that the forward calls "
                 "one after another, each on the output of the one before (pass blocks= the ones that are)")
+        if i == 0 and not any(self.sharded):  # FSDP2 swaps sharded and gathered parameters by design
+            self.step_parameters = self.model_parameters()
+            self.swapped = None
+            # Parameters computed from others (a functional_call's, from a
+            # hypernetwork): any block may read them, and their gradients
+            # go on to what they were computed from.
+            self.computed = list({id(t): t for _, t in self.step_parameters if t.grad_fn is not None}.values())
+        named = list(self.blocks[i].named_parameters())
+        self.own_counts[i] = len(named)
         self.calls[i] = (rest, kwargs, _autocast_state())
         self.calling = i
         try:
-            params = list(self.blocks[i].parameters()) if self.sharded[i] else self.params[i]
-            y = _BlockCall.apply(self, i, x, *params)
+            y = _BlockCall.apply(self, i, x, *self.parameters_of(i, named))
         finally:
             self.calling = None
         self.last_output = y if i + 1 < len(self.blocks) else None
         rebuild = self.templates[i]
         self.wall += time.perf_counter() - t0
         return y if rebuild is None else rebuild(y)  # None: an operator variant ran, which returns its output
+
+    def parameters_of(self, i, named):
+        """Block i's parameters at this call (`named`: those a
+        functional_call or an adapter added after wrapping put there), and
+        the other leaves its graph reached last time."""
+        params = [p for _, p in named]
+        own = {id(p) for p in params}
+        for t in self.reached[i] + self.computed:
+            if id(t) not in own:
+                own.add(id(t))
+                params.append(t)
+        return params
+
+    def model_parameters(self):
+        model = self.model_ref() if self.model_ref is not None else None
+        return [] if model is None else list(model.named_parameters(remove_duplicate=False))
+
+    def parameters_of_the_forward(self):
+        """The model with the parameters of this step's forward, where they
+        are not its own now (torch.func.functional_call's, which it puts
+        back when the forward returns, before the backward recomputes)."""
+        if self.swapped is None and not self.step_parameters:
+            self.swapped = False
+        if self.swapped is None:
+            now = self.model_parameters()
+            self.swapped = len(now) != len(self.step_parameters) or any(
+                a is not b for (_, a), (_, b) in zip(now, self.step_parameters))
+        if not self.swapped:
+            return contextlib.nullcontext()
+        from torch.nn.utils.stateless import _reparametrize_module
+        return _reparametrize_module(self.model_ref(), dict(self.step_parameters))
+
+    def route(self, i, params, leaves, gradients):
+        """The gradients of block i's backward as its node's answer, one
+        per parameter it was called with; those of other leaves its graph
+        reached go to their .grad at once, and the leaves are inputs of
+        the block's next calls."""
+        where = {id(p): k for k, p in enumerate(params)}
+        own = {id(p) for p in params[:self.own_counts[i]]}
+        answer = [None] * len(params)
+        others, their, reached = [], [], []
+        for leaf, g in zip(leaves, gradients):
+            if g is None:
+                continue
+            if id(leaf) not in own and leaf.grad_fn is None:
+                reached.append(leaf)
+            k = where.get(id(leaf))
+            if k is not None:
+                answer[k] = g
+            else:
+                others.append(leaf)
+                their.append(g)
+        self.reached[i] = reached  # what it read this time, not its own
+        if others:
+            _accumulate(others, their)
+        return answer
 
     def run(self, i, x):
         """Block i on input x, with the rest of its call's arguments (the
@@ -279,7 +365,10 @@ class BlockSteps:
         if self.calling == i:  # inside the caller's own call: its autocast state is in force
             result = self.originals[i](x, *rest, **kwargs)
         else:
-            with _autocast_as(autocast):
+            # Run again (a recomputation in the backward) with the call's
+            # autocast state and the model's parameters as the step's
+            # forward had them: a functional_call's are gone by then.
+            with _autocast_as(autocast), self.parameters_of_the_forward():
                 result = self.originals[i](x, *rest, **kwargs)
         where = f"block {i} ({type(self.blocks[i]).__name__})"
         y, rebuild = _primary(result, where)
@@ -380,10 +469,27 @@ class BlockForward:
     """A block's forward while memtrain plans it: with grad, a step of the
     chain; without (inference, torch.no_grad()), the block's own forward."""
 
-    def __init__(self, blocks_ref, index, original):
+    def __init__(self, blocks_ref, index, original, own):
         self.blocks_ref = blocks_ref
         self.index = index
         self.original = original
+        self.own = own  # the original was set on the instance, not the class's
+
+    def restore(self, block):
+        """Puts the block's forward back as it was before it was wrapped."""
+        if self.own:
+            block.forward = self.original
+        else:
+            block.__dict__.pop("forward", None)
+
+    def __deepcopy__(self, memo):
+        # A deep copy of the model (an EMA or teacher copy) is a plain
+        # model of its own: its blocks' forward is their own, bound to the copy.
+        return copy.deepcopy(self.original, memo)
+
+    def __reduce_ex__(self, protocol):
+        # torch.save(model) saves the plain model: its blocks' own forward.
+        return self.original.__reduce_ex__(protocol)
 
     def __call__(self, *args, **kwargs):
         blocks = self.blocks_ref()

@@ -12,6 +12,7 @@
 #include "core/seconds_since.h"
 #include "data/sentence_batcher.h"
 #include "runtime/execution/failed_backward.h"
+#include "runtime/execution/graph_leaves.h"
 #include "runtime/execution/saved_tensors.h"
 #include "runtime/memory/enforcement_scope.h"
 #include "runtime/memory/operation_times.h"
@@ -81,9 +82,11 @@ using Copies = std::vector<std::unique_ptr<HostCopy>>;
 // back, until the first op that reads it; on_host[i]: x_i in host memory.
 // saved[i]: what the forward with grad saved, when the schedule moves it
 // or the run may spill it; saved_leaving[i] / saved_arriving[i]: its
-// copies in flight; spilled[i]: spill() moved it to host memory.
+// copies in flight; spilled[i]: spill() moved it to host memory;
+// started[i]: where that forward's graph began.
 struct MicroTensors {
   std::vector<torch::Tensor> x, graph, leaf, on_host;
+  std::vector<GraphStart> started;
   std::vector<std::optional<RngSnapshot>> first_forward;
   std::vector<std::unique_ptr<HostCopy>> offloading, arriving;
   std::vector<std::unique_ptr<SavedTensors>> saved;
@@ -92,8 +95,8 @@ struct MicroTensors {
   std::vector<char> spilled;      // spill() moved stage i's saved tensors to host memory
   torch::Tensor grad;             // the gradient flowing backward
   explicit MicroTensors(int n)
-      : x(n + 1), graph(n), leaf(n), on_host(n + 1), first_forward(n), offloading(n + 1), arriving(n + 1), saved(n),
-        saved_leaving(n), saved_arriving(n), moves_saved(n, 0), spilled(n, 0) {}
+      : x(n + 1), graph(n), leaf(n), on_host(n + 1), started(n), first_forward(n), offloading(n + 1), arriving(n + 1),
+        saved(n), saved_leaving(n), saved_arriving(n), moves_saved(n, 0), spilled(n, 0) {}
 };
 
 }  // namespace execution
@@ -184,6 +187,7 @@ class LibTorchBackend : public ScheduleBackend {
     rec_.input_bytes = input_bytes(i, in);
     torch::AutoGradMode grad_on(true);
     ms.leaf[i] = (i == 0 || !in.is_floating_point()) ? in : in.detach().requires_grad_(true);
+    ms.started[i] = GraphStart::now();
     c.variant = op.variant;
     ms.spilled[i] = 0;
     if (ms.moves_saved[i] || spillable_) {
@@ -259,26 +263,32 @@ class LibTorchBackend : public ScheduleBackend {
   }
 
   // Stage i's backward with its gradients returned, not accumulated: its
-  // input's, which it returns, and its parameters', which go to
-  // ctx_.take_gradients (undefined where none reached one).
+  // input's, which it returns, and its leaves', which go to
+  // ctx_.take_gradients (undefined where none reached one): the stage's
+  // gradient_leaves(), and every other leaf its graph reached.
   torch::Tensor take_gradients(MicroTensors& ms, int i, const torch::autograd::Edge& root) {
     MEMTRAIN_ASSERT(micro_batches_ == 1 && !host_weights_ && !reducer_,
                     "gradients taken from the backward: one micro-batch, the weights on the device, one rank");
     const bool input_edge = ms.leaf[i].defined() && ms.leaf[i].requires_grad();
-    std::vector<torch::Tensor> params = model_.stage(i).parameters();
+    StepContext::TakenGradients taken{model_.stage(i).gradient_leaves(), {}};
+    std::vector<torch::Tensor>& leaves = taken.leaves;
     torch::autograd::edge_list outputs;
-    std::vector<int> index(params.size(), -1);  // where each parameter's gradient is in the engine's answer
+    std::vector<int> index;  // where each leaf's gradient is in the engine's answer
     if (input_edge) outputs.push_back(torch::autograd::impl::gradient_edge(ms.leaf[i]));
-    for (size_t k = 0; k < params.size(); ++k) {
-      if (!params[k].requires_grad()) continue;
-      index[k] = static_cast<int>(outputs.size());
-      outputs.push_back(torch::autograd::impl::gradient_edge(params[k]));
+    for (const torch::Tensor& leaf : leaves) {
+      index.push_back(leaf.requires_grad() ? static_cast<int>(outputs.size()) : -1);
+      if (leaf.requires_grad()) outputs.push_back(torch::autograd::impl::gradient_edge(leaf));
+    }
+    for (torch::Tensor& other : other_leaves(root, outputs, ms.started[i], model_.stage_name(i))) {
+      leaves.push_back(std::move(other));
+      index.push_back(static_cast<int>(outputs.size()));
+      outputs.push_back(torch::autograd::impl::gradient_edge(leaves.back()));
     }
     torch::autograd::variable_list grads = torch::autograd::Engine::get_default_engine().execute(
         {root}, {ms.grad}, /*keep_graph=*/false, /*create_graph=*/false, /*accumulate_grad=*/false, outputs);
-    std::vector<torch::Tensor> taken(params.size());
-    for (size_t k = 0; k < params.size(); ++k) {
-      if (index[k] >= 0) taken[k] = std::move(grads[index[k]]);
+    taken.gradients.resize(leaves.size());
+    for (size_t k = 0; k < leaves.size(); ++k) {
+      if (index[k] >= 0) taken.gradients[k] = std::move(grads[index[k]]);
     }
     ctx_.take_gradients(i, std::move(taken));
     return input_edge ? std::move(grads[0]) : torch::Tensor();

@@ -21,6 +21,10 @@ class StageModule : public torch::nn::Module {
   // function and gradients but keeps less for its backward, by recomputing:
   // never faster than the plain stage (the predictor relies on it).
   virtual std::vector<std::string> variant_names() const { return {}; }
+  // The tensors whose gradients its backward hands over where they are
+  // taken (StepContext::take_gradients): its parameters, unless the stage
+  // knows better (a Python block: the parameters of its current call).
+  virtual std::vector<torch::Tensor> gradient_leaves() { return parameters(); }
 };
 
 }  // namespace memtrain::runtime

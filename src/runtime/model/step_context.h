@@ -34,11 +34,16 @@ struct StepContext {
   // and each micro-batch's dropout seed (empty: drawn from `generator`).
   double micro_loss_denominator = 0;
   std::vector<std::uint64_t> micro_seeds;
-  // Where a stage's backward puts its parameters' gradients (in the order of
-  // its parameters(), undefined where none arrived): unset, onto their .grad,
-  // as loss.backward() does; set, handed here instead, for a front end that
-  // gives them to its caller's autograd (torch.autograd.grad returns them).
-  std::function<void(int stage, std::vector<torch::Tensor> gradients)> take_gradients;
+  // Where a stage's backward puts its leaves' gradients: unset, onto their
+  // .grad, as loss.backward() does; set, handed here instead, for a front
+  // end that gives them to its caller's autograd (torch.autograd.grad
+  // returns them). The leaves are the stage's gradient_leaves() and any
+  // other its graph reached (a parameter its parent owns).
+  struct TakenGradients {
+    std::vector<torch::Tensor> leaves;
+    std::vector<torch::Tensor> gradients;  // leaves' order; undefined where none arrived
+  };
+  std::function<void(int stage, TakenGradients taken)> take_gradients;
 
   // Written by the loss stage, through count(): examples or tokens
   // predicted right, and counted. A device's counts are read when the

@@ -58,17 +58,15 @@ StepContext BlockSteps::fresh_context() {
   // Blocks draw from LibTorch's default generator, which the executor
   // replays (with the context's) when it runs a block again.
   ctx.generator = default_generator_of(memory_.device());
-  ctx.take_gradients = [this](int stage, std::vector<torch::Tensor> gradients) {
-    taken_.at(stage) = std::move(gradients);
-  };
+  ctx.take_gradients = [this](int stage, StepContext::TakenGradients taken) { taken_.at(stage) = std::move(taken); };
   return ctx;
 }
 
 void BlockSteps::cancel() {
   abandon_running_step();
   stop_relief();
-  for (auto& gradients : taken_) gradients.clear();
-  block_gradients_.clear();
+  for (auto& taken : taken_) taken = {};
+  block_gradients_ = {};
   again_ = false;
   execution_.reset();
   dy_ = kept_dy_ = last_dx_ = torch::Tensor();
@@ -487,7 +485,7 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
   torch::Tensor dx = execution_->gradient();
   last_dx_ = dx;
   block_gradients_ = std::move(taken_.at(block));
-  for (auto& gradients : taken_) gradients.clear();  // a replay's, of the blocks after: autograd has them
+  for (auto& taken : taken_) taken = {};  // a replay's, of the blocks after: autograd has them
   if (block == 0) end_step();
   return dx;
 }

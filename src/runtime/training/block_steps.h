@@ -21,8 +21,9 @@
 //   one it was measured at runs the least-memory schedule.
 // - backward(i, dy) gives the schedule the gradient of block i's output (as
 //   autograd summed it) and runs it to block i's backward; it returns the
-//   gradient of block i's input, and block_gradients() those of block i's
-//   parameters: they are the caller's autograd's to accumulate or return
+//   gradient of block i's input, and block_gradients() those of the leaves
+//   block i's graph reached (its parameters, and any other: a parameter its
+//   parent owns): they are the caller's autograd's to accumulate or return
 //   (torch.autograd.grad), nothing is written to .grad here. Block 0's
 //   backward ends the step, and the step planner learns from what the step
 //   measured.
@@ -136,7 +137,7 @@ class BlockSteps {
   torch::Tensor backward(long step, int block, const torch::Tensor& dy);
   // The gradients of the parameters of the block whose backward() returned
   // last (in its parameters() order; undefined where none arrived), once.
-  std::vector<torch::Tensor> block_gradients() { return std::move(block_gradients_); }
+  StepContext::TakenGradients block_gradients() { return std::move(block_gradients_); }
   // Abandons a begun step (its outputs were dropped without a backward).
   void cancel();
   // Abandons step `step` if it is still running.
@@ -259,8 +260,8 @@ class BlockSteps {
   torch::Tensor dy_;  // the boundary's, until its forward takes it
   // Each block's parameters' gradients from its backward, until backward()
   // hands them over; what the last backward() handed over.
-  std::vector<std::vector<torch::Tensor>> taken_;
-  std::vector<torch::Tensor> block_gradients_;
+  std::vector<StepContext::TakenGradients> taken_;
+  StepContext::TakenGradients block_gradients_;
   // Replaying the backward: whether every block got the gradient the one
   // after it made; the caller's gradient (a host copy); the generators when
   // it began; the gradient the last backward returned.

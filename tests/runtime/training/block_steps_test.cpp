@@ -83,7 +83,7 @@ struct Blocks {
     std::vector<std::vector<torch::Tensor>> per_block(kBlocks);
     for (int i = kBlocks - 1; i >= 0; --i) {
       dy = steps->backward(step, i, dy);
-      per_block[i] = steps->block_gradients();
+      per_block[i] = steps->block_gradients().gradients;
     }
     steps->end_of_backward();
     std::vector<torch::Tensor> gradients;
