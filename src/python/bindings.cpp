@@ -3,6 +3,7 @@
 // step runs, and the stages take it back for their own calls.
 #include <c10/util/Exception.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <cmath>
@@ -305,6 +306,10 @@ void define_errors(py::module_& m) {
       PyErr_SetString(usage.ptr(), e.what());
     } catch (const Error& e) {
       PyErr_SetString(error.ptr(), e.what());
+    } catch (python_error& e) {
+      // A Python exception raised where LibTorch ran Python (a hook in a
+      // block's backward): the caller gets it as raised, Ctrl-C included.
+      e.restore();
     } catch (const c10::Error& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
     }

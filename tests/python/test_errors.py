@@ -73,6 +73,40 @@ def test_a_stages_python_exception_comes_back_unchanged():
     m2(torch.randn(4, 64)).sum().backward()
 
 
+class HookedBlock(nn.Module):
+    """A block whose backward runs a hook that raises `error`."""
+
+    def __init__(self, error):
+        super().__init__()
+        self.fc = nn.Linear(64, 64)
+        self.error = error
+
+    def forward(self, x):
+        h = self.fc(x)
+        if h.requires_grad:
+            h.register_hook(self.fire)
+        return torch.relu(h)
+
+    def fire(self, grad):
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [ValueError("a hook's own error"), KeyboardInterrupt()], ids=type)
+def test_an_exception_in_a_blocks_backward_comes_back_unchanged(error):
+    """Raised by a hook inside a block's backward, which memtrain runs:
+    the loop gets it as raised (Ctrl-C stays KeyboardInterrupt), and the
+    next step trains."""
+    blocks = [HookedBlock(error), HookedBlock(error)]
+    m = memtrain.Module(blocks, budget="1GiB")
+    with pytest.raises(type(error)) as raised:
+        m(torch.randn(4, 64)).sum().backward()
+    assert raised.value is error
+    for b in blocks:
+        b.fire = lambda grad: None
+    m(torch.randn(4, 64)).sum().backward()
+    assert all(p.grad is not None for p in m.parameters())
+
+
 class ReturnsTuple(nn.Module):
     def forward(self, x):
         return x, x
