@@ -6,7 +6,13 @@ of its own so that a death by a signal shows:
   a message that names a flag;
 - the Python module on Module arguments, samples and calls drawn the same
   way: no signal, no backtrace, a refusal names the argument, and an
-  accepted case's gradients equal the plain model's, bit for bit.
+  accepted case's gradients equal the plain model's, bit for bit;
+- the Python module under what users do to a model, one to three things
+  at once (adapters added to it after wrapping, a low-rank adapter, parts
+  frozen, torch.func.functional_call, bfloat16 autocast, accumulation,
+  m.step(closure), a copy of the model trained beside it, Ctrl-C in a
+  block's backward, wrapping it again after unwrap()): each as on the
+  plain model, bit for bit, with an interrupt reaching the loop as raised.
 MEMTRAIN_FUZZ_CASES sets how many cases each draws (default 24)."""
 
 import json
@@ -138,3 +144,101 @@ def test_the_module_refuses_by_name_and_what_it_accepts_is_exact():
         outcomes[next(iter(result))] = outcomes.get(next(iter(result)), 0) + 1
     # The draw covers both sides: refusals and cases that train.
     assert outcomes.get("refused", 0) > 0 and outcomes.get("trained", 0) > 0, outcomes
+
+
+USER_CASE = r'''
+import copy, json, sys, torch, torch.nn.functional as F
+sys.path.insert(0, sys.argv[2])
+import memtrain
+from exact import digest
+from models import VOCAB, SharedGainNet, add_adapters, add_low_rank
+actions = json.loads(sys.argv[1])
+g = torch.Generator().manual_seed(0)
+data = [[torch.randint(0, VOCAB, (2, n), generator=g) for n in lengths] for lengths in ((33, 41), (49, 25), (57, 33))]
+micro = 2 if "accumulate" in actions else 1
+
+def loss_of(model, ids, params=None):
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled="bf16" in actions):
+        logits = torch.func.functional_call(model, params, (ids,)) if params is not None else model(ids)
+    return F.cross_entropy(logits[:, :-1].float().flatten(0, 1), ids[:, 1:].flatten()) / micro
+
+def change(model, step):
+    if step == 1 and "adapters" in actions:
+        add_adapters(model)
+    if step == 1 and "low-rank" in actions:
+        add_low_rank(model)
+    if step == 1 and "freeze" in actions:
+        for p in list(model.embed.parameters()) + list(model.blocks[0].parameters()):
+            p.requires_grad_(False)
+
+def train(model, wrapped):
+    torch.manual_seed(3)
+    seen, twin = [], copy.deepcopy(model) if "copy" in actions else None
+    for step, update in enumerate(data):
+        change(model, step)
+        params = ({n: p.detach().clone().requires_grad_(p.requires_grad) for n, p in model.named_parameters()}
+                  if "functional" in actions else None)
+        for ids in update[:micro]:
+            if "interrupt" in actions and wrapped and step == 1 and ids is update[0]:
+                # Ctrl-C in a block's backward, at an update's start: the loop
+                # catches it, puts the generator back and runs the micro-batch again.
+                def stop(grad):
+                    raise KeyboardInterrupt
+                rng = torch.get_rng_state()
+                weight = params["blocks.1.fc2.weight"] if params is not None else model.blocks[1].fc2.weight
+                handle = weight.register_hook(stop)
+                try:
+                    loss_of(model, ids, params).backward()
+                    raise AssertionError("the interrupt did not reach the loop")
+                except KeyboardInterrupt:
+                    pass
+                handle.remove()
+                model.zero_grad(set_to_none=True)
+                if params is not None:
+                    for t in params.values():
+                        t.grad = None
+                torch.set_rng_state(rng)
+            if "step" in actions and wrapped:
+                model.step(lambda: loss_of(model, ids, params))
+            else:
+                loss_of(model, ids, params).backward()
+        if twin is not None:  # a copy trained beside it: its own, reaching neither the model nor memtrain
+            loss_of(twin, update[0]).backward()
+            twin.zero_grad(set_to_none=True)
+        holders = params.values() if params is not None else [p for _, p in model.named_parameters()]
+        seen.append([digest(p.grad) for p in holders])
+        with torch.no_grad():
+            for p in holders:
+                if p.grad is not None:
+                    p -= 0.1 * p.grad
+        model.zero_grad(set_to_none=True)
+    return seen
+
+plain = train(SharedGainNet(), False)
+model = SharedGainNet()
+sample = max((ids for u in data for ids in u), key=lambda t: t.shape[1])
+m = memtrain.Module(model, budget="100%", sample=sample)
+if "rewrap" in actions:
+    m.unwrap()
+    m = memtrain.Module(model, budget="100%", sample=sample)
+m.budget = 2 * m.budget_bytes  # room for what the case keeps beside it (a copy, functional parameters)
+got = train(m, True)  # its first steps collect: every block recomputed in the backward
+print(json.dumps({"exact": got == plain, "steps": len(got)}))
+'''
+
+USER_ACTIONS = ["adapters", "low-rank", "freeze", "functional", "bf16", "accumulate", "step", "copy", "interrupt",
+                "rewrap"]
+
+
+def test_what_users_do_to_a_model_trains_as_the_plain_model():
+    here = os.path.dirname(os.path.abspath(__file__))
+    rng = random.Random(3)
+    for case_number in range(max(4, CASES // 2)):
+        actions = rng.sample(USER_ACTIONS, rng.randint(1, 3))
+        out = subprocess.run([sys.executable, "-c", USER_CASE, json.dumps(actions), here], capture_output=True,
+                             text=True, timeout=180)
+        where = f"case {case_number}: {actions} -> {out.returncode}: {(out.stdout + out.stderr)[-900:]}"
+        assert out.returncode == 0, where
+        assert BACKTRACE not in out.stdout + out.stderr, where
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        assert result == {"exact": True, "steps": 3}, where
