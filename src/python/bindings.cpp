@@ -318,6 +318,15 @@ void define_errors(py::module_& m) {
 
 // What the process's devices hold, and the planners' names.
 void define_memory(py::module_& m) {
+  // From now on this thread's tensors count against `device`, as the
+  // importing thread's do: a Module made or stepped on a worker thread
+  // keeps its budget there.
+  m.def("count_this_thread", [](const std::string& device) {
+    runtime::DeviceMemory& memory = device_memory(device);
+    if (memory.counts_this_thread()) return;
+    thread_local std::vector<std::unique_ptr<runtime::DeviceScope>> scopes;
+    scopes.push_back(memory.activate());
+  });
   // The executor measures each operation's peak by resetting the device's;
   // the device keeps the peaks it reset (DeviceMemory::process_peak).
   m.def(
@@ -467,6 +476,7 @@ void define_block_steps(py::module_& m) {
       .def("peak_bytes", [](PythonBlockSteps& r) { return r.memory().peak(); })
       .def("reset_peak", [](PythonBlockSteps& r) { r.memory().reset_peak(); })
       .def("refusals", [](PythonBlockSteps& r) { return r.memory().refusals(); })
+
       // A copy of `t` in host memory, outside the budget (the CPU build's
       // separately counted host pool): what a micro-step may have to restore.
       .def("host_copy",

@@ -1,9 +1,12 @@
 """What memtrain counts and reports about each step."""
 
+import gc
+
 import torch
 import torch.nn.functional as F
 
 import memtrain
+from exact import digest
 from models import transformer
 
 
@@ -109,3 +112,57 @@ def test_the_process_peak_survives_the_resets_of_a_step():
     assert m.last_step["plan"] != "collect"
     assert m.last_step["peak_bytes"] < 64 << 20
     assert memtrain.memory_stats()["peak_bytes"] >= live + (64 << 20)
+
+
+def on_a_thread(work):
+    """work() on a worker thread: its result, or the exception it raised."""
+    import threading
+    out = {}
+
+    def run():
+        try:
+            out["result"] = work()
+        except BaseException as e:  # handed to the caller
+            out["error"] = e
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out["result"]
+
+
+def test_a_module_made_and_stepped_on_a_worker_thread_keeps_its_budget():
+    """The budget counts a worker thread's tensors as the main thread's: a
+    budget the main thread refuses is refused there too, and one it accepts
+    trains there within itself, with the main thread's gradients."""
+    from models import MaskedGPT
+
+    sample = torch.randint(0, 300, (4, 48), generator=torch.Generator().manual_seed(0))
+
+    def least():
+        gc.collect()  # a Module refused before
+        try:
+            memtrain.Module(MaskedGPT(layers=4), budget=1, sample=sample)
+        except memtrain.Infeasible as e:
+            return e.min_bytes
+        raise AssertionError("a budget of 1 byte was accepted")
+
+    def steps():
+        gc.collect()
+        m = memtrain.Module(MaskedGPT(layers=4), budget="70%", sample=sample)
+        grads = []
+        for length in (48, 32):
+            ids = sample[:, :length]
+            memtrain.reset_peak()
+            m.zero_grad(set_to_none=True)
+            torch.manual_seed(1)
+            F.cross_entropy(m(ids).flatten(0, 1), ids.flatten()).backward()
+            assert memtrain.memory_stats()["peak_bytes"] <= m.budget_bytes
+            assert m.last_step["peak_bytes"] > 0
+            grads.append([digest(p.grad) for p in m.parameters()])
+        return grads
+
+    main_least = least()
+    assert on_a_thread(least) == main_least
+    assert on_a_thread(steps) == steps()

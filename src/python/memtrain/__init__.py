@@ -138,6 +138,7 @@ class Module(torch.nn.Module):
         object.__setattr__(self, "_model", model)  # not a child: its children are ours
         self._head = head
         device = _device_of(self)
+        _native.count_this_thread(str(device))  # a worker thread's tensors count as the main thread's do
         if device.type == "cpu":
             with torch.no_grad():
                 # Weights made before memtrain was imported move into counted memory.
@@ -412,6 +413,7 @@ class Module(torch.nn.Module):
                              "wrap it again")
         if not torch.is_grad_enabled():
             return self._model(*args, **kwargs)
+        _native.count_this_thread(str(self._device))
         kwargs = _without_cache(self._model, kwargs)
         entry = _blocks.StepEntry(self._blocks, self._device)
         try:

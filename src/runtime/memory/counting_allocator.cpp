@@ -164,6 +164,8 @@ const OutOfBudget* last_refusal_on_this_thread() { return t_last_refusal.get(); 
 
 long refusals_on_this_thread() { return t_refusals; }
 
+bool charges_on_this_thread(MemoryPool& pool) { return t_current == pool.counters(); }
+
 Bytes unpooled_live_bytes() { return g_unpooled.load(); }
 
 }  // namespace memtrain::runtime

@@ -32,6 +32,9 @@ class PoolScope {
 const OutOfBudget* last_refusal_on_this_thread();
 long refusals_on_this_thread();
 
+// Whether this thread's allocations are charged to `pool` now.
+bool charges_on_this_thread(MemoryPool& pool);
+
 // Bytes allocated outside any pool and still live, process-wide: tensors
 // created before a scope was entered, or on threads that never entered one.
 Bytes unpooled_live_bytes();

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "runtime/memory/counting_allocator.h"
 #include "runtime/memory/cpu_host_transfers.h"
 
 namespace memtrain::runtime {
@@ -45,6 +46,8 @@ at::Generator DeviceMemory::make_generator(uint64_t seed) const {
 CpuDeviceMemory::CpuDeviceMemory() { install_counting_allocator(); }
 
 std::unique_ptr<DeviceScope> CpuDeviceMemory::activate() { return std::make_unique<PooledScope>(&pool_); }
+
+bool CpuDeviceMemory::counts_this_thread() { return charges_on_this_thread(pool_); }
 
 std::unique_ptr<HostTransfers> CpuDeviceMemory::make_transfers() {
   return std::make_unique<CpuHostTransfers>(pool_, host());

@@ -94,6 +94,9 @@ class DeviceMemory {
   // While the returned guard lives, this thread's tensor allocations are
   // charged to this device.
   virtual std::unique_ptr<DeviceScope> activate() = 0;
+  // Whether this thread's tensor allocations are charged to this device
+  // (CUDA's allocator charges every thread's).
+  virtual bool counts_this_thread() { return true; }
   // A random generator on this device, seeded with `seed`: dropout masks
   // are drawn where the activations live.
   virtual at::Generator make_generator(uint64_t seed) const;
@@ -139,6 +142,7 @@ class CpuDeviceMemory : public DeviceMemory {
     return true;
   }
   std::unique_ptr<DeviceScope> activate() override;
+  bool counts_this_thread() override;
   std::unique_ptr<HostTransfers> make_transfers() override;
   bool computes_on_host_cores() const override { return true; }
 

@@ -252,5 +252,20 @@ TEST(DeviceMemory, CpuIsKnownAndCudaNeedsACudaBuild) {
 #endif
 }
 
+TEST(DeviceMemory, AThreadCountsOnceItActivatesTheDevice) {
+  CpuDeviceMemory memory;
+  std::thread worker([&] {
+    EXPECT_FALSE(memory.counts_this_thread());
+    {
+      const auto scope = memory.activate();
+      EXPECT_TRUE(memory.counts_this_thread());
+      torch::Tensor t = torch::empty({256}, torch::kFloat32);
+      EXPECT_EQ(memory.live(), 1024);
+    }
+    EXPECT_FALSE(memory.counts_this_thread());
+  });
+  worker.join();
+}
+
 }  // namespace
 }  // namespace memtrain::runtime
