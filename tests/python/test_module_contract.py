@@ -233,11 +233,58 @@ def test_an_early_exit_says_what_happened():
     ({"collect_steps": "a"}, "collect_steps 'a' is not a number of steps"),
     ({"budget": 2**70}, "is out of range; expected 1..2\\*\\*62"),
     ({"budget": "1.5"}, "not a whole number"),
+    ({"sample": None}, "budget '70%' is a share of the peak of a step of the sample .* no sample was given"),
+    ({"sample": torch.empty(4, 32, dtype=torch.long, device="meta")},
+     "sample holds a tensor on meta .* give a sample of real tensors on cpu"),
+    ({"budget": "1000TiB"}, "budget 1024000.0 GiB .* is more than cpu has"),
+    ({"optimizer": torch.optim.SGD([torch.zeros(3, requires_grad=True)], lr=0.1)},
+     "optimizer= updates 1 tensors that are not this model's parameters \\(the first of shape \\(3,\\)\\)"),
+    ({"blocks": "the model"}, "block 0 is the whole model \\(MaskedGPT\\)"),
 ])
 def test_bad_arguments_name_themselves(kwargs, words):
+    """Refused at construction, where a step would refuse them later or
+    never: what was given and what would be valid. The model is left as it
+    was, to wrap again."""
+    model = MaskedGPT(layers=4)
     args = {"budget": "70%", "sample": batch(32), **kwargs}
+    if args["sample"] is None:
+        del args["sample"]
+    if args.get("blocks") == "the model":
+        args["blocks"] = [model]
     with pytest.raises(memtrain.UsageError, match=words):
-        memtrain.Module(MaskedGPT(layers=4), **args)
+        memtrain.Module(model, **args)
+    memtrain.Module(model, budget="64MiB", sample=batch(32))
+
+
+def test_apply_reaches_the_model_itself():
+    m = wrapped()
+    seen = []
+    assert m.apply(lambda module: seen.append(type(module).__name__)) is m
+    assert seen[-1] == "MaskedGPT" and "MaskedBlock" in seen
+
+
+class DrawsFromItsOwnGenerator(torch.nn.Module):
+    """A block's dropout drawn from a generator the block owns."""
+
+    def __init__(self, block):
+        super().__init__()
+        self.block = block
+        self.generator = torch.Generator().manual_seed(11)
+
+    def forward(self, x, *args, **kwargs):
+        y = self.block(x, *args, **kwargs)
+        out = y[0] if isinstance(y, tuple) else y
+        keep = (torch.rand(out.shape, generator=self.generator) > 0.1).to(out.dtype)
+        return (out * keep,) + tuple(y[1:]) if isinstance(y, tuple) else out * keep
+
+
+def test_measuring_the_sample_leaves_the_models_own_generators_as_they_were():
+    model = MaskedGPT(layers=4)
+    for i in range(len(model.blocks)):
+        model.blocks[i] = DrawsFromItsOwnGenerator(model.blocks[i])
+    states = [b.generator.get_state() for b in model.blocks]
+    memtrain.Module(model, budget="100%", sample=batch(32))
+    assert all(torch.equal(a, b.generator.get_state()) for a, b in zip(states, model.blocks))
 
 
 def test_a_frozen_model_and_an_empty_sample_are_refused_by_name():

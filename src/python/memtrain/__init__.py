@@ -20,6 +20,7 @@ import contextlib
 import copy
 import functools
 import inspect
+import os
 import weakref
 
 import torch  # first: the native module converts torch's tensors
@@ -119,7 +120,7 @@ class Module(torch.nn.Module):
     def __init__(self, model, budget, blocks=None, planner="mimose", sample=None, collect_steps=4, bandwidth=None,
                  optimizer=None, chunked_loss=None, _prediction_scale=1.0):
         super().__init__()
-        _check_arguments(budget, planner, collect_steps)
+        _check_arguments(budget, planner, collect_steps, sample)
         if blocks is None and isinstance(model, (torch.nn.Sequential, list, tuple, torch.nn.ModuleList)):
             # A chain: its stages are the blocks, called one after another.
             model = _as_sequential(model)
@@ -160,6 +161,7 @@ class Module(torch.nn.Module):
         self._plan_blocks(blocks, budget)
         try:
             self._measure(sample, optimizer, budget)
+            _refuse_above_the_device(self.budget_bytes, device)
         except BaseException:
             # Refused (Infeasible names the least budget): the model is as
             # it was, to wrap again with another budget.
@@ -175,6 +177,13 @@ class Module(torch.nn.Module):
         if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"optimizer of type {type(optimizer).__name__} is not an optimizer; expected a "
                             "torch.optim.Optimizer")
+        if optimizer is not None:
+            ours = {id(p) for p in self.parameters()}
+            others = [p for group in optimizer.param_groups for p in group["params"] if id(p) not in ours]
+            if others:
+                raise UsageError(f"optimizer= updates {len(others)} tensors that are not this model's parameters "
+                                 f"(the first of shape {tuple(others[0].shape)}); pass the optimizer made on the "
+                                 "model's parameters (model.parameters())")
         if sample is None:
             if optimizer is not None:
                 raise UsageError("optimizer= is measured on the sample; give a sample too")
@@ -227,7 +236,14 @@ class Module(torch.nn.Module):
             if t.numel() == 0:
                 raise UsageError(f"sample holds an empty tensor (shape {tuple(t.shape)}); give the largest input "
                                  "the model will see")
+            if t.device.type != self._device.type:
+                raise UsageError(f"sample holds a tensor on {t.device} (shape {tuple(t.shape)}), and the model is on "
+                                 f"{self._device}; give a sample of real tensors on {self._device}")
         params = [p for p in self.parameters() if p.requires_grad]
+        # Generators the model's modules own (a block's dropout drawn from
+        # its own): the measurement draws from them, the steps must not see it.
+        generators = [(g, g.get_state()) for module in self._model.modules() for g in vars(module).values()
+                      if isinstance(g, torch.Generator)]
         # Gradients a loop has accumulated already (a Module measuring
         # again mid-update) wait in host memory: the rounds' backwards
         # would add to them, and their bytes are counted as allocated below.
@@ -268,6 +284,8 @@ class Module(torch.nn.Module):
         finally:
             self._head.measuring = False
             # A measurement, not a step: nothing it did survives.
+            for g, state in generators:
+                g.set_state(state)
             for p in params:
                 p.grad = None
             with torch.no_grad():
@@ -341,6 +359,11 @@ class Module(torch.nn.Module):
     def __reduce_ex__(self, protocol):
         raise UsageError("a memtrain.Module is not picklable: it runs native plan state; save its state_dict() "
                          "(the model's own keys) and wrap a new model")
+
+    def apply(self, fn):
+        """fn on every module of the model, the model itself included, as model.apply(fn)."""
+        self._model.apply(fn)
+        return self
 
     def train(self, mode=True):
         super().train(mode)
@@ -577,9 +600,32 @@ class _OptimizerWatch:
         module._native.count_optimizer(state, max(0, module._native.peak_bytes() - module._native.live_bytes()))
 
 
-def _check_arguments(budget, planner, collect_steps):
+def _device_bytes(device):
+    """The memory the device has: the machine's for the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not known here
+        return None
+
+
+def _refuse_above_the_device(budget, device):
+    total = _device_bytes(device)
+    if budget and total and budget > total:
+        raise UsageError(f"budget {budget / 2**30:.1f} GiB ({budget} bytes) is more than {device} has "
+                         f"({total / 2**30:.1f} GiB): a budget memtrain keeps is at most the device's memory; give "
+                         "at most that, or N% of the sample's step")
+
+
+def _check_arguments(budget, planner, collect_steps, sample):
     """Refusals of arguments the native module would take for something
-    else, naming the argument and what would be valid."""
+    else, or that a later step would refuse, naming the argument and what
+    would be valid."""
+    if isinstance(budget, str) and budget.strip().endswith("%") and sample is None:
+        raise UsageError(f"budget {budget!r} is a share of the peak of a step of the sample that keeps everything, "
+                         "and no sample was given: give sample= (the largest input the model will see), or a budget "
+                         "in bytes")
     if not isinstance(planner, str):
         raise UsageError(f"planner {planner!r} is not a planner's name; expected one of {planner_names()}")
     if isinstance(collect_steps, bool) or not isinstance(collect_steps, int):

@@ -67,6 +67,9 @@ def blocks_of(model, blocks):
             raise TypeError(f"block {i} is a {type(block).__name__}, not a torch.nn.Module")
         if id(block) not in inside:
             raise _native.UsageError(f"block {i} ({type(block).__name__}) is not a submodule of the model")
+        if block is model:
+            raise _native.UsageError(f"block {i} is the whole model ({type(block).__name__}); blocks are the "
+                                     "model's repeated submodules that its forward calls one after another")
         if any(block is b for b in blocks[:i]):
             raise _native.UsageError(f"block {i} ({type(block).__name__}) is listed twice; each block runs once "
                                      "per forward")
