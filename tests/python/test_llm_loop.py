@@ -306,13 +306,13 @@ def collate(rows):
     return batch
 
 
-def trainer_run(model, bf16, callbacks=None):
+def trainer_run(model, bf16, callbacks=None, prepare=lambda trainer: trainer):
     args = transformers.TrainingArguments(
         output_dir=tempfile.mkdtemp(), use_cpu=True, per_device_train_batch_size=2, gradient_accumulation_steps=2,
         max_steps=3, learning_rate=1e-3, report_to=[], save_strategy="no", logging_steps=1, seed=7, bf16=bf16,
         dataloader_num_workers=0, disable_tqdm=True)
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=Texts(), data_collator=collate,
-                                   callbacks=callbacks)
+    trainer = prepare(transformers.Trainer(model=model, args=args, train_dataset=Texts(), data_collator=collate,
+                                           callbacks=callbacks))
     trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     return losses, [p.detach().clone() for p in model.parameters()], trainer
@@ -386,6 +386,39 @@ def test_the_trainers_optimizer_outgrowing_the_budget_turns_the_chunked_head_on(
     assert all(peak <= budget for peak, _ in peaks), (peaks, budget)
     assert not peaks[0][1] and peaks[-1][1], peaks  # whole logits at first, chunks once the state exists
     assert m.budget_bytes == budget
+
+
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
+def test_the_trainers_micro_steps_rerun_through_memtrain_exactly(bf16):
+    """memtrain.rerunnable(trainer): the Trainer's micro-steps run through
+    m.step(closure). One that runs out of budget in the forward (torch's
+    out-of-memory error, once, in the third micro-step) is rolled back and
+    run again: the losses and every weight are the plain Trainer's."""
+    pytest.importorskip("accelerate")
+    plain_losses, plain_weights, _ = trainer_run(llama(), bf16)
+    gc.collect()
+    m = memtrain.Module(llama(), budget="100%", sample=trainer_sample())
+    calls = []
+
+    def fault(module, args):
+        calls.append(len(calls))
+        if len(calls) == 3:
+            raise torch.OutOfMemoryError("injected: out of memory")
+    handle = m.model.layers[1].register_forward_pre_hook(fault)
+    losses, weights, _ = trainer_run(m, bf16, prepare=memtrain.rerunnable)
+    handle.remove()
+    assert len(calls) == 2 * 3 + 1  # 3 updates of 2 micro-steps, one of them twice
+    assert losses == plain_losses
+    assert all(torch.equal(a, b) for a, b in zip(plain_weights, weights))
+
+
+def test_rerunnable_refuses_a_trainer_of_a_plain_model():
+    pytest.importorskip("accelerate")
+    args = transformers.TrainingArguments(output_dir=tempfile.mkdtemp(), use_cpu=True, report_to=[],
+                                          save_strategy="no")
+    trainer = transformers.Trainer(model=llama(), args=args, train_dataset=Texts(), data_collator=collate)
+    with pytest.raises(memtrain.UsageError, match="not a memtrain.Module; give the Trainer model=memtrain.Module"):
+        memtrain.rerunnable(trainer)
 
 
 @pytest.mark.parametrize("precision", ["no", "bf16"])

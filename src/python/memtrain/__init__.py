@@ -38,11 +38,12 @@ from . import _micro_step
 from ._causal_lm_loss import ChunkedHead as _ChunkedHead
 from ._linear_cross_entropy import chunk_tokens_for as _chunk_tokens_for
 from ._linear_cross_entropy import linear_cross_entropy
+from ._trainer import rerunnable
 from ._memtrain import (BrownBatches, Chain, Error, Infeasible, OutOfBudget, RankFailure, UsageError, memory_stats,
                         reset_peak)
 
 __all__ = ["Module", "Chain", "BrownBatches", "plan", "advise", "memory_stats", "reset_peak", "planner_names",
-           "linear_cross_entropy", "Error", "UsageError", "OutOfBudget", "Infeasible", "RankFailure"]
+           "linear_cross_entropy", "rerunnable", "Error", "UsageError", "OutOfBudget", "Infeasible", "RankFailure"]
 
 
 def planner_names():
