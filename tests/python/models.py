@@ -96,6 +96,19 @@ def llama(layers=4, width=64, seed=0):
     return transformers.LlamaForCausalLM(config)
 
 
+def mixtral(layers=3, width=64, seed=0, router_logits=False):
+    """transformers' Mixtral (a mixture of experts) from its configuration
+    class; router_logits: its load-balancing loss recorded through hooks."""
+    import transformers
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(seed)
+    config = transformers.MixtralConfig(vocab_size=500, hidden_size=width, intermediate_size=96,
+                                        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                        num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=128,
+                                        output_router_logits=router_logits, router_aux_loss_coef=0.5)
+    return transformers.MixtralForCausalLM(config)
+
+
 class CausalBlock(Block):
     """A GPT block as nanoGPT writes it, called with the causal mask."""
 

@@ -10,7 +10,7 @@ from torch import nn
 
 import memtrain
 from exact import digest
-from models import MaskedGPT, gpt2, llama
+from models import MaskedGPT, gpt2, llama, mixtral
 
 
 def token_batches(lengths, rows=8, vocab=300, seed=0):
@@ -86,7 +86,7 @@ def hf_batches(lengths, vocab=500):
     return out
 
 
-@pytest.mark.parametrize("make,budget", [(gpt2, "65%"), (llama, "75%")])
+@pytest.mark.parametrize("make,budget", [(gpt2, "65%"), (llama, "75%"), (mixtral, "75%")])
 def test_transformers_models_are_exact(make, budget):
     batches = hf_batches([32, 48, 24, 64, 40, 56])
     plain_model = make()
@@ -98,6 +98,23 @@ def test_transformers_models_are_exact(make, budget):
     check_steps(m, batches, lambda m, b: m(**b).loss, plain)
     assert m.last_step["plan"] != "collect"
     assert m.last_step["peak_bytes"] <= m.last_step["budget_bytes"]
+
+
+def test_outputs_transformers_records_inside_the_blocks_are_refused_by_name():
+    """A mixture of experts' router logits (output_router_logits, for its
+    load-balancing loss) are recorded by hooks inside the blocks: memtrain
+    could not hand their gradients on, and refuses by name rather than
+    train without them or fail in the backward; with a sample, when the
+    Module is made, and the model is left as it was."""
+    batches = hf_batches([32, 48])
+    model = mixtral(router_logits=True)
+    with pytest.raises(memtrain.UsageError, match=r"block 0 \(MixtralDecoderLayer\) runs while transformers "
+                                                  r"records its router_logits .*output_router_logits"):
+        memtrain.Module(model, budget="100%", sample=batches[1])
+    m = memtrain.Module(model, budget="64MiB")
+    with pytest.raises(memtrain.UsageError, match="records its router_logits"):
+        m(**batches[0])
+    m(**batches[0], output_router_logits=False).loss.backward()
 
 
 def test_resnet50_is_exact_and_its_batch_norm_statistics_too():

@@ -277,6 +277,7 @@ class BlockSteps:
                     f"{where} was called with a tensor other than its input that needs a gradient (shape "
                     f"{tuple(t.shape)}); memtrain plans blocks whose other arguments (masks, positions) need none")
         _refuse_caches(where, rest, kwargs)
+        _refuse_recorded_outputs(where)
         if i == 0:
             self.calls = [None] * len(self.blocks)
             self.templates = [None] * len(self.blocks)
@@ -400,6 +401,23 @@ def _refuse_caches(where, args, kwargs):
             raise _native.UsageError(
                 f"{where} was called with a key-value cache ({type(value).__name__}), which each call of the block "
                 "extends; memtrain runs blocks again in the backward: train with use_cache=False")
+
+
+def _refuse_recorded_outputs(where):
+    """transformers records some outputs (router logits, attentions) with
+    hooks on submodules inside the blocks: tensors memtrain's steps compute
+    would reach the loss around the block's output, and a block whose first
+    forward memtrain runs without grad would record them without theirs."""
+    capturing = sys.modules.get("transformers.utils.output_capturing")
+    collector = getattr(capturing, "_active_collector", None)
+    collected = collector.get() if collector is not None else None
+    recorded = sorted(k for k in (collected or {}) if k != "hidden_states" and not k.startswith("_"))
+    if recorded:
+        names = ", ".join(f"output_{k}" for k in recorded)
+        raise _native.UsageError(
+            f"{where} runs while transformers records its {', '.join(recorded)} from inside it ({names}); "
+            "memtrain runs a block's forward and backward on its own and cannot hand their gradients on: train "
+            "with them off (the model's config or the call's arguments)")
 
 
 def is_fully_sharded(module):

@@ -270,6 +270,7 @@ class LibTorchBackend : public ScheduleBackend {
     MEMTRAIN_ASSERT(micro_batches_ == 1 && !host_weights_ && !reducer_,
                     "gradients taken from the backward: one micro-batch, the weights on the device, one rank");
     const bool input_edge = ms.leaf[i].defined() && ms.leaf[i].requires_grad();
+    if (i > 0 && input_edge && ms.leaf[i].grad().defined()) refuse_escaped_output(i);
     StepContext::TakenGradients taken{model_.stage(i).gradient_leaves(), {}};
     std::vector<torch::Tensor>& leaves = taken.leaves;
     torch::autograd::edge_list outputs;
@@ -292,6 +293,18 @@ class LibTorchBackend : public ScheduleBackend {
     }
     ctx_.take_gradients(i, std::move(taken));
     return input_edge ? std::move(grads[0]) : torch::Tensor();
+  }
+
+  // Stage i's own input (a leaf of memtrain's) has a gradient before its
+  // backward ran: a backward outside memtrain ran part of the stage's graph,
+  // reaching it through a tensor the stage computed that left it besides
+  // its output. Running the stage's backward now would run that part twice.
+  [[noreturn]] void refuse_escaped_output(int i) const {
+    throw UsageError(model_.stage_name(i) +
+                     ": a tensor it computed reached the loss besides its output (a hook that records a "
+                     "submodule's output: transformers' output_router_logits or output_attentions, for one), and "
+                     "the backward ran into the block from there; memtrain runs a block's backward on its own and "
+                     "cannot take that tensor's gradient: train without recording it");
   }
 
   void offload(const Op& op, const ScheduleState&) override {
