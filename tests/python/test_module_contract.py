@@ -99,6 +99,20 @@ def test_a_model_is_wrapped_again_after_a_refusal_an_unwrap_or_its_module_going(
     assert again.last_step["step"] == 1
 
 
+@pytest.mark.parametrize("with_optimizer", [False, True], ids=["no-optimizer", "optimizer"])
+def test_the_least_a_refusal_states_is_accepted_inside_its_except(with_optimizer):
+    """The retry loops write: the refused Module's measurement is let go
+    though the error (and its traceback) is still alive."""
+    model = MaskedGPT(layers=4)
+    opt = torch.optim.AdamW(model.parameters()) if with_optimizer else None
+    sample = batch(32)
+    try:
+        memtrain.Module(model, budget=1, sample=sample, optimizer=opt)
+    except memtrain.Infeasible as e:
+        m = memtrain.Module(model, budget=e.min_bytes, sample=sample, optimizer=opt)
+    assert m.budget_bytes > 0
+
+
 def test_a_deep_copy_or_a_save_of_the_wrapped_model_is_the_plain_model():
     """copy.deepcopy(model) of a model a Module wraps (an EMA or teacher
     copy) is a plain model of its own: its steps reach neither the original

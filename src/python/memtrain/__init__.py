@@ -21,6 +21,8 @@ import copy
 import functools
 import inspect
 import os
+import traceback
+import warnings
 import weakref
 
 import torch  # first: the native module converts torch's tensors
@@ -163,10 +165,15 @@ class Module(torch.nn.Module):
         try:
             self._measure(sample, optimizer, budget)
             _refuse_above_the_device(self.budget_bytes, device)
-        except BaseException:
+        except BaseException as refused:
             # Refused (Infeasible names the least budget): the model is as
-            # it was, to wrap again with another budget.
+            # it was, to wrap again with another budget, and what measuring
+            # held is let go, though the caller keeps the error (a retry
+            # with e.min_bytes in its `except` must find that memory free).
             self._blocks.unwrap()
+            del self._blocks, self._native
+            if refused.__traceback__ is not None and refused.__traceback__.tb_next is not None:
+                traceback.clear_frames(refused.__traceback__.tb_next)
             raise
         # Seen from outside, the Module is its model: its class carries the
         # model's forward signature (what transformers' Trainer reads for the
@@ -194,10 +201,16 @@ class Module(torch.nn.Module):
             self._calibrate(args, kwargs, optimizer)
         except Infeasible:
             # The budget cannot hold the whole logits: the head and the
-            # loss in chunks, the blocks planned and measured afresh.
-            if not self._chunk_from_now_on(budget):
+            # loss in chunks, the blocks planned and measured afresh, under
+            # the budget in bytes (N% is of the plain loop's step).
+            if not self._chunk_from_now_on(self.budget_bytes or budget):
                 raise
+        else:
+            return
+        try:
             self._calibrate(args, kwargs, optimizer)
+        except Infeasible as chunked:
+            raise chunked from None  # its least is the one with chunks: the least there is
 
     def unwrap(self):
         """The model, as it was before it was wrapped: its blocks' own
@@ -226,6 +239,11 @@ class Module(torch.nn.Module):
         False where that is not to be, or is done already."""
         if not self._head.chunk_where_needed():
             return False
+        warnings.warn(f"memtrain: the budget cannot hold the whole logits of {type(self._model).__name__}; its head "
+                      "and loss run in chunks from now on, where the logits do not fit what is free (their loss "
+                      "and gradients then differ from the plain model's by rounding; last_step['chunked_loss'] "
+                      "says when). chunked_loss=False keeps them exact and refuses such steps instead",
+                      stacklevel=4)
         blocks = self._blocks.blocks
         self._blocks.unwrap()
         self._plan_blocks(blocks, budget)
