@@ -437,12 +437,15 @@ void define_block_steps(py::module_& m) {
       .def("backward",
            // Returns the block's input's gradient, the leaves its graph
            // reached and their gradients (None where none arrived).
-           [](PythonBlockSteps& r, long step, int block, const torch::Tensor& dy) {
+           [](PythonBlockSteps& r, long step, int block, const torch::Tensor& dy, const py::list& extra) {
+             std::vector<torch::Tensor> extra_grads;  // of the block's other results; None: none arrived
+             for (const py::handle g : extra)
+               extra_grads.push_back(g.is_none() ? torch::Tensor() : g.cast<torch::Tensor>());
              torch::Tensor dx;
              runtime::StepContext::TakenGradients taken;
              {
                py::gil_scoped_release no_gil;
-               dx = r.steps().backward(step, block, dy);
+               dx = r.steps().backward(step, block, dy, std::move(extra_grads));
                taken = r.steps().block_gradients();
              }
              return py::make_tuple(dx, taken.leaves, taken.gradients);

@@ -106,6 +106,11 @@ torch::Tensor PythonStage::forward(const torch::Tensor& input, runtime::StepCont
                   "; a stage must return one tensor");
     }
     out = result.cast<torch::Tensor>();
+    extra_outputs_.clear();
+    if (!call_.is_none() && py::hasattr(call_, "extras")) {
+      extra_outputs_ = call_.attr("extras").cast<std::vector<torch::Tensor>>();
+      call_.attr("extras") = py::list();  // the executor keeps them as long as the run's graph
+    }
   }
   if (!kept.empty()) {
     torch::NoGradGuard no_grad;

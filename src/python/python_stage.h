@@ -40,6 +40,8 @@ class PythonStage : public runtime::StageModule {
   // their gradients back.
   void set_call_parameters(std::vector<torch::Tensor> parameters) { call_parameters_ = std::move(parameters); }
   std::vector<torch::Tensor> gradient_leaves() override { return call_parameters_; }
+  // The call's `extras` after its last run: the block's other results.
+  std::vector<torch::Tensor> extra_outputs() override { return std::move(extra_outputs_); }
 
  private:
   // Registers the module's parameters (again), under their C++ names.
@@ -53,6 +55,7 @@ class PythonStage : public runtime::StageModule {
   bool has_buffers_ = false;
   bool fully_sharded_ = false;  // read_parameters_at_each_forward()
   std::vector<torch::Tensor> call_parameters_;
+  std::vector<torch::Tensor> extra_outputs_;
 };
 
 }  // namespace memtrain::python

@@ -163,6 +163,7 @@ class Module(torch.nn.Module):
         self._device = device
         self._plan_blocks(blocks, budget)
         try:
+            _refuse_share_without_sample(budget, sample)  # after the planner's own refusals
             self._measure(sample, optimizer, budget)
             _refuse_above_the_device(self.budget_bytes, device)
         except BaseException as refused:
@@ -637,14 +638,17 @@ def _refuse_above_the_device(budget, device):
                          "at most that, or N% of the sample's step")
 
 
-def _check_arguments(budget, planner, collect_steps, sample):
-    """Refusals of arguments the native module would take for something
-    else, or that a later step would refuse, naming the argument and what
-    would be valid."""
+def _refuse_share_without_sample(budget, sample):
     if isinstance(budget, str) and budget.strip().endswith("%") and sample is None:
         raise UsageError(f"budget {budget!r} is a share of the peak of a step of the sample that keeps everything, "
                          "and no sample was given: give sample= (the largest input the model will see), or a budget "
                          "in bytes")
+
+
+def _check_arguments(budget, planner, collect_steps, sample):
+    """Refusals of arguments the native module would take for something
+    else, or that a later step would refuse, naming the argument and what
+    would be valid."""
     if not isinstance(planner, str):
         raise UsageError(f"planner {planner!r} is not a planner's name; expected one of {planner_names()}")
     if isinstance(collect_steps, bool) or not isinstance(collect_steps, int):

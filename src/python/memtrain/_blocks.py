@@ -111,6 +111,24 @@ def _primary(result, where):
                         "tuple or output object whose first tensor is its output")
 
 
+def _replace_tensors(value, replacements):
+    """`value` (a block's result) with the tensors whose ids are keys of
+    `replacements` replaced, its structure (tuples, lists, named tuples,
+    dicts, output objects) kept."""
+    if isinstance(value, torch.Tensor):
+        return replacements.get(id(value), value)
+    if isinstance(value, (tuple, list)):
+        items = [_replace_tensors(v, replacements) for v in value]
+        if type(value) in (tuple, list):
+            return type(value)(items)
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, Mapping):
+        for key in list(value.keys()):
+            value[key] = _replace_tensors(value[key], replacements)
+        return value
+    return value
+
+
 def tensors_of(value):
     if isinstance(value, torch.Tensor):
         yield value
@@ -140,10 +158,18 @@ class _BlockCall(torch.autograd.Function):
         ctx.step = blocks.native.step
         if index == len(blocks.blocks) - 1:
             ctx.guard = _StepGuard(blocks.native, ctx.step)
-        return y
+        # The block's other floating results (a router's logits for a
+        # load-balancing loss) are this node's outputs too: their gradients
+        # reach the block's backward with its output's.
+        extras = [e.detach() for e in blocks.first_extras[index]]
+        if not extras:
+            return y
+        ctx.set_materialize_grads(False)
+        ctx.output_like = (y.shape, y.dtype, y.device)
+        return (y, *extras)
 
     @staticmethod
-    def backward(ctx, dy):
+    def backward(ctx, dy, *extra_grads):
         t0 = time.perf_counter()
         if hasattr(ctx, "guard"):
             ctx.guard.reached = True
@@ -152,8 +178,12 @@ class _BlockCall(torch.autograd.Function):
             raise _native.UsageError(
                 "a backward with create_graph=True (a gradient of a gradient) reached a memtrain.Module's blocks; "
                 "memtrain's backward computes first gradients only: compute higher derivatives on the plain model")
-        dx, leaves, gradients = blocks.among_peers(lambda: blocks.native.backward(ctx.step, ctx.index, dy),
-                                                   f"block {ctx.index}'s backward")
+        if dy is None:  # only the block's other results reached the loss
+            shape, dtype, device = ctx.output_like
+            dy = torch.zeros(shape, dtype=dtype, device=device)
+        extra_grads = list(extra_grads)
+        dx, leaves, gradients = blocks.among_peers(
+            lambda: blocks.native.backward(ctx.step, ctx.index, dy, extra_grads), f"block {ctx.index}'s backward")
         if not ctx.needs_input_grad[2]:
             dx = None
         gradients = blocks.route(ctx.index, ctx.params, leaves, gradients)
@@ -171,6 +201,9 @@ def _accumulate(leaves, gradients):
     .grad through their own accumulators (their hooks see them), as a
     backward reaching them would."""
     torch.autograd.backward(leaves, gradients)
+
+
+_CALLED = object()  # a block's template once its call returned
 
 
 class _StepGuard:
@@ -196,7 +229,10 @@ class BlockSteps:
         self.blocks = blocks
         self.calls = [None] * len(blocks)  # (args after the input, kwargs) of each block's call this step
         self.templates = [None] * len(blocks)  # each block's result, to give back around its output
-        self.checked = [False] * len(blocks)  # whether a run with grad showed its other results need no gradient
+        self.first_extras = [[] for _ in blocks]  # each block's other results given to the caller, from its call
+        self.extra_positions = [[] for _ in blocks]  # where they are among the results that may need a gradient
+        self.extra_needs = [None] * len(blocks)  # which of those needed one in the last run with grad
+        self.run_inputs = [None] * len(blocks)  # each block's input in its call's run
         self.last_output = None  # what the previous block's call returned
         for b in blocks:
             patched = b.__dict__.get("forward")
@@ -225,6 +261,7 @@ class BlockSteps:
         self.backwards = 0  # the backwards that reached block 0
         me = weakref.ref(self)
         calls = [_RunBlock(me, i) for i in range(len(blocks))]
+        self.run_calls = calls  # each holds its last run's other results for the native stage (extras)
         names = [f"block {i} ({type(b).__name__})" for i, b in enumerate(blocks)]
         self.native = _native.BlockSteps(blocks, names, calls, budget, planner, collect_steps, bandwidth,
                                          prediction_scale, device, list(outer))
@@ -281,6 +318,8 @@ class BlockSteps:
         if i == 0:
             self.calls = [None] * len(self.blocks)
             self.templates = [None] * len(self.blocks)
+            self.first_extras = [[] for _ in self.blocks]
+            self.run_inputs = [None] * len(self.blocks)
             self.wall = 0.0
         elif not _same_tensor(x, self.last_output):
             raise _native.UsageError(
@@ -298,13 +337,24 @@ class BlockSteps:
         self.calls[i] = (rest, kwargs, _autocast_state())
         self.calling = i
         try:
-            y = _BlockCall.apply(self, i, x, *self.parameters_of(i, named))
+            out = _BlockCall.apply(self, i, x, *self.parameters_of(i, named))
         finally:
             self.calling = None
+        y, extras = (out[0], out[1:]) if isinstance(out, tuple) else (out, ())
         self.last_output = y if i + 1 < len(self.blocks) else None
         rebuild = self.templates[i]
         self.wall += time.perf_counter() - t0
-        return y if rebuild is None else rebuild(y)  # None: an operator variant ran, which returns its output
+        if rebuild is None:  # an operator variant ran, which returns its output
+            return y
+        replacements = dict(zip((id(e) for e in self.first_extras[i]), extras))
+        if self.run_inputs[i] is not None and self.run_inputs[i] is not x:
+            replacements[id(self.run_inputs[i])] = x  # its input, passed through: the caller's
+        # Held only for this call: a step's inputs and results are the schedule's to keep or free.
+        self.run_inputs[i] = None
+        self.first_extras[i] = []
+        self.templates[i] = _CALLED  # its first run's results, which the template holds, are let go
+        result = rebuild(y)
+        return _replace_tensors(result, replacements) if replacements else result
 
     def parameters_of(self, i, named):
         """Block i's parameters at this call (`named`: those a
@@ -376,17 +426,28 @@ class BlockSteps:
                 result = self.originals[i](x, *rest, **kwargs)
         where = f"block {i} ({type(self.blocks[i]).__name__})"
         y, rebuild = _primary(result, where)
+        # Its other floating results that may need a gradient (not its
+        # arguments passed through): the first run's go to the caller as
+        # outputs of the block's node, and every run's to the native stage,
+        # whose backward takes their gradients with the output's.
+        candidates = [] if isinstance(result, torch.Tensor) else self.extra_candidates(x, rest, kwargs, rebuild)
+        if torch.is_grad_enabled():
+            self.extra_needs[i] = [t.requires_grad for t in candidates]  # known from now on
         if self.templates[i] is None:
             self.templates[i] = rebuild  # what the caller gets back around the output
-        if torch.is_grad_enabled() and not self.checked[i] and not isinstance(result, torch.Tensor):
-            # A run with grad shows what needs a gradient (a run without,
-            # the first one of a checkpointed block, cannot).
-            for t in tensors_of(rebuild(None)):
-                if t.requires_grad:
-                    raise _native.Error(f"{where} returned a tensor besides its output that needs a gradient (shape "
-                                        f"{tuple(t.shape)}); memtrain plans blocks whose other results need none")
-            self.checked[i] = True
+            self.run_inputs[i] = x  # the schedule's copy of the input (the caller's own), until call() returns
+            needs = self.extra_needs[i]
+            if needs is None or len(needs) != len(candidates):
+                needs = [True] * len(candidates)  # a run without grad cannot tell: all may
+            self.extra_positions[i] = [k for k, need in enumerate(needs) if need]
+            self.first_extras[i] = [candidates[k] for k in self.extra_positions[i]]
+        self.run_calls[i].extras = [candidates[k] for k in self.extra_positions[i] if k < len(candidates)]
         return y
+
+    @staticmethod
+    def extra_candidates(x, rest, kwargs, rebuild):
+        passed = {id(t) for t in tensors_of((x, rest, kwargs))}
+        return [t for t in tensors_of(rebuild(None)) if t.is_floating_point() and id(t) not in passed]
 
 
 def _refuse_caches(where, args, kwargs):
@@ -476,11 +537,13 @@ class _autocast_as:
 
 class _RunBlock:
     """What the schedule calls to run block i (holding its BlockSteps
-    weakly: the native steps hold this)."""
+    weakly: the native steps hold this). `extras`: the last run's other
+    floating results, which the native stage reads after each run."""
 
     def __init__(self, blocks_ref, index):
         self.blocks_ref = blocks_ref
         self.index = index
+        self.extras = []
 
     def __call__(self, x):
         return self.blocks_ref().run(self.index, x)

@@ -87,6 +87,7 @@ using Copies = std::vector<std::unique_ptr<HostCopy>>;
 struct MicroTensors {
   std::vector<torch::Tensor> x, graph, leaf, on_host;
   std::vector<GraphStart> started;
+  std::vector<std::vector<torch::Tensor>> extras;  // stage i's extra_outputs() of that forward
   std::vector<std::optional<RngSnapshot>> first_forward;
   std::vector<std::unique_ptr<HostCopy>> offloading, arriving;
   std::vector<std::unique_ptr<SavedTensors>> saved;
@@ -95,8 +96,8 @@ struct MicroTensors {
   std::vector<char> spilled;      // spill() moved stage i's saved tensors to host memory
   torch::Tensor grad;             // the gradient flowing backward
   explicit MicroTensors(int n)
-      : x(n + 1), graph(n), leaf(n), on_host(n + 1), started(n), first_forward(n), offloading(n + 1), arriving(n + 1),
-        saved(n), saved_leaving(n), saved_arriving(n), moves_saved(n, 0), spilled(n, 0) {}
+      : x(n + 1), graph(n), leaf(n), on_host(n + 1), started(n), extras(n), first_forward(n), offloading(n + 1),
+        arriving(n + 1), saved(n), saved_leaving(n), saved_arriving(n), moves_saved(n, 0), spilled(n, 0) {}
 };
 
 }  // namespace execution
@@ -198,6 +199,7 @@ class LibTorchBackend : public ScheduleBackend {
       ms.graph[i] = forward(ms, c, i, ms.leaf[i]);
     }
     c.variant = 0;
+    ms.extras[i] = model_.stage(i).extra_outputs();
     rec_.output_bytes = static_cast<Bytes>(ms.graph[i].nbytes());
   }
 
@@ -256,6 +258,7 @@ class LibTorchBackend : public ScheduleBackend {
     }
     if (!ctx_.take_gradients && ms.leaf[i].defined() && ms.leaf[i].requires_grad()) next = ms.leaf[i].grad();
     ms.graph[i] = torch::Tensor();
+    ms.extras[i].clear();
     ms.leaf[i] = torch::Tensor();
     ms.saved[i].reset();
     if (frees_input && i > 0) ms.x[i] = torch::Tensor();
@@ -280,13 +283,25 @@ class LibTorchBackend : public ScheduleBackend {
       index.push_back(leaf.requires_grad() ? static_cast<int>(outputs.size()) : -1);
       if (leaf.requires_grad()) outputs.push_back(torch::autograd::impl::gradient_edge(leaf));
     }
-    for (torch::Tensor& other : other_leaves(root, outputs, ms.started[i], model_.stage_name(i))) {
+    // The backward starts from the output and from the other results the
+    // caller's loss read.
+    torch::autograd::edge_list roots{root};
+    torch::autograd::variable_list root_grads{ms.grad};
+    if (ctx_.extra_output_gradients) {
+      const std::vector<torch::Tensor> extra = ctx_.extra_output_gradients(i);
+      for (size_t k = 0; k < extra.size() && k < ms.extras[i].size(); ++k) {
+        if (!extra[k].defined() || !ms.extras[i][k].requires_grad()) continue;
+        roots.push_back(torch::autograd::impl::gradient_edge(ms.extras[i][k]));
+        root_grads.push_back(extra[k]);
+      }
+    }
+    for (torch::Tensor& other : other_leaves(roots, outputs, ms.started[i], model_.stage_name(i))) {
       leaves.push_back(std::move(other));
       index.push_back(static_cast<int>(outputs.size()));
       outputs.push_back(torch::autograd::impl::gradient_edge(leaves.back()));
     }
     torch::autograd::variable_list grads = torch::autograd::Engine::get_default_engine().execute(
-        {root}, {ms.grad}, /*keep_graph=*/false, /*create_graph=*/false, /*accumulate_grad=*/false, outputs);
+        roots, root_grads, /*keep_graph=*/false, /*create_graph=*/false, /*accumulate_grad=*/false, outputs);
     taken.gradients.resize(leaves.size());
     for (size_t k = 0; k < leaves.size(); ++k) {
       if (index[k] >= 0) taken.gradients[k] = std::move(grads[index[k]]);

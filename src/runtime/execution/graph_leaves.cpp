@@ -12,15 +12,18 @@ namespace memtrain::runtime {
 
 GraphStart GraphStart::now() { return {at::RecordFunction::currentThreadId(), at::sequence_number::peek()}; }
 
-std::vector<torch::Tensor> other_leaves(const torch::autograd::Edge& root, const torch::autograd::edge_list& known,
-                                        const GraphStart& start, const std::string& stage) {
+std::vector<torch::Tensor> other_leaves(const torch::autograd::edge_list& roots,
+                                        const torch::autograd::edge_list& known, const GraphStart& start,
+                                        const std::string& stage) {
   using torch::autograd::Node;
   std::unordered_set<const Node*> stops;
   for (const auto& edge : known) stops.insert(edge.function.get());
   std::vector<torch::Tensor> leaves;
   std::unordered_set<const Node*> seen;
   std::vector<Node*> todo;
-  if (root.is_valid()) todo.push_back(root.function.get());
+  for (const auto& root : roots) {
+    if (root.is_valid()) todo.push_back(root.function.get());
+  }
   while (!todo.empty()) {
     Node* node = todo.back();
     todo.pop_back();

@@ -20,13 +20,14 @@ struct GraphStart {
   static GraphStart now();
 };
 
-// The leaves needing a gradient that the graph from `root` reaches, other
+// The leaves needing a gradient that the graph from `roots` reaches, other
 // than those behind `known` (gradient edges taken already: the stage's
 // input and parameters). A node made before `start` is outside the stage:
 // its forward read a tensor computed before it ran that needs a gradient
 // and was not its argument, and the stage's backward cannot hand that
 // gradient on; throws UsageError naming `stage`.
-std::vector<torch::Tensor> other_leaves(const torch::autograd::Edge& root, const torch::autograd::edge_list& known,
-                                        const GraphStart& start, const std::string& stage);
+std::vector<torch::Tensor> other_leaves(const torch::autograd::edge_list& roots,
+                                        const torch::autograd::edge_list& known, const GraphStart& start,
+                                        const std::string& stage);
 
 }  // namespace memtrain::runtime

@@ -25,6 +25,11 @@ class StageModule : public torch::nn::Module {
   // taken (StepContext::take_gradients): its parameters, unless the stage
   // knows better (a Python block: the parameters of its current call).
   virtual std::vector<torch::Tensor> gradient_leaves() { return parameters(); }
+  // The stage's other results of its last forward (a router's logits a
+  // loss reads besides the output): where the caller hands their
+  // gradients (StepContext::extra_output_gradients), the backward starts
+  // from them with the output's. None by default.
+  virtual std::vector<torch::Tensor> extra_outputs() { return {}; }
 };
 
 }  // namespace memtrain::runtime

@@ -44,6 +44,9 @@ struct StepContext {
     std::vector<torch::Tensor> gradients;  // leaves' order; undefined where none arrived
   };
   std::function<void(int stage, TakenGradients taken)> take_gradients;
+  // With take_gradients: the gradients of a stage's extra_outputs() (in
+  // their order; undefined where none arrived).
+  std::function<std::vector<torch::Tensor>(int stage)> extra_output_gradients;
 
   // Written by the loss stage, through count(): examples or tokens
   // predicted right, and counted. A device's counts are read when the

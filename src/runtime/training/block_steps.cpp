@@ -59,6 +59,9 @@ StepContext BlockSteps::fresh_context() {
   // replays (with the context's) when it runs a block again.
   ctx.generator = default_generator_of(memory_.device());
   ctx.take_gradients = [this](int stage, StepContext::TakenGradients taken) { taken_.at(stage) = std::move(taken); };
+  ctx.extra_output_gradients = [this](int stage) {
+    return stage < static_cast<int>(extra_grads_.size()) ? extra_grads_[stage] : std::vector<torch::Tensor>{};
+  };
   return ctx;
 }
 
@@ -67,6 +70,7 @@ void BlockSteps::cancel() {
   stop_relief();
   for (auto& taken : taken_) taken = {};
   block_gradients_ = {};
+  extra_grads_.clear();
   again_ = false;
   execution_.reset();
   dy_ = kept_dy_ = last_dx_ = torch::Tensor();
@@ -151,6 +155,21 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
   // Predictions may overestimate: a step as large that ran shows what fits.
   const bool shown = std::any_of(needed_.lower_bound(size), needed_.end(),
                                  [&](const auto& seen) { return memory_.live() + seen.second <= budget_.bytes(); });
+  if (!shown && least > budget_.bytes() && budget_.is_share() && size <= reference_size_) {
+    // N% is of the caller's own plain loop on inputs up to the sample's:
+    // its step at this size keeps everything, with what the caller's code
+    // showed it holds, and holds at least memtrain's least. Where that
+    // passes the reference, the reference grows to it, and the budget with
+    // it ("100%" runs every step the plain loop runs). A larger input than
+    // the sample is not the loop N% was measured on: refused.
+    const Bytes plain =
+        plan::keep_everything_peak(steps_.completed(steps_.predictor().predict(size), size, optimistic));
+    if (plain > budget_.reference()) {
+      budget_.set_reference(plain);
+      memory_.set_budget(budget_.bytes());
+      current_.budget_bytes = budget_.bytes();
+    }
+  }
   if (least <= budget_.bytes() || shown) {
     // A collection schedule that does not fit: the least-memory one measures too.
     if (choice.kind == PlanKind::Collect) choice = {steps_.most_frugal(size), PlanKind::Frugal, 0};
@@ -419,8 +438,11 @@ void BlockSteps::fold_caller_memory() {
   result.peak = std::max(result.peak, rec.peak);
 }
 
-torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy) {
+torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy,
+                                   std::vector<torch::Tensor> extra_grads) {
   const auto counted = memory_.activate();
+  extra_grads_.resize(model_.size());
+  extra_grads_.at(block) = std::move(extra_grads);
   if (step != step_id_) {
     throw UsageError("block " + std::to_string(block) +
                      "'s backward belongs to a step a later forward replaced; memtrain runs one step at a time: "
@@ -535,6 +557,7 @@ void BlockSteps::end_step() {
   execution_.reset();
   finished_step_id_ = step_id_;
   kept_dy_ = last_dx_ = torch::Tensor();
+  extra_grads_.clear();
   step_->guard().release();
   const std::int64_t size = batch_.signature.size;
   memory_.reset_peak();

@@ -134,7 +134,9 @@ class BlockSteps {
   torch::Tensor forward(int block, const torch::Tensor& input);
   // The gradient of block `block`'s output in step `step` reached it;
   // returns the gradient of the block's input (undefined when none is needed).
-  torch::Tensor backward(long step, int block, const torch::Tensor& dy);
+  // `extra_grads`: the gradients of the block's other results
+  // (StageModule::extra_outputs(); undefined where none arrived).
+  torch::Tensor backward(long step, int block, const torch::Tensor& dy, std::vector<torch::Tensor> extra_grads = {});
   // The gradients of the parameters of the block whose backward() returned
   // last (in its parameters() order; undefined where none arrived), once.
   StepContext::TakenGradients block_gradients() { return std::move(block_gradients_); }
@@ -261,6 +263,7 @@ class BlockSteps {
   // Each block's parameters' gradients from its backward, until backward()
   // hands them over; what the last backward() handed over.
   std::vector<StepContext::TakenGradients> taken_;
+  std::vector<std::vector<torch::Tensor>> extra_grads_;  // by block: backward()'s, until the step ends
   StepContext::TakenGradients block_gradients_;
   // Replaying the backward: whether every block got the gradient the one
   // after it made; the caller's gradient (a host copy); the generators when

@@ -18,7 +18,7 @@ TEST(GraphLeaves, FindsTheLeavesAStageReadsBesidesItsInputAndParameters) {
   const GraphStart start = GraphStart::now();
   const torch::Tensor y = (x * weight * gain * frozen).sum(1) + (gain * 2).sum();
   const std::vector<torch::Tensor> others =
-      other_leaves(gradient_edge(y), {gradient_edge(x), gradient_edge(weight)}, start, "block 1");
+      other_leaves({gradient_edge(y)}, {gradient_edge(x), gradient_edge(weight)}, start, "block 1");
   ASSERT_EQ(others.size(), 1u) << "the gain once, though read twice; not the input, the parameter or the frozen";
   EXPECT_TRUE(others[0].is_same(gain));
 }
@@ -30,7 +30,7 @@ TEST(GraphLeaves, ATensorComputedBeforeTheStageRanIsRefusedByName) {
   const GraphStart start = GraphStart::now();
   const torch::Tensor y = (x * scaled).sum();
   try {
-    other_leaves(gradient_edge(y), {gradient_edge(x)}, start, "block 1 (Block)");
+    other_leaves({gradient_edge(y)}, {gradient_edge(x)}, start, "block 1 (Block)");
     FAIL() << "a gradient the stage cannot hand on was accepted";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("block 1 (Block)'s forward read a tensor that needs a gradient"),
@@ -38,7 +38,7 @@ TEST(GraphLeaves, ATensorComputedBeforeTheStageRanIsRefusedByName) {
         << e.what();
   }
   // Passed as a known edge (a functional_call's parameter), it is the stage's to hand on.
-  EXPECT_TRUE(other_leaves(gradient_edge(y), {gradient_edge(x), gradient_edge(scaled)}, start, "block 1").empty());
+  EXPECT_TRUE(other_leaves({gradient_edge(y)}, {gradient_edge(x), gradient_edge(scaled)}, start, "block 1").empty());
 }
 
 }  // namespace
