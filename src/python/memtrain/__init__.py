@@ -458,7 +458,7 @@ class Module(torch.nn.Module):
             return self._model(*args, **kwargs)
         _native.count_this_thread(str(self._device))
         kwargs = _without_cache(self._model, kwargs)
-        entry = _blocks.StepEntry(self._blocks, self._device)
+        entry = _blocks.StepEntry(self._blocks.outer_buffers, self._device)
         try:
             return self._head.run(
                 lambda: self._blocks.among_peers(lambda: self._model(*args, **kwargs), "the model's forward"), kwargs)

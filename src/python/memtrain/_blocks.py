@@ -253,9 +253,7 @@ class BlockSteps:
         # at each call, where the block's forward and backward use them.
         self.sharded = [is_fully_sharded(b) for b in blocks]
         self.calling = None  # the block whose call is running its first forward
-        self.outer_buffers = []  # the model's buffers outside the blocks (set_outer_buffers)
-        self.outer_versions = None  # their versions when the Module was last called (StepEntry)
-        self.changing = set()  # indices of those that steps change in place
+        self.outer_buffers = ChangingBuffers([])  # the model's buffers outside the blocks (set_outer_buffers)
         self.wall = 0.0  # seconds in memtrain's block calls and backward nodes, this step
         self.finished_wall = None  # the same, for the last step that finished
         self.backwards = 0  # the backwards that reached block 0
@@ -299,7 +297,7 @@ class BlockSteps:
     def set_outer_buffers(self, model):
         self.model_ref = weakref.ref(model)
         inside = {id(b) for block in self.blocks for b in block.buffers()}
-        self.outer_buffers = [b for b in model.buffers() if b is not None and id(b) not in inside]
+        self.outer_buffers = ChangingBuffers(b for b in model.buffers() if b is not None and id(b) not in inside)
 
     def call(self, i, args, kwargs):
         t0 = time.perf_counter()
@@ -619,26 +617,37 @@ def loss_of(output):
                              "needs a gradient")
 
 
-class StepEntry:
-    """What a model's forward may have changed before memtrain refuses its
-    step at block 0, as it was when the Module was called: torch's random
-    generators (a dropout before the blocks) and the buffers of modules
-    outside the blocks that steps change in place (a stem's batch norm).
-    restore() puts them back. Which outer buffers steps change is learnt:
-    the first step copies them all, later ones those whose version moved."""
+class ChangingBuffers:
+    """Buffers, and which of them steps change in place (a batch norm's
+    running statistics), learnt: all of them at first, then those whose
+    version moved since the last look, and any that did before."""
 
-    def __init__(self, planned, device):
+    def __init__(self, buffers):
+        self.buffers = list(buffers)
+        self.versions = None
+        self.changing = set()
+
+    def now(self):
+        versions = [b._version for b in self.buffers]
+        if self.versions is None:
+            self.changing = set(range(len(versions)))
+        else:
+            self.changing |= {i for i, (a, b) in enumerate(zip(self.versions, versions)) if a != b}
+        self.versions = versions
+        return [self.buffers[i] for i in sorted(self.changing)]
+
+
+class StepEntry:
+    """What a step may change before it is refused or rolled back, as it
+    was when the step began: torch's random generators (a dropout before the
+    blocks) and the `changing` buffers that steps change in place (a stem's
+    batch norm). restore() puts them back."""
+
+    def __init__(self, changing, device):
         self.cpu_rng = torch.get_rng_state()
         self.device = device
         self.cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-        versions = [b._version for b in planned.outer_buffers]
-        if planned.outer_versions is None:
-            planned.changing = set(range(len(versions)))
-        else:
-            planned.changing |= {i for i, (a, b) in enumerate(zip(planned.outer_versions, versions)) if a != b}
-        planned.outer_versions = versions
-        self.buffers = [(planned.outer_buffers[i], planned.outer_buffers[i].detach().clone())
-                        for i in sorted(planned.changing)]
+        self.buffers = [(b, b.detach().clone()) for b in changing.now()]
 
     def restore(self):
         torch.set_rng_state(self.cpu_rng)

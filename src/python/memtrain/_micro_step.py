@@ -9,6 +9,7 @@ back as it found it and run again, under the plan the failure taught.
 
 import torch
 
+from . import _blocks
 from . import _memtrain as _native
 
 
@@ -23,9 +24,7 @@ class Rollback:
     def __init__(self, module):
         self.module = module
         self.device = module._device
-        self.cpu_rng = torch.get_rng_state()
-        self.cuda_rng = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
-        self.buffers = [(b, b.detach().clone()) for b in _changing_buffers(module)]
+        self.entry = _blocks.StepEntry(_all_buffers(module), self.device)  # generators and buffers
         self.gradients = {}  # parameter's id -> (parameter, its gradient before: a host copy, or None)
         self.hooks = [p.register_hook(self._before_accumulation(p)) for p in module.parameters() if p.requires_grad]
 
@@ -43,36 +42,26 @@ class Rollback:
         self.hooks = []
 
     def roll_back(self):
-        torch.set_rng_state(self.cpu_rng)
-        if self.cuda_rng is not None:
-            torch.cuda.set_rng_state(self.cuda_rng, self.device)
+        self.entry.restore()
         with torch.no_grad():
-            for b, kept in self.buffers:
-                b.copy_(kept)
             for p, before in self.gradients.values():
                 if before is None:
                     p.grad = None
                 elif p.grad is not None and p.grad.shape == before.shape and p.grad.dtype == before.dtype:
                     p.grad.copy_(before)
                 else:
-                    p.grad = before.to(p.device)
+                    p.grad = torch.empty_like(before, device=p.device).copy_(before)
         self.gradients = {}
 
 
-def _changing_buffers(module):
-    """The model's buffers that steps change in place (a batch norm's
-    running statistics): all of them at the first micro-step, then those
-    whose version moved since the one before, and any that did before."""
+def _all_buffers(module):
+    """The model's buffers, with which of them steps change (learnt across
+    micro-steps while the model's buffers stay the same ones)."""
     buffers = [b for b in module.buffers() if b is not None]
-    versions = [b._version for b in buffers]
-    seen = module.__dict__.get("_buffer_versions")
-    changing = module.__dict__.setdefault("_changing_buffers", set())
-    if seen is None or len(seen) != len(versions):
-        changing.update(range(len(buffers)))
-    else:
-        changing.update(i for i, (a, b) in enumerate(zip(seen, versions)) if a != b)
-    module.__dict__["_buffer_versions"] = versions
-    return [buffers[i] for i in sorted(changing)]
+    known = module.__dict__.get("_all_buffers")
+    if known is None or len(known.buffers) != len(buffers) or any(a is not b for a, b in zip(known.buffers, buffers)):
+        known = module.__dict__["_all_buffers"] = _blocks.ChangingBuffers(buffers)
+    return known
 
 
 def ran_out(error, refusals_before, native):
