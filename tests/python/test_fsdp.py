@@ -52,11 +52,17 @@ def rank_batches(rank, steps, vocab):
 
 def routed_batches(rank, steps, vocab):
     """Lengths alike on every rank; from step 4 on, rank 1's tokens all go
-    to the wide expert of models.RoutedGPT, as its sample's never did."""
+    to the wide expert of models.RoutedGPT, as its sample's never did, and
+    rank 0 repeats the lengths of its steps 2 and 3, planned then. (A
+    length planned anew may leave a few hundred bytes below the budget; a
+    block measured 2% above its prediction, as a collective's buffer freed
+    late under load makes it, then re-plans rightly, on noise alone.)"""
     g = torch.Generator().manual_seed(10 + rank)
-    out = []
+    out, lengths = [], []
     for step in range(steps):
         length = int(torch.randint(80, 96, (1,), generator=g))
+        length = lengths[2 + step % 2] if rank == 0 and step >= 4 else length
+        lengths.append(length)
         low, high = (vocab // 2, vocab) if rank == 1 and step >= 4 else (0, vocab // 2)
         out.append(torch.randint(low, high, (8, length), generator=g))
     return out
@@ -177,7 +183,7 @@ def test_a_rank_whose_blocks_outgrow_their_plan_replans_alone(tmp_path):
     assert replanned, wide
     # Their blocks outgrew the prediction of the schedule they ended with, and still fit.
     assert all(s["peak"] > s["predicted"] for s in replanned), replanned
-    assert all(s["replans"] == 0 for s in narrow), narrow
+    assert all(s["replans"] == 0 and s["plan"] == "cached" for s in narrow), narrow
 
 
 def test_a_planner_that_recomputes_across_blocks_is_refused_on_sharded_blocks(tmp_path):
