@@ -166,3 +166,35 @@ def test_a_module_made_and_stepped_on_a_worker_thread_keeps_its_budget():
     main_least = least()
     assert on_a_thread(least) == main_least
     assert on_a_thread(steps) == steps()
+
+
+def test_a_checkpointed_block_under_autocast_keeps_no_copy_of_its_weights():
+    """Autocast keeps the bfloat16 copy of each weight it casts until the
+    forward ends. A block memtrain checkpoints keeps its input only, not
+    those copies (its ops cast again, to the same values): the forward of
+    4 blocks holds at most the kept last one's copy, and the gradients are
+    the plain model's."""
+    width = 512
+    copy_bytes = width * width * 2
+
+    def model():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.GELU())
+                                     for _ in range(4)])
+
+    x = torch.randn(2, 8, width)
+    plain = model()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        plain(x).float().square().sum().backward()
+    m = memtrain.Module(model(), budget=1 << 30, planner="all", sample=x)
+    for _ in range(3):
+        m.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            before = memtrain.memory_stats()["live_bytes"]
+            y = m(x)
+            held = memtrain.memory_stats()["live_bytes"] - before
+            loss = y.float().square().sum()
+        loss.backward()
+        assert m.last_step["schedule"][:3] == ["Fck0", "Fck1", "Fck2"], m.last_step["schedule"]
+        assert held < 2 * copy_bytes, f"the forward held {held} bytes; one block's weights in bfloat16 are {copy_bytes}"
+        assert [digest(p.grad) for p in m.parameters()] == [digest(p.grad) for p in plain.parameters()]

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/torch.h>
 
@@ -25,6 +26,19 @@ namespace memtrain::runtime {
 static_assert(data::TokenBatch::kIgnoreTag == kIgnoreTarget, "the batchers pad with what the loss ignores");
 
 namespace {
+
+class AutocastCacheOff {
+ public:
+  AutocastCacheOff() : was_(at::autocast::is_autocast_cache_enabled()) {
+    at::autocast::set_autocast_cache_enabled(false);
+  }
+  ~AutocastCacheOff() { at::autocast::set_autocast_cache_enabled(was_); }
+  AutocastCacheOff(const AutocastCacheOff&) = delete;
+  AutocastCacheOff& operator=(const AutocastCacheOff&) = delete;
+
+ private:
+  bool was_;
+};
 
 using Clock = std::chrono::steady_clock;
 
@@ -211,6 +225,10 @@ class LibTorchBackend : public ScheduleBackend {
     MEMTRAIN_ASSERT(in.defined(), "an available input has a tensor");
     rec_.input_bytes = input_bytes(i, in);
     torch::NoGradGuard no_grad;
+    // Autocast would keep the stage's weights' low-precision copies until
+    // the forward ends (its cache): a stage that keeps nothing keeps them
+    // neither. Each op casts them again, to the same values.
+    const AutocastCacheOff uncached;
     ms.x[i + 1] = forward(ms, context(op.micro), i, in);
     rec_.output_bytes = static_cast<Bytes>(ms.x[i + 1].nbytes());
     // The batch itself stays: its caller holds it for the whole step anyway.
