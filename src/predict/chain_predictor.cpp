@@ -19,7 +19,37 @@ void observe_if(StridedBytes& m, std::optional<std::int64_t> side, const std::op
   if (side && v) m.observe(*side, static_cast<double>(*v));
 }
 
+std::optional<Bytes> larger(const std::optional<Bytes>& a, const std::optional<Bytes>& b) {
+  if (a && b) return std::max(*a, *b);
+  return a ? a : b;
+}
+
+template <typename T>
+std::optional<T> first_of(const std::optional<T>& a, const std::optional<T>& b) {
+  return a ? a : b;
+}
+
 }  // namespace
+
+ChainSample larger_of(const ChainSample& first, const ChainSample& second) {
+  MEMTRAIN_ASSERT(first.stages.size() == second.stages.size(), "two samples of one chain");
+  ChainSample out = first;
+  for (size_t i = 0; i < out.stages.size(); ++i) {
+    StageSample& s = out.stages[i];
+    const StageSample& t = second.stages[i];
+    s.input_bytes = larger(s.input_bytes, t.input_bytes);
+    s.nograd_forward_temp_bytes = larger(s.nograd_forward_temp_bytes, t.nograd_forward_temp_bytes);
+    if (s.variant != t.variant) continue;
+    s.saved_bytes = larger(s.saved_bytes, t.saved_bytes);
+    s.forward_temp_bytes = larger(s.forward_temp_bytes, t.forward_temp_bytes);
+    s.backward_temp_bytes = larger(s.backward_temp_bytes, t.backward_temp_bytes);
+    s.forward_time = first_of(s.forward_time, t.forward_time);
+    s.backward_time = first_of(s.backward_time, t.backward_time);
+  }
+  out.output_bytes = larger(first.output_bytes, second.output_bytes);
+  out.update_temp_bytes = larger(first.update_temp_bytes, second.update_temp_bytes);
+  return out;
+}
 
 ChainPredictor::ChainPredictor(std::vector<StageConstants> stages, double margin)
     : constants_(std::move(stages)), models_(constants_.size()), variant_models_(constants_.size()),

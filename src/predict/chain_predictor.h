@@ -43,6 +43,13 @@ struct ChainSample {
   std::optional<Bytes> update_temp_bytes;
 };
 
+// Two measurements of one input, as one: each memory field the larger of
+// the two (a step under bfloat16 autocast holds weights' bf16 copies that
+// an fp32 one does not, and keeps less of its activations), each time
+// `first`'s where it has one. A stage's fields that differ by variant are
+// taken from `second` only where it measured the same variant.
+ChainSample larger_of(const ChainSample& first, const ChainSample& second);
+
 // Fixed per stage, known from the model rather than learned.
 struct StageConstants {
   std::string name;

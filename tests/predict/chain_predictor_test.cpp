@@ -84,6 +84,25 @@ TEST(ChainPredictor, IsReadyOnlyWhenEveryFieldWasMeasured) {
   EXPECT_TRUE(p.ready());
 }
 
+TEST(ChainSample, TwoMeasurementsOfOneInputKeepTheLargerBytesAndTheFirstTimes) {
+  ChainSample fp32 = sample_at(640), bf16 = sample_at(640, /*with_nograd=*/false);
+  bf16.stages[0].saved_bytes = *fp32.stages[0].saved_bytes / 2;     // half-size activations
+  bf16.stages[1].saved_bytes = *fp32.stages[1].saved_bytes + 4096;  // and weights' copies kept
+  bf16.stages[1].backward_temp_bytes = 100;
+  bf16.stages[0].forward_time = 1.0;
+  bf16.output_bytes = 8;
+  const ChainSample both = larger_of(fp32, bf16);
+  EXPECT_EQ(both.stages[0].saved_bytes, fp32.stages[0].saved_bytes);
+  EXPECT_EQ(both.stages[1].saved_bytes, *fp32.stages[1].saved_bytes + 4096);
+  EXPECT_EQ(both.stages[1].backward_temp_bytes, 512);
+  EXPECT_EQ(both.stages[0].nograd_forward_temp_bytes, fp32.stages[0].nograd_forward_temp_bytes);  // only one has it
+  EXPECT_EQ(both.stages[0].forward_time, fp32.stages[0].forward_time);
+  EXPECT_EQ(both.output_bytes, 8);
+  // A stage measured as another variant lends nothing of what varies by variant.
+  bf16.stages[1].variant = 1;
+  EXPECT_EQ(larger_of(fp32, bf16).stages[1].saved_bytes, fp32.stages[1].saved_bytes);
+}
+
 TEST(ChainPredictor, RejectsSamplesOfAnotherModel) {
   ChainPredictor p = make();
   ChainSample s = sample_at(100);

@@ -135,9 +135,10 @@ def test_resnet50_is_exact_and_its_batch_norm_statistics_too():
     buffers = [(name, digest(b)) for name, b in plain_model.named_buffers()]
     del plain_model  # its 100 MB of weights would count against the budget
     model = make()
-    # The weights and their gradients are most of this step's memory: 90%
-    # of the peak leaves a third of the activations.
-    m = memtrain.Module(model, budget="90%", blocks=blocks(model), planner="mimose", sample=batches[3][0],
+    # The weights and their gradients are most of this step's memory: 92%
+    # of the peak (of the plain step in fp32 or bf16, the larger) holds too
+    # few of its activations, and blocks are recomputed.
+    m = memtrain.Module(model, budget="92%", blocks=blocks(model), planner="mimose", sample=batches[3][0],
                         collect_steps=2)
     reports = check_steps(m, batches, lambda m, b: F.cross_entropy(m(b[0]), b[1]), plain)
     for (name, a), b in zip(buffers, m.buffers()):

@@ -570,8 +570,14 @@ void BlockSteps::end_step() {
   if (calibration_round_ >= 0) {
     if (reference_round()) {
       reference_peak_ = std::max(reference_peak_, result.peak);  // the optimizer's state joins it at end_calibration()
-    } else if (!callers_round()) {
-      steps_.observe_sample(batch_.signature, sample_execution(result, model_.size(), 0));
+    }
+    predict::ChainSample sample = sample_execution(result, model_.size(), 0);
+    if (callers_round() && !calibration_samples_.empty()) {
+      // The same input under autocast: the blocks hold what its steps
+      // will, where that is more, before any step has run.
+      calibration_samples_.front() = predict::larger_of(calibration_samples_.front(), sample);
+    } else if (!reference_round()) {
+      calibration_samples_.push_back(std::move(sample));
     }
     // A measurement, not a step: nothing it did survives.
     calibration_buffers_->restore();
@@ -627,6 +633,7 @@ int BlockSteps::begin_calibration() {
   calibration_rng_ = RngSnapshot::capture(default_generator_of(memory_.device()));
   calibration_buffers_ = BufferSnapshot::capture(model_, memory_);
   calibration_live_ = 0;
+  calibration_samples_.clear();
   reference_peak_ = reference_callers_need_ = 0;
   calibration_rounds_ = (budget_.is_share() ? 1 : 0) + steps_.variant_rounds();
   return calibration_rounds_;
@@ -654,6 +661,8 @@ void BlockSteps::end_calibration() {
   calibration_rng_.reset();
   calibration_buffers_.reset();
   if (!batch_.input.defined()) throw UsageError("the sample never called the model's blocks");
+  for (const predict::ChainSample& sample : calibration_samples_) steps_.observe_sample(batch_.signature, sample);
+  calibration_samples_.clear();
   // N% is of the plain step with everything a budget counts: every
   // gradient (allocated for the measurement) and the optimizer's state; or
   // of the least the planner needs, where that is more, so that "100%"

@@ -320,6 +320,9 @@ class BlockSteps {
   std::optional<RngSnapshot> calibration_rng_;
   std::optional<BufferSnapshot> calibration_buffers_;
   Bytes calibration_live_ = 0;
+  // The rounds' measurements of the blocks, observed once calibration
+  // ends: the autocast round's joins the first's (larger_of).
+  std::vector<predict::ChainSample> calibration_samples_;
   Bytes reference_peak_ = 0;  // a share's reference step's peak, before the optimizer's state
   // The caller's code after the blocks in the reference step: its need
   // (calibration's stand-in at first, then the most a step showed, scaled
