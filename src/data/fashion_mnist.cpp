@@ -1,6 +1,8 @@
 #include "data/fashion_mnist.h"
 
+#if MEMTRAIN_HAS_ZLIB
 #include <zlib.h>
+#endif
 #include <cstdlib>
 
 #include "core/error.h"
@@ -16,6 +18,7 @@ std::uint32_t big_endian(const std::vector<std::uint8_t>& b, size_t at) {
 
 }  // namespace
 
+#if MEMTRAIN_HAS_ZLIB
 std::vector<std::uint8_t> read_gzip_file(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) throw DataError("Fashion-MNIST: file '" + path + "' cannot be opened; expected a gzip-compressed IDX file");
@@ -40,6 +43,12 @@ std::vector<std::uint8_t> read_gzip_file(const std::string& path) {
   }
   return out;
 }
+#else
+std::vector<std::uint8_t> read_gzip_file(const std::string& path) {
+  throw UsageError("reading '" + path + "' needs zlib, and this build of memtrain was made without it; install its " +
+                   "headers (Debian: zlib1g-dev; conda: zlib) and build memtrain again");
+}
+#endif
 
 ImageDataset read_fashion_mnist(const std::string& dir, const std::string& split) {
   if (split != "train" && split != "test") {

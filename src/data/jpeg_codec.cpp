@@ -1,6 +1,8 @@
 #include "data/jpeg_codec.h"
 
+#if MEMTRAIN_HAS_TURBOJPEG
 #include <turbojpeg.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +11,8 @@
 #include "core/error.h"
 
 namespace memtrain::data {
+
+#if MEMTRAIN_HAS_TURBOJPEG
 
 namespace {
 
@@ -65,6 +69,26 @@ GrayImage decode_gray_jpeg(const std::vector<std::uint8_t>& jpeg, const std::str
   }
   return image;
 }
+
+#else
+
+namespace {
+
+[[noreturn]] void without_libjpeg_turbo(const std::string& what) {
+  throw UsageError(what +
+                   " needs libjpeg-turbo, and this build of memtrain was made without it; install its headers "
+                   "(Debian: libturbojpeg0-dev; conda: libjpeg-turbo) and build memtrain again");
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> encode_gray_jpeg(const GrayImage&, int) { without_libjpeg_turbo("encoding a JPEG image"); }
+
+GrayImage decode_gray_jpeg(const std::vector<std::uint8_t>&, const std::string& what) {
+  without_libjpeg_turbo("decoding " + what);
+}
+
+#endif
 
 GrayImage resize_square(const GrayImage& image, std::int64_t side) {
   if (side < 1) throw UsageError("resolution " + std::to_string(side) + " px is out of range; expected >= 1");

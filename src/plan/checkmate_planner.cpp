@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdio>
 
+#if MEMTRAIN_HAS_CBC
 #include <coin/Cbc_C_Interface.h>
+#endif
 
 #include "core/error.h"
 #include "core/graph_schedule_interpreter.h"
@@ -111,6 +113,8 @@ GraphPlan plan_graph_exhaustively(const Graph& graph, Bytes budget) {
   best.note = best.feasible ? "exhaustive search" : "no schedule fits the budget";
   return best;
 }
+
+#if MEMTRAIN_HAS_CBC
 
 namespace {
 
@@ -312,5 +316,16 @@ GraphPlan plan_graph(const Graph& graph, Bytes budget, double time_limit) {
   plan.note = plan.proven_optimal ? "proven optimal" : "best found within the time limit";
   return plan;
 }
+
+#else
+
+GraphPlan plan_graph(const Graph& graph, Bytes, double) {
+  graph.validate("graph");
+  throw UsageError(
+      "the graph planner solves a mixed-integer program with COIN-OR CBC, and this build of memtrain was made "
+      "without it; install CBC's headers (Debian: coinor-libcbc-dev; conda: coin-or-cbc) and build memtrain again");
+}
+
+#endif
 
 }  // namespace memtrain::plan

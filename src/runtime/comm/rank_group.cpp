@@ -15,10 +15,10 @@
 #include <thread>
 
 #include <torch/torch.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "core/parse_number.h"
+#include "runtime/comm/gloo_backend.h"
 #include "runtime/comm/tensor_buckets.h"
 
 namespace memtrain::runtime {
@@ -128,7 +128,7 @@ std::string RendezvousHost::failure_of(int rank) const {
 
 struct RankGroup::Impl {
   c10::intrusive_ptr<c10d::TCPStore> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  c10::intrusive_ptr<c10d::Backend> group;
   std::atomic<std::int64_t> collectives{0};
   // The heartbeat: its own thread, so a rank busy computing still beats;
   // one that is killed or stopped does not.
@@ -150,25 +150,18 @@ RankGroup::RankGroup(const RankAddress& address) : address_(address), impl_(std:
                      std::to_string(address.world) + "; expected 0.." + std::to_string(address.world - 1));
   }
   if (!(address.timeout > 0)) throw UsageError("timeout must be > 0 seconds");
+  require_gloo();  // before meeting the others
   const std::string where = address.host + ":" + std::to_string(address.port);
   ignore_broken_pipes();
   try {
     impl_->store = open_store(address.host, address.port, !address.launcher_serves_store && address.rank == 0,
                               address.world, to_ms(address.timeout));
-    auto options = c10d::ProcessGroupGloo::Options::create(to_ms(address.timeout));
-    if (const char* iface = std::getenv("MEMTRAIN_GLOO_IFNAME")) {
-      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
-    } else if (is_loopback(address.host)) {
-      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    } else {
-      options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    }
-    options->threads = 1;  // one collective at a time, in the order they are issued
     StoreBoard board(impl_->store);
     impl_->watch.arrive(board);
     // Beating from here on, a rank that dies while the others wait to meet it is named like any other.
     start_heartbeat();
-    impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, address.rank, address.world, options);
+    impl_->group =
+        make_gloo_backend(impl_->store, address.rank, address.world, to_ms(address.timeout), is_loopback(address.host));
   } catch (const UsageError&) {
     stop_heartbeat();
     throw;
