@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# README command 2: install what is missing, build, run every test; then
+# README command 2: install what is missing, build, run every test; install
+# the module as a PyTorch user does (scripts/pip-install-check.sh); then
 # build the torch-free layers again under AddressSanitizer and UBSan and run
 # their tests there.
 set -euo pipefail
@@ -7,6 +8,8 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j "${MEMTRAIN_JOBS:-2}"
+# A PyTorch user's `pip install .`, not as root, into a fresh environment.
+scripts/pip-install-check.sh
 
 export CCACHE_DIR=${CCACHE_DIR:-${HOME:-/tmp}/.cache/ccache}
 # Paths below the clone are hashed relative to it, so a fresh clone elsewhere
