@@ -316,3 +316,42 @@ def test_a_step_that_cannot_run_ends_and_leaves_the_process_unbudgeted():
         m(ids)
     big = torch.zeros(4 << 20)  # 16 MiB outside a step: never refused
     assert big.numel() == 4 << 20
+
+
+@pytest.mark.parametrize("sparse_layout", [False, True], ids=["dense-embedding", "sparse-embedding"])
+def test_an_embedding_with_sparse_gradients_trains_as_on_the_plain_model(sparse_layout):
+    """nn.Embedding(sparse=True) gives a sparse gradient, counted by its
+    indices and values; SGD steps on it as on the plain model."""
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.emb = torch.nn.Embedding(300, 64, sparse=sparse_layout)
+            self.blocks = torch.nn.ModuleList(
+                [torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU()) for _ in range(3)])
+            self.head = torch.nn.Linear(64, 300)
+
+        def forward(self, ids):
+            h = self.emb(ids)
+            for block in self.blocks:
+                h = block(h)
+            return self.head(h)
+
+    def train(model):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(5):
+            ids = batch(8 + 4 * step, seed=step)
+            loss = lm_loss(model(ids), ids)
+            opt.zero_grad()
+            loss.backward()
+            assert model.emb.weight.grad.is_sparse == sparse_layout
+            opt.step()
+        return [p.detach().clone() for p in model.parameters()]
+
+    plain = train(Net())
+    model = Net()
+    m = memtrain.Module(model, budget="100%", blocks=list(model.blocks), sample=batch(24))
+    got = train(m)
+    assert all(torch.equal(a, b) for a, b in zip(plain, got))
+    assert m.last_step["peak_bytes"] <= m.last_step["budget_bytes"]

@@ -10,6 +10,7 @@
 #include "plan/schedule_builders.h"
 #include "runtime/execution/chain_measurement.h"
 #include "runtime/memory/counting_allocator.h"
+#include "runtime/memory/tensor_bytes.h"
 #include "sim/simulator.h"
 
 namespace memtrain::runtime {
@@ -42,7 +43,7 @@ BlockSteps::~BlockSteps() { cancel(); }
 Bytes BlockSteps::outer_gradient_bytes() const {
   Bytes bytes = 0;
   for (const torch::Tensor& p : outer_parameters_) {
-    if (p.grad().defined()) bytes += static_cast<Bytes>(p.grad().nbytes());
+    bytes += tensor_bytes(p.grad());
   }
   return bytes;
 }
