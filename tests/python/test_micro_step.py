@@ -58,9 +58,11 @@ class Fault:
         raise self.error
 
 
-def loop(model, data, fault=None, use_step=False):
+def loop(model, data, fault=None, use_step=False, bf16=False):
     """AdamW over the updates; the micro-steps through m.step(closure) or a
-    plain loss.backward(). Returns the weights' digests and the reruns."""
+    plain loss.backward(), inside a bfloat16 autocast context where bf16
+    (a micro-step run again runs in the same context). Returns the
+    weights' digests and the reruns."""
     torch.manual_seed(7)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     handle = fault.arm(model.blocks[0]) if fault is not None else None
@@ -75,11 +77,12 @@ def loop(model, data, fault=None, use_step=False):
                 if fault is not None and fault.due("loss"):
                     fault.fire()
                 return loss
-            if use_step:
-                model.step(closure)
-                reruns.append(model.last_step["reruns"])
-            else:
-                closure().backward()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                if use_step:
+                    model.step(closure)
+                    reruns.append(model.last_step["reruns"])
+                else:
+                    closure().backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
     if handle is not None:
@@ -90,11 +93,11 @@ def loop(model, data, fault=None, use_step=False):
 _plain = {}
 
 
-def plain_weights():
-    if "weights" not in _plain:
-        _plain["weights"], _ = loop(NanoGPT(), batches())
+def plain_weights(bf16=False):
+    if bf16 not in _plain:
+        _plain[bf16], _ = loop(NanoGPT(), batches(), bf16=bf16)
         gc.collect()
-    return _plain["weights"]
+    return _plain[bf16]
 
 
 def wrapped(budget="100%"):
@@ -102,18 +105,21 @@ def wrapped(budget="100%"):
     return memtrain.Module(model, budget=budget, blocks=model.blocks, sample=batches()[0][1][:, :-1])
 
 
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("where", ["forward", "loss", "backward"])
 @pytest.mark.parametrize("at", [0, 1, 3])  # an update's first micro-step, its last, the last update's last
-def test_a_micro_step_out_of_memory_anywhere_runs_again_bit_equal(where, at):
+def test_a_micro_step_out_of_memory_anywhere_runs_again_bit_equal(where, at, bf16):
     """torch's out-of-memory error, as a device's allocator raises it, in
     the forward, in the loop's loss or in the backward after the blocks'
     gradients were added to: the micro-step runs again, and the weights
-    are the plain loop's, bit for bit (dropout draws included)."""
+    are the plain loop's, bit for bit (dropout draws included). Under
+    bfloat16 autocast the run again is inside the context the failed run
+    cast the weights in."""
     fault = Fault(where, at, torch.OutOfMemoryError("injected: out of memory"))
-    weights, reruns = loop(wrapped(), batches(), fault, use_step=True)
+    weights, reruns = loop(wrapped(), batches(), fault, use_step=True, bf16=bf16)
     assert fault.fired
     assert reruns == [int(k == at) for k in range(len(reruns))]
-    assert weights == plain_weights()
+    assert weights == plain_weights(bf16)
 
 
 def test_without_failures_step_is_loss_backward():

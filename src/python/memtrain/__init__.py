@@ -289,9 +289,12 @@ class Module(torch.nn.Module):
             # bfloat16 and their float32 copy for the loss) can hold more.
             autocast = _autocast_to_measure(self._device, params) if self._blocks.peers is None else None
             self._head.measuring = True
+            # The rounds in their own precision, whatever autocast the
+            # caller has on (a Module measuring again inside its forward).
+            as_is = contextlib.nullcontext() if autocast is None else _blocks.autocast_off()
             for r in range(rounds + (autocast is not None)):
                 self._native.calibration_round(r)
-                with autocast if r == rounds else contextlib.nullcontext():
+                with autocast if r == rounds else as_is:
                     loss = _blocks.loss_of(self._head.run(lambda: self._model(*args, **kwargs), kwargs))
                 torch.autograd.backward(loss, torch.ones_like(loss))
                 del loss
@@ -541,7 +544,9 @@ def _autocast_to_measure(device, params):
         return None
     if device.type == "cuda" and not torch.cuda.is_bf16_supported():
         return None
-    return torch.autocast(device.type, dtype=torch.bfloat16)
+    # Uncached: inside the caller's autocast, the cache would keep its
+    # casts (and their graphs) until the caller's context ends.
+    return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=False)
 
 
 def _without_cache(model, kwargs):

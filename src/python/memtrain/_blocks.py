@@ -519,9 +519,17 @@ def _autocast_state():
     return [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _autocast_devices()]
 
 
+def autocast_off():
+    """torch.autocast off on every device, whatever the caller has on."""
+    return _autocast_as([(d, False, torch.get_autocast_dtype(d)) for d in _autocast_devices()])
+
+
 class _autocast_as:
+    """torch.autocast per device as `state` says, its cache off as the
+    executor has it for every stage's run (torch.autocast would turn it on)."""
+
     def __init__(self, state):
-        self.contexts = [torch.autocast(d, dtype=dtype, enabled=on) for d, on, dtype in state]
+        self.contexts = [torch.autocast(d, dtype=dtype, enabled=on, cache_enabled=False) for d, on, dtype in state]
 
     def __enter__(self):
         for c in self.contexts:

@@ -201,6 +201,10 @@ class LibTorchBackend : public ScheduleBackend {
     MEMTRAIN_ASSERT(in.defined(), "an available input has a tensor");
     rec_.input_bytes = input_bytes(i, in);
     torch::AutoGradMode grad_on(true);
+    // Casts made afresh, as in forward_no_grad: the cache could hand the
+    // stage a weight's copy cast by an earlier run (a step run again inside
+    // the caller's autocast), from another graph.
+    const AutocastCacheOff uncached;
     ms.leaf[i] = (i == 0 || !in.is_floating_point()) ? in : in.detach().requires_grad_(true);
     ms.started[i] = GraphStart::now();
     c.variant = op.variant;
