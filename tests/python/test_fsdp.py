@@ -273,7 +273,7 @@ def test_a_rank_whose_step_cannot_fit_tells_the_others_why(tmp_path):
     assert got[1][0] == "Infeasible" and got[1][3] == 3, got[1]
     kind, blamed, message, step = got[0]
     assert (kind, blamed) == ("RankFailure", 1), message
-    assert "because rank 1 gave up: step " in message and "needs at least" in message, message
+    assert "because rank 1 gave up: micro-step " in message and "needs at least" in message, message
 
 
 def resume_rank(rank, world, store_file, checkpoint, phase, results):

@@ -17,6 +17,12 @@ namespace memtrain::runtime {
 
 namespace {
 
+// Micro-steps, as a loop that accumulates gradients has several per
+// update: each forward through the model is one.
+std::string micro_step_label(long n) {
+  return "micro-step " + std::to_string(n) + " (the model's forward number " + std::to_string(n) + ")";
+}
+
 // The chain's last stage is the caller's code after the blocks.
 BlockStepsOptions with_callers_stage(BlockStepsOptions options) {
   options.steps.last_stage_is_callers = true;
@@ -115,7 +121,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
     step_.emplace(
         steps_,
         PlannedStep::Start{size, steps_run_,
-                           "step " + std::to_string(steps_run_ + 1) + ": input " + batch_.signature.describe()},
+                           micro_step_label(steps_run_ + 1) + ": input " + batch_.signature.describe()},
         StepGuard(memory_, budget_.bytes(), enforces_budget(), default_generator_of(memory_.device()), &model_));
     try {
       refuse_if_infeasible(size, step_->choice());  // before the step changes anything
@@ -177,12 +183,24 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
     return;
   }
   const Bytes after = steps_.completed(steps_.predictor().predict(size), size, optimistic).stages.back().saved_bytes;
-  throw Infeasible("step " + std::to_string(steps_run_ + 1) + ": input " + batch_.signature.describe() +
-                       " needs at least " + format_bytes(least) + " with planner " + planner().name() +
-                       "'s least-memory schedule (the code after the blocks, the head and the loss, holding " +
-                       format_bytes(after) + " of it), above the budget " + format_bytes(budget_.bytes()) +
-                       "; nothing of this step ran: give a budget of at least " + format_bytes(least) +
-                       " or a smaller input",
+  // What the least is made of, so that a loop can tell which of its own
+  // bytes to cut: what was resident as the step began (the optimizer's
+  // state among it, where the loop's optimizer made it after the budget
+  // was checked) and what its code after the blocks holds.
+  std::string resident = format_bytes(memory_.live()) + " resident as it began (the weights, the gradients";
+  if (optimizer_state_ > 0) resident += ", the optimizer's state of " + format_bytes(optimizer_state_);
+  resident += " and the input)";
+  const std::string late =
+      optimizer_counted_late_ > 0
+          ? "; the optimizer's state was counted at its first update, after the budget was checked: pass the "
+            "optimizer to memtrain.Module(optimizer=) to have a budget that cannot hold it refused at once"
+          : "";
+  throw Infeasible(micro_step_label(steps_run_ + 1) + ": input " + batch_.signature.describe() + " needs at least " +
+                       format_bytes(least) + " with planner " + planner().name() + "'s least-memory schedule, " +
+                       resident + " and " + format_bytes(after) +
+                       " held by the code after the blocks (the head and the loss), above the budget " +
+                       format_bytes(budget_.bytes()) + "; nothing of this step ran: give a budget of at least " +
+                       format_bytes(least) + " or a smaller input" + late,
                    least);
 }
 
@@ -651,6 +669,7 @@ void BlockSteps::observe_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
 void BlockSteps::count_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
   state_bytes = std::max<Bytes>(0, state_bytes);
   optimizer_state_ += state_bytes;
+  optimizer_counted_late_ += state_bytes;
   steps_.observe_between_steps(std::max<Bytes>(0, update_temp_bytes));
   if (budget_.is_share() && budget_.reference() > 0) budget_.set_reference(budget_.reference() + state_bytes);
 }

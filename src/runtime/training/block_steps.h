@@ -296,6 +296,7 @@ class BlockSteps {
   Bytes step_start_live_ = 0;             // device bytes when the running step began
   std::map<std::int64_t, Bytes> needed_;  // by size: the least a finished step peaked above its start
   Bytes optimizer_state_ = 0;             // observe_optimizer()'s state, resident from the first update
+  Bytes optimizer_counted_late_ = 0;      // count_optimizer()'s: the loop's, met at its first update
   // Sharded blocks: the running step's predicted chain, and its schedule
   // simulated on it, kept from block to block (replan_rest_if_over).
   struct Replanning {
