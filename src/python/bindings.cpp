@@ -180,9 +180,9 @@ class PythonBlockSteps {
   }
   BlockSteps& steps() { return *steps_; }
   runtime::DeviceMemory& memory() { return *memory_; }
-  void set_call_parameters(int block, std::vector<torch::Tensor> parameters) {
+  void set_call(int block, std::vector<torch::Tensor> parameters, bool input_needs_gradient) {
     if (block < 0 || block >= static_cast<int>(stages_.size())) throw UsageError("no block " + std::to_string(block));
-    stages_[block]->set_call_parameters(std::move(parameters));
+    stages_[block]->set_call(std::move(parameters), input_needs_gradient);
   }
   // Blocks sharded by FSDP2 (gathered[i] > 0): their stages read their
   // parameters at each forward, and the steps count the gathers.
@@ -429,8 +429,9 @@ void define_block_steps(py::module_& m) {
       // which refuses a caller holding it; a block takes it for its own call.
       // `parameters`: the block's at this call, whose gradients its backward hands back.
       .def("forward",
-           [](PythonBlockSteps& r, int block, const torch::Tensor& x, std::vector<torch::Tensor> parameters) {
-             r.set_call_parameters(block, std::move(parameters));
+           [](PythonBlockSteps& r, int block, const torch::Tensor& x, std::vector<torch::Tensor> parameters,
+              bool input_needs_gradient) {
+             r.set_call(block, std::move(parameters), input_needs_gradient);
              py::gil_scoped_release no_gil;
              return r.steps().forward(block, x);
            })

@@ -38,8 +38,14 @@ class PythonStage : public runtime::StageModule {
   // The parameters of the module's call in this step (those of a
   // functional_call, an adapter added after wrapping): its backward hands
   // their gradients back.
-  void set_call_parameters(std::vector<torch::Tensor> parameters) { call_parameters_ = std::move(parameters); }
+  // Whether the call's input needs a gradient: not where nothing before
+  // the block trains.
+  void set_call(std::vector<torch::Tensor> parameters, bool input_needs_gradient) {
+    call_parameters_ = std::move(parameters);
+    input_needs_gradient_ = input_needs_gradient;
+  }
   std::vector<torch::Tensor> gradient_leaves() override { return call_parameters_; }
+  bool input_needs_gradient() const override { return input_needs_gradient_; }
   // The call's `extras` after its last run: the block's other results.
   std::vector<torch::Tensor> extra_outputs() override { return std::move(extra_outputs_); }
 
@@ -55,6 +61,7 @@ class PythonStage : public runtime::StageModule {
   bool has_buffers_ = false;
   bool fully_sharded_ = false;  // read_parameters_at_each_forward()
   std::vector<torch::Tensor> call_parameters_;
+  bool input_needs_gradient_ = true;
   std::vector<torch::Tensor> extra_outputs_;
 };
 

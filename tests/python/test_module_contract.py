@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import memtrain
+from exact import digest
 from models import MaskedGPT
 
 
@@ -305,6 +306,11 @@ def test_a_frozen_model_and_an_empty_sample_are_refused_by_name():
     frozen = MaskedGPT(layers=4).requires_grad_(False)
     with pytest.raises(memtrain.UsageError, match="every parameter of MaskedGPT is frozen"):
         memtrain.Module(frozen, budget="70%", sample=batch(32))
+    trunk_frozen = MaskedGPT(layers=4)  # only the head trains: the blocks keep nothing
+    trunk_frozen.embed.requires_grad_(False)
+    trunk_frozen.blocks.requires_grad_(False)
+    with pytest.raises(memtrain.UsageError, match="no block of MaskedGPT gets a gradient.*unfreeze a block"):
+        memtrain.Module(trunk_frozen, budget="70%", sample=batch(32))
     with pytest.raises(memtrain.UsageError, match="sample holds an empty tensor"):
         memtrain.Module(MaskedGPT(layers=4), budget="70%", sample=batch(0))
 
@@ -355,3 +361,49 @@ def test_an_embedding_with_sparse_gradients_trains_as_on_the_plain_model(sparse_
     got = train(m)
     assert all(torch.equal(a, b) for a, b in zip(plain, got))
     assert m.last_step["peak_bytes"] <= m.last_step["budget_bytes"]
+
+
+FROZEN = {
+    "embeddings": lambda model: [model.embed],
+    "block 0": lambda model: [model.blocks[0]],
+    "embeddings and block 0": lambda model: [model.embed, model.blocks[0]],
+    "embeddings and blocks 0-2": lambda model: [model.embed, *model.blocks[:3]],
+}
+
+
+@pytest.mark.parametrize("budget", ["least", "100%"])
+@pytest.mark.parametrize("frozen", list(FROZEN))
+def test_frozen_embeddings_and_first_blocks_train_as_on_the_plain_model(frozen, budget):
+    """A frozen prefix (the embeddings, the first blocks, or both, as
+    fine-tuning does): nothing before the first block that trains gets a
+    gradient, the step ends with that block's backward, and every step's
+    gradients equal the plain model's, within the budget, at the least
+    budget (blocks recomputed) and at "100%"."""
+    def model():
+        net = MaskedGPT(layers=4)
+        for part in FROZEN[frozen](net):
+            part.requires_grad_(False)
+        return net
+
+    def steps(net):
+        for step in range(4):
+            ids = batch(16 + 5 * step, seed=step)
+            net.zero_grad(set_to_none=True)
+            torch.manual_seed(step)
+            memtrain.reset_peak()
+            lm_loss(net(ids), ids).backward()
+            yield step, [None if p.grad is None else digest(p.grad) for p in net.parameters()]
+
+    plain = [grads for _, grads in steps(model())]
+    gc.collect()
+    net, sample = model(), batch(32)
+    try:
+        m = memtrain.Module(net, budget=1 if budget == "least" else budget, sample=sample)
+    except memtrain.Infeasible as refused:
+        m = memtrain.Module(net, budget=refused.min_bytes, sample=sample)
+    names = [name for name, _ in net.named_parameters()]
+    for step, grads in steps(m):
+        assert m.last_step["step"] == step + 1, m.last_step
+        assert memtrain.memory_stats()["peak_bytes"] <= m.budget_bytes
+        for name, a, b in zip(names, plain[step], grads):
+            assert a == b, f"step {step}: {name}"

@@ -296,8 +296,14 @@ class Module(torch.nn.Module):
                 self._native.calibration_round(r)
                 with autocast if r == rounds else as_is:
                     loss = _blocks.loss_of(self._head.run(lambda: self._model(*args, **kwargs), kwargs))
+                reached = self._blocks.backwards
                 torch.autograd.backward(loss, torch.ones_like(loss))
                 del loss
+                if self._blocks.backwards == reached:
+                    raise UsageError(
+                        f"no block of {type(self._model).__name__} gets a gradient: their parameters are frozen and "
+                        "nothing before them trains, so they keep nothing for a backward and memtrain has nothing to "
+                        "plan; train the model without memtrain, or unfreeze a block")
                 self._native.end_of_backward()
             if optimizer is not None:
                 self._native.observe_optimizer(*self._measure_optimizer(optimizer))

@@ -154,7 +154,11 @@ class _BlockCall(torch.autograd.Function):
         ctx.blocks = blocks
         ctx.index = index
         ctx.params = params
-        y = blocks.among_peers(lambda: blocks.native.forward(index, x, list(params)), f"block {index}'s forward")
+        y = blocks.among_peers(lambda: blocks.native.forward(index, x, list(params), ctx.needs_input_grad[2]),
+                               f"block {index}'s forward")
+        # Its backward is the step's last where nothing before the block
+        # trains (frozen embeddings and blocks): autograd reaches no other.
+        ctx.ends_step = index == 0 or not ctx.needs_input_grad[2]
         ctx.step = blocks.native.step
         if index == len(blocks.blocks) - 1:
             ctx.guard = _StepGuard(blocks.native, ctx.step)
@@ -188,7 +192,7 @@ class _BlockCall(torch.autograd.Function):
             dx = None
         gradients = blocks.route(ctx.index, ctx.params, leaves, gradients)
         blocks.wall += time.perf_counter() - t0
-        if ctx.index == 0:
+        if ctx.ends_step:
             blocks.backwards += 1
             blocks.finished_wall = blocks.wall  # the step the native steps' last_step() now reports
             # What the rest of this backward reaches (the embeddings') is the step's too.

@@ -205,7 +205,8 @@ class LibTorchBackend : public ScheduleBackend {
     // stage a weight's copy cast by an earlier run (a step run again inside
     // the caller's autocast), from another graph.
     const AutocastCacheOff uncached;
-    ms.leaf[i] = (i == 0 || !in.is_floating_point()) ? in : in.detach().requires_grad_(true);
+    ms.leaf[i] =
+        (i == 0 || !in.is_floating_point()) ? in : in.detach().requires_grad_(model_.stage(i).input_needs_gradient());
     ms.started[i] = GraphStart::now();
     c.variant = op.variant;
     ms.spilled[i] = 0;

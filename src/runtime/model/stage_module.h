@@ -30,6 +30,10 @@ class StageModule : public torch::nn::Module {
   // gradients (StepContext::extra_output_gradients), the backward starts
   // from them with the output's. None by default.
   virtual std::vector<torch::Tensor> extra_outputs() { return {}; }
+  // Whether its input gets a gradient: not where nothing before the stage
+  // needs one (frozen embeddings and blocks), as autograd would compute
+  // none there, nor keep anything for it.
+  virtual bool input_needs_gradient() const { return true; }
 };
 
 }  // namespace memtrain::runtime

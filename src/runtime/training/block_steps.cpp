@@ -527,7 +527,22 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
   last_dx_ = dx;
   block_gradients_ = std::move(taken_.at(block));
   for (auto& taken : taken_) taken = {};  // a replay's, of the blocks after: autograd has them
-  if (block == 0) end_step();
+  if (block > 0 && !model_.stage(block).input_needs_gradient()) {
+    // Nothing before this block trains (frozen embeddings and blocks):
+    // autograd reaches no backward of theirs, which run here, empty.
+    try {
+      for (int below = block - 1; below >= 0; --below) {
+        execution_->set_gradient(torch::Tensor());
+        run_backward_to(below);
+      }
+    } catch (...) {
+      cancel();
+      throw;
+    }
+    end_step();
+  } else if (block == 0) {
+    end_step();
+  }
   return dx;
 }
 
