@@ -248,7 +248,8 @@ def test_blocks_not_called_one_after_another_are_refused():
     model = TwoStacks()
     # The tanh between b's layers: b[1]'s input is not what b[0] returned.
     m = memtrain.Module(model, budget="1GiB", blocks=model.b)
-    with pytest.raises(memtrain.UsageError, match=r"block 1 \(Linear\)'s input is not what block 0 returned"):
+    with pytest.raises(memtrain.UsageError, match=r"block 1 \(Linear\)'s input is not what block 0 returned \(the "
+                                                  "model's code between the two replaced it"):
         m(torch.randn(2, 8, requires_grad=True))
     # a's layers are called one after another: planned, and exact.
     model = TwoStacks()
@@ -312,3 +313,47 @@ def test_the_whole_wrapped_model_under_torch_compile_is_refused():
     torch._dynamo.reset()
     lm_loss(m(batches[0]), batches[0]).backward()  # and the module runs on, uncompiled
     assert m.last_step["step"] == 1
+
+
+class Skipping(nn.Module):
+    """Three layers, the middle one skipped where `skip` (as LayerDrop skips)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
+        self.skip = False
+
+    def forward(self, x):
+        for k, layer in enumerate(self.layers):
+            if not (self.skip and k == 1):
+                x = layer(x)
+        return x
+
+
+@pytest.mark.parametrize("change, words", [
+    ("forward hook", r"block 2 \(Linear\)'s input is not what block 1 returned \(block 1's forward hook "
+                     r"replace_output \(.*test_any_model.py:\d+\) may have replaced it"),
+    ("forward pre-hook", r"block 1 \(Linear\)'s input is not what block 0 returned \(block 1's forward pre-hook "
+                         r"replace_input .* may have replaced it"),
+    ("a skipped layer", r"block 2 was called before block 1 \(the forward skipped it, as LayerDrop skips layers\)"),
+])
+def test_what_replaced_a_blocks_input_is_named(change, words):
+    """A hook that returns a new tensor between two blocks, or a layer the
+    forward skips: the refusal names the hook, with where it is defined,
+    or the skip."""
+    model = Skipping()
+    m = memtrain.Module(model, budget="1GiB", blocks=model.layers)
+
+    def replace_output(module, args, output):
+        return output * 2
+
+    def replace_input(module, args):
+        return (args[0] * 2,)
+    if change == "forward hook":
+        model.layers[1].register_forward_hook(replace_output)
+    elif change == "forward pre-hook":
+        model.layers[1].register_forward_pre_hook(replace_input)
+    else:
+        model.skip = True
+    with pytest.raises(memtrain.UsageError, match=words):
+        m(torch.randn(2, 8, requires_grad=True))

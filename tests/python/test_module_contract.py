@@ -407,3 +407,21 @@ def test_frozen_embeddings_and_first_blocks_train_as_on_the_plain_model(frozen, 
         assert memtrain.memory_stats()["peak_bytes"] <= m.budget_bytes
         for name, a, b in zip(names, plain[step], grads):
             assert a == b, f"step {step}: {name}"
+
+
+@pytest.mark.parametrize("part, words", [
+    (lambda model: [model.lm_head], "block 0 \\(Linear\\) is the model's output head"),
+    (lambda model: [model.model.embed_tokens], "block 0 \\(Embedding\\) is the model's input embeddings"),
+    (lambda model: [model.model], "block 0 \\(LlamaModel\\) holds the model's input embeddings"),
+    (lambda model: list(model.model.layers) + [model.lm_head], "block 4 \\(Linear\\) is the model's output head"),
+], ids=["head", "embeddings", "trunk", "layers-and-head"])
+def test_blocks_that_are_the_models_head_or_embeddings_are_refused_by_name(part, words):
+    """transformers names its models' ends: a block that is one, or holds
+    one, is refused at construction, naming the blocks memtrain finds."""
+    pytest.importorskip("transformers")
+    from models import llama
+    model = llama()
+    ids = batch(16)
+    with pytest.raises(memtrain.UsageError, match=words + ".*memtrain finds 4 in LlamaForCausalLM: model.layers.0 "
+                                                          "\\.\\. model.layers.3"):
+        memtrain.Module(model, budget="70%", blocks=part(model), sample=ids)

@@ -73,7 +73,41 @@ def blocks_of(model, blocks):
         if any(block is b for b in blocks[:i]):
             raise _native.UsageError(f"block {i} ({type(block).__name__}) is listed twice; each block runs once "
                                      "per forward")
+        for role, part in _ends_of(model):
+            if part is block or any(part is m for m in block.modules()):
+                raise _native.UsageError(
+                    f"block {i} ({type(block).__name__}) {'is' if part is block else 'holds'} the model's {role} "
+                    f"({type(part).__name__}); blocks are the repeated layers between the embeddings and the head"
+                    f"{_found_blocks_hint(model)}")
     return blocks
+
+
+def _callable_name(f):
+    code = getattr(f, "__code__", None)
+    name = getattr(f, "__name__", None) or type(f).__name__
+    return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code is not None else name
+
+
+def _ends_of(model):
+    """The model's input embeddings and output head, where it names them
+    (transformers' get_input_embeddings and get_output_embeddings)."""
+    for role, getter in (("input embeddings", "get_input_embeddings"), ("output head", "get_output_embeddings")):
+        try:
+            part = getattr(model, getter)() if callable(getattr(model, getter, None)) else None
+        except (NotImplementedError, AttributeError):
+            part = None
+        if isinstance(part, torch.nn.Module):
+            yield role, part
+
+
+def _found_blocks_hint(model):
+    try:
+        found = find_blocks(model)
+    except _native.UsageError:
+        return ""
+    names = {id(m): n for n, m in model.named_modules()}
+    first, last = names.get(id(found[0]), "?"), names.get(id(found[-1]), "?")
+    return f" (memtrain finds {len(found)} in {type(model).__name__}: {first} .. {last}; leave blocks= out to use them)"
 
 
 def _primary(result, where):
@@ -325,8 +359,9 @@ class BlockSteps:
             self.wall = 0.0
         elif not _same_tensor(x, self.last_output):
             raise _native.UsageError(
-                f"{where}'s input is not what block {i - 1} returned; memtrain plans blocks that the forward calls "
-                "one after another, each on the output of the one before (pass blocks= the ones that are)")
+                f"{where}'s input is not what block {i - 1} returned{self.what_came_between(i)}; memtrain plans "
+                "blocks that the forward calls one after another, each on the output of the one before (pass blocks= "
+                "the ones that are)")
         if i == 0 and not any(self.sharded):  # FSDP2 swaps sharded and gathered parameters by design
             self.step_parameters = self.model_parameters()
             self.swapped = None
@@ -357,6 +392,22 @@ class BlockSteps:
         self.templates[i] = _CALLED  # its first run's results, which the template holds, are let go
         result = rebuild(y)
         return _replace_tensors(result, replacements) if replacements else result
+
+    def what_came_between(self, i):
+        """What may have replaced block i - 1's output before block i
+        took it: hooks that return a new tensor, named, or else the
+        model's own code between the two."""
+        hooks = [(f"block {i - 1}'s forward hook", h) for h in self.blocks[i - 1]._forward_hooks.values()]
+        hooks += [(f"block {i}'s forward pre-hook", h) for h in self.blocks[i]._forward_pre_hooks.values()]
+        hooks += [("a global forward hook", h) for h in torch.nn.modules.module._global_forward_hooks.values()]
+        hooks += [("a global forward pre-hook", h)
+                  for h in torch.nn.modules.module._global_forward_pre_hooks.values()]
+        if hooks:
+            named = ", ".join(f"{kind} {_callable_name(h)}" for kind, h in hooks)
+            return (f" ({named} may have replaced it: memtrain's blocks take hooks that only look, returning None; "
+                    "move one that changes the tensor into the block's forward)")
+        return (" (the model's code between the two replaced it: an operation on the hidden states between layers, "
+                "a layer skipped as LayerDrop skips one, or the layers run under torch.no_grad())")
 
     def parameters_of(self, i, named):
         """Block i's parameters at this call (`named`: those a

@@ -259,10 +259,11 @@ torch::Tensor BlockSteps::forward(int block, const torch::Tensor& input) {
   if (block == 0) {
     begin_step(input);
   } else if (!execution_ || forwarded_ != block - 1) {
-    throw UsageError(
-        "block " + std::to_string(block) + " was called " +
-        (execution_ && forwarded_ >= block ? "again in one forward" : "before block " + std::to_string(block - 1)) +
-        "; memtrain plans blocks that the model's forward calls once each, in order");
+    throw UsageError("block " + std::to_string(block) + " was called " +
+                     (execution_ && forwarded_ >= block ? "again in one forward"
+                                                        : "before block " + std::to_string(block - 1) +
+                                                              " (the forward skipped it, as LayerDrop skips layers)") +
+                     "; memtrain plans blocks that the model's forward calls once each, in order");
   }
   try {
     run_forward_to(block);
