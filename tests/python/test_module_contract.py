@@ -425,3 +425,23 @@ def test_blocks_that_are_the_models_head_or_embeddings_are_refused_by_name(part,
     with pytest.raises(memtrain.UsageError, match=words + ".*memtrain finds 4 in LlamaForCausalLM: model.layers.0 "
                                                           "\\.\\. model.layers.3"):
         memtrain.Module(model, budget="70%", blocks=part(model), sample=ids)
+
+
+def test_a_loss_on_an_intermediate_blocks_output_trains_within_rounding():
+    """distillation's loss on a hidden state between blocks: the gradient
+    reaching that output is summed in another order than autograd's, so
+    the gradients equal the plain model's within rounding (docs: Limits)."""
+    pytest.importorskip("transformers")
+    from models import llama
+
+    def grads(net):
+        ids = batch(20, rows=2)
+        torch.manual_seed(1)  # the same attention dropout
+        out = net(input_ids=ids, output_hidden_states=True)
+        (out.logits.float().logsumexp(-1).mean() + out.hidden_states[2].pow(2).mean()).backward()
+        return [p.grad for p in net.parameters()]
+
+    plain = grads(llama())
+    m = memtrain.Module(llama(), budget="100%", sample={"input_ids": batch(20, rows=2)}, chunked_loss=False)
+    for k, (a, b) in enumerate(zip(plain, grads(m))):
+        assert b is not None and torch.allclose(a, b, rtol=1e-5, atol=1e-6 * a.abs().max().item()), k
