@@ -9,7 +9,8 @@ of its own so that a death by a signal shows:
   accepted case's gradients equal the plain model's, bit for bit;
 - the Python module under what users do to a model, one to three things
   at once (adapters added to it after wrapping, a low-rank adapter, parts
-  frozen, torch.func.functional_call, bfloat16 autocast, accumulation,
+  frozen, torch.func.functional_call, bfloat16 autocast around the forward
+  or the whole micro-step, accumulation,
   m.step(closure), a copy of the model trained beside it, Ctrl-C in a
   block's backward, wrapping it again after unwrap()): each as on the
   plain model, bit for bit, with an interrupt reaching the loop as raised.
@@ -158,7 +159,7 @@ data = [[torch.randint(0, VOCAB, (2, n), generator=g) for n in lengths] for leng
 micro = 2 if "accumulate" in actions else 1
 
 def loss_of(model, ids, params=None):
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled="bf16" in actions):
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled="bf16" in actions or "autocast-span" in actions):
         logits = torch.func.functional_call(model, params, (ids,)) if params is not None else model(ids)
     return F.cross_entropy(logits[:, :-1].float().flatten(0, 1), ids[:, 1:].flatten()) / micro
 
@@ -171,6 +172,31 @@ def change(model, step):
         for p in list(model.embed.parameters()) + list(model.blocks[0].parameters()):
             p.requires_grad_(False)
 
+def micro_step(model, ids, params, wrapped, first):
+    if "interrupt" in actions and wrapped and first:
+        # Ctrl-C in a block's backward, at an update's start: the loop
+        # catches it, puts the generator back and runs the micro-batch again.
+        def stop(grad):
+            raise KeyboardInterrupt
+        rng = torch.get_rng_state()
+        weight = params["blocks.1.fc2.weight"] if params is not None else model.blocks[1].fc2.weight
+        handle = weight.register_hook(stop)
+        try:
+            loss_of(model, ids, params).backward()
+            raise AssertionError("the interrupt did not reach the loop")
+        except KeyboardInterrupt:
+            pass
+        handle.remove()
+        model.zero_grad(set_to_none=True)
+        if params is not None:
+            for t in params.values():
+                t.grad = None
+        torch.set_rng_state(rng)
+    if "step" in actions and wrapped:
+        model.step(lambda: loss_of(model, ids, params))
+    else:
+        loss_of(model, ids, params).backward()
+
 def train(model, wrapped):
     torch.manual_seed(3)
     seen, twin = [], copy.deepcopy(model) if "copy" in actions else None
@@ -179,29 +205,9 @@ def train(model, wrapped):
         params = ({n: p.detach().clone().requires_grad_(p.requires_grad) for n, p in model.named_parameters()}
                   if "functional" in actions else None)
         for ids in update[:micro]:
-            if "interrupt" in actions and wrapped and step == 1 and ids is update[0]:
-                # Ctrl-C in a block's backward, at an update's start: the loop
-                # catches it, puts the generator back and runs the micro-batch again.
-                def stop(grad):
-                    raise KeyboardInterrupt
-                rng = torch.get_rng_state()
-                weight = params["blocks.1.fc2.weight"] if params is not None else model.blocks[1].fc2.weight
-                handle = weight.register_hook(stop)
-                try:
-                    loss_of(model, ids, params).backward()
-                    raise AssertionError("the interrupt did not reach the loop")
-                except KeyboardInterrupt:
-                    pass
-                handle.remove()
-                model.zero_grad(set_to_none=True)
-                if params is not None:
-                    for t in params.values():
-                        t.grad = None
-                torch.set_rng_state(rng)
-            if "step" in actions and wrapped:
-                model.step(lambda: loss_of(model, ids, params))
-            else:
-                loss_of(model, ids, params).backward()
+            # autocast-span: the whole micro-step (its backward, a run again) inside one autocast context
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled="autocast-span" in actions):
+                micro_step(model, ids, params, wrapped, first=step == 1 and ids is update[0])
         if twin is not None:  # a copy trained beside it: its own, reaching neither the model nor memtrain
             loss_of(twin, update[0]).backward()
             twin.zero_grad(set_to_none=True)
@@ -227,14 +233,19 @@ print(json.dumps({"exact": got == plain, "steps": len(got)}))
 '''
 
 USER_ACTIONS = ["adapters", "low-rank", "freeze", "functional", "bf16", "accumulate", "step", "copy", "interrupt",
-                "rewrap"]
+                "rewrap", "autocast-span"]
+
+
+# Drawn every time beside the random ones: a micro-step run again inside
+# the autocast context its failed run cast the weights in.
+PINNED_ACTIONS = [["autocast-span", "interrupt"], ["autocast-span", "step", "accumulate"]]
 
 
 def test_what_users_do_to_a_model_trains_as_the_plain_model():
     here = os.path.dirname(os.path.abspath(__file__))
     rng = random.Random(3)
-    for case_number in range(max(4, CASES // 2)):
-        actions = rng.sample(USER_ACTIONS, rng.randint(1, 3))
+    drawn = [rng.sample(USER_ACTIONS, rng.randint(1, 3)) for _ in range(max(4, CASES // 2))]
+    for case_number, actions in enumerate(PINNED_ACTIONS + drawn):
         out = subprocess.run([sys.executable, "-c", USER_CASE, json.dumps(actions), here], capture_output=True,
                              text=True, timeout=180)
         where = f"case {case_number}: {actions} -> {out.returncode}: {(out.stdout + out.stderr)[-900:]}"
