@@ -90,11 +90,14 @@ grep -q "memtrain.Module" "$work/example.py"
   echo "$1/packages" >"$site/torch-environment.pth"
   venv/bin/python -m pip install -q --no-cache-dir --upgrade pip  # -C needs pip 23.1
   venv/bin/python -c "import torch; print(\"pip-install-check: torch\", torch.__version__)"
+  # What a machine without the system packages finds: no zlib, no
+  # nlohmann-json (its wheel instead), no pkg-config, no ccache.
+  as_a_bare_machine=(-C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON
+    -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON
+    -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON -C cmake.define.MEMTRAIN_CCACHE=OFF)
   start=$(date +%s)
   venv/bin/python -m pip install -q --no-cache-dir \
-    -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON \
-    -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
-    -C build-dir="$1/build" ./src
+    "${as_a_bare_machine[@]}" -C build-dir="$1/build" ./src
   echo "pip-install-check: pip install . took $(( $(date +%s) - start )) s"
   # Built without the libraries it was not given: each part left out.
   for part in CBC TURBOJPEG ZLIB GLOO; do
@@ -106,9 +109,7 @@ grep -q "memtrain.Module" "$work/example.py"
     ../venv/bin/python ../example.py)
   # A wheel of it installs into another environment with the same torch, compiling nothing.
   venv/bin/python -m pip wheel -q --no-cache-dir --no-deps -w wheels \
-    -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON \
-    -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
-    -C build-dir="$1/build" ./src
+    "${as_a_bare_machine[@]}" -C build-dir="$1/build" ./src
   "$2" -m venv other
   echo "$1/packages" >"$(other/bin/python -c "import sysconfig; print(sysconfig.get_paths()[\"purelib\"])")/torch-environment.pth"
   PATH=/nonexistent other/bin/python -m pip install -q --no-index --no-deps wheels/memtrain-*.whl

@@ -8,14 +8,13 @@
 #include "core/error.h"
 #include "core/seconds_since.h"
 #include "runtime/comm/tensor_buckets.h"
+#include "runtime/memory/tensor_bytes.h"
 
 namespace memtrain::runtime {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-Bytes bytes_of(const torch::Tensor& t) { return static_cast<Bytes>(t.nbytes()); }
 
 // An ordered sum's partial sums arrive in chunks, into one buffer the worker
 // reuses for every piece: as large as a piece between 64 KiB (tight budgets,
@@ -30,7 +29,7 @@ std::vector<RankGradientSums::Bucket> RankGradientSums::cut(
   std::vector<Bytes> stage_bytes;
   for (const auto& weights : stage_weights) {
     Bytes b = 0;
-    for (const torch::Tensor& w : weights) b += bytes_of(w);
+    for (const torch::Tensor& w : weights) b += tensor_bytes(w);
     stage_bytes.push_back(b);
   }
   std::vector<int> firsts;
@@ -47,7 +46,7 @@ std::vector<RankGradientSums::Bucket> RankGradientSums::cut(
     for (int s = first; s < above; ++s) {
       for (const torch::Tensor& w : stage_weights[s]) {
         b.weights.push_back(w);
-        b.bytes += bytes_of(w);
+        b.bytes += tensor_bytes(w);
       }
     }
     b.pieces = tensor_buckets(b.weights, piece_bytes);
@@ -68,7 +67,7 @@ Bytes RankGradientSums::reserve_of(const std::vector<Bucket>& buckets, Bytes pie
     Bytes held = 0;  // the bucket's copies
     for (const auto& piece : b.pieces) {
       Bytes bytes = 0;
-      for (std::size_t i : piece) bytes += bytes_of(b.weights[i]);
+      for (std::size_t i : piece) bytes += tensor_bytes(b.weights[i]);
       const Bytes copy = piece.size() > 1 ? bytes : 0;  // one weight travels in place
       largest_copy = std::max(largest_copy, copy);
       held += copy;
