@@ -492,7 +492,10 @@ class Module(torch.nn.Module):
             self._calibrate(args, kwargs)
         except Infeasible as chunked:
             raise chunked from refused
-        return self.forward(*args, **kwargs)
+        # Module's own forward, not self.forward: accelerate sets the
+        # latter to its autocast-decorated wrapper, whose one context
+        # object, entered again inside itself, would leave autocast on.
+        return Module.forward(self, *args, **kwargs)
 
     def step(self, closure, retries=2):
         """One micro-step that memtrain can run again whole: closure()
