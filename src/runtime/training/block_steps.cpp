@@ -699,6 +699,10 @@ void BlockSteps::end_calibration() {
   if (!batch_.input.defined()) throw UsageError("the sample never called the model's blocks");
   for (const predict::ChainSample& sample : calibration_samples_) steps_.observe_sample(batch_.signature, sample);
   calibration_samples_.clear();
+  // What stays resident, before the least is taken for "N%": the chain
+  // the reference is planned on is the one the budget is checked on.
+  steps_.observe_resident(calibration_live_ + optimizer_state_, batch_.bytes(), batch_.signature.size);
+  steps_.note_size(batch_.signature.size);
   // N% is of the plain step with everything a budget counts: every
   // gradient (allocated for the measurement) and the optimizer's state; or
   // of the least the planner needs, where that is more, so that "100%"
@@ -718,8 +722,6 @@ void BlockSteps::end_calibration() {
     }
     budget_.set_reference(reference);
   }
-  steps_.observe_resident(calibration_live_ + optimizer_state_, batch_.bytes(), batch_.signature.size);
-  steps_.note_size(batch_.signature.size);
   refuse_below_least(steps_, largest_chain(), budget_.bytes(), batch_.signature);
 }
 
