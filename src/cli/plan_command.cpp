@@ -200,7 +200,7 @@ int run_plan(const std::vector<std::string>& args) {
 
   const Chain chain = read_plannable_chain(chain_path);
   const Chain largest = largest_path.empty() ? chain : read_plannable_chain(largest_path);
-  plan::check_weights_placement(*planner, chain.weights_on_host, "a chain with \"weights_on_host\": true");
+  plan::check_weights_placement(planner->name(), chain.weights_on_host, "a chain with \"weights_on_host\": true");
   const Bytes keep_all_peak = plan::keep_everything_peak(chain);
   const Bytes budget = spec.resolve(keep_all_peak);
   const Plan p = planner->plan({chain, budget, &largest});

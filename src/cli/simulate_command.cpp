@@ -133,7 +133,7 @@ int run_simulate(const std::vector<std::string>& args) {
   chain.reduction = {};
   links.apply(chain);
   chain.weights_on_host = chain.weights_on_host || weights.on_host;
-  plan::check_weights_placement(*planner, chain.weights_on_host, "--weights-on host");
+  plan::check_weights_placement(planner->name(), chain.weights_on_host, "--weights-on host");
   // N% of the step with nothing recomputed and nothing swapped.
   Chain on_device = chain;
   on_device.weights_on_host = false;

@@ -164,7 +164,8 @@ int run_stalls(const std::vector<std::string>& args) {
   runtime::StallOptions options;
   options.trainer.planner = flags.text("planner", "none");
   options.trainer.planner_options = parse_planner_options(flags);
-  plan::make_planner(options.trainer.planner, options.trainer.planner_options);
+  plan::planner_traits(options.trainer.planner);  // an unknown planner names the known ones
+  plan::check_planner_options(options.trainer.planner_options);
   options.trainer.budget = parse_budget(flags.text("budget", "100%"), "--budget");
   options.trainer.seed = static_cast<std::uint64_t>(flags.integer("seed", 1, 0, INT64_MAX));
   const std::int64_t batch = flags.integer("batch", 32, 1, 65536);

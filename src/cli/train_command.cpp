@@ -155,8 +155,9 @@ void read_training_options(Flags& flags, TrainRequest& r) {
   options.weights_on_host = weights.on_host;
   options.micro_batches = weights.micro_batches;
   // A bad name or weight placement is refused before data loads.
-  const auto planner = plan::make_planner(options.planner, options.planner_options);
-  plan::check_weights_placement(*planner, weights.on_host, "--weights-on host");
+  const plan::PlannerTraits& planner = plan::planner_traits(options.planner);
+  plan::check_planner_options(options.planner_options);
+  plan::check_weights_placement(options.planner, weights.on_host, "--weights-on host");
   options.budget =
       parse_budget(flags.text("budget", r.workload.model.rfind("resnet", 0) == 0 ? "75%" : "50%"), "--budget");
   options.seed = static_cast<std::uint64_t>(flags.integer("seed", 1, 0, INT64_MAX));
@@ -170,7 +171,7 @@ void read_training_options(Flags& flags, TrainRequest& r) {
   Chain calibrated;
   if (flags.has("calibration")) calibrated = read_chain_file(flags.text("calibration", ""));
   const LinkFlags link = parse_link_flags(flags);
-  if (link.given() && !runtime::needs_host_link(*planner, weights.on_host)) {
+  if (link.given() && !runtime::needs_host_link(planner, weights.on_host)) {
     throw UsageError(
         "train: the host link's bandwidth (--bandwidth, --d2h-bandwidth, --h2d-bandwidth) is for "
         "planners that copy to host memory (swap, tensile) or --weights-on host; planner " +
@@ -181,7 +182,7 @@ void read_training_options(Flags& flags, TrainRequest& r) {
   options.host_to_device_bandwidth = calibrated.host_to_device_bandwidth;
   // Plans that copy to the host need the link's bandwidth: measured here, as
   // `calibrate` does, when neither --bandwidth nor --calibration gives it.
-  r.measure_link = runtime::needs_host_link(*planner, options.weights_on_host) &&
+  r.measure_link = runtime::needs_host_link(planner, options.weights_on_host) &&
                    !(options.device_to_host_bandwidth > 0 && options.host_to_device_bandwidth > 0);
 }
 

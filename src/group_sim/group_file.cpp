@@ -70,7 +70,7 @@ GroupSpec read_group_file(const std::string& path) {
     job.chain = read_chain_file(chain[0] == '/' ? chain : folder_of(path) + chain);
     job.label = text_field(j, "label", chain, where);
     job.planner = text_field(j, "planner", "mimose", where);
-    plan::make_planner(job.planner);  // an unknown name is refused here, naming the known ones
+    plan::planner_traits(job.planner);  // an unknown name is refused here, naming the known ones
     job.steps = whole_field(j, "steps", true, 1, 1, 1000000000, where);
     job.start = number_field(j, "start_seconds", false, 0, where);
     job.overhead = number_field(j, "overhead_seconds", false, 0, where);

@@ -8,7 +8,8 @@ namespace memtrain::plan {
 class AllPlanner : public Planner {
  public:
   std::string name() const override { return "all"; }
-  bool recomputes_locally() const override { return true; }  // each stage on its own
+  static constexpr PlannerTraits kTraits{.local_recompute = PlannerTraits::LocalRecompute::Always};
+  const PlannerTraits& traits() const override { return kTraits; }
   Plan plan(const PlanRequest& request) override;
 };
 

@@ -7,8 +7,9 @@ namespace memtrain::plan {
 class NonePlanner : public Planner {
  public:
   std::string name() const override { return "none"; }
-  bool recomputes_locally() const override { return true; }  // each stage on its own
-  bool respects_budget() const override { return false; }
+  static constexpr PlannerTraits kTraits{.respects_budget = false,
+                                         .local_recompute = PlannerTraits::LocalRecompute::Always};
+  const PlannerTraits& traits() const override { return kTraits; }
   Plan plan(const PlanRequest& request) override;
 };
 

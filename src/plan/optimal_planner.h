@@ -23,8 +23,15 @@ class OptimalPlanner : public Planner {
     dp_.set_local_recompute(options.local_recompute);
   }
   std::string name() const override { return variants_ ? "joint" : offloads_ ? "optimal-offload" : "optimal"; }
-  bool uses_variants() const override { return variants_; }
-  bool recomputes_locally() const override { return options_.local_recompute; }
+  static constexpr PlannerTraits kOptimalTraits{.local_recompute = PlannerTraits::LocalRecompute::WhenAsked};
+  static constexpr PlannerTraits kJointTraits{.uses_variants = true,
+                                              .local_recompute = PlannerTraits::LocalRecompute::WhenAsked};
+  static constexpr PlannerTraits kOffloadTraits{.uses_host_link = true,
+                                                .local_recompute = PlannerTraits::LocalRecompute::WhenAsked};
+  const PlannerTraits& traits() const override {
+    return variants_ ? kJointTraits : offloads_ ? kOffloadTraits : kOptimalTraits;
+  }
+  bool recomputes_locally() const override { return traits().recomputes_locally(options_); }
   Plan plan(const PlanRequest& request) override;
 
   // The table of the last plan, and its value: the DP's own time for the

@@ -31,29 +31,52 @@ struct PlannerOptions {
   bool local_recompute = false;
 };
 
+// What a planner can do, as data: the registry answers it for a planner's
+// name without building one (registry.h), and each planner's traits()
+// return the same constant.
+struct PlannerTraits {
+  // Whether its schedules recompute a stage only right before the stage's
+  // own backward (PlannerOptions::local_recompute): never, always (each
+  // stage on its own), or where the options ask it.
+  enum class LocalRecompute { Never, Always, WhenAsked };
+
+  // False for planners that ignore the budget (`none`): the trainer then
+  // runs them without enforcing it and counts violations instead.
+  bool respects_budget = true;
+  // True for planners that choose operator variants (`joint`): the trainer
+  // then measures every variant while it collects.
+  bool uses_variants = false;
+  // True for planners that only plan weights in host memory (`swap-naive`).
+  bool needs_weights_on_host = false;
+  // True for planners that can plan weights in host memory (their schedules
+  // fetch and drop weights): `swap` and `swap-naive`.
+  bool plans_weights_on_host = false;
+  // True for planners whose schedules may move tensors over the host link
+  // (offloads, swaps), which they plan with its bandwidth: without one they
+  // plan no copies. Front ends measure the link for them when none is given.
+  bool uses_host_link = false;
+  LocalRecompute local_recompute = LocalRecompute::Never;
+
+  bool recomputes_locally(const PlannerOptions& options) const {
+    return local_recompute == LocalRecompute::Always ||
+           (local_recompute == LocalRecompute::WhenAsked && options.local_recompute);
+  }
+};
+
 class Planner {
  public:
   virtual ~Planner() = default;
   virtual std::string name() const = 0;
-  // False for planners that ignore the budget (`none`): the trainer then
-  // runs them without enforcing it and counts violations instead.
-  virtual bool respects_budget() const { return true; }
-  // True for planners that choose operator variants (`joint`): the trainer
-  // then measures every variant while it collects.
-  virtual bool uses_variants() const { return false; }
-  // True for planners that only plan weights in host memory (`swap-naive`).
-  virtual bool needs_weights_on_host() const { return false; }
-  // True for planners that can plan weights in host memory (their schedules
-  // fetch and drop weights): `swap` and `swap-naive`.
-  virtual bool plans_weights_on_host() const { return needs_weights_on_host(); }
-  // True for planners whose schedules may move tensors over the host link
-  // (offloads, swaps), which they plan with its bandwidth: without one they
-  // plan no copies. Front ends measure the link for them when none is given.
-  virtual bool uses_host_link() const { return plans_weights_on_host(); }
-  // True for planners whose schedules recompute a stage only right before
-  // its own backward (PlannerOptions::local_recompute).
-  virtual bool recomputes_locally() const { return false; }
+  virtual const PlannerTraits& traits() const = 0;
   virtual Plan plan(const PlanRequest& request) = 0;
+
+  bool respects_budget() const { return traits().respects_budget; }
+  bool uses_variants() const { return traits().uses_variants; }
+  bool needs_weights_on_host() const { return traits().needs_weights_on_host; }
+  bool plans_weights_on_host() const { return traits().plans_weights_on_host; }
+  bool uses_host_link() const { return traits().uses_host_link; }
+  // With the options it was made with, where they decide.
+  virtual bool recomputes_locally() const { return traits().recomputes_locally(PlannerOptions{}); }
 };
 
 }  // namespace memtrain::plan

@@ -11,6 +11,8 @@ namespace memtrain::plan {
 class SqrtPlanner : public Planner {
  public:
   std::string name() const override { return "sqrt"; }
+  static constexpr PlannerTraits kTraits{};
+  const PlannerTraits& traits() const override { return kTraits; }
   Plan plan(const PlanRequest& request) override;
 
   // First stage of each segment for a chain of `stages` stages.

@@ -14,7 +14,8 @@ namespace memtrain::plan {
 class StaticPlanner : public Planner {
  public:
   std::string name() const override { return "static"; }
-  bool recomputes_locally() const override { return true; }  // each stage on its own
+  static constexpr PlannerTraits kTraits{.local_recompute = PlannerTraits::LocalRecompute::Always};
+  const PlannerTraits& traits() const override { return kTraits; }
   Plan plan(const PlanRequest& request) override;
 
  private:

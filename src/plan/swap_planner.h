@@ -28,7 +28,8 @@ class SwapPlanner : public Planner {
   explicit SwapPlanner(PlannerOptions options = {})
       : optimal_(options), exact_offload_(options, false, true), grouped_(options) {}
   std::string name() const override { return "swap"; }
-  bool plans_weights_on_host() const override { return true; }
+  static constexpr PlannerTraits kTraits{.plans_weights_on_host = true, .uses_host_link = true};
+  const PlannerTraits& traits() const override { return kTraits; }
   Plan plan(const PlanRequest& request) override;
 
   static constexpr int kLargerBudgets = 16;      // candidates above the budget

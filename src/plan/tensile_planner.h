@@ -21,7 +21,8 @@ namespace memtrain::plan {
 class TensilePlanner : public Planner {
  public:
   std::string name() const override { return "tensile"; }
-  bool uses_host_link() const override { return true; }
+  static constexpr PlannerTraits kTraits{.uses_host_link = true};
+  const PlannerTraits& traits() const override { return kTraits; }
   Plan plan(const PlanRequest& request) override;
 };
 

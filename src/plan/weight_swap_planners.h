@@ -18,7 +18,8 @@ class GroupedSwapPlanner : public Planner {
  public:
   explicit GroupedSwapPlanner(PlannerOptions options = {}) : options_(options) {}
   std::string name() const override { return "swap"; }
-  bool plans_weights_on_host() const override { return true; }
+  static constexpr PlannerTraits kTraits{.plans_weights_on_host = true, .uses_host_link = true};
+  const PlannerTraits& traits() const override { return kTraits; }
   Plan plan(const PlanRequest& request) override;
 
  private:
@@ -29,7 +30,9 @@ class PerLayerSwapPlanner : public Planner {
  public:
   explicit PerLayerSwapPlanner(PlannerOptions options = {}) : options_(options) {}
   std::string name() const override { return "swap-naive"; }
-  bool needs_weights_on_host() const override { return true; }
+  static constexpr PlannerTraits kTraits{
+      .needs_weights_on_host = true, .plans_weights_on_host = true, .uses_host_link = true};
+  const PlannerTraits& traits() const override { return kTraits; }
   Plan plan(const PlanRequest& request) override;
 
  private:

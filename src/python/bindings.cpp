@@ -135,7 +135,7 @@ BlockStepsOptions options_of(runtime::DeviceMemory& memory, const py::object& bu
   runtime::check_step_planner_options(options.steps);
   if (!bandwidth.is_none()) {
     options.steps.device_to_host_bandwidth = options.steps.host_to_device_bandwidth = bandwidth_of(bandwidth);
-  } else if (runtime::needs_host_link(*plan::make_planner(planner), false)) {
+  } else if (runtime::needs_host_link(plan::planner_traits(planner), false)) {
     // As `memtrain train` does: plans that copy to the host need the
     // link's speed. A smaller probe than the CLI's: the steps' own copies refine it.
     const runtime::LinkRates link = runtime::measure_link(memory, Bytes(16) << 20, runtime::kDefaultLinkRepeats);
@@ -165,7 +165,7 @@ class PythonBlockSteps {
     auto boundary = std::make_shared<GradientBoundary>();
     modules.push_back(boundary);
     stage_names.push_back("after the blocks");
-    if (device != "cpu" && plan::make_planner(planner)->uses_host_link()) {
+    if (device != "cpu" && plan::planner_traits(planner).uses_host_link) {
       // Its copies crash on CUDA worker threads inside the module's backward
       // (a segmentation fault on an H200); `memtrain train` runs it there.
       throw UsageError("planner '" + planner + "' copies to host memory, which memtrain.Module does not do on " +

@@ -31,7 +31,7 @@ ProfileMethod parse_profile_method(const std::string& name, const std::string& d
     throw UsageError("method '" + name + "' is unknown; " + valid);
   }
   if (m.planner == "none") throw UsageError("method '" + name + "' checkpoints nothing; use the method none");
-  plan::make_planner(m.planner, {});  // an unknown planner names the known ones
+  plan::planner_traits(m.planner);  // an unknown planner names the known ones
   m.budget = budget;
   return m;
 }

@@ -109,7 +109,7 @@ void StepPlanner::set_gathered_bytes(std::vector<Bytes> forward, std::vector<Byt
   if (!planner_->recomputes_locally()) {
     std::string able;
     for (const std::string& name : plan::planner_names()) {
-      if (plan::make_planner(name, options_.planner_options)->recomputes_locally()) {
+      if (plan::planner_traits(name).recomputes_locally(options_.planner_options)) {
         able += (able.empty() ? "" : ", ") + name;
       }
     }

@@ -88,8 +88,8 @@ void check_step_planner_options(const StepPlannerOptions& options);
 // Whether steps need the host link's bandwidth to be planned: the planner
 // may move tensors to host memory, or the weights live there. A front end
 // without a given bandwidth measures it.
-inline bool needs_host_link(const plan::Planner& planner, bool weights_on_host) {
-  return planner.uses_host_link() || weights_on_host;
+inline bool needs_host_link(const plan::PlannerTraits& planner, bool weights_on_host) {
+  return planner.uses_host_link || weights_on_host;
 }
 
 // Where the model's weights live, which decides the schedules a step falls

@@ -82,7 +82,8 @@ void check_trainer_options(const TrainerOptions& o) {
                      " is out of range; expected >= 1");
   }
   check_training_modes(modes_of(o));
-  plan::check_weights_placement(*plan::make_planner(s.planner, s.planner_options), o.weights_on_host);
+  plan::check_planner_options(s.planner_options);
+  plan::check_weights_placement(s.planner, o.weights_on_host);
   if (o.weights_on_host && !(o.device_to_host_bandwidth > 0 && o.host_to_device_bandwidth > 0)) {
     throw UsageError(
         "weights in host memory need the host link's bandwidth to plan their copies: set "
