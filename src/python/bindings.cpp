@@ -456,6 +456,9 @@ void define_block_steps(py::module_& m) {
       .def("cancel", [](PythonBlockSteps& r) { r.steps().cancel(); })
       .def("abandon", [](PythonBlockSteps& r, long step) { r.steps().abandon(step); })
       .def_property_readonly("step", [](PythonBlockSteps& r) { return r.steps().step(); })
+      .def_property_readonly("steps_begun", [](PythonBlockSteps& r) { return r.steps().steps_begun(); })
+      .def("begin_elastic", [](PythonBlockSteps& r, Bytes least) { r.steps().begin_elastic(least); })
+      .def("count_steps_run_again", [](PythonBlockSteps& r, long steps) { r.steps().count_steps_run_again(steps); })
       .def("begin_calibration", [](PythonBlockSteps& r) { return r.steps().begin_calibration(); })
       .def("calibration_round", [](PythonBlockSteps& r, int round) { r.steps().calibration_round(round); })
       .def("end_of_backward", [](PythonBlockSteps& r) { r.steps().end_of_backward(); })
@@ -467,6 +470,16 @@ void define_block_steps(py::module_& m) {
       .def("count_optimizer",
            [](PythonBlockSteps& r, Bytes state_bytes, Bytes update_temp_bytes) {
              r.steps().count_optimizer(state_bytes, update_temp_bytes);
+           })
+      .def("share_reference",
+           [](PythonBlockSteps& r) {
+             const auto c = r.steps().share_reference();
+             return py::make_tuple(c.reference, c.optimizer_state, c.optimizer_counted_late, c.callers_need, c.size);
+           })
+      .def("carry_share_reference",
+           [](PythonBlockSteps& r, const py::tuple& c) {
+             r.steps().carry_share_reference({c[0].cast<Bytes>(), c[1].cast<Bytes>(), c[2].cast<Bytes>(),
+                                              c[3].cast<Bytes>(), c[4].cast<std::int64_t>()});
            })
       .def("last_step",
            [](PythonBlockSteps& r) -> py::object {

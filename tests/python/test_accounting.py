@@ -38,7 +38,8 @@ def test_last_step_reports_plan_sizes_and_peaks():
         opt.zero_grad(set_to_none=True)
         s = m.last_step
         assert s["input_shape"] == [5, length] and s["input_size"] == 5 * length
-        assert s["budget_bytes"] == m.budget_bytes
+        # The step's own budget; N% may grow after it, where its code after the blocks showed more.
+        assert s["budget_bytes"] <= m.budget_bytes
         assert s["peak_bytes"] <= memtrain.memory_stats()["peak_bytes"]
         assert s["schedule"][-1] == "B0" and "L" in s["schedule"]
         seen.append(s["plan"])

@@ -104,3 +104,28 @@ def test_chunked_loss_on_a_model_it_cannot_chunk_is_refused_by_name():
         memtrain.Module(model, budget="1GiB", blocks=model.blocks, chunked_loss=True)
     with pytest.raises(memtrain.UsageError, match="chunked_loss 'yes' is not a choice"):
         memtrain.Module(llama(), budget="1GiB", chunked_loss="yes")
+
+
+@pytest.mark.parametrize("share", [70, 60])
+@pytest.mark.parametrize("chunked", [None, True], ids=["chunked-where-needed", "chunked-always"])
+def test_n_percent_stays_of_the_plain_loops_step_with_the_head_chunked(chunked, share):
+    """N% is of the plain loop's step, the model's own head and loss
+    included, whether the head is chunked because N% cannot hold the whole
+    logits or because chunks were asked for; and it grows with the loop's
+    optimizer's state when that is counted, at its first update."""
+    inputs = batch(length=64)
+    gc.collect()
+    plain = memtrain.Module(llama(), budget="100%", sample=inputs, chunked_loss=False).budget_bytes
+    gc.collect()
+    m = memtrain.Module(llama(), budget=f"{share}%", sample=inputs, chunked_loss=chunked)
+    assert m.budget_bytes == pytest.approx(plain * share / 100, rel=1e-3), (m.budget_bytes, plain)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    before = m.budget_bytes
+    for _ in range(2):
+        m(**inputs).loss.backward()
+        assert m.last_step["chunked_loss"]
+        assert m.last_step["peak_bytes"] <= m.last_step["budget_bytes"]
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    state = sum(t.nbytes for s in opt.state.values() for t in s.values() if torch.is_tensor(t))
+    assert m.budget_bytes - before >= state * share / 100 * 0.999, (m.budget_bytes - before, state)

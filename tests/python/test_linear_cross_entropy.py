@@ -109,3 +109,29 @@ def test_a_module_trains_below_what_the_plain_loss_needs():
         opt.step()
         assert memtrain.memory_stats()["peak_bytes"] <= budget, f"step {step}"
         assert loss.item() == pytest.approx(plain_losses[step], rel=1e-4)
+
+
+@pytest.mark.parametrize("free_share", [0.3, 0.6])
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("dtypes", ["fp32", "bf16-autocast", "bf16-model"])
+def test_the_chunk_chosen_for_free_bytes_holds_no_more_than_them(dtypes, with_bias, free_share):
+    """A chunk is chosen from what is free; the computation also holds the
+    weight's float32 gradient and, under autocast, the weight's cast, whatever
+    the chunk. The forward and backward together stay within the free bytes."""
+    from memtrain._linear_cross_entropy import chunk_tokens_for
+    dtype = torch.bfloat16 if dtypes == "bf16-model" else torch.float32
+    hidden, weight, bias, targets = head_inputs(tokens=512)
+    h, w = (t.to(dtype).requires_grad_() for t in (hidden, weight))
+    b = bias.to(dtype).requires_grad_() if with_bias else None
+    # A share of the plain head's logits, at 8 bytes each.
+    free = int(free_share * 512 * 32000 * 8)
+    # The user's autocast caches the weight's cast for the whole forward.
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtypes == "bf16-autocast"):
+        chunk = chunk_tokens_for(512, h, w, b, free)
+        assert 1 < chunk < 512, chunk  # chunks, each of more than one token
+        memtrain.reset_peak()
+        before = memtrain.memory_stats()["live_bytes"]
+        loss = memtrain.linear_cross_entropy(h, w, targets, b, chunk_tokens=chunk)
+    loss.backward()
+    held = memtrain.memory_stats()["peak_bytes"] - before
+    assert held <= free, (chunk, held, free)

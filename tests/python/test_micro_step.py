@@ -188,6 +188,8 @@ def test_a_loss_the_budget_can_never_hold_is_refused_with_the_micro_step_rolled_
         m.step(greedy)
     assert refused.value.min_bytes > m.budget_bytes
     assert [digest(p.grad) for p in m.parameters()] == grads
+    # Named as the loop counts its micro-steps: the one run again is the second still.
+    assert "micro-step 2 (the model's forward number 3" in str(refused.value), str(refused.value)
 
 
 @pytest.mark.parametrize("closure, error, match", [

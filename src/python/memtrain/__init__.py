@@ -39,6 +39,7 @@ from . import _memtrain as _native
 from . import _micro_step
 from ._causal_lm_loss import ChunkedHead as _ChunkedHead
 from ._linear_cross_entropy import chunk_tokens_for as _chunk_tokens_for
+from ._linear_cross_entropy import least_held as _least_held
 from ._linear_cross_entropy import linear_cross_entropy
 from ._trainer import rerunnable
 from ._memtrain import (BrownBatches, Chain, Error, Infeasible, OutOfBudget, RankFailure, UsageError, memory_stats,
@@ -161,6 +162,7 @@ class Module(torch.nn.Module):
                          "chunked_loss": chunked_loss}
         self._prediction_scale = _prediction_scale
         self._device = device
+        self._budget_spec = budget  # as given: N% stays a share of the plain loop's step
         self._plan_blocks(blocks, budget)
         try:
             _refuse_share_without_sample(budget, sample)  # after the planner's own refusals
@@ -198,16 +200,23 @@ class Module(torch.nn.Module):
                 raise UsageError("optimizer= is measured on the sample; give a sample too")
             return
         args, kwargs = _blocks.sample_arguments(sample)
+        # N% is of the plain loop's step: with the model's own head and
+        # loss, even where chunks are asked for (then measured afresh).
+        share_of_whole = self._head.mode is True and _is_share(budget)
         try:
-            self._calibrate(args, kwargs, optimizer)
+            with self._head.whole_logits() if share_of_whole else contextlib.nullcontext():
+                self._calibrate(args, kwargs, optimizer)
         except Infeasible:
             # The budget cannot hold the whole logits: the head and the
-            # loss in chunks, the blocks planned and measured afresh, under
-            # the budget in bytes (N% is of the plain loop's step).
-            if not self._chunk_from_now_on(self.budget_bytes or budget):
+            # loss in chunks, the blocks planned and measured afresh (N%
+            # stays of the plain loop's step).
+            if not (share_of_whole or self._chunk_from_now_on(budget)):
                 raise
         else:
-            return
+            if not share_of_whole:
+                return
+        if share_of_whole:
+            self._plan_blocks_afresh(budget)
         try:
             self._calibrate(args, kwargs, optimizer)
         except Infeasible as chunked:
@@ -245,10 +254,17 @@ class Module(torch.nn.Module):
                       "and gradients then differ from the plain model's by rounding; last_step['chunked_loss'] "
                       "says when). chunked_loss=False keeps them exact and refuses such steps instead",
                       stacklevel=4)
+        self._plan_blocks_afresh(budget)
+        return True
+
+    def _plan_blocks_afresh(self, budget):
+        """The blocks planned anew under `budget`, learning from nothing but
+        what an N% budget is of (and the optimizer's state counted)."""
         blocks = self._blocks.blocks
+        carried = self._native.share_reference()
         self._blocks.unwrap()
         self._plan_blocks(blocks, budget)
-        return True
+        self._native.carry_share_reference(carried)
 
     def _calibrate(self, args, kwargs, optimizer=None):
         kwargs = _without_cache(self._model, kwargs)
@@ -426,6 +442,7 @@ class Module(torch.nn.Module):
     @budget.setter
     def budget(self, budget):
         self._native.set_budget(budget)
+        self._budget_spec = budget
 
     @property
     def last_step(self):
@@ -467,7 +484,7 @@ class Module(torch.nn.Module):
             return self._model(*args, **kwargs)
         _native.count_this_thread(str(self._device))
         kwargs = _without_cache(self._model, kwargs)
-        entry = _blocks.StepEntry(self._blocks.outer_buffers, self._device)
+        entry = _blocks.StepEntry(self._blocks.outer_buffers, self._device, self._native.host_copy)
         try:
             return self._head.run(
                 lambda: self._blocks.among_peers(lambda: self._model(*args, **kwargs), "the model's forward"), kwargs)
@@ -486,8 +503,7 @@ class Module(torch.nn.Module):
             raise
 
     def _rerun_chunked(self, refused, args, kwargs):
-        budget = self.budget_bytes
-        self._chunk_from_now_on(budget)
+        self._chunk_from_now_on(self._budget_spec)
         try:
             self._calibrate(args, kwargs)
         except Infeasible as chunked:
@@ -533,17 +549,29 @@ class Module(torch.nn.Module):
         bit; where they do not, it never holds the whole logits. What it
         held is what the step planner learns for the code after the
         blocks, so the blocks' plans leave it that room."""
-        tokens = hidden.numel() // max(1, hidden.shape[-1])
         return linear_cross_entropy(hidden, weight, targets, bias, ignore_index=ignore_index, reduction=reduction,
-                                    chunk_tokens=self._chunk_tokens(tokens, weight.shape[0]))
+                                    chunk_tokens=self._chunk_tokens(hidden, weight, bias))
 
-    def _chunk_tokens(self, tokens, vocabulary):
-        """The most tokens whose logits fit what the budget has free now,
-        less a sixteenth of it (all of them before the budget is known)."""
+    def _chunk_tokens(self, hidden, weight, bias, most=None, measuring=False):
+        """The most tokens (up to `most`) whose logits fit what the budget
+        has free now, less a sixteenth of it and what the chunked
+        computation holds whatever the chunk (all of them before the budget
+        is known); `most` itself while measuring. Chunks above the least
+        size, or all the tokens at once, are taken because they are free:
+        the step planner learns the code after the blocks with the least."""
+        tokens = hidden.numel() // max(1, hidden.shape[-1])
+        most = tokens if most is None else min(most, tokens)
         budget = self.budget_bytes
-        if budget <= 0:
-            return tokens
-        return _chunk_tokens_for(tokens, vocabulary, budget - self._native.live_bytes() - budget // 16)
+        self._native.begin_elastic(_least_held(hidden, weight, bias))
+        if measuring or budget <= 0:
+            return most
+        free = budget - self._native.live_bytes() - budget // 16
+        return min(most, _chunk_tokens_for(tokens, hidden, weight, bias, free))
+
+
+def _is_share(budget):
+    """Whether `budget` is N% (of the plain loop's step), not bytes."""
+    return isinstance(budget, str) and budget.strip().endswith("%")
 
 
 def _autocast_to_measure(device, params):

@@ -704,13 +704,15 @@ class StepEntry:
     """What a step may change before it is refused or rolled back, as it
     was when the step began: torch's random generators (a dropout before the
     blocks) and the `changing` buffers that steps change in place (a stem's
-    batch norm). restore() puts them back."""
+    batch norm). restore() puts them back. `keep(t)` copies t where the
+    budget does not count it (host memory), so that what a step holds is
+    the same whether it is rolled back or not."""
 
-    def __init__(self, changing, device):
-        self.cpu_rng = torch.get_rng_state()
+    def __init__(self, changing, device, keep):
+        self.cpu_rng = keep(torch.get_rng_state())
         self.device = device
         self.cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-        self.buffers = [(b, b.detach().clone()) for b in changing.now()]
+        self.buffers = [(b, keep(b.detach())) for b in changing.now()]
 
     def restore(self):
         torch.set_rng_state(self.cpu_rng)

@@ -18,6 +18,8 @@ The output's `logits` is None when the head was chunked: training reads the
 loss; evaluation (under torch.no_grad) runs the model plainly.
 """
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 
@@ -50,9 +52,10 @@ class ChunkedHead:
     """Chunks a causal language model's head and loss for the calls it
     wraps. mode: True (always: at least `forced_chunks` chunks), False
     (never), None (never, until the Module finds that the budget needs it:
-    chunk_where_needed()). `chunk_tokens()(tokens, vocabulary)` is the
-    Module's choice of chunk under its budget (a weak method): the most
-    tokens whose logits fit what it has free."""
+    chunk_where_needed()). `chunk_tokens()(hidden, weight, bias, most,
+    measuring)` is the Module's choice of chunk under its budget (a weak
+    method): the most tokens, up to `most`, whose logits fit what it has
+    free."""
 
     forced_chunks = 8
 
@@ -83,6 +86,15 @@ class ChunkedHead:
             return False
         self.chunking = True
         return True
+
+    @contextlib.contextmanager
+    def whole_logits(self):
+        """The model's own head and loss meanwhile, chunks asked for or not."""
+        chunking, self.chunking = self.chunking, False
+        try:
+            yield
+        finally:
+            self.chunking = chunking
 
     def applies_after_chunking(self, kwargs):
         """Whether chunk_where_needed() would chunk a call with `kwargs`."""
@@ -131,9 +143,13 @@ class ChunkedHead:
         tokens = hidden.numel() // hidden.shape[-1]
         vocabulary = head.weight.shape[0]
         share = max(1, -(-tokens // self.forced_chunks))
-        chunk = share if self.measuring else self.chunk_tokens()(tokens, vocabulary)
-        if self.mode is True:
-            chunk = min(chunk, share)
+        if self.measuring:
+            # As the least budget is planned for: chunks of at least the least size.
+            from ._linear_cross_entropy import LEAST_CHUNK_TOKENS
+            most = max(share, min(tokens, LEAST_CHUNK_TOKENS))
+        else:
+            most = share if self.mode is True else tokens
+        chunk = self.chunk_tokens()(hidden, head.weight, head.bias, most, self.measuring)
         if chunk >= tokens:  # all of it fits: the model's own head and loss
             logits = F.linear(hidden, head.weight, head.bias)
             loss_of = own_loss or _causal_lm_loss()[1]

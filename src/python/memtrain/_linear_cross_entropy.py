@@ -21,14 +21,72 @@ import torch.nn.functional as F
 
 from . import _memtrain as _native
 
-def chunk_tokens_for(tokens, vocabulary, free_bytes):
+def _bytes(t, dtype=None):
+    return t.numel() * (dtype or t.dtype).itemsize if t is not None else 0
+
+
+def held_whatever_the_chunk(hidden, weight, bias):
+    """What the chunked computation holds beside its chunks, whatever their
+    size: the gradients it makes in its forward (the weight's and the
+    bias's summed in float32, then cast to their dtype; the hidden states'),
+    and under autocast the weight's and bias's casts, which every chunk's
+    product reads."""
+    held = 0
+    if hidden.requires_grad:
+        held += _bytes(hidden)
+    for t in (weight, bias):
+        if t is None:
+            continue
+        if t.requires_grad:
+            held += _bytes(t, torch.float32) + (_bytes(t) if t.dtype != torch.float32 else 0)
+        if torch.is_autocast_enabled(t.device.type):
+            cast = torch.get_autocast_dtype(t.device.type)
+            if cast != t.dtype:
+                held += _bytes(t, cast)
+    return held
+
+
+def held_per_token(vocabulary, width, dtype):
+    """What one token of a chunk holds at most: its float32 logits and the
+    temporary logsumexp makes (8 bytes per logit; the softmax gradient
+    reuses the logits' bytes), 2 more per logit where the gradient is cast
+    to a narrower hidden dtype, and its hidden state cast for the product
+    and to float32 for the weight's gradient."""
+    return (8 if dtype == torch.float32 else 10) * vocabulary + 8 * width
+
+
+# The fewest tokens per chunk a budget is planned for: fewer would run the
+# head's product on too few rows to be fast. Larger chunks are taken only
+# where they are free.
+LEAST_CHUNK_TOKENS = 32
+
+
+def least_held(hidden, weight, bias):
+    """What the computation holds in chunks of the least size."""
+    tokens = hidden.numel() // max(1, hidden.shape[-1])
+    chunk = min(tokens, LEAST_CHUNK_TOKENS)
+    return held_whatever_the_chunk(hidden, weight, bias) + chunk * held_per_token(weight.shape[0], weight.shape[1],
+                                                                                 hidden.dtype)
+
+
+def held_per_token_whole(vocabulary):
+    """What one token holds where all are taken at once (the plain
+    computation, a model's own head and loss): its logits, their float32
+    copy, the log-probabilities the loss keeps, and in the backward their
+    gradient and the logits', 16 bytes per logit at most."""
+    return 16 * vocabulary
+
+
+def chunk_tokens_for(tokens, hidden, weight, bias, free_bytes):
     """The most tokens per chunk, a power of two, whose working set fits
-    `free_bytes`: a chunk's float32 logits, the temporary logsumexp makes
-    and their softmax gradient, 12 bytes per logit. At least 1, at most
-    `tokens` (one chunk: the plain computation)."""
-    per_token = 12 * vocabulary
-    fit = max(1, int(free_bytes) // per_token)
-    return int(min(tokens, 1 << (fit.bit_length() - 1)))
+    `free_bytes` beside what the computation holds whatever the chunk
+    (held_whatever_the_chunk). At least 1, at most `tokens` (one chunk: the
+    plain computation)."""
+    free = int(free_bytes) - held_whatever_the_chunk(hidden, weight, bias)
+    fit = max(1, free // held_per_token(weight.shape[0], weight.shape[1], hidden.dtype))
+    if fit >= tokens and tokens * held_per_token_whole(weight.shape[0]) > free:
+        fit = tokens - 1  # all tokens at once run the plain computation, which holds more
+    return int(min(tokens, 1 << (max(1, fit).bit_length() - 1)))
 
 
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):

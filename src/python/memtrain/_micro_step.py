@@ -24,7 +24,7 @@ class Rollback:
     def __init__(self, module):
         self.module = module
         self.device = module._device
-        self.entry = _blocks.StepEntry(_all_buffers(module), self.device)  # generators and buffers
+        self.entry = _blocks.StepEntry(_all_buffers(module), self.device, module._native.host_copy)  # generators and buffers
         self.gradients = {}  # parameter's id -> (parameter, its gradient before: a host copy, or None)
         self.hooks = [p.register_hook(self._before_accumulation(p)) for p in module.parameters() if p.requires_grad]
 
@@ -82,6 +82,7 @@ def run(module, closure, retries):
     for attempt in range(retries + 1):
         rollback = Rollback(module)
         refusals = module._native.refusals()
+        begun = module._native.steps_begun
         backwards = blocks.backwards
         failed = loss = None
         try:
@@ -96,6 +97,8 @@ def run(module, closure, retries):
             if attempt == retries or not ran_out(e, refusals, module._native):
                 raise
             failed = e
+            # The same micro-step runs again: numbered once, as the loop counts it.
+            module._native.count_steps_run_again(module._native.steps_begun - begun)
         finally:
             rollback.close()
         # The failure's frames hold the micro-step's tensors: drop them

@@ -19,8 +19,9 @@ namespace {
 
 // Micro-steps, as a loop that accumulates gradients has several per
 // update: each forward through the model is one.
-std::string micro_step_label(long n) {
-  return "micro-step " + std::to_string(n) + " (the model's forward number " + std::to_string(n) + ")";
+std::string micro_step_label(long micro_step, long forward) {
+  return "micro-step " + std::to_string(micro_step) + " (the model's forward number " + std::to_string(forward) +
+         (forward != micro_step ? ", counting the micro-steps run again" : "") + ")";
 }
 
 // The chain's last stage is the caller's code after the blocks.
@@ -45,6 +46,10 @@ BlockSteps::BlockSteps(StagedModel model, GradientBoundary* boundary, DeviceMemo
 }
 
 BlockSteps::~BlockSteps() { cancel(); }
+
+std::string BlockSteps::next_micro_step() const {
+  return micro_step_label(steps_run_ + 1 - steps_run_again_, steps_run_ + 1);
+}
 
 Bytes BlockSteps::outer_gradient_bytes() const {
   Bytes bytes = 0;
@@ -119,9 +124,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
     steps_.use_budget(budget_.bytes());
     step_start_live_ = memory_.live();
     step_.emplace(
-        steps_,
-        PlannedStep::Start{size, steps_run_,
-                           micro_step_label(steps_run_ + 1) + ": input " + batch_.signature.describe()},
+        steps_, PlannedStep::Start{size, steps_run_, next_micro_step() + ": input " + batch_.signature.describe()},
         StepGuard(memory_, budget_.bytes(), enforces_budget(), default_generator_of(memory_.device()), &model_));
     try {
       refuse_if_infeasible(size, step_->choice());  // before the step changes anything
@@ -195,7 +198,7 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
           ? "; the optimizer's state was counted at its first update, after the budget was checked: pass the "
             "optimizer to memtrain.Module(optimizer=) to have a budget that cannot hold it refused at once"
           : "";
-  throw Infeasible(micro_step_label(steps_run_ + 1) + ": input " + batch_.signature.describe() + " needs at least " +
+  throw Infeasible(next_micro_step() + ": input " + batch_.signature.describe() + " needs at least " +
                        format_bytes(least) + " with planner " + planner().name() + "'s least-memory schedule, " +
                        resident + " and " + format_bytes(after) +
                        " held by the code after the blocks (the head and the loss), above the budget " +
@@ -244,7 +247,9 @@ void BlockSteps::abandon_running_step() {
   if (calibration_round_ >= 0 || !execution_) return;
   // The caller's code after the blocks stopped (out of budget, or it
   // dropped the output): it needed at least what it reached, or asked for.
-  const Bytes reached = std::max(memory_.peak(), memory_.refused());
+  Bytes reached = std::max(memory_.peak(), memory_.refused());
+  // An elastic part (a chunked loss that took the whole logits) fits with its least.
+  if (elastic_least_ >= 0) reached = std::min(reached, elastic_least_);
   learn_callers_need(batch_.signature.size, reached - caller_live_ + caller_gradients_ + spilled_);
   steps_.mark_failed(batch_.signature.size, step_->choice());
 }
@@ -281,9 +286,16 @@ torch::Tensor BlockSteps::forward(int block, const torch::Tensor& input) {
     caller_gradients_ = outer_gradient_bytes();
     memory_.reset_peak();
     in_callers_code_ = true;
+    elastic_least_ = -1;
     start_relief();
   }
   return output;
+}
+
+void BlockSteps::begin_elastic(Bytes least) {
+  if (!in_callers_code_) return;
+  // What the code reached before, or the elastic part at its least.
+  elastic_least_ = std::max({elastic_least_, memory_.peak(), memory_.live() + std::max<Bytes>(0, least)});
 }
 
 void BlockSteps::start_relief() {
@@ -486,8 +498,10 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
     stop_relief();
     caller_peak_ = memory_.peak();
     in_callers_code_ = false;
-    // What the caller's code needed: what it reached, and the room spilling made.
-    const Bytes need = caller_peak_ - caller_live_ + caller_gradients_ + spilled_;
+    // What the caller's code needed: what it reached (its elastic part at
+    // its least), and the room spilling made.
+    const Bytes reached = elastic_least_ >= 0 ? std::min(caller_peak_, elastic_least_) : caller_peak_;
+    const Bytes need = reached - caller_live_ + caller_gradients_ + spilled_;
     if (calibration_round_ < 0) {
       learn_callers_need(batch_.signature.size, need);
     } else {
@@ -690,6 +704,11 @@ void BlockSteps::count_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
   if (budget_.is_share() && budget_.reference() > 0) budget_.set_reference(budget_.reference() + state_bytes);
 }
 
+BlockSteps::ShareReference BlockSteps::share_reference() const {
+  if (!budget_.is_share()) return {};
+  return {budget_.reference(), optimizer_state_, optimizer_counted_late_, reference_callers_need_, reference_size_};
+}
+
 void BlockSteps::end_calibration() {
   calibration_round_ = -1;
   cancel();
@@ -703,6 +722,8 @@ void BlockSteps::end_calibration() {
   // the reference is planned on is the one the budget is checked on.
   steps_.observe_resident(calibration_live_ + optimizer_state_, batch_.bytes(), batch_.signature.size);
   steps_.note_size(batch_.signature.size);
+  reference_callers_need_ = std::max(reference_callers_need_, carried_.callers_need);
+  reference_size_ = std::max(reference_size_, carried_.size);
   // N% is of the plain step with everything a budget counts: every
   // gradient (allocated for the measurement) and the optimizer's state; or
   // of the least the planner needs, where that is more, so that "100%"
@@ -712,6 +733,8 @@ void BlockSteps::end_calibration() {
     // it counted; their steps are not retried, and the FSDP2 predictions
     // missed by 4% at 70% of the step with Adam's state (test_fsdp).
     Bytes reference = reference_peak_ + (gathers_ ? 0 : optimizer_state_);
+    // The plain loop's step, measured before the head was chunked, holds more.
+    reference = std::max(reference, carried_.reference);
     if (planner().respects_budget()) {
       const Chain largest = largest_chain();
       for (int tries = 0; tries < 4; ++tries) {  // a planner's least may move with the budget asked
@@ -722,6 +745,10 @@ void BlockSteps::end_calibration() {
     }
     budget_.set_reference(reference);
   }
+  // A state counted late is resident already (in calibration_live_, and in
+  // the carried reference); it stays counted, for refusals that name it.
+  optimizer_state_ = std::max(optimizer_state_, carried_.optimizer_state);
+  optimizer_counted_late_ = std::max(optimizer_counted_late_, carried_.optimizer_counted_late);
   refuse_below_least(steps_, largest_chain(), budget_.bytes(), batch_.signature);
 }
 

@@ -148,6 +148,16 @@ class BlockSteps {
   }
   // The step forward() began last (1, 2, ...); 0 before any.
   long step() const { return step_id_; }
+  // The steps begun (calibration's not counted), and those of them that
+  // ran a micro-step again after a rollback (m.step's reruns): refusals
+  // number micro-steps as the caller's loop counts them, without these.
+  // From here, the caller's code after the blocks takes what is free and
+  // could do with `least` bytes more than are live (a chunked loss: its
+  // chunks sized to what is free, or the whole logits where they fit):
+  // what the code needs is learnt with that part at its least.
+  void begin_elastic(Bytes least);
+  long steps_begun() const { return steps_run_; }
+  void count_steps_run_again(long steps) { steps_run_again_ += steps; }
 
   // Measuring the caller's sample: the caller runs its forward and a
   // backward once per round, between begin and end. Returns the rounds.
@@ -173,6 +183,19 @@ class BlockSteps {
   // `update_temp_bytes` above what was live. An N% budget is of the plain
   // step with that state too, from the next step on.
   void count_optimizer(Bytes state_bytes, Bytes update_temp_bytes);
+  // What an N% budget is of, and the optimizer's state counted so far: a
+  // BlockSteps planned afresh over the same model (its head chunked from
+  // then on) carries them into its calibration, so that N% stays of the
+  // plain loop's step and goes on growing with a state counted late.
+  struct ShareReference {
+    Bytes reference = 0;  // 0: a budget in bytes
+    Bytes optimizer_state = 0;
+    Bytes optimizer_counted_late = 0;
+    Bytes callers_need = 0;  // the code after the blocks in the reference step, at `size`
+    std::int64_t size = 0;
+  };
+  ShareReference share_reference() const;
+  void carry_share_reference(const ShareReference& carried) { carried_ = carried; }
 
   const StepReport& last_step() const { return last_; }
   Bytes budget_bytes() const { return budget_.resolved() ? budget_.bytes() : 0; }
@@ -246,7 +269,10 @@ class BlockSteps {
   std::unique_ptr<Executor> executor_;
   StepBudget budget_;
   long steps_run_ = 0;
+  long steps_run_again_ = 0;  // count_steps_run_again()'s
   StepReport last_, current_;
+  // The next step, named as the caller's loop counts its micro-steps.
+  std::string next_micro_step() const;
 
   // The running step.
   long step_id_ = 0;
@@ -275,6 +301,7 @@ class BlockSteps {
   Bytes caller_peak_ = 0;         // their peak until the backward reached it
   Bytes caller_gradients_ = 0;    // outer_gradient_bytes() when the last block returned
   bool in_callers_code_ = false;  // the last block returned; its backward has not begun
+  Bytes elastic_least_ = -1;      // begin_elastic()'s: the peak its code needs at least; -1: none
   bool between_steps_ = false;    // a step ended; its backward has not: the device's peak is the caller's
   Bytes spilled_ = 0;             // bytes spilled since the last block returned
   // Makes room for the caller's code after the blocks (start_relief()).
@@ -330,6 +357,7 @@ class BlockSteps {
   // to the reference's size) and that size.
   Bytes reference_callers_need_ = 0;
   std::int64_t reference_size_ = 0;
+  ShareReference carried_;  // carry_share_reference()'s, joined at end_calibration()
 };
 
 }  // namespace memtrain::runtime
