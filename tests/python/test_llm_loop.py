@@ -396,13 +396,13 @@ def collate(rows):
     return batch
 
 
-def trainer_run(model, bf16, callbacks=None, prepare=lambda trainer: trainer):
+def trainer_run(model, bf16, callbacks=None, prepare=lambda trainer: trainer, optimizers=(None, None)):
     args = transformers.TrainingArguments(
         output_dir=tempfile.mkdtemp(), use_cpu=True, per_device_train_batch_size=2, gradient_accumulation_steps=2,
         max_steps=3, learning_rate=1e-3, report_to=[], save_strategy="no", logging_steps=1, seed=7, bf16=bf16,
         dataloader_num_workers=0, disable_tqdm=True)
     trainer = prepare(transformers.Trainer(model=model, args=args, train_dataset=Texts(), data_collator=collate,
-                                           callbacks=callbacks))
+                                           callbacks=callbacks, optimizers=optimizers))
     trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     return losses, [p.detach().clone() for p in model.parameters()], trainer
@@ -428,6 +428,41 @@ def test_transformers_trainer_trains_through_the_wrapper_exactly(bf16):
     # N% is of the loop's step with the optimizer's state, once it exists.
     assert m.budget_bytes > before
     assert m.last_step["peak_bytes"] <= m.last_step["budget_bytes"]
+
+
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
+def test_the_trainer_given_the_measured_optimizer_trains_near_the_least(bf16):
+    """The route a late optimizer's refusal names: AdamW made first, given
+    to memtrain.Module(optimizer=) and to Trainer(optimizers=). The least
+    stated counts its state, and the Trainer trains at 1.05x that least,
+    every update within the budget, nothing refused."""
+    pytest.importorskip("accelerate")
+    sample = trainer_sample()
+
+    def made():
+        model = llama()
+        return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model, opt = made()
+    with pytest.raises(memtrain.Infeasible) as refused:
+        memtrain.Module(model, budget=1, sample=sample, optimizer=opt)
+    budget = refused.value.min_bytes * 105 // 100
+    del model, opt, refused
+    gc.collect()
+    model, opt = made()
+    m = memtrain.Module(model, budget=budget, sample=sample, optimizer=opt)
+    peaks = []
+
+    class Peaks(transformers.TrainerCallback):
+        def on_step_begin(self, *args, **kwargs):
+            memtrain.reset_peak()
+
+        def on_step_end(self, *args, **kwargs):
+            peaks.append(memtrain.memory_stats()["peak_bytes"])
+
+    losses, _, _ = trainer_run(m, bf16, callbacks=[Peaks()], optimizers=(opt, None))
+    assert len(losses) == 3 and len(opt.state) > 0  # the Trainer stepped the optimizer it was given
+    assert all(peak <= budget for peak in peaks), (peaks, budget)
+    assert m.budget_bytes == budget
 
 
 def trainer_sample():

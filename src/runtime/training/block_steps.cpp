@@ -196,7 +196,9 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
   const std::string late =
       optimizer_counted_late_ > 0
           ? "; the optimizer's state was counted at its first update, after the budget was checked: pass the "
-            "optimizer to memtrain.Module(optimizer=) to have a budget that cannot hold it refused at once"
+            "optimizer to memtrain.Module(optimizer=) to have a budget that cannot hold it refused at once "
+            "(transformers' Trainer: make it first, on the model's parameters, and give it to both, "
+            "Trainer(optimizers=(optimizer, None)))"
           : "";
   throw Infeasible(next_micro_step() + ": input " + batch_.signature.describe() + " needs at least " +
                        format_bytes(least) + " with planner " + planner().name() + "'s least-memory schedule, " +
