@@ -14,6 +14,13 @@ void BytesEnvelope::observe(std::int64_t size, Bytes bytes) {
   if (!first) it->second = {std::max(it->second.most, bytes), std::min(it->second.least, bytes)};
 }
 
+void BytesEnvelope::observe_in_every_step(std::int64_t size, Bytes bytes) {
+  MEMTRAIN_ASSERT(size > 0, "an input size is positive");
+  bytes = std::max<Bytes>(0, bytes);
+  Seen& seen = seen_.try_emplace(size, Seen{bytes, bytes}).first->second;
+  seen = {std::max(seen.most, bytes), std::max(seen.least, bytes)};
+}
+
 Bytes BytesEnvelope::predict(std::int64_t size, Bound bound) const {
   if (seen_.empty()) return 0;
   const auto at = [bound](const Seen& s) { return bound == Bound::Most ? s.most : s.least; };

@@ -36,6 +36,10 @@ class BytesEnvelope {
   // `bytes` held at input `size`; a measurement that only bounds them from
   // below (a step stopped part way) is observed the same way.
   void observe(std::int64_t size, Bytes bytes);
+  // `bytes` that every step at `size` holds, whichever of them: the most
+  // and the least seen there rise to them (a measurement in each of the
+  // precisions a loop may train in, where the loop's is not known yet).
+  void observe_in_every_step(std::int64_t size, Bytes bytes);
   bool empty() const { return seen_.empty(); }
   // Whether a size at or above `size` has been measured.
   bool covers(std::int64_t size) const { return !seen_.empty() && seen_.rbegin()->first >= size; }

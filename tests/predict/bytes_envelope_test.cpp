@@ -33,6 +33,17 @@ TEST(BytesEnvelope, KeepsTheLeastSeenAtASizeForTheOptimisticBound) {
   EXPECT_EQ(e.predict(150, Bound::Most), 900);
 }
 
+TEST(BytesEnvelope, BytesInEveryStepRaiseTheOptimisticBoundToo) {
+  using Bound = BytesEnvelope::Bound;
+  BytesEnvelope e;
+  e.observe_in_every_step(100, 500);  // the model's own precision
+  e.observe_in_every_step(100, 600);  // under autocast: every loop may be one
+  EXPECT_EQ(e.predict(100, Bound::Least), 600);
+  EXPECT_EQ(e.predict(100, Bound::Most), 600);
+  e.observe_in_every_step(200, 900);
+  EXPECT_EQ(e.predict(150, Bound::Least), 750);
+}
+
 TEST(BytesEnvelope, InterpolatesBetweenSizesAndIsNeverBelowALinearOrConvexTruth) {
   // Logits and their gradients: a constant (a weight's gradient) plus bytes per token.
   auto linear = [](std::int64_t s) { return 1000 + 48 * s; };

@@ -106,7 +106,7 @@ def test_chunked_loss_on_a_model_it_cannot_chunk_is_refused_by_name():
         memtrain.Module(llama(), budget="1GiB", chunked_loss="yes")
 
 
-@pytest.mark.parametrize("share", [70, 60])
+@pytest.mark.parametrize("share", [70, 65])
 @pytest.mark.parametrize("chunked", [None, True], ids=["chunked-where-needed", "chunked-always"])
 def test_n_percent_stays_of_the_plain_loops_step_with_the_head_chunked(chunked, share):
     """N% is of the plain loop's step, the model's own head and loss
@@ -129,3 +129,4 @@ def test_n_percent_stays_of_the_plain_loops_step_with_the_head_chunked(chunked, 
         opt.zero_grad(set_to_none=True)
     state = sum(t.nbytes for s in opt.state.values() for t in s.values() if torch.is_tensor(t))
     assert m.budget_bytes - before >= state * share / 100 * 0.999, (m.budget_bytes - before, state)
+

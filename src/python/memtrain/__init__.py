@@ -544,7 +544,7 @@ class Module(torch.nn.Module):
     def linear_cross_entropy(self, hidden, weight, targets, bias=None, *, ignore_index=-100, reduction="mean"):
         """memtrain.linear_cross_entropy, its chunk chosen under this
         Module's budget: the most tokens whose logits fit what the budget
-        has free now, less a sixteenth of it. Where all of them fit, it is
+        has free now, less a thousandth of it. Where all of them fit, it is
         F.cross_entropy(F.linear(hidden, weight, bias), targets), bit for
         bit; where they do not, it never holds the whole logits. What it
         held is what the step planner learns for the code after the
@@ -554,7 +554,7 @@ class Module(torch.nn.Module):
 
     def _chunk_tokens(self, hidden, weight, bias, most=None, measuring=False):
         """The most tokens (up to `most`) whose logits fit what the budget
-        has free now, less a sixteenth of it and what the chunked
+        has free now, less a thousandth of it and what the chunked
         computation holds whatever the chunk (all of them before the budget
         is known); `most` itself while measuring. Chunks above the least
         size, or all the tokens at once, are taken because they are free:
@@ -565,7 +565,7 @@ class Module(torch.nn.Module):
         self._native.begin_elastic(_least_held(hidden, weight, bias))
         if measuring or budget <= 0:
             return most
-        free = budget - self._native.live_bytes() - budget // 16
+        free = budget - self._native.live_bytes() - _native.loops_own_bytes(budget)
         return min(most, _chunk_tokens_for(tokens, hidden, weight, bias, free))
 
 
@@ -581,9 +581,12 @@ def _autocast_to_measure(device, params):
         return None
     if device.type == "cuda" and not torch.cuda.is_bf16_supported():
         return None
-    # Uncached: inside the caller's autocast, the cache would keep its
-    # casts (and their graphs) until the caller's context ends.
-    return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=False)
+    # Cached, as a loop's autocast is: the head's weight cast is then held
+    # through the loss (a twentieth of a small model's least). Uncached
+    # inside the caller's autocast, whose cache would keep the casts (and
+    # their graphs) until the caller's context ends.
+    nested = any(torch.is_autocast_enabled(d) for d in _blocks.autocast_devices())
+    return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=not nested)
 
 
 def _without_cache(model, kwargs):

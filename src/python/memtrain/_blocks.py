@@ -563,7 +563,7 @@ def _same_tensor(x, previous):
             and x.stride() == previous.stride() and x.dtype == previous.dtype)
 
 
-def _autocast_devices():
+def autocast_devices():
     return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
 
 
@@ -571,12 +571,12 @@ def _autocast_state():
     """torch.autocast as the caller has it, per device: a recomputed block
     runs in the backward, outside the caller's autocast, and must compute
     in the same precision as its first forward."""
-    return [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _autocast_devices()]
+    return [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in autocast_devices()]
 
 
 def autocast_off():
     """torch.autocast off on every device, whatever the caller has on."""
-    return _autocast_as([(d, False, torch.get_autocast_dtype(d)) for d in _autocast_devices()])
+    return _autocast_as([(d, False, torch.get_autocast_dtype(d)) for d in autocast_devices()])
 
 
 class _autocast_as:

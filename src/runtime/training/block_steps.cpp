@@ -722,7 +722,9 @@ void BlockSteps::end_calibration() {
   calibration_samples_.clear();
   // What stays resident, before the least is taken for "N%": the chain
   // the reference is planned on is the one the budget is checked on.
-  steps_.observe_resident(calibration_live_ + optimizer_state_, batch_.bytes(), batch_.signature.size);
+  // With room for what a loop holds beside it, so that a budget at the least stated trains.
+  const Bytes resident = calibration_live_ + optimizer_state_;
+  steps_.observe_resident(resident + loops_own_bytes(resident), batch_.bytes(), batch_.signature.size);
   steps_.note_size(batch_.signature.size);
   reference_callers_need_ = std::max(reference_callers_need_, carried_.callers_need);
   reference_size_ = std::max(reference_size_, carried_.size);

@@ -115,6 +115,12 @@ struct StepReport {
   long synchronizations = 0;     // the times memtrain waited for the device, from block 0's call to the step's end
 };
 
+// What a loop holds beside the step that a sample's step did not (its last
+// loss, the optimizer's step counters, small tensors of its own): the room
+// the least budget stated leaves for it above `bytes` resident, and what an
+// elastic part (a chunked loss) leaves free of a budget of `bytes`.
+inline Bytes loops_own_bytes(Bytes bytes) { return std::max<Bytes>(64 * 1024, bytes / 1024); }
+
 class BlockSteps {
  public:
   // `model`: the blocks, then `boundary`. `memory` outlives this.

@@ -120,7 +120,14 @@ void StepPlanner::set_gathered_bytes(std::vector<Bytes> forward, std::vector<Byt
 
 void StepPlanner::observe_after_stages(std::int64_t size, Bytes bytes, bool measured) {
   MEMTRAIN_ASSERT(options_.last_stage_is_callers, "only a caller's last stage is observed apart");
-  (measured ? after_stages_ : after_stages_stand_in_).observe(size, bytes);
+  if (measured) {
+    after_stages_.observe(size, bytes);
+  } else {
+    // Calibration's rounds run in the model's precision and under bfloat16
+    // autocast, and the loop's is not known yet: the least budget stated
+    // holds for either (the head's casts can hold a twentieth more).
+    after_stages_stand_in_.observe_in_every_step(size, bytes);
+  }
 }
 
 Chain StepPlanner::planning_chain(std::int64_t size) {
