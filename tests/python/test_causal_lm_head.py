@@ -130,3 +130,25 @@ def test_n_percent_stays_of_the_plain_loops_step_with_the_head_chunked(chunked, 
     state = sum(t.nbytes for s in opt.state.values() for t in s.values() if torch.is_tensor(t))
     assert m.budget_bytes - before >= state * share / 100 * 0.999, (m.budget_bytes - before, state)
 
+
+def test_the_head_turning_to_chunks_is_told_only_of_a_budget_accepted():
+    """chunked_loss=None warns that the head runs in chunks when a budget
+    that needs them is accepted; a budget refused (below even the chunked
+    least) leaves no Module, and no warning of one."""
+    import warnings
+
+    inputs = batch(length=64)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(memtrain.Infeasible) as refused:
+            memtrain.Module(llama(), budget=1 << 20, sample=inputs)
+    assert [str(w.message) for w in seen if "chunks from now on" in str(w.message)] == []
+    least = refused.value.min_bytes
+    del refused
+    gc.collect()
+    with pytest.warns(UserWarning, match="chunks from now on") as seen:
+        m = memtrain.Module(llama(), budget=int(least * 1.02), sample=inputs)
+    assert len([w for w in seen if "chunks from now on" in str(w.message)]) == 1
+    assert seen[0].filename == __file__  # it points at the caller's line
+    m(**inputs).loss.backward()
+    assert m.last_step["chunked_loss"]

@@ -168,6 +168,8 @@ class Module(torch.nn.Module):
             _refuse_share_without_sample(budget, sample)  # after the planner's own refusals
             self._measure(sample, optimizer, budget)
             _refuse_above_the_device(self.budget_bytes, device)
+            if self._head.mode is None and self._head.chunking:
+                self._warn_chunking(stacklevel=2)
         except BaseException as refused:
             # Refused (Infeasible names the least budget): the model is as
             # it was, to wrap again with another budget, and what measuring
@@ -249,13 +251,17 @@ class Module(torch.nn.Module):
         False where that is not to be, or is done already."""
         if not self._head.chunk_where_needed():
             return False
+        self._plan_blocks_afresh(budget)
+        return True
+
+    def _warn_chunking(self, stacklevel):
+        """Once the budget turning the head to chunks is accepted: a
+        refused one leaves no Module, and nothing to warn of."""
         warnings.warn(f"memtrain: the budget cannot hold the whole logits of {type(self._model).__name__}; its head "
                       "and loss run in chunks from now on, where the logits do not fit what is free (their loss "
                       "and gradients then differ from the plain model's by rounding; last_step['chunked_loss'] "
                       "says when). chunked_loss=False keeps them exact and refuses such steps instead",
-                      stacklevel=4)
-        self._plan_blocks_afresh(budget)
-        return True
+                      stacklevel=stacklevel + 1)
 
     def _plan_blocks_afresh(self, budget):
         """The blocks planned anew under `budget`, learning from nothing but
@@ -508,6 +514,7 @@ class Module(torch.nn.Module):
             self._calibrate(args, kwargs)
         except Infeasible as chunked:
             raise chunked from refused
+        self._warn_chunking(stacklevel=3)
         # Module's own forward, not self.forward: accelerate sets the
         # latter to its autocast-decorated wrapper, whose one context
         # object, entered again inside itself, would leave autocast on.
