@@ -420,6 +420,8 @@ void define_peers(py::module_& m) {
 
 // The blocks' steps that memtrain.Module drives.
 void define_block_steps(py::module_& m) {
+  // What an N% budget is of, carried from blocks planned before to those planned afresh; opaque to Python.
+  py::class_<BlockSteps::ShareReference>(m, "ShareReference");
   py::class_<PythonBlockSteps, std::shared_ptr<PythonBlockSteps>>(m, "BlockSteps")
       .def(py::init<const std::vector<py::object>&, const std::vector<std::string>&, const std::vector<py::object>&,
                     const py::object&, const std::string&, int, const py::object&, double, const std::string&,
@@ -473,15 +475,10 @@ void define_block_steps(py::module_& m) {
            [](PythonBlockSteps& r, Bytes state_bytes, Bytes update_temp_bytes) {
              r.steps().count_optimizer(state_bytes, update_temp_bytes);
            })
-      .def("share_reference",
-           [](PythonBlockSteps& r) {
-             const auto c = r.steps().share_reference();
-             return py::make_tuple(c.reference, c.optimizer_state, c.optimizer_counted_late, c.callers_need, c.size);
-           })
+      .def("share_reference", [](PythonBlockSteps& r) { return r.steps().share_reference(); })
       .def("carry_share_reference",
-           [](PythonBlockSteps& r, const py::tuple& c) {
-             r.steps().carry_share_reference({c[0].cast<Bytes>(), c[1].cast<Bytes>(), c[2].cast<Bytes>(),
-                                              c[3].cast<Bytes>(), c[4].cast<std::int64_t>()});
+           [](PythonBlockSteps& r, const BlockSteps::ShareReference& carried) {
+             r.steps().carry_share_reference(carried);
            })
       .def("last_step",
            [](PythonBlockSteps& r) -> py::object {

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _memtrain as _native
+from ._linear_cross_entropy import LEAST_CHUNK_TOKENS, linear_cross_entropy
 
 
 def _causal_lm_loss():
@@ -145,7 +146,6 @@ class ChunkedHead:
         share = max(1, -(-tokens // self.forced_chunks))
         if self.measuring:
             # As the least budget is planned for: chunks of at least the least size.
-            from ._linear_cross_entropy import LEAST_CHUNK_TOKENS
             most = max(share, min(tokens, LEAST_CHUNK_TOKENS))
         else:
             most = share if self.mode is True else tokens
@@ -155,7 +155,6 @@ class ChunkedHead:
             loss_of = own_loss or _causal_lm_loss()[1]
             return loss_of(logits=logits, labels=labels, vocab_size=vocabulary, num_items_in_batch=num_items_in_batch,
                            ignore_index=ignore_index, shift_labels=given_shift, **kwargs)
-        from ._linear_cross_entropy import linear_cross_entropy
         self.chunked_last = True
         reduction = "sum" if num_items_in_batch is not None else "mean"
         loss = linear_cross_entropy(hidden, head.weight, shift_labels, head.bias, ignore_index=ignore_index,

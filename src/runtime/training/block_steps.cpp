@@ -249,9 +249,7 @@ void BlockSteps::abandon_running_step() {
   if (calibration_round_ >= 0 || !execution_) return;
   // The caller's code after the blocks stopped (out of budget, or it
   // dropped the output): it needed at least what it reached, or asked for.
-  Bytes reached = std::max(memory_.peak(), memory_.refused());
-  // An elastic part (a chunked loss that took the whole logits) fits with its least.
-  if (elastic_least_ >= 0) reached = std::min(reached, elastic_least_);
+  const Bytes reached = at_elastic_least(std::max(memory_.peak(), memory_.refused()));
   learn_callers_need(batch_.signature.size, reached - caller_live_ + caller_gradients_ + spilled_);
   steps_.mark_failed(batch_.signature.size, step_->choice());
 }
@@ -298,6 +296,12 @@ void BlockSteps::begin_elastic(Bytes least) {
   if (!in_callers_code_) return;
   // What the code reached before, or the elastic part at its least.
   elastic_least_ = std::max({elastic_least_, memory_.peak(), memory_.live() + std::max<Bytes>(0, least)});
+}
+
+Bytes BlockSteps::at_elastic_least(Bytes reached) const {
+  // An elastic part (a chunked loss that took larger chunks, or the whole
+  // logits, because they were free) fits with its least.
+  return elastic_least_ >= 0 ? std::min(reached, elastic_least_) : reached;
 }
 
 void BlockSteps::start_relief() {
@@ -502,8 +506,7 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
     in_callers_code_ = false;
     // What the caller's code needed: what it reached (its elastic part at
     // its least), and the room spilling made.
-    const Bytes reached = elastic_least_ >= 0 ? std::min(caller_peak_, elastic_least_) : caller_peak_;
-    const Bytes need = reached - caller_live_ + caller_gradients_ + spilled_;
+    const Bytes need = at_elastic_least(caller_peak_) - caller_live_ + caller_gradients_ + spilled_;
     if (calibration_round_ < 0) {
       learn_callers_need(batch_.signature.size, need);
     } else {

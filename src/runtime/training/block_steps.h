@@ -261,6 +261,8 @@ class BlockSteps {
   // (measured by a step): learnt for that size, and an N% budget's
   // reference grows to cover it (N% is of the caller's own loop).
   void learn_callers_need(std::int64_t size, Bytes need);
+  // `reached` by the caller's code, capped at its elastic part's least (begin_elastic).
+  Bytes at_elastic_least(Bytes reached) const;
   // A step's context: the default generator, the gradients taken.
   StepContext fresh_context();
   torch::Tensor exchange(const torch::Tensor& output);
