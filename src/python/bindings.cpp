@@ -346,6 +346,7 @@ void define_memory(py::module_& m) {
   m.def(
       "reset_peak", [](const std::string& name) { device_memory(name).reset_process_peak(); },
       py::arg("device") = "cpu", "Starts the peaks of memory_stats(device) again from what is live now.");
+  m.def("format_bytes", &format_bytes, py::arg("bytes"), "Bytes as memtrain's messages write them (\"32.1 MiB\").");
   m.def("loops_own_bytes", &runtime::loops_own_bytes, py::arg("bytes"),
         "The room for a loop's own small tensors above `bytes` resident, or free of a budget of `bytes`.");
   m.def("planner_names", &plan::device_weight_planner_names);

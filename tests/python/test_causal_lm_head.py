@@ -152,3 +152,21 @@ def test_the_head_turning_to_chunks_is_told_only_of_a_budget_accepted():
     assert seen[0].filename == __file__  # it points at the caller's line
     m(**inputs).loss.backward()
     assert m.last_step["chunked_loss"]
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["optimizer-not-given", "optimizer-given"])
+def test_a_least_stated_without_the_optimizer_says_what_it_leaves_out(given):
+    """A refusal at construction without optimizer= names the state an
+    Adam would add (2 x the trainable parameters' bytes) and the route to
+    a least that counts it; with optimizer= the least counts it already,
+    and the refusal says nothing of it."""
+    model = llama()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3) if given else None
+    with pytest.raises(memtrain.Infeasible) as refused:
+        memtrain.Module(model, budget=1, sample=batch(length=64), optimizer=opt)
+    text = str(refused.value)
+    state = 2 * sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
+    assert ("counts no optimizer's state" in text) == (not given), text
+    if not given:
+        assert f"{state:.1f} MiB for this model" in text and "optimizer=opt" in text, text
+    assert refused.value.min_bytes > 1

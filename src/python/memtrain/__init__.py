@@ -177,6 +177,8 @@ class Module(torch.nn.Module):
             # with e.min_bytes in its `except` must find that memory free).
             self._blocks.unwrap()
             del self._blocks, self._native
+            if isinstance(refused, Infeasible) and optimizer is None and sample is not None:
+                refused.args = (f"{refused.args[0]}; {_least_without_optimizer(model)}",) + refused.args[1:]
             if refused.__traceback__ is not None and refused.__traceback__.tb_next is not None:
                 traceback.clear_frames(refused.__traceback__.tb_next)
             raise
@@ -574,6 +576,14 @@ class Module(torch.nn.Module):
             return most
         free = budget - self._native.live_bytes() - _native.loops_own_bytes(budget)
         return min(most, _chunk_tokens_for(tokens, hidden, weight, bias, free))
+
+
+def _least_without_optimizer(model):
+    """What a least stated without optimizer= leaves out, in figures."""
+    state = _native.format_bytes(2 * sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad))
+    return (f"this least counts no optimizer's state: one made later adds it at its first update (Adam's and "
+            f"AdamW's: {state} for this model), and a budget in bytes that no longer fits "
+            "then is refused; pass the optimizer as memtrain.Module(..., optimizer=opt) for a least that counts it")
 
 
 def _is_share(budget):
