@@ -48,6 +48,13 @@ def test_unknown_planner_lists_the_known_ones():
         memtrain.Module(mlp(), budget="1GiB", planner="fastest")
 
 
+@pytest.mark.parametrize("autocast", [True, "bf16", torch.float32], ids=repr)
+def test_autocast_that_is_not_a_precision_a_loop_runs_in(autocast):
+    with pytest.raises(memtrain.UsageError, match=f"autocast {autocast!r} is not a precision the loop runs in; "
+                                                  "expected None .* False .* torch.bfloat16 or torch.float16"):
+        memtrain.Module(mlp(), budget="1GiB", autocast=autocast)
+
+
 def test_input_on_another_device():
     m = memtrain.Module(mlp(), budget="1GiB")
     with pytest.raises(memtrain.UsageError, match="input is on meta"):

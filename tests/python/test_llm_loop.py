@@ -107,16 +107,17 @@ def plain_loop(bf16, micro, labels):
     return _plain[key]
 
 
-def wrap(budget, sample, opt_given):
+def wrap(budget, sample, opt_given, autocast=None):
     model = llama()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3) if opt_given else None
     # Unchunked: the matrix holds the exact contract (chunked heads: test_causal_lm_head.py).
-    return memtrain.Module(model, budget=budget, sample=sample, optimizer=opt, chunked_loss=False), opt
+    return memtrain.Module(model, budget=budget, sample=sample, optimizer=opt, chunked_loss=False,
+                           autocast=autocast), opt
 
 
-def least_budget(sample, opt_given):
+def least_budget(sample, opt_given, autocast=None):
     try:
-        wrap(1, sample, opt_given)
+        wrap(1, sample, opt_given, autocast)
     except memtrain.Infeasible as e:
         return e.min_bytes
     raise AssertionError("a budget of 1 byte was accepted")
@@ -169,6 +170,35 @@ def test_every_accepted_budget_trains_within_itself_exactly(bf16, micro, labels,
         trained.append(name)
         del m, opt, weights
     assert "100%" in trained and ("least" in trained or not opt_given)
+
+
+@pytest.mark.parametrize("labels", [True, False], ids=["loss-in-model", "loss-in-loop"])
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
+def test_a_least_for_the_loops_own_precision_trains_it_and_refuses_the_other(bf16, labels):
+    """autocast= names the precision the loop runs the model in: the least
+    is measured for it alone, at most the least for both (in float32, below
+    it: the head's bfloat16 weight cast is not held), trains the loop
+    within itself, bit-equal to the plain loop, and a forward in the other
+    precision is refused before it changes anything."""
+    plain_weights, _, _ = plain_loop(bf16, 4, labels)
+    data = updates(4)
+    ids = longest(data)
+    sample = {"input_ids": ids, "labels": ids} if labels else {"input_ids": ids}
+    named = torch.bfloat16 if bf16 else False
+    both = least_budget(sample, True)
+    least = least_budget(sample, True, autocast=named)
+    assert least <= both if bf16 else least < both, (least, both)
+    gc.collect()
+    m, opt = wrap(least, sample, True, autocast=named)
+    other = ("without autocast, .* under torch.bfloat16 autocast" if bf16
+             else "under torch.bfloat16 autocast, .* without it")
+    with pytest.raises(memtrain.UsageError, match=f"this forward runs {other} .*autocast=None for both"):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=not bf16):
+            micro_loss(m, ids, labels)
+    assert m.last_step is None and all(p.grad is None for p in m.parameters())
+    weights, _ = train(m, data, bf16, labels, opt, budget_of=lambda: m.budget_bytes)
+    for k, (a, b) in enumerate(zip(plain_weights, weights)):
+        assert a == b, f"parameter {k} differs from the plain loop's"
 
 
 def chunked_run(m, data, bf16, opt, use_step, budget_of, first_update_counted=True):

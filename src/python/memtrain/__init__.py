@@ -111,6 +111,13 @@ class Module(torch.nn.Module):
       labels, whether its head and loss run in chunks of tokens, never
       holding the whole logits: None, where the budget needs it; True,
       always; False, never.
+    autocast: the precision the loop runs a float32 model's forward in,
+      which the least budget is measured for: None, both float32 and
+      bfloat16 autocast (as most language models are trained); False,
+      float32 only (a forward under autocast is then refused); or
+      torch.bfloat16 or torch.float16, that autocast only (a forward
+      outside it is then refused). Naming one can lower the least where
+      the other precision holds more.
 
     Under torch.no_grad() the model runs plainly. The state_dict() is the
     model's, with its own keys.
@@ -122,9 +129,9 @@ class Module(torch.nn.Module):
     """
 
     def __init__(self, model, budget, blocks=None, planner="mimose", sample=None, collect_steps=4, bandwidth=None,
-                 optimizer=None, chunked_loss=None, _prediction_scale=1.0):
+                 optimizer=None, chunked_loss=None, autocast=None, _prediction_scale=1.0):
         super().__init__()
-        _check_arguments(budget, planner, collect_steps, sample)
+        _check_arguments(budget, planner, collect_steps, sample, autocast)
         if blocks is None and isinstance(model, (torch.nn.Sequential, list, tuple, torch.nn.ModuleList)):
             # A chain: its stages are the blocks, called one after another.
             model = _as_sequential(model)
@@ -159,7 +166,7 @@ class Module(torch.nn.Module):
             raise UsageError(f"every parameter of {type(model).__name__} is frozen (requires_grad=False): a "
                              "training step has nothing to train; memtrain.Module plans training steps")
         self._options = {"planner": planner, "collect_steps": collect_steps, "bandwidth": bandwidth,
-                         "chunked_loss": chunked_loss}
+                         "chunked_loss": chunked_loss, "autocast": autocast}
         self._prediction_scale = _prediction_scale
         self._device = device
         self._budget_spec = budget  # as given: N% stays a share of the plain loop's step
@@ -179,6 +186,10 @@ class Module(torch.nn.Module):
             del self._blocks, self._native
             if isinstance(refused, Infeasible) and optimizer is None and sample is not None:
                 refused.args = (f"{refused.args[0]}; {_least_without_optimizer(model)}",) + refused.args[1:]
+            if isinstance(refused, Infeasible) and self.__dict__.get("_measured_both"):
+                refused.args = (f"{refused.args[0]}; this least holds both in float32 and under bfloat16 "
+                                "autocast: a loop that never runs the model under autocast can pass "
+                                "autocast=False, measured in float32 alone",) + refused.args[1:]
             if refused.__traceback__ is not None and refused.__traceback__.tb_next is not None:
                 traceback.clear_frames(refused.__traceback__.tb_next)
             raise
@@ -308,17 +319,12 @@ class Module(torch.nn.Module):
                         if p.grad is None and id(p) not in inside:  # the blocks' are the native steps'
                             p.grad = torch.zeros_like(p)
             rounds = self._native.begin_calibration()
-            # Then once more under bfloat16 autocast, as most language
-            # models are trained: the code after the blocks (logits in
-            # bfloat16 and their float32 copy for the loss) can hold more.
-            autocast = _autocast_to_measure(self._device, params) if self._blocks.peers is None else None
+            own, callers = self._precisions_to_measure(params)
+            self.__dict__["_measured_both"] = callers is not None
             self._head.measuring = True
-            # The rounds in their own precision, whatever autocast the
-            # caller has on (a Module measuring again inside its forward).
-            as_is = contextlib.nullcontext() if autocast is None else _blocks.autocast_off()
-            for r in range(rounds + (autocast is not None)):
+            for r in range(rounds + (callers is not None)):
                 self._native.calibration_round(r)
-                with autocast if r == rounds else as_is:
+                with callers() if r == rounds else own():
                     loss = _blocks.loss_of(self._head.run(lambda: self._model(*args, **kwargs), kwargs))
                 reached = self._blocks.backwards
                 torch.autograd.backward(loss, torch.ones_like(loss))
@@ -347,6 +353,43 @@ class Module(torch.nn.Module):
                 for b, kept in buffers:
                     b.copy_(kept)
         self._native.end_calibration()
+
+    def _precisions_to_measure(self, params):
+        """The context of calibration's rounds, and of one more round that
+        measures the caller's code again in another precision (None where
+        there is none): as the autocast option names them."""
+        asked, device = self._options["autocast"], self._device
+        if asked is None and self._blocks.peers is None:
+            # Once more under bfloat16 autocast, as most language models are
+            # trained: the code after the blocks (logits in bfloat16 and
+            # their float32 copy for the loss) can hold more.
+            if _measures_bfloat16(device, params):
+                # The other rounds in the model's own precision, whatever
+                # autocast the caller has on (a Module measuring again
+                # inside its forward).
+                return _blocks.autocast_off, lambda: _autocast_to_measure(device, torch.bfloat16)
+        if asked is None:
+            return contextlib.nullcontext, None
+        if asked is False:
+            return _blocks.autocast_off, None
+        return lambda: _autocast_to_measure(device, asked), None
+
+    def _refuse_another_precision(self):
+        """A forward in a precision the least was not measured for: its
+        code after the blocks may hold more than the budget has room for."""
+        asked, device = self._options["autocast"], self._device.type
+        if asked is None:
+            return
+        on = torch.is_autocast_enabled(device)
+        if asked is False and on:
+            raise UsageError(f"this forward runs under {torch.get_autocast_dtype(device)} autocast, and the Module "
+                             "was measured for a loop without it (autocast=False); wrap the model with "
+                             f"autocast={torch.get_autocast_dtype(device)}, or autocast=None for both")
+        if asked is not False and not (on and torch.get_autocast_dtype(device) == asked):
+            now = f"under {torch.get_autocast_dtype(device)} autocast" if on else "without autocast"
+            raise UsageError(f"this forward runs {now}, and the Module was measured for a loop under {asked} "
+                             f"autocast (autocast={asked}); run the forward inside torch.autocast("
+                             f"{device!r}, dtype={asked}), or wrap the model with autocast=None for both")
 
     def _measure_optimizer(self, optimizer):
         """The bytes `optimizer`'s state will hold, and the most its update
@@ -490,6 +533,7 @@ class Module(torch.nn.Module):
                              "wrap it again")
         if not torch.is_grad_enabled():
             return self._model(*args, **kwargs)
+        self._refuse_another_precision()
         _native.count_this_thread(str(self._device))
         kwargs = _without_cache(self._model, kwargs)
         entry = _blocks.StepEntry(self._blocks.outer_buffers, self._device, self._native.host_copy)
@@ -591,19 +635,22 @@ def _is_share(budget):
     return isinstance(budget, str) and budget.strip().endswith("%")
 
 
-def _autocast_to_measure(device, params):
-    """bfloat16 autocast on `device`, for a float32 model that may be
-    trained under it; None where it cannot be (another dtype, no bfloat16)."""
+def _measures_bfloat16(device, params):
+    """Whether calibration measures bfloat16 autocast too: for a float32
+    model that may be trained under it, on a device that has it."""
     if not params or any(p.dtype != torch.float32 for p in params):
-        return None
-    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        return None
+        return False
+    return device.type != "cuda" or torch.cuda.is_bf16_supported()
+
+
+def _autocast_to_measure(device, dtype):
+    """`dtype` autocast on `device`, as a loop's is."""
     # Cached, as a loop's autocast is: the head's weight cast is then held
     # through the loss (a twentieth of a small model's least). Uncached
     # inside the caller's autocast, whose cache would keep the casts (and
     # their graphs) until the caller's context ends.
     nested = any(torch.is_autocast_enabled(d) for d in _blocks.autocast_devices())
-    return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=not nested)
+    return torch.autocast(device.type, dtype=dtype, cache_enabled=not nested)
 
 
 def _without_cache(model, kwargs):
@@ -707,7 +754,7 @@ def _refuse_share_without_sample(budget, sample):
                          "in bytes")
 
 
-def _check_arguments(budget, planner, collect_steps, sample):
+def _check_arguments(budget, planner, collect_steps, sample, autocast):
     """Refusals of arguments the native module would take for something
     else, or that a later step would refuse, naming the argument and what
     would be valid."""
@@ -718,6 +765,10 @@ def _check_arguments(budget, planner, collect_steps, sample):
     if isinstance(budget, int) and not isinstance(budget, bool) and not 0 < budget < 2**62:
         raise UsageError(f"budget {budget} bytes is out of range; expected 1..2**62 bytes, text such as '512MiB', "
                          "or 'N%'")
+    if not (autocast is None or autocast is False or autocast in (torch.bfloat16, torch.float16)):
+        raise UsageError(f"autocast {autocast!r} is not a precision the loop runs in; expected None (both float32 "
+                         "and bfloat16 autocast), False (float32 only), torch.bfloat16 or torch.float16 (that "
+                         "autocast only)")
 
 
 def plan(model_or_chain, budget, planner="optimal"):
