@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """memtrain.Module on a language model of GPT-2 small's shape at a real
-vocabulary, the loss computed by the loop, the length changing every step:
-the plain model, memtrain's planners at N% of the plain peak, every-k
-checkpointing and torch.compile's activation_memory_budget, one after
-another in one process. Each row: completed or not (with the error), the
+vocabulary, the loss computed by the loop in float32, the length changing
+every micro-batch, gradients accumulated over --accumulate micro-batches:
+the plain model, memtrain's planners at N% of the plain peak and at the
+least budget memtrain names, every-k checkpointing and torch.compile's
+activation_memory_budget, one after another in one process. Each row: completed or not (with the error), the
 steps whose peak went over the budget in allocated bytes and in reserved
 bytes, and the mean seconds per step after the first `--collect-steps`.
 
@@ -57,8 +58,10 @@ class Memory:
 def batches(args, device):
     rng = random.Random(args.seed)
     g = torch.Generator().manual_seed(args.seed)
-    lengths = [args.max_length] + [rng.randint(args.min_length, args.max_length) for _ in range(args.steps - 1)]
-    return [torch.randint(0, args.vocab, (args.batch, n + 1), generator=g).to(device) for n in lengths]
+    lengths = [args.max_length] + [rng.randint(args.min_length, args.max_length)
+                                   for _ in range(args.steps * args.accumulate - 1)]
+    ids = [torch.randint(0, args.vocab, (args.batch, n + 1), generator=g).to(device) for n in lengths]
+    return [ids[i:i + args.accumulate] for i in range(0, len(ids), args.accumulate)]
 
 
 def lm_loss(logits, ids):
@@ -83,11 +86,12 @@ def contender(name, args, device, data, memory, budget, setup):
         row["done"] = f"refused: {type(e).__name__}: {str(e).splitlines()[0][:140]}"
         data = []
     try:
-        for i, ids in enumerate(data):
+        for i, update in enumerate(data):
             memory.reset()
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            lm_loss(forward(ids[:, :-1]), ids).backward()
+            for ids in update:  # the micro-batches, their gradients accumulated
+                (lm_loss(forward(ids[:, :-1]), ids) / len(update)).backward()
             opt.step()
             if device.type == "cuda":
                 torch.cuda.synchronize()
@@ -105,9 +109,24 @@ def contender(name, args, device, data, memory, budget, setup):
 
 def memtrain_setup(budget, planner, sample):
     def setup(model, opt):
+        # The loop runs in float32: the least is measured for it alone.
         return memtrain.Module(model, budget=budget, blocks=model.blocks, planner=planner, sample=sample,
-                               optimizer=opt)
+                               optimizer=opt, autocast=False)
     return setup
+
+
+def least_of(args, device, memory, planner, sample):
+    """memtrain's least budget for this loop: what it names refusing one byte."""
+    memory.release()
+    model = make(args, device)
+    try:
+        memtrain_setup(1, planner, sample)(model, torch.optim.Adam(model.parameters(), lr=1e-4))
+    except memtrain.Infeasible as e:
+        return e.min_bytes
+    finally:
+        del model
+        memory.release()
+    raise RuntimeError("memtrain accepted a budget of one byte")
 
 
 def main():
@@ -120,9 +139,11 @@ def main():
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--min-length", type=int, default=128)
     p.add_argument("--max-length", type=int, default=1024)
-    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--steps", type=int, default=12, help="updates, each of --accumulate micro-batches")
+    p.add_argument("--accumulate", type=int, default=1, help="micro-batches whose gradients each update sums")
     p.add_argument("--collect-steps", type=int, default=4, help="steps left out of the mean time")
-    p.add_argument("--budgets", default="100,50,30", help="percent of the plain model's peak")
+    p.add_argument("--budgets", default="100,50,30,least",
+                   help="percent of the plain model's peak, or least: the least memtrain names")
     p.add_argument("--planners", default="mimose,optimal")
     p.add_argument("--ks", default="1,2,4", help="every-k checkpointing, for these k")
     p.add_argument("--fraction", type=float, default=0.5,
@@ -134,7 +155,7 @@ def main():
     device = torch.device(args.device)
     memory = Memory(device)
     data = batches(args, device)
-    sample = data[0][:, :-1]
+    sample = data[0][0][:, :-1]
 
     rows = [contender("plain", args, device, data, memory, None, lambda model, opt: model)]
     reference = rows[0].get("peak", 0)
@@ -149,11 +170,14 @@ def main():
             functorch_config.activation_memory_budget = args.fraction
             return torch.compile(model, dynamic=False)
         rows.append(contender(f"torch.compile budget {args.fraction:g} (length {args.max_length} only)", args,
-                              device, [data[0]] * len(data), memory, None, compiled))
-    for percent in (int(b) for b in args.budgets.split(",") if b):
-        budget = reference * percent // 100
+                              device, [[data[0][0]] * args.accumulate] * len(data), memory, None, compiled))
+    for share in (b.strip() for b in args.budgets.split(",") if b.strip()):
         for planner in args.planners.split(","):
-            rows.append(contender(f"memtrain {planner} {percent}%", args, device, data, memory, budget,
+            if share == "least":
+                budget, label = least_of(args, device, memory, planner, sample), "its least"
+            else:
+                budget, label = reference * int(share) // 100, f"{share}%"
+            rows.append(contender(f"memtrain {planner} {label}", args, device, data, memory, budget,
                                   memtrain_setup(budget, planner, sample)))
             rows[-1]["budget"] = budget
 
@@ -165,16 +189,16 @@ def main():
     lines = [f"## Whole step at a real vocabulary on {name}\n",
              f"`python bench/gpu_whole_step.py {' '.join(sys.argv[1:])}` (torch {torch.__version__}). A GPT of "
              f"{args.layers} blocks, width {args.width}, {args.heads} heads, vocabulary {args.vocab}, dropout 0.1, "
-             f"batch {args.batch}, lengths {args.min_length}-{args.max_length} changing every step, the loss "
-             f"computed by the loop, Adam. Plain peak {reference / 2**30:.2f} GiB (allocated). Budgets are of it; "
+             f"batch {args.batch}, lengths {args.min_length}-{args.max_length} changing every micro-batch, "
+             f"{args.accumulate} micro-batch(es) per update, the loss computed by the loop, Adam. Plain peak {reference / 2**20:.1f} MiB (allocated). Budgets are of it; "
              "a step is over when its peak allocated (or reserved) bytes exceed the budget.\n",
              "| contender | budget | completed | over (allocated) | over (reserved) | s/step | / plain | peak |",
              "|---|---|---|---|---|---|---|---|"]
     plain = mean(rows[0])
     for r in rows:
-        budget = f"{r['budget'] / 2**30:.2f} GiB" if "budget" in r else ""
+        budget = f"{r['budget'] / 2**20:.1f} MiB" if "budget" in r else ""
         timing = f"{mean(r):.4f} | {mean(r) / plain:.2f}x" if r["times"] else " | "
-        peak = f"{r['peak'] / 2**30:.2f} GiB" if "peak" in r else ""
+        peak = f"{r['peak'] / 2**20:.1f} MiB" if "peak" in r else ""
         lines.append(f"| {r['name']} | {budget} | {r['done']} | {r['over_allocated']} | {r['over_reserved']} | "
                      f"{timing} | {peak} |")
     with open(args.out, "w") as f:
