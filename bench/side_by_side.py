@@ -18,7 +18,7 @@ def digest(tensors):
     h = hashlib.sha256()
     for t in tensors:
         t = t.to_local() if hasattr(t, "to_local") else t
-        h.update(t.detach().contiguous().reshape(-1).view(-1).numpy().tobytes())
+        h.update(t.detach().cpu().contiguous().reshape(-1).view(-1).numpy().tobytes())
     return h.hexdigest()
 
 

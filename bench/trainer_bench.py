@@ -18,6 +18,7 @@ weights equal the plain run's (SHA-256 of the bytes).
 
     scripts/bench.sh trainer                     # or: PYTHONPATH=build/python python bench/trainer_bench.py
     scripts/bench.sh trainer --width 128 --layers 4 --longest 256 --section trainer_bench_small
+    python bench/trainer_bench.py --device cuda --no-publish   # a phase of scripts/gpu-check.sh
 """
 
 import argparse
@@ -49,6 +50,7 @@ def parse_args():
     p.add_argument("--updates", type=int, default=6)
     p.add_argument("--budgets", default="100,70,50,30", help="percent of the plain run's peak")
     p.add_argument("--no-bf16", dest="bf16", action="store_false")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda: the model, the sample and the Trainer there")
     p.add_argument("--section", default="trainer_bench")
     p.add_argument("--no-publish", dest="publish", action="store_false")
     p.add_argument("--role", nargs="*", help=argparse.SUPPRESS)
@@ -110,12 +112,13 @@ def checkpoint_every(model, k):
 def prepared(args, role):
     """The model a role trains, and what it records beside the steps."""
     kind = role[0]
-    model = make_model(args)
+    model = make_model(args).to(args.device)  # before wrapping: memtrain measures the model where it trains
     if kind == "every":
         checkpoint_every(model, int(role[1]))
     if kind == "memtrain":
         chunked = {"auto": None, "chunked": True}[role[2]]
-        model = memtrain.Module(model, budget=int(role[1]), sample=longest_batch(args), chunked_loss=chunked)
+        sample = {k: v.to(args.device) for k, v in longest_batch(args).items()}
+        model = memtrain.Module(model, budget=int(role[1]), sample=sample, chunked_loss=chunked)
     return model
 
 
@@ -123,22 +126,29 @@ class Turns:
     """A TrainerCallback that waits for "step i" before each update and
     answers "done" after it, recording its seconds and peak."""
 
-    def __init__(self, budget):
+    def __init__(self, budget, device):
         import transformers
 
         turns = self
+
+        def synchronize():
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
 
         class Callback(transformers.TrainerCallback):
             def on_step_begin(self, args, state, control, **kwargs):
                 line = sys.stdin.readline().split()
                 if not line or line[0] != "step":
                     raise RuntimeError(f"expected a step, got {line}")
-                memtrain.reset_peak()
+                synchronize()
+                memtrain.reset_peak(device)
                 turns.t0 = time.perf_counter()
 
             def on_step_end(self, args, state, control, **kwargs):
+                synchronize()
                 turns.seconds.append(time.perf_counter() - turns.t0)
-                turns.peaks.append(memtrain.memory_stats()["peak_bytes"])
+                # memtrain's count: it resets the caching allocator's peak as it measures operations.
+                turns.peaks.append(memtrain.memory_stats(device)["peak_bytes"])
                 print("done", flush=True)
 
         self.callback = Callback()
@@ -151,7 +161,7 @@ def run_role(args):
     role = args.role
     budget = int(role[1]) if role[0] == "memtrain" else None
     error = None
-    turns = Turns(budget)
+    turns = Turns(budget, args.device)
     try:
         model = prepared(args, role)
     except memtrain.Error as e:
@@ -159,7 +169,7 @@ def run_role(args):
         print(json.dumps({"refused": str(e)}), flush=True)
         return
     training = transformers.TrainingArguments(
-        output_dir=tempfile.mkdtemp(), use_cpu=True, per_device_train_batch_size=args.batch,
+        output_dir=tempfile.mkdtemp(), use_cpu=args.device == "cpu", per_device_train_batch_size=args.batch,
         gradient_accumulation_steps=args.accumulation, max_steps=args.updates, learning_rate=1e-4, report_to=[],
         save_strategy="no", logging_strategy="no", seed=7, bf16=args.bf16, dataloader_num_workers=0,
         disable_tqdm=True, gradient_checkpointing=role[0] == "hf-checkpointing",
@@ -184,7 +194,8 @@ def run_role(args):
 
 def role_command(args, *role):
     flags = ["--width", args.width, "--layers", args.layers, "--vocab", args.vocab, "--longest", args.longest,
-             "--batch", args.batch, "--accumulation", args.accumulation, "--updates", args.updates]
+             "--batch", args.batch, "--accumulation", args.accumulation, "--updates", args.updates,
+             "--device", args.device]
     if not args.bf16:
         flags.append("--no-bf16")
     return [sys.executable, __file__, *map(str, flags), "--role", *role]
@@ -229,7 +240,9 @@ def main():
             roles.append(("memtrain", str(reference * b // 100), mode, f"{b}%"))
     records = run_contenders(args, [r[:3] for r in roles])
     lines = [f"Command: `{shlex.join(['python', 'bench/trainer_bench.py', *sys.argv[1:]])}`; "
-             f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+             f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+             f"{', ' + torch.cuda.get_device_name() if args.device.startswith('cuda') else ''}, "
+             f"torch {torch.__version__}, "
              f"{datetime.date.today()}.",
              f"Llama {args.layers} layers, width {args.width}, vocabulary {args.vocab}; batches of {args.batch} rows "
              f"of 32-{args.longest} tokens, {args.accumulation} accumulated per update, "

@@ -4,8 +4,9 @@
 # and cannot download them: the Debian packages scripts/build-cuda.sh needs
 # there (the list below), downloaded here (not installed) into .gpu/debs, the
 # Gloo headers and the corpus that scripts/install-deps.sh installed, as
-# .gpu/gloo.tgz and .gpu/brown.tgz, and pytest's wheels (.gpu/wheels) for the
-# Python module's CUDA tests. Carry .gpu to that machine and run there
+# .gpu/gloo.tgz and .gpu/brown.tgz, pytest's wheels (.gpu/wheels) for the
+# Python module's CUDA tests, and transformers' and accelerate's
+# (.gpu/hf-wheels) for the Trainer bench. Carry .gpu to that machine and run there
 #   scripts/gpu-check.sh OUTDIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,8 +29,19 @@ if [[ ! -f $gloo/usr/include/gloo/config.h ]]; then
   exit 1
 fi
 tar czf .gpu/gloo.tgz -C "$gloo" usr/include/gloo
-rm -rf .gpu/wheels
-"${MEMTRAIN_VENV:-/opt/memtrain/venv}/bin/python" -m pip download -q -d .gpu/wheels \
-  "$(grep '^pytest==' scripts/requirements.txt)"
-echo "gpu-carry: .gpu/debs ($(ls .gpu/debs | wc -l) packages), .gpu/gloo.tgz, .gpu/brown.tgz and .gpu/wheels ready;" \
-  "carry .gpu"
+rm -rf .gpu/wheels .gpu/hf-wheels
+venv_python=${MEMTRAIN_VENV:-/opt/memtrain/venv}/bin/python
+"$venv_python" -m pip download -q -d .gpu/wheels "$(grep '^pytest==' scripts/requirements.txt)"
+# transformers and accelerate, for the Trainer bench, as binary wheels for
+# the GPU machine's Python (MEMTRAIN_GPU_PYTHON_VERSION, 3.12 by default), at
+# the versions this venv has; without torch (accelerate's is the machine's)
+# and numpy (torch's environments have it), which would not fit the carry.
+version=${MEMTRAIN_GPU_PYTHON_VERSION:-3.12}
+pinned() { "$venv_python" -c "import importlib.metadata as m; print('$1==' + m.version('$1'))"; }
+binary=(--only-binary=:all: --python-version "$version" --platform manylinux2014_x86_64
+        --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 --platform any)
+"$venv_python" -m pip download -q -d .gpu/hf-wheels "${binary[@]}" "$(pinned transformers)" psutil
+"$venv_python" -m pip download -q -d .gpu/hf-wheels --no-deps "${binary[@]}" "$(pinned accelerate)"
+rm -f .gpu/hf-wheels/numpy-*.whl
+echo "gpu-carry: .gpu/debs ($(ls .gpu/debs | wc -l) packages), .gpu/gloo.tgz, .gpu/brown.tgz, .gpu/wheels and" \
+  ".gpu/hf-wheels (Python $version) ready, $(du -sm .gpu | cut -f1) MiB; carry .gpu"

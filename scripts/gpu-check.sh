@@ -3,7 +3,8 @@
 # Ninja but nothing of memtrain's: builds the CLI, the CUDA tests and the
 # Python module against that machine's torch (scripts/build-cuda.sh), runs the
 # CUDA tests, imports the module and runs its CUDA tests, trains a GPT of GPT-2 small's shape at a
-# 32000-word vocabulary under memtrain beside its peers (bench/gpu_whole_step.py), times the tagger's
+# 32000-word vocabulary under memtrain beside its peers (bench/gpu_whole_step.py), trains a Llama
+# through transformers' Trainer under memtrain beside its peers (bench/trainer_bench.py), times the tagger's
 # steps under memtrain beside a plain LibTorch loop (bench/step_speed.sh), and prints the
 # headline figures (the tagger under mimose at 50% on CUDA). Each phase has a time limit, so the whole fits
 # in MEMTRAIN_GPU_SECONDS (480 by default) and a failed phase still leaves
@@ -109,6 +110,26 @@ say "whole step at a real vocabulary: exit $?"
 
 device=cuda
 [[ $gpu == 1 ]] || device=cpu
+
+# 5b. transformers' Trainer on a Llama (8 layers, width 512, vocabulary 32000,
+# rows of 32-512 tokens, bf16, 4 micro-batches accumulated, its own AdamW)
+# under memtrain at 100/70/50% of the plain run's peak, beside the plain run,
+# transformers' gradient checkpointing and every second layer checkpointed,
+# each a Trainer in its own process, taking turns (bench/trainer_bench.py);
+# a dry run takes a small Llama on the CPU.
+shape=(--device cuda --updates 4 --budgets 100,70,50)
+[[ $gpu == 1 ]] || shape=(--device cpu --width 64 --layers 2 --longest 64 --updates 3 --budgets 100,50)
+# transformers and accelerate from the carried wheels when this Python has none.
+hf_path=
+if ! "$python" -c 'import transformers, accelerate' 2>/dev/null && [[ -d ${gpu_carry:-.gpu}/hf-wheels ]]; then
+  hf_path=/tmp/memtrain-hf
+  "$python" -m pip install -q --no-deps --no-index --target "$hf_path" "${gpu_carry:-.gpu}"/hf-wheels/*.whl \
+    >"$out/trainer.log" 2>&1
+fi
+PYTHONPATH=build-cuda/python:bench${hf_path:+:$hf_path} timeout "$(left 60)" "$python" bench/trainer_bench.py --no-publish "${shape[@]}" \
+  >"$out/trainer.md" 2>>"$out/trainer.log"
+say "the Trainer under memtrain: exit $?"
+tee -a "$log" <"$out/trainer.md"
 
 # 6. Steps at the device's speed: the tagger at batch 32 and 256 under none
 # and under mimose at 50%, beside the plain LibTorch loop over the same model
