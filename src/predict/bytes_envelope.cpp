@@ -40,7 +40,12 @@ Bytes BytesEnvelope::predict(std::int64_t size, Bound bound) const {
 BytesEnvelope BytesEnvelope::extended_by(const BytesEnvelope& other) const {
   BytesEnvelope out = *this;
   const std::int64_t largest = seen_.empty() ? 0 : seen_.rbegin()->first;
-  for (auto it = other.seen_.upper_bound(largest); it != other.seen_.end(); ++it) out.seen_.insert(*it);
+  const Seen floor = seen_.empty() ? Seen{} : seen_.rbegin()->second;
+  for (auto it = other.seen_.upper_bound(largest); it != other.seen_.end(); ++it) {
+    // Never below what the largest size measured here held: the bytes do
+    // not shrink as the input grows, whatever the weaker source says.
+    out.seen_.emplace(it->first, Seen{std::max(it->second.most, floor.most), std::max(it->second.least, floor.least)});
+  }
   return out;
 }
 

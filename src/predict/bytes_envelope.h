@@ -46,7 +46,7 @@ class BytesEnvelope {
   // The prediction for `size` (0 with nothing measured).
   Bytes predict(std::int64_t size, Bound bound = Bound::Most) const;
   // This envelope, with `other`'s measurements at sizes above its largest
-  // (a weaker source that only extends it).
+  // (a weaker source that only extends it), raised to its largest's bytes.
   BytesEnvelope extended_by(const BytesEnvelope& other) const;
 
  private:

@@ -93,5 +93,18 @@ TEST(BytesEnvelope, IsExtendedOnlyAboveItsLargestSize) {
   EXPECT_FALSE(steps.covers(300));
 }
 
+TEST(BytesEnvelope, AnExtensionNeverPredictsLessThanTheLargestSizeMeasured) {
+  // The steps' loop holds more than the stand-in did (it keeps its output
+  // through the backward): above the steps' sizes the stand-in's figure is
+  // raised to theirs, never the line from them down to it.
+  BytesEnvelope steps, stand_in;
+  steps.observe(100, 3000);
+  stand_in.observe(200, 2000);
+  const BytesEnvelope both = steps.extended_by(stand_in);
+  EXPECT_EQ(both.predict(200), 3000);
+  EXPECT_EQ(both.predict(150), 3000);
+  EXPECT_EQ(both.predict(200, BytesEnvelope::Bound::Least), 3000);
+}
+
 }  // namespace
 }  // namespace memtrain::predict

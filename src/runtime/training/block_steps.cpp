@@ -250,7 +250,7 @@ void BlockSteps::abandon_running_step() {
   // The caller's code after the blocks stopped (out of budget, or it
   // dropped the output): it needed at least what it reached, or asked for.
   const Bytes reached = at_elastic_least(std::max(memory_.peak(), memory_.refused()));
-  learn_callers_need(batch_.signature.size, reached - caller_live_ + caller_gradients_ + spilled_);
+  learn_callers_need(batch_.signature.size, reached - caller_live_ + spilled_);
   steps_.mark_failed(batch_.signature.size, step_->choice());
 }
 
@@ -364,8 +364,10 @@ void BlockSteps::SpillRelief::refuse(const OutOfBudget& why) {
                        "gradients (the blocks' have nothing of it; those of the head may) and run it again");
 }
 
-void BlockSteps::learn_callers_need(std::int64_t size, Bytes need) {
-  steps_.observe_after_stages(size, need, /*measured=*/true);
+void BlockSteps::learn_callers_need(std::int64_t size, Bytes above) {
+  steps_.observe_after_stages(size, above, /*measured=*/true);
+  // The plain loop's step holds every gradient beside it.
+  const Bytes need = above + caller_gradients_;
   // What the caller's code holds grows with the tokens (a language model's
   // logits): scaled to the reference's size, from steps at least half as
   // large (a few tokens' fixed bytes, scaled up, would say nothing of it).
@@ -504,15 +506,15 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
     stop_relief();
     caller_peak_ = memory_.peak();
     in_callers_code_ = false;
-    // What the caller's code needed: what it reached (its elastic part at
-    // its least), and the room spilling made.
-    const Bytes need = at_elastic_least(caller_peak_) - caller_live_ + caller_gradients_ + spilled_;
+    // What the caller's code needed above what was alive as it began: what
+    // it reached (its elastic part at its least), and the room spilling made.
+    const Bytes above = at_elastic_least(caller_peak_) - caller_live_ + spilled_;
     if (calibration_round_ < 0) {
-      learn_callers_need(batch_.signature.size, need);
+      learn_callers_need(batch_.signature.size, above);
     } else {
-      steps_.observe_after_stages(batch_.signature.size, need, /*measured=*/false);
+      steps_.observe_after_stages(batch_.signature.size, above, /*measured=*/false);
       if (reference_round()) {
-        reference_callers_need_ = std::max(reference_callers_need_, need);
+        reference_callers_need_ = std::max(reference_callers_need_, above + caller_gradients_);
         reference_size_ = batch_.signature.size;
       }
     }

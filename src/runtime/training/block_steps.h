@@ -257,10 +257,11 @@ class BlockSteps {
   // allocations past the budget spill the step's kept activations.
   void start_relief();
   void stop_relief();
-  // The caller's code after the blocks needed `need` bytes at input `size`
-  // (measured by a step): learnt for that size, and an N% budget's
-  // reference grows to cover it (N% is of the caller's own loop).
-  void learn_callers_need(std::int64_t size, Bytes need);
+  // The caller's code after the blocks reached `above` bytes above what was
+  // alive as it began, at input `size` (measured by a step): learnt for that
+  // size, and an N% budget's reference grows to cover it with every
+  // gradient beside it (N% is of the caller's own loop).
+  void learn_callers_need(std::int64_t size, Bytes above);
   // `reached` by the caller's code, capped at its elastic part's least (begin_elastic).
   Bytes at_elastic_least(Bytes reached) const;
   // A step's context: the default generator, the gradients taken.

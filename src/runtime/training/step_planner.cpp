@@ -91,7 +91,7 @@ Chain StepPlanner::completed(Chain chain, std::int64_t size, predict::BytesEnvel
     // bounds it better than a proportion of a small step.
     const Bytes after = after_stages_.extended_by(after_stages_stand_in_).predict(size, bound);
     Stage& callers = chain.stages.back();
-    callers.saved_bytes = std::max(callers.input_bytes, after - caller_gradients_);
+    callers.saved_bytes = std::max(callers.input_bytes, after);
     callers.forward_temp_bytes = 0;
   }
   return chain;

@@ -161,14 +161,16 @@ class StepPlanner {
   Bytes resident_bytes() const;  // the most seen at any size
   Bytes resident_bytes(std::int64_t size) const;
   // With last_stage_is_callers: the caller's code after the stages held
-  // `bytes` above what was live when it began, less the caller's gradients
-  // then alive (set_caller_gradient_bytes), at input `size`; measured by a
-  // step (`measured`), or by a stand-in for it (a calibration's backward
-  // from the model's output, not the caller's loss), which predicts only
-  // until a step has measured any size. Counting those gradients in the
-  // caller's code rather than as resident makes a loop that zeroes them
-  // before the forward and one that zeroes them inside the loss (between
-  // the forward and the backward) count the same bytes.
+  // `bytes` above what was live when it began, the caller's gradients then
+  // alive among that (set_caller_gradient_bytes: resident for the step), at
+  // input `size`; measured by a step (`measured`), or by a stand-in for it
+  // (a calibration's backward from the model's output, not the caller's
+  // loss), which predicts only until a step has measured any size. So an
+  // accumulating loop's first micro-step (the head makes its gradient) and
+  // its later ones (the head's new gradient beside the others) count the
+  // same bytes, and a line between their sizes never falls below either;
+  // a loop that zeroes them inside its loss counts less, and holds them
+  // only until it does.
   void observe_after_stages(std::int64_t size, Bytes bytes, bool measured);
   // The gradients of the caller's parameters outside the stages alive as
   // this step begins: resident while the stages run, and part of what the
