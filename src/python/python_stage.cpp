@@ -32,8 +32,9 @@ PythonStage::PythonStage(py::object module, std::string name, py::object call)
     register_buffer(cpp_name(pair[0].cast<std::string>()), pair[1].cast<torch::Tensor>());
     has_buffers_ = true;
   }
-  if (py::hasattr(module_, "memtrain_variants")) {
-    const py::object variants = module_.attr("memtrain_variants");
+  const py::object offering = !call_.is_none() && py::hasattr(call_, "memtrain_variants") ? call_ : py::object(module_);
+  if (py::hasattr(offering, "memtrain_variants")) {
+    const py::object variants = offering.attr("memtrain_variants");
     if (!py::isinstance<py::dict>(variants)) {
       throw UsageError("stage " + name_ + ": memtrain_variants is a " +
                        std::string(py::str(variants.get_type().attr("__name__"))) +

@@ -7,6 +7,8 @@
 // `memtrain_variants`: a dict from a variant's name to a callable that
 // computes what the module's forward computes, from the same parameters,
 // keeping less for the backward (for instance by checkpointing inside).
+// A `call` with that attribute offers its own instead (the variants
+// memtrain derives for a block that offers none).
 //
 // A module sharded by FSDP2 (fully_shard) has its parameters swapped by its
 // own hooks: its shards between calls, the gathered weights while it runs.

@@ -4,6 +4,7 @@ own saved-tensor hooks keep working beside memtrain."""
 
 import gc
 import hashlib
+import json
 
 import pytest
 import torch
@@ -132,6 +133,46 @@ def test_joint_runs_a_stages_variants_exactly():
     gc.collect()
     schedules = run_planned("joint", str((joint + optimal) // 2))
     assert any(op.endswith(".v1") for s in schedules for op in s), schedules
+
+
+def gpt_digests(model, data, step_of=None):
+    """Each step's gradients as digests, dropout drawn from one seed per step."""
+    digests = []
+    for step, ids in enumerate(data):
+        torch.manual_seed(100 + step)
+        model.zero_grad(set_to_none=True)
+        logits = model(ids[:, :-1])
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten()).backward()
+        digests.append(digest(p.grad for p in model.parameters()))
+        if step_of is not None:
+            step_of(step)
+    return digests
+
+
+def test_joint_derives_leaner_variants_of_any_block_and_runs_them_exactly():
+    """A block that offers no variants (a GPT block called with its mask,
+    dropout inside) gets memtrain's own: its call under torch's selective
+    checkpointing, keeping the matrix products' and attention's outputs, or
+    every other product's. joint measures each (the collection steps run
+    every block in each), each keeps less than the block, and every step's
+    gradients equal the plain model's, bit for bit."""
+    from models import NanoGPT
+    g = torch.Generator().manual_seed(0)
+    # Six collection steps (two rounds of the three forms) at the sample's length, then others.
+    data = [torch.randint(0, 32000, (2, n + 1), generator=g) for n in (96,) * 6 + (64, 80, 48)]
+    expected = gpt_digests(NanoGPT(layers=3), data)
+    gc.collect()
+    m = memtrain.Module(NanoGPT(layers=3), budget="100%", planner="joint", sample=data[0][:, :-1], collect_steps=6)
+    schedules = []
+    digests = gpt_digests(m, data, lambda step: schedules.append(m.last_step["schedule"]))
+    for step, (a, b) in enumerate(zip(expected, digests)):
+        assert a == b, f"step {step} ({schedules[step]}): gradients differ from the plain model's"
+    ran = {op[op.index(".v"):] for s in schedules for op in s if ".v" in op}
+    assert ran == {".v1", ".v2"}, schedules
+    for stage in json.loads(m.chain().to_json())["stages"][:-1]:
+        variants = stage["variants"]
+        assert [v["name"] for v in variants] == ["keeps products", "keeps every other product"], stage
+        assert stage["saved_bytes"] > variants[0]["saved_bytes"] > variants[1]["saved_bytes"] > 0, stage
 
 
 def test_variants_that_are_not_a_dict_are_refused():

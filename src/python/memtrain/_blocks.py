@@ -26,6 +26,7 @@ from torch._C._dynamo.eval_frame import set_eval_frame as _set_eval_frame
 
 from . import _memtrain as _native
 from . import _peers
+from . import _variants
 
 
 def find_blocks(model):
@@ -297,6 +298,9 @@ class BlockSteps:
         self.backwards = 0  # the backwards that reached block 0
         me = weakref.ref(self)
         calls = [_RunBlock(me, i) for i in range(len(blocks))]
+        for call, block in zip(calls, blocks):
+            if not hasattr(block, "memtrain_variants"):  # a block's own variants are its own to offer
+                call.memtrain_variants = _variants.derived(call)
         self.run_calls = calls  # each holds its last run's other results for the native stage (extras)
         names = [f"block {i} ({type(b).__name__})" for i, b in enumerate(blocks)]
         self.native = _native.BlockSteps(blocks, names, calls, budget, planner, collect_steps, bandwidth,
