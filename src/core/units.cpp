@@ -104,6 +104,12 @@ std::string format_bytes(Bytes bytes) {
   return buf;
 }
 
+std::string format_bytes_beside(Bytes bytes, Bytes other) {
+  const std::string shown = format_bytes(bytes);
+  if (bytes == other || shown != format_bytes(other)) return shown;
+  return shown + " (" + std::to_string(bytes) + " bytes)";
+}
+
 Bytes BudgetSpec::resolve(Bytes reference_peak) const {
   if (!is_percent) return bytes;
   return static_cast<Bytes>(std::floor(static_cast<double>(reference_peak) * percent / 100.0));

@@ -26,6 +26,9 @@ double parse_bandwidth(const std::string& text, const std::string& what);
 
 // "12.3 MiB"-style rendering for humans; exact byte counts go in JSON.
 std::string format_bytes(Bytes bytes);
+// format_bytes(bytes), with the exact count beside it where `other`, a
+// figure it is compared with, renders the same ("27.6 MiB (28934144 bytes)").
+std::string format_bytes_beside(Bytes bytes, Bytes other);
 
 // `value` printed with one printf conversion, e.g. format_number("%.1f", x).
 std::string format_number(const char* printf_format, double value);

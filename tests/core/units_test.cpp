@@ -46,6 +46,15 @@ TEST(FormatBytes, PicksAReadableUnit) {
   EXPECT_EQ(format_bytes(5 * GiB / 2), "2.50 GiB");
 }
 
+TEST(FormatBytes, BesideAFigureThatRendersTheSameShowsTheBytes) {
+  // A need and a budget a few bytes apart: "27.6 MiB above 27.6 MiB" says nothing.
+  const Bytes need = 28934144, budget = need - 3000;
+  EXPECT_EQ(format_bytes_beside(need, budget), "27.6 MiB (28934144 bytes)");
+  EXPECT_EQ(format_bytes_beside(budget, need), "27.6 MiB (28931144 bytes)");
+  EXPECT_EQ(format_bytes_beside(need, need), "27.6 MiB");
+  EXPECT_EQ(format_bytes_beside(need, 2 * need), "27.6 MiB");
+}
+
 TEST(ParseBudget, PercentOrBytes) {
   const BudgetSpec p = parse_budget("50%", "--budget");
   EXPECT_TRUE(p.is_percent);

@@ -201,11 +201,12 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
             "Trainer(optimizers=(optimizer, None)))"
           : "";
   throw Infeasible(next_micro_step() + ": input " + batch_.signature.describe() + " needs at least " +
-                       format_bytes(least) + " with planner " + planner().name() + "'s least-memory schedule, " +
-                       resident + " and " + format_bytes(after) +
+                       format_bytes_beside(least, budget_.bytes()) + " with planner " + planner().name() +
+                       "'s least-memory schedule, " + resident + " and " + format_bytes(after) +
                        " held by the code after the blocks (the head and the loss), above the budget " +
-                       format_bytes(budget_.bytes()) + "; nothing of this step ran: give a budget of at least " +
-                       format_bytes(least) + " or a smaller input" + late,
+                       format_bytes_beside(budget_.bytes(), least) +
+                       "; nothing of this step ran: give a budget of at least " +
+                       format_bytes_beside(least, budget_.bytes()) + " or a smaller input" + late,
                    least);
 }
 
