@@ -99,7 +99,7 @@ def run_rank(args):
         try:
             wrapped = memtrain.Module(model, budget=args.budget_bytes, blocks=blocks_of(model),
                                       planner=args.contender.split("-", 1)[1], sample=sample, optimizer=opt,
-                                      collect_steps=args.collect_steps)
+                                      collect_steps=args.collect_steps, keeps_output=False)
         except memtrain.Infeasible as e:  # every rank measured the sample; none steps
             least = e.min_bytes
             print("idle", flush=True)

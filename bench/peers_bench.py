@@ -282,7 +282,7 @@ def memtrain_role(args, model, longest, record):
     opt = adam(model)  # measured with the sample, so its state counts from the first step
     try:
         m = memtrain.Module(wrapped, budget=args.budget_bytes, blocks=blocks_of(model), planner=args.planner,
-                            sample=sample, collect_steps=args.collect_steps, optimizer=opt)
+                            sample=sample, collect_steps=args.collect_steps, optimizer=opt, keeps_output=False)
     except memtrain.Infeasible as e:
         record["least"] = e.min_bytes
         print("idle", flush=True)

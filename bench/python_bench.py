@@ -122,7 +122,8 @@ def run_role(args):
     else:
         m = t = None
         try:
-            m = memtrain.Module(model, budget=args.budget_bytes, planner=args.planner, sample=longest[0])
+            m = memtrain.Module(model, budget=args.budget_bytes, planner=args.planner, sample=longest[0],
+                                keeps_output=False)  # the loop lets the output go before its backward
         except memtrain.Infeasible as e:
             record["least"] = e.min_bytes
         if m is not None:

@@ -118,7 +118,8 @@ def prepared(args, role):
     if kind == "memtrain":
         chunked = {"auto": None, "chunked": True}[role[2]]
         sample = {k: v.to(args.device) for k, v in longest_batch(args).items()}
-        model = memtrain.Module(model, budget=int(role[1]), sample=sample, chunked_loss=chunked)
+        # compute_loss returns the loss alone: the output goes before the backward.
+        model = memtrain.Module(model, budget=int(role[1]), sample=sample, chunked_loss=chunked, keeps_output=False)
     return model
 
 

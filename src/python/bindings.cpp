@@ -466,6 +466,10 @@ void define_block_steps(py::module_& m) {
       .def("count_steps_run_again", [](PythonBlockSteps& r, long steps) { r.steps().count_steps_run_again(steps); })
       .def("begin_calibration", [](PythonBlockSteps& r) { return r.steps().begin_calibration(); })
       .def("calibration_round", [](PythonBlockSteps& r, int round) { r.steps().calibration_round(round); })
+      .def("observe_output_bytes", [](PythonBlockSteps& r, Bytes bytes) { r.steps().observe_output_bytes(bytes); })
+      .def_property(
+          "output_held", [](PythonBlockSteps& r) { return r.steps().output_held(); },
+          [](PythonBlockSteps& r, bool held) { r.steps().set_output_held(held); })
       .def("end_of_backward", [](PythonBlockSteps& r) { r.steps().end_of_backward(); })
       .def("observe_optimizer",
            [](PythonBlockSteps& r, Bytes state_bytes, Bytes update_temp_bytes) {

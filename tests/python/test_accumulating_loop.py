@@ -2,14 +2,15 @@
 the loss computed by the loop, Adam given: the first micro-batch of each
 update begins without gradients and the later ones with them, so the code
 after the blocks holds more in the later ones. Whichever sizes memtrain has
-seen of each, a step either runs within the budget or is refused before it
-runs (memtrain.Infeasible); memtrain's budget error never reaches the
-loop's own loss or backward. A loop that keeps its output through the
-backward holds more than calibration's stand-in did: it may be refused,
-never failed. The weights equal the plain loop's, bit for bit."""
+seen of each, and whether the loop keeps its output through the backward
+or lets it go (as keeps_output says), every step of a budget at or above
+the least stated at construction runs within it: none is refused later,
+and memtrain's budget error never reaches the loop's own loss or
+backward. The weights equal the plain loop's, bit for bit."""
 
 import gc
 import random
+import warnings
 
 import pytest
 import torch
@@ -70,33 +71,59 @@ def plain(holds_output):
     return _plain[holds_output]
 
 
-def wrap(budget, planner):
+def wrap(budget, planner, keeps_output=True):
     model = gpt()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     sample = updates()[0][0][:, :-1]
     return memtrain.Module(model, budget=budget, planner=planner, sample=sample, optimizer=opt,
-                           autocast=False), opt
+                           autocast=False, keeps_output=keeps_output), opt
 
 
-@pytest.mark.parametrize("holds_output", [False, True], ids=["output-dropped", "output-held"])
-@pytest.mark.parametrize("planner", ["mimose", "joint"])
-def test_an_accumulating_loop_never_sees_memtrains_budget_error(planner, holds_output):
-    weights = plain(holds_output)
+def least(planner, keeps_output=True):
     try:
-        wrap(1, planner)
+        wrap(1, planner, keeps_output)
     except memtrain.Infeasible as e:
-        least = e.min_bytes
-    gc.collect()
+        return e.min_bytes
+    finally:
+        gc.collect()
+
+
+@pytest.mark.parametrize("holds_output,keeps_output", [(False, True), (True, True), (False, False)],
+                         ids=["output-dropped", "output-held", "output-dropped-as-said"])
+@pytest.mark.parametrize("planner", ["mimose", "joint"])
+def test_an_accumulating_loop_never_sees_memtrains_budget_error(planner, holds_output, keeps_output):
+    weights = plain(holds_output)
+    lowest = least(planner, keeps_output)
     for share in (1.0, 1.02, 1.05, 1.1):
-        m, opt = wrap(int(least * share), planner)
-        try:
+        m, opt = wrap(int(lowest * share), planner, keeps_output)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the loop does as keeps_output says: nothing to warn of
             trained = train(m, updates(), opt, holds_output, budget_of=lambda: m.budget_bytes)
-        except memtrain.Infeasible as refused:
-            # Before the step ran, and only where the loop holds more than
-            # the stand-in the least was stated on.
-            assert holds_output, f"{share}x the least: {refused}"
-            assert "nothing of this step ran" in str(refused), str(refused)
-        else:
-            assert trained == weights, f"{share}x the least: the weights differ from the plain loop's"
+        assert trained == weights, f"{share}x the least: the weights differ from the plain loop's"
         del m, opt
         gc.collect()
+
+
+def test_a_loop_that_lets_its_output_go_says_so_for_a_lower_least():
+    """keeps_output=False counts the output's bytes (the logits, float32)
+    less, at most; the least for a loop that keeps it names the option."""
+    with pytest.raises(memtrain.Infeasible, match="keeps_output=False") as kept:
+        wrap(1, "mimose")
+    let_go = least("mimose", keeps_output=False)
+    sample = updates()[0][0][:, :-1]
+    logits = sample.numel() * VOCAB * 4
+    assert kept.value.min_bytes - logits <= let_go < kept.value.min_bytes
+
+
+def test_a_loop_said_to_let_its_output_go_that_keeps_it_is_warned_and_planned_so():
+    """At a budget the keeping loop's least fits, keeps_output=False and a
+    loop that keeps the output: warned at its first backward, and every
+    step within the budget, bit-equal to the plain loop."""
+    weights = plain(True)
+    m, opt = wrap(least("mimose"), "mimose", keeps_output=False)
+    with pytest.warns(UserWarning, match="keeps the model's output alive through its backward") as seen:
+        trained = train(m, updates(), opt, True, budget_of=lambda: m.budget_bytes)
+    assert trained == weights
+    # Shown at the loop's own line (its loss.backward()), not inside torch.
+    assert [w.filename for w in seen if "keeps_output" in str(w.message)] == [__file__]
+

@@ -97,7 +97,8 @@ class Module(torch.nn.Module):
       forward's arguments or a dict of its keyword arguments); measured once,
       before any step, for N% budgets and to check that the budget is
       feasible. Your loss is not known then: a cross-entropy over the
-      output's last dimension stands in for it until the steps measure it.
+      output's last dimension stands in for it until the steps measure it,
+      the output held through its backward as keeps_output says.
     optimizer: the torch.optim optimizer you will step (made on the model's
       parameters), when its state does not exist yet (Adam's appears at its
       first step): with a sample, its state and its update are measured
@@ -118,6 +119,14 @@ class Module(torch.nn.Module):
       torch.bfloat16 or torch.float16, that autocast only (a forward
       outside it is then refused). Naming one can lower the least where
       the other precision holds more.
+    keeps_output: whether your loop keeps the model's output alive through
+      its backward: True (most loops: `out = m(x); out.loss.backward()`, or
+      logits kept for the loss the loop computes), and the least budget
+      counts the output's bytes; False for a loop that lets it go first
+      (`del out`, torchtune's and torchtitan's loops, transformers'
+      Trainer), which needs up to the output's bytes less. A loop said to
+      let it go that keeps it is warned, and planned as keeping it from
+      then on.
 
     Under torch.no_grad() the model runs plainly. The state_dict() is the
     model's, with its own keys.
@@ -129,9 +138,9 @@ class Module(torch.nn.Module):
     """
 
     def __init__(self, model, budget, blocks=None, planner="mimose", sample=None, collect_steps=4, bandwidth=None,
-                 optimizer=None, chunked_loss=None, autocast=None, _prediction_scale=1.0):
+                 optimizer=None, chunked_loss=None, autocast=None, keeps_output=True, _prediction_scale=1.0):
         super().__init__()
-        _check_arguments(budget, planner, collect_steps, sample, autocast)
+        _check_arguments(budget, planner, collect_steps, sample, autocast, keeps_output)
         if blocks is None and isinstance(model, (torch.nn.Sequential, list, tuple, torch.nn.ModuleList)):
             # A chain: its stages are the blocks, called one after another.
             model = _as_sequential(model)
@@ -166,7 +175,7 @@ class Module(torch.nn.Module):
             raise UsageError(f"every parameter of {type(model).__name__} is frozen (requires_grad=False): a "
                              "training step has nothing to train; memtrain.Module plans training steps")
         self._options = {"planner": planner, "collect_steps": collect_steps, "bandwidth": bandwidth,
-                         "chunked_loss": chunked_loss, "autocast": autocast}
+                         "chunked_loss": chunked_loss, "autocast": autocast, "keeps_output": keeps_output}
         self._prediction_scale = _prediction_scale
         self._device = device
         self._budget_spec = budget  # as given: N% stays a share of the plain loop's step
@@ -186,6 +195,12 @@ class Module(torch.nn.Module):
             del self._blocks, self._native
             if isinstance(refused, Infeasible) and optimizer is None and sample is not None:
                 refused.args = (f"{refused.args[0]}; {_least_without_optimizer(model)}",) + refused.args[1:]
+            output_bytes = self.__dict__.get("_output_bytes", 0)
+            if isinstance(refused, Infeasible) and keeps_output and output_bytes > 0:
+                refused.args = (f"{refused.args[0]}; this least holds for a loop that keeps the model's output "
+                                "through its backward (out = m(x); out.loss.backward()): one that lets it go "
+                                "first (del out, or transformers' Trainer) can pass keeps_output=False, counting "
+                                f"up to {_native.format_bytes(output_bytes)} less",) + refused.args[1:]
             if isinstance(refused, Infeasible) and self.__dict__.get("_measured_both"):
                 refused.args = (f"{refused.args[0]}; this least holds both in float32 and under bfloat16 "
                                 "autocast: a loop that never runs the model under autocast can pass "
@@ -253,6 +268,7 @@ class Module(torch.nn.Module):
         self._blocks = _blocks.BlockSteps(blocks, budget, options["planner"], options["collect_steps"],
                                           options["bandwidth"], self._prediction_scale, str(self._device), outer)
         self._native = self._blocks.native
+        self._native.output_held = options["keeps_output"]
         self._blocks.set_outer_buffers(model)
         if self._blocks.peers is not None:
             self._blocks.peers.watch_backward(model)
@@ -295,6 +311,7 @@ class Module(torch.nn.Module):
                 raise UsageError(f"sample holds a tensor on {t.device} (shape {tuple(t.shape)}), and the model is on "
                                  f"{self._device}; give a sample of real tensors on {self._device}")
         params = [p for p in self.parameters() if p.requires_grad]
+        self.__dict__["_output_bytes"] = 0  # this measurement's (a chunked head's output holds no logits)
         # Generators the model's modules own (a block's dropout drawn from
         # its own): the measurement draws from them, the steps must not see it.
         generators = [(g, g.get_state()) for module in self._model.modules() for g in vars(module).values()
@@ -325,7 +342,14 @@ class Module(torch.nn.Module):
             for r in range(rounds + (callers is not None)):
                 self._native.calibration_round(r)
                 with callers() if r == rounds else own():
-                    loss = _blocks.loss_of(self._head.run(lambda: self._model(*args, **kwargs), kwargs))
+                    output = self._head.run(lambda: self._model(*args, **kwargs), kwargs)
+                    loss = _blocks.loss_of(output)
+                # What a loop that keeps the output through its backward
+                # holds more (most do: out = m(x); out.loss.backward()).
+                output_bytes = _blocks.output_bytes(output, self._device)
+                self.__dict__["_output_bytes"] = max(self.__dict__.get("_output_bytes", 0), output_bytes)
+                self._native.observe_output_bytes(output_bytes)
+                del output
                 reached = self._blocks.backwards
                 torch.autograd.backward(loss, torch.ones_like(loss))
                 del loss
@@ -538,8 +562,11 @@ class Module(torch.nn.Module):
         kwargs = _without_cache(self._model, kwargs)
         entry = _blocks.StepEntry(self._blocks.outer_buffers, self._device, self._native.host_copy)
         try:
-            return self._head.run(
+            output = self._head.run(
                 lambda: self._blocks.among_peers(lambda: self._model(*args, **kwargs), "the model's forward"), kwargs)
+            if not self._native.output_held:
+                self._blocks.watch_output(output)
+            return output
         except Infeasible as e:
             entry.restore()
             if self._blocks.peers is not None:
@@ -754,7 +781,7 @@ def _refuse_share_without_sample(budget, sample):
                          "in bytes")
 
 
-def _check_arguments(budget, planner, collect_steps, sample, autocast):
+def _check_arguments(budget, planner, collect_steps, sample, autocast, keeps_output):
     """Refusals of arguments the native module would take for something
     else, or that a later step would refuse, naming the argument and what
     would be valid."""
@@ -769,6 +796,9 @@ def _check_arguments(budget, planner, collect_steps, sample, autocast):
         raise UsageError(f"autocast {autocast!r} is not a precision the loop runs in; expected None (both float32 "
                          "and bfloat16 autocast), False (float32 only), torch.bfloat16 or torch.float16 (that "
                          "autocast only)")
+    if not isinstance(keeps_output, bool):
+        raise UsageError(f"keeps_output {keeps_output!r} is not a yes or no; expected True (the loop keeps the "
+                         "model's output through its backward) or False (it lets the output go first)")
 
 
 def plan(model_or_chain, budget, planner="optimal"):

@@ -16,13 +16,16 @@ step, so a recomputed block sees the same mask, positions and flags.
 
 import contextlib
 import copy
+import os
 import sys
 import time
+import warnings
 import weakref
 from collections.abc import Mapping
 
 import torch
 from torch._C._dynamo.eval_frame import set_eval_frame as _set_eval_frame
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from . import _memtrain as _native
 from . import _peers
@@ -217,6 +220,15 @@ class _BlockCall(torch.autograd.Function):
             raise _native.UsageError(
                 "a backward with create_graph=True (a gradient of a gradient) reached a memtrain.Module's blocks; "
                 "memtrain's backward computes first gradients only: compute higher derivatives on the plain model")
+        if ctx.index == len(blocks.blocks) - 1 and blocks.output_kept():
+            # keeps_output=False, and the loop kept it: planned as keeping
+            # it from now on (the sizes its steps measured count it already).
+            blocks.native.output_held = True
+            warnings.warn("memtrain: the loop keeps the model's output alive through its backward, though "
+                          "keeps_output=False said it lets it go first; sizes no step has measured are planned "
+                          "with it from now on, but a step of such a size could have run out of the budget "
+                          "inside your backward: drop keeps_output=False (or `del` the output before the backward)",
+                          stacklevel=_outside_torch_and_memtrain())
         if dy is None:  # only the block's other results reached the loss
             shape, dtype, device = ctx.output_like
             dy = torch.zeros(shape, dtype=dtype, device=device)
@@ -296,6 +308,7 @@ class BlockSteps:
         self.wall = 0.0  # seconds in memtrain's block calls and backward nodes, this step
         self.finished_wall = None  # the same, for the last step that finished
         self.backwards = 0  # the backwards that reached block 0
+        self.watched_output = None  # watch_output(): the step's output's largest storage, weakly
         me = weakref.ref(self)
         calls = [_RunBlock(me, i) for i in range(len(blocks))]
         for call, block in zip(calls, blocks):
@@ -315,6 +328,18 @@ class BlockSteps:
             block.forward = BlockForward(me, i, self.originals[i], self.own_forwards[i])
         # Sharded blocks' collectives run in memtrain's calls: a failed one names its rank.
         self.peers = _peers.watch_peers() if any(self.sharded) else None
+
+    def watch_output(self, output):
+        """The step's output, from a loop said to let it go before its
+        backward: its largest storage, weakly, for output_kept()."""
+        storages = [t.untyped_storage() for t in tensors_of(output)]
+        self.watched_output = StorageWeakRef(max(storages, key=lambda st: st.nbytes())) if storages else None
+
+    def output_kept(self):
+        """Whether the watched output is alive still (the backward has
+        reached the blocks): the loop kept it. Once per step."""
+        watched, self.watched_output = self.watched_output, None
+        return watched is not None and not watched.expired()
 
     def __del__(self):
         if getattr(self, "peers", None) is not None:
@@ -661,6 +686,28 @@ def _under_torch_compile():
     _set_eval_frame(prior)
     return prior is not None and prior is not False
 
+
+
+def _outside_torch_and_memtrain():
+    """The warnings stacklevel, from the function calling warn, of the
+    first frame that is neither torch's nor memtrain's: the caller's line
+    (its loss.backward()), where autograd called memtrain."""
+    dirs = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (torch, _native))
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(dirs):
+        frame, level = frame.f_back, level + 1
+    return level if frame is not None else 1
+
+
+def output_bytes(output, device):
+    """The bytes of the output's tensors on `device`, each storage once."""
+    device = torch.device(device)
+    storages = {}
+    for t in tensors_of(output):
+        if t.device.type == device.type:
+            st = t.untyped_storage()
+            storages[st.data_ptr()] = st.nbytes()
+    return sum(storages.values())
 
 
 def loss_of(output):

@@ -366,7 +366,7 @@ void BlockSteps::SpillRelief::refuse(const OutOfBudget& why) {
 }
 
 void BlockSteps::learn_callers_need(std::int64_t size, Bytes above) {
-  steps_.observe_after_stages(size, above, /*measured=*/true);
+  steps_.observe_after_stages(size, above);
   // The plain loop's step holds every gradient beside it.
   const Bytes need = above + caller_gradients_;
   // What the caller's code holds grows with the tokens (a language model's
@@ -513,9 +513,11 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
     if (calibration_round_ < 0) {
       learn_callers_need(batch_.signature.size, above);
     } else {
-      steps_.observe_after_stages(batch_.signature.size, above, /*measured=*/false);
+      steps_.observe_after_stages_stand_in(batch_.signature.size, above, calibration_output_bytes_);
+      const Bytes held = output_held() ? calibration_output_bytes_ : 0;
+      calibration_held_peak_ = caller_peak_ + held;
       if (reference_round()) {
-        reference_callers_need_ = std::max(reference_callers_need_, above + caller_gradients_);
+        reference_callers_need_ = std::max(reference_callers_need_, above + held + caller_gradients_);
         reference_size_ = batch_.signature.size;
       }
     }
@@ -626,7 +628,9 @@ void BlockSteps::end_step() {
   }
   if (calibration_round_ >= 0) {
     if (reference_round()) {
-      reference_peak_ = std::max(reference_peak_, result.peak);  // the optimizer's state joins it at end_calibration()
+      // The plain loop's: its output held through the backward where the
+      // loop keeps it. The optimizer's state joins it at end_calibration().
+      reference_peak_ = std::max({reference_peak_, result.peak, calibration_held_peak_});
     }
     predict::ChainSample sample = sample_execution(result, model_.size(), 0);
     if (callers_round() && !calibration_samples_.empty()) {
@@ -696,7 +700,10 @@ int BlockSteps::begin_calibration() {
   return calibration_rounds_;
 }
 
-void BlockSteps::calibration_round(int round) { calibration_round_ = round; }
+void BlockSteps::calibration_round(int round) {
+  calibration_round_ = round;
+  calibration_output_bytes_ = calibration_held_peak_ = 0;
+}
 
 void BlockSteps::observe_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
   MEMTRAIN_ASSERT(calibration_round_ >= 0 || calibration_grads_, "an optimizer is measured during calibration");

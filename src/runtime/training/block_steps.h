@@ -175,6 +175,15 @@ class BlockSteps {
   // throws Infeasible when the budget is below what the planner needs.
   int begin_calibration();
   void calibration_round(int round);
+  // This round's model output holds `bytes` (its tensors' storages on the
+  // device): what a loop that keeps it through its backward holds more
+  // than the round, which lets it go first.
+  void observe_output_bytes(Bytes bytes) { calibration_output_bytes_ = std::max<Bytes>(0, bytes); }
+  // Whether the caller's loop keeps the model's output through its
+  // backward: the least stated and the sizes no step measured yet count
+  // its bytes (StepPlanner::set_output_held). Set before calibration.
+  void set_output_held(bool held) { steps_.set_output_held(held); }
+  bool output_held() const { return steps_.output_held(); }
   // The caller's backward that ran the last step's planned backward has
   // ended (autograd's queued callback; after each calibration round's):
   // what its autograd reached after block 0's backward is learnt.
@@ -357,6 +366,8 @@ class BlockSteps {
   std::optional<RngSnapshot> calibration_rng_;
   std::optional<BufferSnapshot> calibration_buffers_;
   Bytes calibration_live_ = 0;
+  Bytes calibration_output_bytes_ = 0;  // observe_output_bytes(), this round's
+  Bytes calibration_held_peak_ = 0;     // this round's code after the blocks at its peak, the output held
   // The rounds' measurements of the blocks, observed once calibration
   // ends: the autocast round's joins the first's (larger_of).
   std::vector<predict::ChainSample> calibration_samples_;

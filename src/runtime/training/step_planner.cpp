@@ -89,7 +89,8 @@ Chain StepPlanner::completed(Chain chain, std::int64_t size, predict::BytesEnvel
     // all until its backward: its peak, counted from where it began. Above
     // the sizes the steps measured, calibration's stand-in at a larger size
     // bounds it better than a proportion of a small step.
-    const Bytes after = after_stages_.extended_by(after_stages_stand_in_).predict(size, bound);
+    const predict::BytesEnvelope& stand_in = output_held_ ? after_stages_output_held_ : after_stages_stand_in_;
+    const Bytes after = after_stages_.extended_by(stand_in).predict(size, bound);
     Stage& callers = chain.stages.back();
     callers.saved_bytes = std::max(callers.input_bytes, after);
     callers.forward_temp_bytes = 0;
@@ -118,16 +119,18 @@ void StepPlanner::set_gathered_bytes(std::vector<Bytes> forward, std::vector<Byt
   }
 }
 
-void StepPlanner::observe_after_stages(std::int64_t size, Bytes bytes, bool measured) {
+void StepPlanner::observe_after_stages(std::int64_t size, Bytes bytes) {
   MEMTRAIN_ASSERT(options_.last_stage_is_callers, "only a caller's last stage is observed apart");
-  if (measured) {
-    after_stages_.observe(size, bytes);
-  } else {
-    // Calibration's rounds run in the model's precision and under bfloat16
-    // autocast, and the loop's is not known yet: the least budget stated
-    // holds for either (the head's casts can hold a twentieth more).
-    after_stages_stand_in_.observe_in_every_step(size, bytes);
-  }
+  after_stages_.observe(size, bytes);
+}
+
+void StepPlanner::observe_after_stages_stand_in(std::int64_t size, Bytes bytes, Bytes output_bytes) {
+  MEMTRAIN_ASSERT(options_.last_stage_is_callers, "only a caller's last stage is observed apart");
+  // Calibration's rounds run in the model's precision and under bfloat16
+  // autocast, and the loop's is not known yet: the least budget stated
+  // holds for either (the head's casts can hold a twentieth more).
+  after_stages_stand_in_.observe_in_every_step(size, bytes);
+  after_stages_output_held_.observe_in_every_step(size, bytes + std::max<Bytes>(0, output_bytes));
 }
 
 Chain StepPlanner::planning_chain(std::int64_t size) {

@@ -163,15 +163,23 @@ class StepPlanner {
   // With last_stage_is_callers: the caller's code after the stages held
   // `bytes` above what was live when it began, the caller's gradients then
   // alive among that (set_caller_gradient_bytes: resident for the step), at
-  // input `size`; measured by a step (`measured`), or by a stand-in for it
-  // (a calibration's backward from the model's output, not the caller's
-  // loss), which predicts only until a step has measured any size. So an
-  // accumulating loop's first micro-step (the head makes its gradient) and
-  // its later ones (the head's new gradient beside the others) count the
-  // same bytes, and a line between their sizes never falls below either;
-  // a loop that zeroes them inside its loss counts less, and holds them
-  // only until it does.
-  void observe_after_stages(std::int64_t size, Bytes bytes, bool measured);
+  // input `size`, measured by a step. So an accumulating loop's first
+  // micro-step (the head makes its gradient) and its later ones (the
+  // head's new gradient beside the others) count the same bytes, and a
+  // line between their sizes never falls below either; a loop that zeroes
+  // them inside its loss counts less, and holds them only until it does.
+  void observe_after_stages(std::int64_t size, Bytes bytes);
+  // The same, by calibration's stand-in for the caller's code (a backward
+  // from the model's output, not the caller's loss), which predicts only
+  // above the sizes steps measured: `bytes` with the output let go before
+  // that backward, and a loop that keeps it through its backward (most
+  // do: `out = model(x); out.loss.backward()`) `output_bytes` more at every
+  // moment from the output's making on, its peak among them.
+  void observe_after_stages_stand_in(std::int64_t size, Bytes bytes, Bytes output_bytes);
+  // Whether the caller's loop keeps the model's output through its
+  // backward (the default): the stand-in counts the output's bytes.
+  void set_output_held(bool held) { output_held_ = held; }
+  bool output_held() const { return output_held_; }
   // The gradients of the caller's parameters outside the stages alive as
   // this step begins: resident while the stages run, and part of what the
   // caller's code after them holds (it may free them). observe_resident()
@@ -271,7 +279,9 @@ class StepPlanner {
   Bytes budget_ = 0;
   std::map<std::int64_t, Bytes> resident_;                   // the most seen, by size
   predict::BytesEnvelope after_stages_;                      // last_stage_is_callers: measured by steps
-  predict::BytesEnvelope after_stages_stand_in_;             // ... by calibration's stand-in
+  predict::BytesEnvelope after_stages_stand_in_;             // ... by calibration's stand-in, the output let go
+  predict::BytesEnvelope after_stages_output_held_;          // ... the output held through the backward
+  bool output_held_ = true;                                  // set_output_held()
   Bytes between_steps_ = 0;                                  // observe_between_steps()' most
   Bytes caller_gradients_ = 0;                               // set_caller_gradient_bytes()
   std::vector<Bytes> gathered_forward_, gathered_backward_;  // set_gathered_bytes(); empty: none
