@@ -127,3 +127,21 @@ def test_a_loop_said_to_let_its_output_go_that_keeps_it_is_warned_and_planned_so
     # Shown at the loop's own line (its loss.backward()), not inside torch.
     assert [w.filename for w in seen if "keeps_output" in str(w.message)] == [__file__]
 
+
+def test_a_step_refused_holds_nothing_while_the_loop_handles_it():
+    """A micro-step refused before it runs (memtrain.Infeasible): inside
+    the loop's `except`, the error holds none of the step's tensors, so a
+    retry there with e.min_bytes finds what it names free."""
+    m, opt = wrap(least("mimose"), "mimose")
+    ids = updates()[0][0]
+    F.cross_entropy(m(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten()).backward()  # the gradients resident
+    m.budget = m.budget_bytes // 2
+    live = memtrain.memory_stats()["live_bytes"]
+    try:
+        m(ids[:, :-1])
+    except memtrain.Infeasible as refused:
+        assert memtrain.memory_stats()["live_bytes"] == live
+        m.budget = refused.min_bytes
+        F.cross_entropy(m(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten()).backward()
+    else:
+        raise AssertionError("half the least was accepted")

@@ -579,6 +579,12 @@ class Module(torch.nn.Module):
                 refused = e
                 del e
                 return self._rerun_chunked(refused, args, kwargs)
+            # The frames under this call (the model's, memtrain's), which
+            # the error's traceback would keep alive with their tensors, let
+            # go: a loop that retries in its `except` finds their bytes
+            # free. The message says what was refused and why.
+            if e.__traceback__ is not None:
+                e.__traceback__.tb_next = None
             raise
 
     def _rerun_chunked(self, refused, args, kwargs):
