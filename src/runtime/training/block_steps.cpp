@@ -720,8 +720,15 @@ void BlockSteps::count_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
 }
 
 BlockSteps::ShareReference BlockSteps::share_reference() const {
-  if (!budget_.is_share()) return {};
-  return {budget_.reference(), optimizer_state_, optimizer_counted_late_, reference_callers_need_, reference_size_};
+  ShareReference carried;
+  carried.between_steps = steps_.between_steps();
+  if (!budget_.is_share()) return carried;
+  carried.reference = budget_.reference();
+  carried.optimizer_state = optimizer_state_;
+  carried.optimizer_counted_late = optimizer_counted_late_;
+  carried.callers_need = reference_callers_need_;
+  carried.size = reference_size_;
+  return carried;
 }
 
 void BlockSteps::end_calibration() {
@@ -733,6 +740,7 @@ void BlockSteps::end_calibration() {
   if (!batch_.input.defined()) throw UsageError("the sample never called the model's blocks");
   for (const predict::ChainSample& sample : calibration_samples_) steps_.observe_sample(batch_.signature, sample);
   calibration_samples_.clear();
+  steps_.observe_between_steps(carried_.between_steps);
   // What stays resident, before the least is taken for "N%": the chain
   // the reference is planned on is the one the budget is checked on.
   // With room for what a loop holds beside it, so that a budget at the least stated trains.

@@ -201,13 +201,17 @@ class BlockSteps {
   // What an N% budget is of, and the optimizer's state counted so far: a
   // BlockSteps planned afresh over the same model (its head chunked from
   // then on) carries them into its calibration, so that N% stays of the
-  // plain loop's step and goes on growing with a state counted late.
+  // plain loop's step and goes on growing with a state counted late. With
+  // any budget, what the steps' ends needed between steps: the model's own
+  // head still runs where its whole logits fit, and its gradient can end a
+  // step with more (a tied head's, summed out of place with the embeddings').
   struct ShareReference {
     Bytes reference = 0;  // 0: a budget in bytes
     Bytes optimizer_state = 0;
     Bytes optimizer_counted_late = 0;
     Bytes callers_need = 0;  // the code after the blocks in the reference step, at `size`
     std::int64_t size = 0;
+    Bytes between_steps = 0;  // StepPlanner::between_steps()
   };
   ShareReference share_reference() const;
   void carry_share_reference(const ShareReference& carried) { carried_ = carried; }

@@ -198,6 +198,7 @@ class StepPlanner {
   // reached `bytes` above the persistent bytes of the step after it: the
   // chain's update_temp_bytes are at least the most seen.
   void observe_between_steps(Bytes bytes) { between_steps_ = std::max(between_steps_, bytes); }
+  Bytes between_steps() const { return between_steps_; }
   // With weights on the host: the host's update of `stage` took `seconds`
   // (the shortest seen is kept: interference only adds time).
   void observe_update_time(int stage, Seconds seconds);
