@@ -460,6 +460,9 @@ void define_block_steps(py::module_& m) {
                                     bool forward_prefetch) { r.set_gathered_bytes(gathered, forward_prefetch); })
       .def("cancel", [](PythonBlockSteps& r) { r.steps().cancel(); })
       .def("abandon", [](PythonBlockSteps& r, long step) { r.steps().abandon(step); })
+      .def("runs_again", [](PythonBlockSteps& r, long step, int block) { return r.steps().runs_again(step, block); })
+      .def("resume_input",
+           [](PythonBlockSteps& r, long step, const torch::Tensor& x) { r.steps().resume_input(step, x); })
       .def_property_readonly("step", [](PythonBlockSteps& r) { return r.steps().step(); })
       .def_property_readonly("steps_begun", [](PythonBlockSteps& r) { return r.steps().steps_begun(); })
       .def("begin_elastic", [](PythonBlockSteps& r, Bytes least) { r.steps().begin_elastic(least); })

@@ -445,3 +445,48 @@ def test_a_loss_on_an_intermediate_blocks_output_trains_within_rounding():
     m = memtrain.Module(llama(), budget="100%", sample={"input_ids": batch(20, rows=2)}, chunked_loss=False)
     for k, (a, b) in enumerate(zip(plain, grads(m))):
         assert b is not None and torch.allclose(a, b, rtol=1e-5, atol=1e-6 * a.abs().max().item()), k
+
+
+@pytest.mark.parametrize("retained", [False, True], ids=["let-go", "retained"])
+@pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16"])
+def test_a_finished_backward_holds_no_tensor_of_its_step_the_plain_model_lets_go(autocast, retained):
+    """After loss.backward(), with the loss (and so its graph) still alive as
+    a loop keeps it until its next forward, the step's tensors before the
+    blocks (the embeddings' output, the rotary tables every layer took) are
+    let go as the plain model lets them go, and kept where the graph is
+    retained; a second backward of a retained graph then adds the same
+    gradients as the plain model's."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    from models import llama
+
+    def run(model):
+        seen = []
+
+        def watch(module, args, output):
+            for t in (output if isinstance(output, tuple) else (output,)):
+                seen.append(StorageWeakRef(t.untyped_storage()))
+        hooks = [model.model.embed_tokens.register_forward_hook(watch),
+                 model.model.rotary_emb.register_forward_hook(watch)]
+        ids = torch.randint(0, 500, (2, 40), generator=torch.Generator().manual_seed(3))
+        torch.manual_seed(1)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward(retain_graph=retained)
+        alive = [not s.expired() for s in seen]
+        if retained:
+            torch.manual_seed(1)
+            (2 * loss).backward()
+        for h in hooks:
+            h.remove()
+        return alive, [p.grad.clone() for p in model.parameters()]
+
+    sample = {"input_ids": torch.randint(0, 500, (2, 64)), "labels": torch.randint(0, 500, (2, 64))}
+    plain_alive, plain_grads = run(llama(layers=3))
+    m = memtrain.Module(llama(layers=3), budget="96MiB", sample=sample, chunked_loss=False)
+    for _ in range(2):  # a collection step, then a planned one
+        m.zero_grad(set_to_none=True)
+        alive, grads = run(m)
+        assert len(alive) == len(plain_alive) == 3
+        assert alive == plain_alive == [retained] * 3
+        assert all(torch.equal(a, b) for a, b in zip(grads, plain_grads))

@@ -200,6 +200,14 @@ class _BlockCall(torch.autograd.Function):
         ctx.step = blocks.native.step
         if index == len(blocks.blocks) - 1:
             ctx.guard = _StepGuard(blocks.native, ctx.step)
+            # What a second backward of the step runs its forward again
+            # with: block 0's input and the blocks' calls. Saved as autograd
+            # saves tensors, they go when a backward lets the graph go, and
+            # stay while it is retained.
+            tensors = []
+            ctx.calls = _hollow(blocks.calls, tensors)
+            ctx.save_for_backward(blocks.step_input, *tensors)
+            blocks.step_input = None
         # The block's other floating results (a router's logits for a
         # load-balancing loss) are this node's outputs too: their gradients
         # reach the block's backward with its output's.
@@ -233,6 +241,12 @@ class _BlockCall(torch.autograd.Function):
             shape, dtype, device = ctx.output_like
             dy = torch.zeros(shape, dtype=dtype, device=device)
         extra_grads = list(extra_grads)
+        if blocks.native.runs_again(ctx.step, ctx.index):
+            # A second backward of a step that ended: its input and calls
+            # back, from the graph the caller retained.
+            step_input, *tensors = ctx.saved_tensors
+            blocks.calls = _filled(ctx.calls, tensors)
+            blocks.native.resume_input(ctx.step, step_input)
         dx, leaves, gradients = blocks.among_peers(
             lambda: blocks.native.backward(ctx.step, ctx.index, dy, extra_grads), f"block {ctx.index}'s backward")
         if not ctx.needs_input_grad[2]:
@@ -240,6 +254,7 @@ class _BlockCall(torch.autograd.Function):
         gradients = blocks.route(ctx.index, ctx.params, leaves, gradients)
         blocks.wall += time.perf_counter() - t0
         if ctx.ends_step:
+            blocks.calls = [None] * len(blocks.blocks)  # the step's, held no longer than its tensors
             blocks.backwards += 1
             blocks.finished_wall = blocks.wall  # the step the native steps' last_step() now reports
             # What the rest of this backward reaches (the embeddings') is the step's too.
@@ -255,6 +270,46 @@ def _accumulate(leaves, gradients):
 
 
 _CALLED = object()  # a block's template once its call returned
+
+
+class _Slot:
+    """Where a tensor was in a structure _hollow() took it out of."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+def _hollow(value, tensors, seen=None):
+    """`value` with its tensors (in tuples, lists, named tuples and dicts)
+    appended to `tensors`, each once, and _Slot in their place; _filled()
+    puts them back. What it does not look into it holds as it is."""
+    seen = {} if seen is None else seen  # id -> slot
+    if isinstance(value, torch.Tensor):
+        if id(value) not in seen:
+            seen[id(value)] = _Slot(len(tensors))
+            tensors.append(value)
+        return seen[id(value)]
+    if type(value) in (tuple, list):
+        return type(value)(_hollow(v, tensors, seen) for v in value)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(_hollow(v, tensors, seen) for v in value))
+    if type(value) is dict:
+        return {k: _hollow(v, tensors, seen) for k, v in value.items()}
+    return value
+
+
+def _filled(value, tensors):
+    if isinstance(value, _Slot):
+        return tensors[value.index]
+    if type(value) in (tuple, list):
+        return type(value)(_filled(v, tensors) for v in value)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(_filled(v, tensors) for v in value))
+    if type(value) is dict:
+        return {k: _filled(v, tensors) for k, v in value.items()}
+    return value
 
 
 class _StepGuard:
@@ -285,6 +340,7 @@ class BlockSteps:
         self.extra_needs = [None] * len(blocks)  # which of those needed one in the last run with grad
         self.run_inputs = [None] * len(blocks)  # each block's input in its call's run
         self.last_output = None  # what the previous block's call returned
+        self.step_input = None  # block 0's input, from its call to the last block's
         for b in blocks:
             patched = b.__dict__.get("forward")
             if isinstance(patched, BlockForward) and patched.blocks_ref() is None:
@@ -381,6 +437,7 @@ class BlockSteps:
         _refuse_caches(where, rest, kwargs)
         _refuse_recorded_outputs(where)
         if i == 0:
+            self.step_input = x  # until the last block's node saves it
             self.calls = [None] * len(self.blocks)
             self.templates = [None] * len(self.blocks)
             self.first_extras = [[] for _ in self.blocks]
@@ -404,6 +461,11 @@ class BlockSteps:
         self.calling = i
         try:
             out = _BlockCall.apply(self, i, x, *self.parameters_of(i, named))
+        except BaseException:
+            # A step that stopped (refused before it ran) holds nothing of the caller's.
+            self.step_input = None
+            self.calls = [None] * len(self.blocks)
+            raise
         finally:
             self.calling = None
         y, extras = (out[0], out[1:]) if isinstance(out, tuple) else (out, ())

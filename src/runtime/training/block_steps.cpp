@@ -86,6 +86,7 @@ void BlockSteps::cancel() {
   again_ = false;
   execution_.reset();
   dy_ = kept_dy_ = last_dx_ = torch::Tensor();
+  if (calibration_round_ < 0) batch_.input = torch::Tensor();  // as end_step() lets it go
   if (step_) step_->guard().release();
 }
 
@@ -130,6 +131,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
       refuse_if_infeasible(size, step_->choice());  // before the step changes anything
     } catch (...) {
       step_.reset();
+      batch_.input = torch::Tensor();  // the refused step holds nothing of the caller's
       throw;
     }
     current_ = StepReport{};
@@ -240,7 +242,9 @@ void BlockSteps::end_of_backward() {
   // autograd ran (the embeddings' backward, its gradients accumulating): its
   // peak above what persists is what it needs on top of a step's persistent bytes.
   between_steps_ = false;
-  // Nothing above what the step's last operation left: no more than the step.
+  // Nothing above what the step's last operation left: no more than the
+  // step. (Its input went at its end: batch_.bytes() counts it where a
+  // second backward gave it back.)
   if (memory_.peak() > end_live_) steps_.observe_between_steps(memory_.peak() - (memory_.live() - batch_.bytes()));
 }
 
@@ -489,7 +493,14 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
                      "'s backward belongs to a step a later forward replaced; memtrain runs one step at a time: "
                      "call backward before the next forward");
   }
-  if (!execution_ && step == finished_step_id_ && block == blocks() - 1) run_step_again();
+  if (runs_again(step, block)) {
+    if (!batch_.input.defined()) {
+      throw UsageError("a second backward reached block " + std::to_string(block) +
+                       " of a step that ended without its input given back (resume_input()); a retained graph "
+                       "gives it");
+    }
+    run_step_again();
+  }
   if (!execution_) {
     throw UsageError("block " + std::to_string(block) +
                      "'s step was abandoned (its output was dropped, or the code after the blocks ran out of "
@@ -611,6 +622,19 @@ void BlockSteps::replay_to(int block, const OutOfBudget& first) {
   }
 }
 
+void BlockSteps::resume_input(long step, const torch::Tensor& x) {
+  if (step != finished_step_id_ || step != step_id_) {
+    throw UsageError("the input given back belongs to step " + std::to_string(step) + "; the step that ended last is " +
+                     std::to_string(finished_step_id_));
+  }
+  Batch again = batch_of(x);
+  if (again.signature.shape != batch_.signature.shape) {
+    throw UsageError("the input given back is " + again.signature.describe() + "; step " + std::to_string(step) +
+                     " ran on " + batch_.signature.describe());
+  }
+  batch_ = std::move(again);
+}
+
 void BlockSteps::end_step() {
   ExecutionResult result = execution_->finish();
   execution_.reset();
@@ -619,6 +643,10 @@ void BlockSteps::end_step() {
   extra_grads_.clear();
   step_->guard().release();
   const std::int64_t size = batch_.signature.size;
+  // The step's input goes with the step: held here, it would sit beside
+  // the next micro-step's embeddings, where the plain loop holds one. A
+  // second backward (a retained graph) gives it back (resume_input()).
+  if (calibration_round_ < 0) batch_.input = torch::Tensor();
   memory_.reset_peak();
   end_live_ = memory_.live();
   between_steps_ = !again_;
@@ -737,7 +765,7 @@ void BlockSteps::end_calibration() {
   calibration_grads_.reset();
   calibration_rng_.reset();
   calibration_buffers_.reset();
-  if (!batch_.input.defined()) throw UsageError("the sample never called the model's blocks");
+  if (!called) throw UsageError("the sample never called the model's blocks");
   for (const predict::ChainSample& sample : calibration_samples_) steps_.observe_sample(batch_.signature, sample);
   calibration_samples_.clear();
   steps_.observe_between_steps(carried_.between_steps);
@@ -745,7 +773,7 @@ void BlockSteps::end_calibration() {
   // the reference is planned on is the one the budget is checked on.
   // With room for what a loop holds beside it, so that a budget at the least stated trains.
   const Bytes resident = calibration_live_ + optimizer_state_;
-  steps_.observe_resident(resident + loops_own_bytes(resident), batch_.bytes(), batch_.signature.size);
+  steps_.observe_resident(resident + loops_own_bytes(resident), input_bytes, batch_.signature.size);
   steps_.note_size(batch_.signature.size);
   reference_callers_need_ = std::max(reference_callers_need_, carried_.callers_need);
   reference_size_ = std::max(reference_size_, carried_.size);
@@ -764,6 +792,8 @@ void BlockSteps::end_calibration() {
       const Chain largest = largest_chain();
       for (int tries = 0; tries < 4; ++tries) {  // a planner's least may move with the budget asked
         const Plan p = steps_.planner().plan({largest, reference, &largest});
+  const bool called = batch_.input.defined();
+  const Bytes input_bytes = batch_.bytes();  // before cancel() lets the input go
         if (p.feasible) break;
         reference = std::max(reference + 1, p.min_budget_bytes);
       }

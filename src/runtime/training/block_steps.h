@@ -146,6 +146,14 @@ class BlockSteps {
   // The gradients of the parameters of the block whose backward() returned
   // last (in its parameters() order; undefined where none arrived), once.
   StepContext::TakenGradients block_gradients() { return std::move(block_gradients_); }
+  // Whether backward(step, block) runs step `step` again: a second
+  // backward (a retained graph) reaching the last block of the step that
+  // ended last. The step's input went with its end: resume_input() gives
+  // it back first.
+  bool runs_again(long step, int block) const {
+    return !execution_ && step == step_id_ && step == finished_step_id_ && block == blocks() - 1;
+  }
+  void resume_input(long step, const torch::Tensor& x);
   // Abandons a begun step (its outputs were dropped without a backward).
   void cancel();
   // Abandons step `step` if it is still running.
