@@ -70,15 +70,21 @@ def plain_grads(model, ids):
     return [p.grad.clone() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("how", ["refused", "unwrapped", "module-gone"])
+@pytest.mark.parametrize("how", ["refused", "least_budget", "unwrapped", "module-gone"])
 def test_a_model_is_wrapped_again_after_a_refusal_an_unwrap_or_its_module_going(how):
     """After memtrain.Infeasible at construction (to retry with its least),
-    after m.unwrap(), and after the Module is gone, the model is the plain
-    model again: it trains as before, and wrapping it again works."""
+    after memtrain.least_budget(), after m.unwrap(), and after the Module is
+    gone, the model is the plain model again: it trains as before, and
+    wrapping it again works (at the least stated)."""
     model = MaskedGPT(layers=4)
     ids = batch(32)
     before = plain_grads(model, ids)
-    if how == "refused":
+    if how == "least_budget":
+        budget = memtrain.least_budget(model, ids)
+        with pytest.raises(memtrain.Infeasible):
+            memtrain.Module(model, budget=budget // 2, sample=ids)
+        gc.collect()
+    elif how == "refused":
         with pytest.raises(memtrain.Infeasible) as refused:
             memtrain.Module(model, budget=1, sample=ids)
         budget = refused.value.min_bytes

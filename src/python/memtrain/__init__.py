@@ -19,6 +19,7 @@ runs that plan; gradients are those of the plain model, bit for bit.
 import contextlib
 import copy
 import functools
+import gc
 import inspect
 import os
 import traceback
@@ -45,8 +46,9 @@ from ._trainer import rerunnable
 from ._memtrain import (BrownBatches, Chain, Error, Infeasible, OutOfBudget, RankFailure, UsageError, memory_stats,
                         reset_peak)
 
-__all__ = ["Module", "Chain", "BrownBatches", "plan", "advise", "memory_stats", "reset_peak", "planner_names",
-           "linear_cross_entropy", "rerunnable", "Error", "UsageError", "OutOfBudget", "Infeasible", "RankFailure"]
+__all__ = ["Module", "Chain", "BrownBatches", "least_budget", "plan", "advise", "memory_stats", "reset_peak",
+           "planner_names", "linear_cross_entropy", "rerunnable", "Error", "UsageError", "OutOfBudget",
+           "Infeasible", "RankFailure"]
 
 
 def planner_names():
@@ -805,6 +807,28 @@ def _check_arguments(budget, planner, collect_steps, sample, autocast, keeps_out
     if not isinstance(keeps_output, bool):
         raise UsageError(f"keeps_output {keeps_output!r} is not a yes or no; expected True (the loop keeps the "
                          "model's output through its backward) or False (it lets the output go first)")
+
+
+def least_budget(model, sample, optimizer=None, **options):
+    """The least budget, in bytes, that memtrain.Module(model, budget=...,
+    sample=sample, optimizer=optimizer, **options) accepts: the model
+    measured on `sample` as the Module measures it (the optimizer's state
+    counted where it is given, the head chunked where chunked_loss lets it),
+    and left as it was. options: the Module's other keyword arguments
+    (blocks, planner, chunked_loss, autocast, keeps_output, ...)."""
+    if "budget" in options:
+        raise TypeError("least_budget() finds the budget; pass the Module's other arguments")
+    if sample is None:
+        raise UsageError("least_budget() measures the model on a sample; give its largest input")
+    try:
+        Module(model, budget=1, sample=sample, optimizer=optimizer, **options)
+    except Infeasible as refused:
+        least = refused.min_bytes
+        del refused
+        gc.collect()  # what the refused Module held in cycles is free for the Module made next
+    else:
+        raise Error(f"{type(model).__name__} was accepted under a budget of 1 byte: it holds nothing memtrain counts")
+    return least
 
 
 def plan(model_or_chain, budget, planner="optimal"):
