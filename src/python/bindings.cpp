@@ -460,6 +460,10 @@ void define_block_steps(py::module_& m) {
                                     bool forward_prefetch) { r.set_gathered_bytes(gathered, forward_prefetch); })
       .def("cancel", [](PythonBlockSteps& r) { r.steps().cancel(); })
       .def("abandon", [](PythonBlockSteps& r, long step) { r.steps().abandon(step); })
+      .def("admit_optimizer",
+           [](PythonBlockSteps& r, Bytes state_bytes, Bytes update_temp_bytes) {
+             r.steps().admit_optimizer(state_bytes, update_temp_bytes);
+           })
       .def("runs_again", [](PythonBlockSteps& r, long step, int block) { return r.steps().runs_again(step, block); })
       .def("resume_input",
            [](PythonBlockSteps& r, long step, const torch::Tensor& x) { r.steps().resume_input(step, x); })

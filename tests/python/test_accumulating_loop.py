@@ -37,9 +37,10 @@ def updates():
     return [ids[i:i + MICRO] for i in range(0, len(ids), MICRO)]
 
 
-def train(model, data, opt, holds_output, budget_of=None):
-    """Returns the weights; with budget_of, checks every update's peak."""
-    for k, update in enumerate(data):
+def train(model, data, opt, holds_output, budget_of=None, start=0):
+    """Returns the weights; with budget_of, checks every update's peak.
+    `start`: the number of the data's first update in the loop."""
+    for k, update in enumerate(data, start):
         memtrain.reset_peak()
         for step, ids in enumerate(update):
             torch.manual_seed(100 * k + step)  # dropout: the same draws as the plain loop's
@@ -143,3 +144,48 @@ def test_a_step_refused_holds_nothing_while_the_loop_handles_it():
         F.cross_entropy(m(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten()).backward()
     else:
         raise AssertionError("half the least was accepted")
+
+
+OPTIMIZERS = {"adam": lambda ps: torch.optim.Adam(ps, lr=1e-3),
+              "adamw-foreach": lambda ps: torch.optim.AdamW(ps, lr=1e-3, foreach=True),
+              "adam-amsgrad": lambda ps: torch.optim.Adam(ps, lr=1e-3, amsgrad=True)}
+
+
+@pytest.mark.parametrize("optimizer", list(OPTIMIZERS))
+def test_an_optimizer_made_after_wrapping_is_refused_before_its_first_update_passes_the_budget(optimizer):
+    """An optimizer memtrain was not given (as transformers' Trainer makes
+    its own): a budget that holds the steps but not the weights, the
+    gradients and the state the optimizer's first update makes is refused
+    at that update, before it runs (memtrain.Infeasible, naming the least):
+    the weights, the gradients and the optimizer as they were. Under the
+    least it names, the same update runs and the loop trains within it, to
+    the plain loop's weights. (Short rows: the weights outweigh the
+    activations, as in a large model's fine-tuning.)"""
+    g = torch.Generator().manual_seed(2)
+    data = [[torch.randint(0, VOCAB, (1, n + 1), generator=g) for n in (8, 5, 7)] for _ in range(3)]
+    sample = data[0][0][:, :-1]
+    net = gpt()
+    plain = train(net, data, OPTIMIZERS[optimizer](net.parameters()), False)
+    del net
+    m = memtrain.Module(gpt(), budget=memtrain.least_budget(gpt(), sample, autocast=False), sample=sample,
+                        autocast=False)
+    opt = OPTIMIZERS[optimizer](m.parameters())
+    first, rest = data[0], data[1:]
+    for step, ids in enumerate(first):
+        torch.manual_seed(step)  # as train() seeds update 0
+        (F.cross_entropy(m(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten()) / len(first)).backward()
+    weights = [digest(p) for p in m.parameters()]  # digests: copies would count against the budget
+    grads = [digest(p.grad) for p in m.parameters()]
+    with pytest.raises(memtrain.Infeasible, match="would make .* of state, and need .* above it") as refused:
+        opt.step()
+    assert len(opt.state) == 0
+    assert weights == [digest(p) for p in m.parameters()]
+    assert grads == [digest(p.grad) for p in m.parameters()]
+    assert refused.value.min_bytes > m.budget_bytes
+    m.budget = refused.value.min_bytes
+    del refused
+    memtrain.reset_peak()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    assert memtrain.memory_stats()["peak_bytes"] <= m.budget_bytes
+    assert train(m, rest, opt, False, budget_of=lambda: m.budget_bytes, start=1) == plain

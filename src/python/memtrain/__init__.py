@@ -21,6 +21,7 @@ import copy
 import functools
 import gc
 import inspect
+import math
 import os
 import traceback
 import warnings
@@ -751,6 +752,11 @@ class _OptimizerWatch:
         self.seen.add(optimizer)
         params = [p for group in optimizer.param_groups for p in group["params"]]
         if len(optimizer.state) == 0 and any(id(p) in self.params for p in params):
+            predicted = _predicted_update(optimizer, module._device, module._native)
+            if predicted is not None:
+                self.seen.discard(optimizer)  # refused: its next first update is checked again
+                module._native.admit_optimizer(*predicted)
+                self.seen.add(optimizer)
             self.measuring = optimizer
             module._native.reset_peak()
 
@@ -762,6 +768,50 @@ class _OptimizerWatch:
         state = sum(t.nbytes for st in optimizer.state.values() for t in st.values()
                     if isinstance(t, torch.Tensor) and t.device.type == module._device.type)
         module._native.count_optimizer(state, max(0, module._native.peak_bytes() - module._native.live_bytes()))
+
+
+def _predicted_update(optimizer, device, native):
+    """The bytes on `device` that `optimizer`'s first update will make its
+    state hold, and the most it needs above them while it runs, before it
+    runs: torch.optim's optimizers keep, per parameter, tensors shaped as
+    it and scalars, and their updates work per parameter or per list of
+    them. A copy of the optimizer over the parameters' shapes scaled down
+    (its groups' options, the same dtypes), stepped at two scales, gives
+    both as a constant and a part that grows with the scale. None for other
+    optimizers (a factored one keeps less than that would say) or where
+    the copy cannot run."""
+    cls = type(optimizer)
+    if not cls.__module__.startswith("torch.optim."):
+        return None
+    groups = [([p for p in g["params"] if p.requires_grad and p.device.type == device.type],
+               {k: g[k] for k in optimizer.defaults if k in g})  # not a scheduler's initial_lr
+              for g in optimizer.param_groups]
+    total = sum(p.numel() for params, _ in groups for p in params)
+    if total == 0:
+        return None
+    scale = min(1 / 64, 2**20 / total)  # a copy of at most about a million elements
+    try:
+        (state1, temp1), (state2, temp2) = (_proxy_update(cls, groups, s, device, native) for s in (scale, 2 * scale))
+    except Exception:  # an option the copy cannot take: counted at the update instead
+        return None
+    return (max(state2, round(2 * state1 - state2 + (state2 - state1) / scale)),
+            max(temp2, round(2 * temp1 - temp2 + (temp2 - temp1) / scale)))
+
+
+def _proxy_update(cls, groups, scale, device, native):
+    proxies = []
+    for params, options in groups:
+        tensors = [torch.zeros(max(1, math.ceil(p.numel() * scale)), dtype=p.dtype, device=device, requires_grad=True)
+                   for p in params]
+        for t in tensors:
+            t.grad = torch.zeros_like(t)
+        proxies.append({"params": tensors, **options})
+    copy_ = cls(proxies)
+    before = native.live_bytes()
+    native.reset_peak()
+    copy_.step()
+    after = native.live_bytes()
+    return after - before, max(0, native.peak_bytes() - after)
 
 
 def _device_bytes(device):

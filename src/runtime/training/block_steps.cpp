@@ -747,6 +747,38 @@ void BlockSteps::count_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
   if (budget_.is_share() && budget_.reference() > 0) budget_.set_reference(budget_.reference() + state_bytes);
 }
 
+void BlockSteps::admit_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
+  if (state_bytes <= 0 || !enforces_budget()) return;
+  // N% grows with the state, as count_optimizer() grows it.
+  StepBudget budget = budget_;
+  if (budget.is_share() && budget.reference() > 0) budget.set_reference(budget.reference() + state_bytes);
+  // The update itself: what is live (the weights, the gradients), the
+  // state it makes and what it needs above them. The steps after it are
+  // checked as each begins (a head that can run in chunks may turn to
+  // them there).
+  const Bytes update = memory_.live() + state_bytes + std::max<Bytes>(0, update_temp_bytes);
+  if (update <= budget.bytes()) return;
+  Bytes least = update;
+  if (planner().respects_budget() && steps_.predictor().ready()) {
+    const std::int64_t largest = steps_.predictor().largest_observed();
+    least = std::max(least, steps_.least_peak(largest, predict::BytesEnvelope::Bound::Least) + state_bytes);
+  }
+  throw Infeasible(
+      "the first update of an optimizer memtrain.Module was not given (one a framework made, as "
+      "transformers' Trainer makes its own) would make " +
+          format_bytes(state_bytes) + " of state, and need " + format_bytes(std::max<Bytes>(0, update_temp_bytes)) +
+          " above it while it runs, beside the " + format_bytes(memory_.live()) +
+          " live (the weights and the gradients): " + format_bytes_beside(update, budget.bytes()) +
+          " in all, above the budget " + format_bytes_beside(budget.bytes(), update) +
+          "; the update did not run: the weights, the gradients and the optimizer are as they were. "
+          "Training with that state needs a budget of at least " +
+          format_bytes_beside(least, budget.bytes()) +
+          "; pass the optimizer to memtrain.Module(optimizer=) to have it checked at once "
+          "(transformers' Trainer: make it on the model's parameters and give it to both, "
+          "Trainer(optimizers=(optimizer, None)))",
+      least);
+}
+
 BlockSteps::ShareReference BlockSteps::share_reference() const {
   ShareReference carried;
   carried.between_steps = steps_.between_steps();
@@ -760,6 +792,8 @@ BlockSteps::ShareReference BlockSteps::share_reference() const {
 }
 
 void BlockSteps::end_calibration() {
+  const bool called = batch_.input.defined();
+  const Bytes input_bytes = batch_.bytes();  // before cancel() lets the input go
   calibration_round_ = -1;
   cancel();
   calibration_grads_.reset();
@@ -792,8 +826,6 @@ void BlockSteps::end_calibration() {
       const Chain largest = largest_chain();
       for (int tries = 0; tries < 4; ++tries) {  // a planner's least may move with the budget asked
         const Plan p = steps_.planner().plan({largest, reference, &largest});
-  const bool called = batch_.input.defined();
-  const Bytes input_bytes = batch_.bytes();  // before cancel() lets the input go
         if (p.feasible) break;
         reference = std::max(reference + 1, p.min_budget_bytes);
       }

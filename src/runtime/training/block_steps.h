@@ -206,6 +206,12 @@ class BlockSteps {
   // `update_temp_bytes` above what was live. An N% budget is of the plain
   // step with that state too, from the next step on.
   void count_optimizer(Bytes state_bytes, Bytes update_temp_bytes);
+  // Before that first update: it will make `state_bytes` of state, and
+  // need `update_temp_bytes` above it while it runs. Where the budget
+  // cannot hold them beside what is live, throws Infeasible (naming the
+  // least budget to train with the state) now, before the update runs,
+  // rather than be passed by it.
+  void admit_optimizer(Bytes state_bytes, Bytes update_temp_bytes);
   // What an N% budget is of, and the optimizer's state counted so far: a
   // BlockSteps planned afresh over the same model (its head chunked from
   // then on) carries them into its calibration, so that N% stays of the
