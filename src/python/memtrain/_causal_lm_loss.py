@@ -14,10 +14,12 @@ hold the whole logits (memtrain.Module finds that when it measures its
 sample). Even then, where the whole logits fit what the budget has free
 (and chunking is not forced), the model's own head and loss run, bit for
 bit the plain model's.
-The output's `logits` is None when the head was chunked: training reads the
-loss; evaluation (under torch.no_grad) runs the model plainly.
+The output holds no `logits` when the head was chunked (reading them raises,
+naming chunked_loss): training reads the loss; evaluation (under
+torch.no_grad) runs the model plainly.
 """
 
+import collections
 import contextlib
 
 import torch
@@ -132,7 +134,7 @@ class ChunkedHead:
             else:
                 model._loss_function = own_loss
         if self.chunked_last and hasattr(output, "logits"):
-            output.logits = None
+            _without_logits(output)
         return output
 
     def _loss(self, hidden, labels, num_items_in_batch, ignore_index, shift_labels, own_loss, kwargs):
@@ -164,3 +166,49 @@ class ChunkedHead:
                 num_items_in_batch = num_items_in_batch.to(loss.device)
             loss = loss / num_items_in_batch
         return loss
+
+
+_WITHOUT_LOGITS = {}  # an output class -> its subclass whose logits were never made
+
+
+class LogitsNotMade(_native.UsageError, AttributeError, KeyError):
+    """Reading the logits of an output whose head ran in chunks. An
+    AttributeError and a KeyError too: hasattr(), getattr(out, "logits",
+    None) and `"logits" in out` find none, as for a field left None."""
+
+    def __str__(self):  # KeyError's would quote the message
+        return str(self.args[0])
+
+
+def _without_logits(output):
+    """`output` (a transformers ModelOutput whose `logits` holds the hidden
+    states the head handed on) without logits: gone from its keys and its
+    tuple, as a field the model left None is, and reading them raises,
+    naming why."""
+    if "logits" in output.keys():
+        collections.OrderedDict.__delitem__(output, "logits")
+    kind = type(output)
+    if kind not in _WITHOUT_LOGITS:
+        def refuse():
+            raise LogitsNotMade(
+                "this step's head and loss ran in chunks (memtrain.Module's chunked_loss), so the whole logits "
+                "were never made: the output holds the loss. Pass chunked_loss=False to have them (the budget "
+                "then holds them), or compute what your loop needs from the hidden states in chunks")
+
+        def get(self):
+            value = self.__dict__.get("logits")
+            return value if value is not None else refuse()
+
+        def put(self, value):  # a copy made field by field (accelerate's convert_to_fp32) sets None
+            self.__dict__["logits"] = value
+
+        def getitem(self, key):
+            return refuse() if key == "logits" and "logits" not in self.keys() else kind.__getitem__(self, key)
+
+        def describe(self):  # the dataclass's repr would read every field
+            return f"{kind.__name__}({', '.join(f'{k}={v!r}' for k, v in self.items())})"
+        _WITHOUT_LOGITS[kind] = type(kind.__name__, (kind,), {
+            "logits": property(get, put), "__getitem__": getitem, "__repr__": describe,
+            "__module__": kind.__module__})
+    output.__dict__["logits"] = None
+    output.__class__ = _WITHOUT_LOGITS[kind]
