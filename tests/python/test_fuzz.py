@@ -14,15 +14,17 @@ of its own so that a death by a signal shows:
   m.step(closure), a copy of the model trained beside it, Ctrl-C in a
   block's backward, wrapping it again after unwrap()): each as on the
   plain model, bit for bit, with an interrupt reaching the loop as raised.
-MEMTRAIN_FUZZ_CASES sets how many cases each draws (default 24)."""
+The Python cases fork from one process that imported torch once
+(forked.py). MEMTRAIN_FUZZ_CASES sets how many cases each draws (default
+24)."""
 
 import json
 import os
 import random
 import subprocess
-import sys
 
 import pytest
+from forked import Forks
 
 CLI = os.environ.get("MEMTRAIN_CLI")
 CASES = int(os.environ.get("MEMTRAIN_FUZZ_CASES", "24"))
@@ -70,6 +72,22 @@ def test_the_cli_refuses_by_name_and_never_dies(tmp_path):
         assert out.returncode in (0, 1, 2), where
         if out.returncode == 2:
             assert "--" in out.stderr or "unknown" in out.stderr, where
+
+
+# What every Python case imports, imported once by the process they fork from.
+PRELOAD = ["torch", "torch.nn.functional", "memtrain", "models", "exact"]
+
+
+def test_a_forked_case_that_dies_by_a_signal_shows_it():
+    """The fork server reports a case's signal, its exit status and what it
+    printed, as a process of its own would: the checks below can fail."""
+    with Forks(PRELOAD) as forks:
+        died = forks.run("import os, signal; print('x'); os.kill(os.getpid(), signal.SIGSEGV)", [], timeout=60)
+        exited = forks.run("import sys; print(sys.argv[1]); sys.exit(3)", ["y"], timeout=60)
+        raised = forks.run("raise ValueError('z')", [], timeout=60)
+    assert died.returncode == -11 and died.stdout == "x\n", died
+    assert exited.returncode == 3 and exited.stdout == "y\n", exited
+    assert raised.returncode == 1 and "ValueError: z" in raised.stderr, raised
 
 
 PYTHON_CASE = r'''
@@ -128,11 +146,17 @@ def python_case(rng):
 def test_the_module_refuses_by_name_and_what_it_accepts_is_exact():
     here = os.path.dirname(os.path.abspath(__file__))
     rng = random.Random(2)
+    with Forks(PRELOAD) as forks:
+        outcomes = draw_module_cases(forks, rng, here)
+    # The draw covers both sides: refusals and cases that train.
+    assert outcomes.get("refused", 0) > 0 and outcomes.get("trained", 0) > 0, outcomes
+
+
+def draw_module_cases(forks, rng, here):
     outcomes = {}
     for case_number in range(CASES):
         case = python_case(rng)
-        out = subprocess.run([sys.executable, "-c", PYTHON_CASE, json.dumps(case), here], capture_output=True,
-                             text=True, timeout=120)
+        out = forks.run(PYTHON_CASE, [json.dumps(case), here], timeout=120)
         where = f"case {case_number}: {case} -> {out.returncode}: {(out.stdout + out.stderr)[-600:]}"
         assert out.returncode == 0, "died (by a signal where negative): " + where
         assert BACKTRACE not in out.stdout + out.stderr, where
@@ -143,8 +167,7 @@ def test_the_module_refuses_by_name_and_what_it_accepts_is_exact():
             named = [n for n in list(case["kwargs"]) + ["sample", "budget"] if n in message]
             assert named, "a refusal that names no argument: " + where
         outcomes[next(iter(result))] = outcomes.get(next(iter(result)), 0) + 1
-    # The draw covers both sides: refusals and cases that train.
-    assert outcomes.get("refused", 0) > 0 and outcomes.get("trained", 0) > 0, outcomes
+    return outcomes
 
 
 USER_CASE = r'''
@@ -245,11 +268,15 @@ def test_what_users_do_to_a_model_trains_as_the_plain_model():
     here = os.path.dirname(os.path.abspath(__file__))
     rng = random.Random(3)
     drawn = [rng.sample(USER_ACTIONS, rng.randint(1, 3)) for _ in range(max(4, CASES // 2))]
-    for case_number, actions in enumerate(PINNED_ACTIONS + drawn):
-        out = subprocess.run([sys.executable, "-c", USER_CASE, json.dumps(actions), here], capture_output=True,
-                             text=True, timeout=180)
-        where = f"case {case_number}: {actions} -> {out.returncode}: {(out.stdout + out.stderr)[-900:]}"
-        assert out.returncode == 0, where
-        assert BACKTRACE not in out.stdout + out.stderr, where
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-        assert result == {"exact": True, "steps": 3}, where
+    with Forks(PRELOAD) as forks:
+        for case_number, actions in enumerate(PINNED_ACTIONS + drawn):
+            check_user_case(forks, case_number, actions, here)
+
+
+def check_user_case(forks, case_number, actions, here):
+    out = forks.run(USER_CASE, [json.dumps(actions), here], timeout=180)
+    where = f"case {case_number}: {actions} -> {out.returncode}: {(out.stdout + out.stderr)[-900:]}"
+    assert out.returncode == 0, where
+    assert BACKTRACE not in out.stdout + out.stderr, where
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"exact": True, "steps": 3}, where
