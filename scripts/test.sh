@@ -7,6 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
+# One compute thread per test process where a test sets none: ctest runs as
+# many tests as there are cores, and two of torch's thread pools side by
+# side spin against each other (the CLI's ranks and jobs tests measured
+# 223 s with two threads each, 164 s with one; tests/python sets it too).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 ctest --test-dir build --output-on-failure -j "${MEMTRAIN_JOBS:-2}"
 # A PyTorch user's `pip install .`, not as root, into a fresh environment.
 scripts/pip-install-check.sh
