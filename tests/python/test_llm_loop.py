@@ -1,13 +1,14 @@
 """The loops language models are trained with, as a matrix rather than named
-cases: transformers' Llama at a 32000-word vocabulary, in fp32 or under
-bfloat16 autocast, one micro-batch or four accumulated, the loss computed by
-the model (labels) or by the loop, AdamW given to memtrain or not, the
-model's output kept through the backward or let go first (as keeps_output
-says), at budgets from memtrain's least up to "100%". Every budget the constructor
-accepts trains: nothing is raised into the loop, every update's peak (the
-optimizer's included) stays within the budget, and the weights equal the
-plain loop's, bit for bit. transformers' Trainer trains the same model
-through the wrapper exactly as without it."""
+cases, each pair of its factors' values in some row: transformers' Llama at
+a 32000-word vocabulary, in fp32 or under bfloat16 autocast, one micro-batch
+or four accumulated, the loss computed by the model (labels) or by the loop,
+AdamW given to memtrain or not, the model's output kept through the
+backward or let go first (as keeps_output says), at budgets from memtrain's
+least up to "100%". Every budget the constructor accepts trains: nothing is
+raised into the loop, every update's peak (the optimizer's included) stays
+within the budget, and the weights equal the plain loop's, bit for bit.
+transformers' Trainer trains the same model through the wrapper exactly as
+without it."""
 
 import contextlib
 import gc
@@ -129,16 +130,24 @@ def least_budget(sample, opt_given, autocast=None, keeps=True):
     return memtrain.least_budget(model, sample, opt, chunked_loss=False, autocast=autocast, keeps_output=keeps)
 
 
-# The output kept through the backward in the loops most at risk (4
-# micro-batches, the optimizer's state counted) and in one without either.
-LOOPS = [(1, True, False), (1, False, False), (4, True, False), (4, False, False), (4, True, True), (1, False, True)]
+# (precision, loss, micro-batches, optimizer given, output kept): each row
+# trains the plain loop, every layer checkpointed and four budgets, too
+# long for all 32 combinations. Every pair of values of any two factors is
+# in some row, and the loop most at risk (four micro-batches, the
+# optimizer's state counted, the output let go) in all four of precision
+# and loss.
+LOOPS = [(False, True, 4, True, False), (False, False, 4, True, False), (True, True, 4, True, False),
+         (True, False, 4, True, False), (False, True, 1, True, False), (True, False, 1, True, False),
+         (True, True, 1, False, False), (True, False, 4, False, False), (False, True, 4, False, False),
+         (True, False, 4, True, True), (True, True, 1, False, True), (False, False, 1, False, True)]
 
 
-@pytest.mark.parametrize("micro,opt_given,keeps", LOOPS,
-                         ids=[f"{m}-micro-adamw-{'given' if o else 'not-given'}-output-{'kept' if k else 'let-go'}"
-                              for m, o, k in LOOPS])
-@pytest.mark.parametrize("labels", [True, False], ids=["loss-in-model", "loss-in-loop"])
-@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
+def loop_id(bf16, labels, micro, opt_given, keeps):
+    return (f"{'bf16' if bf16 else 'fp32'}-loss-in-{'model' if labels else 'loop'}-{micro}-micro-adamw-"
+            f"{'given' if opt_given else 'not-given'}-output-{'kept' if keeps else 'let-go'}")
+
+
+@pytest.mark.parametrize("bf16,labels,micro,opt_given,keeps", LOOPS, ids=[loop_id(*row) for row in LOOPS])
 def test_every_accepted_budget_trains_within_itself_exactly(bf16, labels, micro, opt_given, keeps):
     """Without optimizer=, the least is stated without the optimizer's
     state, which its first update adds: a budget in bytes below the least
@@ -260,9 +269,13 @@ def chunked_run(m, data, bf16, opt, use_step, budget_of, first_update_counted=Tr
     return losses
 
 
-@pytest.mark.parametrize("use_step", [False, True], ids=["loss.backward", "m.step"])
-@pytest.mark.parametrize("opt_given", [True, False], ids=["adamw-given", "adamw-not-given"])
-@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
+# Every pair of precision, optimizer given and how the micro-step runs.
+CHUNKED_LOOPS = [(False, True, False), (False, False, True), (True, True, True), (True, False, False)]
+
+
+@pytest.mark.parametrize("bf16,opt_given,use_step", CHUNKED_LOOPS,
+                         ids=[f"{'bf16' if b else 'fp32'}-adamw-{'given' if o else 'not-given'}-"
+                              f"{'m.step' if u else 'loss.backward'}" for b, o, u in CHUNKED_LOOPS])
 def test_the_chunked_head_trains_within_every_budget_it_accepts(bf16, opt_given, use_step):
     """The head and the loss chunked where the budget needs them
     (chunked_loss left to memtrain), four micro-batches of changing
