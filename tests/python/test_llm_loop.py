@@ -27,7 +27,9 @@ transformers.logging.set_verbosity_error()
 
 VOCAB = 32000
 ROWS = 2
-UPDATES = 3
+# Micro-steps per loop: enough that, after the Module's collection steps
+# (every block checkpointed, to measure it), most are planned.
+MICRO_STEPS = 8
 
 
 def llama(seed=0):
@@ -38,11 +40,11 @@ def llama(seed=0):
 
 
 def updates(micro, seed=0):
-    """UPDATES updates of `micro` micro-batches each, every one of its own length."""
+    """MICRO_STEPS micro-batches, each of its own length, in updates of `micro`."""
     rng = random.Random(seed)
     g = torch.Generator().manual_seed(seed)
     return [[torch.randint(0, VOCAB, (ROWS, rng.randint(16, 64)), generator=g) for _ in range(micro)]
-            for _ in range(UPDATES)]
+            for _ in range(MICRO_STEPS // micro)]
 
 
 def longest(data):
@@ -61,13 +63,14 @@ def micro_loss(model, ids, labels, kept=None):
 
 
 
-def train(model, data, bf16, labels, opt=None, budget_of=None, backward_in_autocast=False, keeps=False):
+def train(model, data, bf16, labels, opt=None, budget_of=None, backward_in_autocast=False, keeps=False,
+          plans=None):
     """The loop: AdamW, autocast around the forward (and the backward,
     where backward_in_autocast), the loss divided over the micro-batches,
     the output held through the backward where `keeps`.
     Returns the weights and the highest update's peak; with budget_of,
     checks that each update, its optimizer step included, peaked within
-    the budget."""
+    the budget; appends each micro-step's (plan, schedule) to `plans`."""
     opt = opt or torch.optim.AdamW(model.parameters(), lr=1e-3)
     highest = 0
     for k, update in enumerate(data):
@@ -81,6 +84,8 @@ def train(model, data, bf16, labels, opt=None, budget_of=None, backward_in_autoc
             if not backward_in_autocast:
                 loss.backward()
             del kept
+            if plans is not None:
+                plans.append((model.last_step["plan"], model.last_step["schedule"]))
         opt.step()
         opt.zero_grad(set_to_none=True)
         peak = memtrain.memory_stats()["peak_bytes"]
@@ -175,8 +180,9 @@ def test_every_accepted_budget_trains_within_itself_exactly(bf16, labels, micro,
         # Nor is the first update of an optimizer memtrain was not told of planned for.
         may_be_refused_later = isinstance(budget, int) and budget < least_with_optimizer
         within = (lambda: m.budget_bytes) if not may_be_refused_later else None
+        plans = []
         try:
-            weights, _ = train(m, data, bf16, labels, opt, budget_of=within, keeps=keeps)
+            weights, _ = train(m, data, bf16, labels, opt, budget_of=within, keeps=keeps, plans=plans)
             assert m.last_step["peak_bytes"] <= m.last_step["budget_bytes"]
         except memtrain.Infeasible as later:
             assert may_be_refused_later, f"{name}: {later}"
@@ -190,6 +196,7 @@ def test_every_accepted_budget_trains_within_itself_exactly(bf16, labels, micro,
             continue
         for k, (a, b) in enumerate(zip(plain_weights, weights)):
             assert a == b, f"{name}: parameter {k} differs from the plain loop's"
+        assert len(plans) == MICRO_STEPS and plans[-1][0] != "collect", plans  # planned steps ran
         trained.append(name)
         del m, opt, weights
     assert "100%" in trained and ("least" in trained or not opt_given)
@@ -338,10 +345,15 @@ def test_a_backward_inside_the_autocast_context_trains_exactly(labels, budget):
     plain = train(llama(), data, True, labels, backward_in_autocast=True)[0]
     gc.collect()
     m, opt = wrap(least_budget(sample, True) if budget == "least" else budget, sample, True)
-    weights, _ = train(m, data, True, labels, opt, budget_of=lambda: m.budget_bytes, backward_in_autocast=True)
+    plans = []
+    weights, _ = train(m, data, True, labels, opt, budget_of=lambda: m.budget_bytes, backward_in_autocast=True,
+                       plans=plans)
     assert weights == plain
-    if budget == "least":
-        assert m.last_step["plan"] != "keep everything", m.last_step
+    # Planned steps ran (after the collection steps, which recompute every
+    # block): at the least, the longer ones recompute blocks; at 100%, none does.
+    planned = [schedule for plan, schedule in plans if plan != "collect"]
+    recomputed = [any(op.startswith(("Fck", "Fn")) for op in schedule) for schedule in planned]
+    assert planned and (any(recomputed) if budget == "least" else not any(recomputed)), plans
 
 
 def lm_loss(logits, ids, greedy=False):
