@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A PyTorch user's install, as a user who is not root: `pip install .` into a
+# A PyTorch user's install, as a user who is not root: `pip install .` (as pip
+# runs it: a wheel built in an isolated environment, then installed) into a
 # fresh virtual environment that has torch and transformers, then the README's
-# Python example for a few steps; then a wheel of it, installed into another
+# Python example for a few steps; then the same wheel, installed into another
 # fresh environment without compiling, runs the example there.
 #
 # The fresh environment sees torch and transformers (and what they need) of
@@ -95,9 +96,15 @@ grep -q "memtrain.Module" "$work/example.py"
   as_a_bare_machine=(-C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON
     -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON
     -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON -C cmake.define.MEMTRAIN_CCACHE=OFF)
+  # `pip install .` is pip building a wheel in an isolated environment and
+  # installing it: done here in its two halves, so that the other
+  # environment below installs the same wheel. (pip makes a new isolated
+  # environment for every build, and a second build compiled everything
+  # again: 8 minutes on 2 cores.)
   start=$(date +%s)
-  venv/bin/python -m pip install -q --no-cache-dir \
+  venv/bin/python -m pip wheel -q --no-cache-dir --no-deps -w wheels \
     "${as_a_bare_machine[@]}" -C build-dir="$1/build" ./src
+  venv/bin/python -m pip install -q --no-index --no-deps wheels/memtrain-*.whl
   echo "pip-install-check: pip install . took $(( $(date +%s) - start )) s"
   # Built without the libraries it was not given: each part left out.
   for part in CBC TURBOJPEG ZLIB GLOO; do
@@ -107,9 +114,7 @@ grep -q "memtrain.Module" "$work/example.py"
   echo "pip-install-check: left out the parts needing CBC, libjpeg-turbo, zlib and Gloo"
   (cd home && ../venv/bin/python -c "import memtrain; print(\"pip-install-check: memtrain from\", memtrain.__file__)" &&
     ../venv/bin/python ../example.py)
-  # A wheel of it installs into another environment with the same torch, compiling nothing.
-  venv/bin/python -m pip wheel -q --no-cache-dir --no-deps -w wheels \
-    "${as_a_bare_machine[@]}" -C build-dir="$1/build" ./src
+  # The wheel installs into another environment with the same torch, compiling nothing.
   "$2" -m venv other
   echo "$1/packages" >"$(other/bin/python -c "import sysconfig; print(sysconfig.get_paths()[\"purelib\"])")/torch-environment.pth"
   PATH=/nonexistent other/bin/python -m pip install -q --no-index --no-deps wheels/memtrain-*.whl
