@@ -387,8 +387,11 @@ class BlockSteps:
 
     def watch_output(self, output):
         """The step's output, from a loop said to let it go before its
-        backward: its largest storage, weakly, for output_kept()."""
-        storages = [t.untyped_storage() for t in tensors_of(output)]
+        backward: its largest storage, weakly, for output_kept(). Scalars
+        are not watched: a loss is alive at its own backward whatever the
+        loop keeps (a chunked head's output holds nothing else), and their
+        bytes are too few to plan for."""
+        storages = [t.untyped_storage() for t in tensors_of(output) if t.dim() > 0]
         self.watched_output = StorageWeakRef(max(storages, key=lambda st: st.nbytes())) if storages else None
 
     def output_kept(self):
