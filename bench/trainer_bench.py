@@ -8,6 +8,10 @@ taking turns update by update (a TrainerCallback waits for its turn):
 - the plain model;
 - transformers' gradient checkpointing (every layer);
 - torch.utils.checkpoint on every second layer;
+- transformers' gradient checkpointing with torchtune's chunked
+  cross-entropy (CEWithChunkedOutputLoss, bench/peers_bench.py's copy of
+  torchtune's file): the head applied to 8 chunks of the sequence, one
+  chunk upcast at a time, never the whole logits;
 - memtrain.Module at N% of the plain run's peak (bytes, measured first by a
   run of the plain model alone), its head and loss chunked where the budget
   needs it (chunked_loss=None), and with chunked_loss=True.
@@ -109,12 +113,33 @@ def checkpoint_every(model, k):
             layer.forward = lambda *a, _f=forward, **kw: checkpoint.checkpoint(_f, *a, use_reentrant=False, **kw)
 
 
+class TorchtuneLoss(torch.nn.Module):
+    """A causal LM whose loss is torchtune's recipe: the head applied to
+    chunks of the shifted sequence, its chunked cross-entropy. The Trainer
+    sees a forward of input_ids, attention_mask and labels."""
+
+    def __init__(self, lm):
+        super().__init__()
+        from peers_bench import torchtune_chunked_loss
+        self.lm, self.loss = lm, torchtune_chunked_loss()
+
+    def forward(self, input_ids, attention_mask, labels):
+        hidden = self.lm.model(input_ids=input_ids, attention_mask=attention_mask,
+                               use_cache=False).last_hidden_state[:, :-1]
+        weight = self.lm.lm_head.weight
+        chunks = [torch.nn.functional.linear(h, weight) for h in hidden.chunk(self.loss.num_output_chunks, dim=1)]
+        return {"loss": self.loss(chunks, labels[:, 1:])}
+
+
 def prepared(args, role):
     """The model a role trains, and what it records beside the steps."""
     kind = role[0]
     model = make_model(args).to(args.device)  # before wrapping: memtrain measures the model where it trains
     if kind == "every":
         checkpoint_every(model, int(role[1]))
+    if kind == "torchtune-checkpointing":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model = TorchtuneLoss(model)
     if kind == "memtrain":
         chunked = {"auto": None, "chunked": True}[role[2]]
         sample = {k: v.to(args.device) for k, v in longest_batch(args).items()}
@@ -235,7 +260,7 @@ def main():
     budgets = [int(b) for b in args.budgets.split(",")]
     plain = run_contenders(args, [("plain",)])["plain"]
     reference = max(plain["peaks"])
-    roles = [("plain",), ("hf-checkpointing",), ("every", "2")]
+    roles = [("plain",), ("hf-checkpointing",), ("every", "2"), ("torchtune-checkpointing",)]
     for b in budgets:
         for mode in ("auto", "chunked"):
             roles.append(("memtrain", str(reference * b // 100), mode, f"{b}%"))
