@@ -102,6 +102,24 @@ def test_chunking_lowers_the_least_budget_by_what_the_logits_held():
     assert chunked < plain - logits, (plain, chunked)
 
 
+def test_chunked_loss_true_on_a_call_without_labels_says_its_head_ran_whole():
+    """chunked_loss=True chunks the head and loss a model computes from
+    labels: a call without them (the loop's own loss over the logits) is
+    warned once, at the loop's line, and runs the model's own head."""
+    inputs = batch()
+    ids = inputs["input_ids"]
+    plain = llama()(input_ids=ids).logits
+    gc.collect()
+    m = memtrain.Module(llama(), budget="100%", sample=inputs, chunked_loss=True)
+    with pytest.warns(UserWarning, match="chunked_loss=True, but LlamaForCausalLM was called without labels") as seen:
+        first = m(input_ids=ids).logits
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once
+        m(input_ids=ids).logits.sum().backward()
+    assert [w.filename for w in seen if "without labels" in str(w.message)] == [__file__]
+    assert torch.equal(first, plain)
+
+
 def test_chunked_loss_on_a_model_it_cannot_chunk_is_refused_by_name():
     from models import NanoGPT
 

@@ -21,11 +21,13 @@ torch.no_grad) runs the model plainly.
 
 import collections
 import contextlib
+import warnings
 
 import torch
 import torch.nn.functional as F
 
 from . import _memtrain as _native
+from ._blocks import _outside_torch_and_memtrain
 from ._linear_cross_entropy import LEAST_CHUNK_TOKENS, linear_cross_entropy
 
 
@@ -76,6 +78,7 @@ class ChunkedHead:
         self.chunking = mode is True  # chunks are taken now
         self.chunk_tokens = chunk_tokens
         self.chunked_last = False  # whether the last call's head ran in chunks
+        self.warned_without_labels = False  # chunked_loss=True met a call without labels (warned once)
         # While the Module measures its sample, chunks of a fixed share of
         # the tokens: a chunk chosen from a budget not yet known to fit
         # would make the least budget depend on the budget asked with.
@@ -110,6 +113,13 @@ class ChunkedHead:
         """call(), the model's forward on kwargs, with its head and loss chunked."""
         self.chunked_last = False
         if not self.applies(kwargs):
+            if self.mode is True and kwargs.get("labels") is None and not self.warned_without_labels:
+                self.warned_without_labels = True
+                warnings.warn(f"memtrain: chunked_loss=True, but {type(self.model).__name__} was called without "
+                              "labels: its head ran whole and its logits are the model's; memtrain chunks the "
+                              "head and the loss that a causal language model computes from labels (for a loss "
+                              "your loop computes, m.linear_cross_entropy(hidden, head.weight, targets))",
+                              stacklevel=_outside_torch_and_memtrain())
             return call()
         head, model = self.head, self.model
         own_loss = model.__dict__.get("_loss_function")
