@@ -120,6 +120,15 @@ def test_chunked_loss_true_on_a_call_without_labels_says_its_head_ran_whole():
     assert torch.equal(first, plain)
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["whole-head", "chunked-head"])
+def test_a_refusal_offers_keeps_output_false_only_where_the_output_holds_logits(chunked):
+    """Letting the output go saves its logits; a chunked head's output is
+    its loss alone, four bytes not worth an option."""
+    with pytest.raises(memtrain.Infeasible) as caught:
+        memtrain.Module(llama(), budget=1, sample=batch(), chunked_loss=chunked)
+    assert ("keeps_output=False" in str(caught.value)) == (not chunked), str(caught.value)
+
+
 def test_chunked_loss_on_a_model_it_cannot_chunk_is_refused_by_name():
     from models import NanoGPT
 

@@ -199,7 +199,10 @@ class Module(torch.nn.Module):
             if isinstance(refused, Infeasible) and optimizer is None and sample is not None:
                 refused.args = (f"{refused.args[0]}; {_least_without_optimizer(model)}",) + refused.args[1:]
             output_bytes = self.__dict__.get("_output_bytes", 0)
-            if isinstance(refused, Infeasible) and keeps_output and output_bytes > 0:
+            # Offered where it saves more than the room the least leaves a
+            # loop's own tensors (a chunked head's output is its loss alone).
+            if (isinstance(refused, Infeasible) and keeps_output
+                    and output_bytes > _native.loops_own_bytes(refused.min_bytes)):
                 refused.args = (f"{refused.args[0]}; this least holds for a loop that keeps the model's output "
                                 "through its backward (out = m(x); out.loss.backward()): one that lets it go "
                                 "first (del out, or transformers' Trainer) can pass keeps_output=False, counting "
