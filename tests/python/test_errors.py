@@ -68,6 +68,19 @@ def test_infeasible_budget_carries_the_least_budget():
     assert f"{caught.value.min_bytes / 2**20:.1f} MiB" in str(caught.value)
 
 
+@pytest.mark.parametrize("rows,at_update", [(2, True), (4096, False)], ids=["update-bound", "activation-bound"])
+def test_a_least_the_optimizers_update_sets_says_no_input_lowers_it(rows, at_update):
+    """Where even the least-memory schedule peaks at the optimizer's update
+    (a small input beside Adam's state), the refusal says a smaller input
+    lowers it no further; where the blocks' memory sets it, it does not."""
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters())
+    with pytest.raises(memtrain.Infeasible) as caught:
+        memtrain.Module(model, budget=1, planner="optimal", sample=torch.randn(rows, 64), optimizer=opt)
+    said = "at its peak between steps: the optimizer's update" in str(caught.value)
+    assert said == at_update, str(caught.value)
+
+
 class Raises(nn.Module):
     def forward(self, x):
         raise KeyError("a stage's own error")

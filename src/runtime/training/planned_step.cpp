@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 
+#include "plan/frugal_schedule.h"
 #include "sim/simulator.h"
 
 namespace memtrain::runtime {
@@ -12,10 +13,18 @@ void refuse_below_least(StepPlanner& steps, const Chain& largest, Bytes planning
   plan::Planner& planner = steps.planner();
   if (!planner.respects_budget()) return;
   const Plan p = planner.plan({largest, planning_budget, &largest});
-  if (!p.feasible) {
-    throw below_least(planning_budget + reserve, p.min_budget_bytes + reserve, planner.name(),
-                      "input " + input.describe());
+  if (p.feasible) return;
+  std::string what = "input " + input.describe();
+  // Where even the least-memory schedule peaks between steps (the optimizer's
+  // update beside the weights, the gradients and its state), the input is
+  // not what to cut: say so, or a loop shrinks its batch to no avail.
+  const Schedule frugal = plan::most_frugal_schedule(planner, largest, &largest, steps.fallback_schedule());
+  if (sim::simulate(largest, frugal).peak_op < 0) {
+    what += ", at its peak between steps: the optimizer's update (" + format_bytes(largest.update_temp_bytes) +
+            ") beside the weights, their gradients and the optimizer's state, which no schedule and no smaller "
+            "input lowers";
   }
+  throw below_least(planning_budget + reserve, p.min_budget_bytes + reserve, planner.name(), what);
 }
 
 void refuse_update_without_room(DeviceMemory& memory, Bytes budget, Bytes temporary, const std::string& where) {
