@@ -5,8 +5,8 @@
 # there (the list below), downloaded here (not installed) into .gpu/debs, the
 # Gloo headers and the corpus that scripts/install-deps.sh installed, as
 # .gpu/gloo.tgz and .gpu/brown.tgz, pytest's wheels (.gpu/wheels) for the
-# Python module's CUDA tests, and transformers' and accelerate's
-# (.gpu/hf-wheels) for the Trainer bench. Carry .gpu to that machine and run there
+# Python module's CUDA tests, transformers' and accelerate's (.gpu/hf-wheels)
+# and torchtune's (.gpu/torchtune) for the Trainer bench. Carry .gpu to that machine and run there
 #   scripts/gpu-check.sh OUTDIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,5 +43,9 @@ binary=(--only-binary=:all: --python-version "$version" --platform manylinux2014
 "$venv_python" -m pip download -q -d .gpu/hf-wheels "${binary[@]}" "$(pinned transformers)" psutil
 "$venv_python" -m pip download -q -d .gpu/hf-wheels --no-deps "${binary[@]}" "$(pinned accelerate)"
 rm -f .gpu/hf-wheels/numpy-*.whl
+# torchtune's wheel, apart (it is not installed: the benches' peer loads its
+# chunked cross-entropy file alone, at the version bench/peers_bench.py pins).
+rm -rf .gpu/torchtune
+"$venv_python" -m pip download -q -d .gpu/torchtune --no-deps "$(grep -o 'torchtune==[0-9.]*' bench/peers_bench.py | head -n 1)"
 echo "gpu-carry: .gpu/debs ($(ls .gpu/debs | wc -l) packages), .gpu/gloo.tgz, .gpu/brown.tgz, .gpu/wheels and" \
-  ".gpu/hf-wheels (Python $version) ready, $(du -sm .gpu | cut -f1) MiB; carry .gpu"
+  ".gpu/hf-wheels (Python $version), .gpu/torchtune ready, $(du -sm .gpu | cut -f1) MiB; carry .gpu"

@@ -114,7 +114,8 @@ device=cuda
 # 5b. transformers' Trainer on a Llama (8 layers, width 512, vocabulary 32000,
 # rows of 32-512 tokens, bf16, 4 micro-batches accumulated, its own AdamW)
 # under memtrain at 100/70/50% of the plain run's peak, beside the plain run,
-# transformers' gradient checkpointing and every second layer checkpointed,
+# transformers' gradient checkpointing (alone and with torchtune's chunked
+# cross-entropy) and every second layer checkpointed,
 # each a Trainer in its own process, taking turns (bench/trainer_bench.py);
 # a dry run takes a small Llama on the CPU.
 shape=(--device cuda --updates 4 --budgets 100,70,50)
@@ -125,6 +126,11 @@ if ! "$python" -c 'import transformers, accelerate' 2>/dev/null && [[ -d ${gpu_c
   hf_path=/tmp/memtrain-hf
   "$python" -m pip install -q --no-deps --no-index --target "$hf_path" "${gpu_carry:-.gpu}"/hf-wheels/*.whl \
     >"$out/trainer.log" 2>&1
+fi
+# torchtune's chunked cross-entropy, a peer's loss, from its carried wheel
+# where the machine cannot download it (bench/peers_bench.py looks there).
+if compgen -G "${gpu_carry:-.gpu}/torchtune/torchtune-*.whl" >/dev/null; then
+  mkdir -p "$HOME/.cache/memtrain/torchtune" && cp "${gpu_carry:-.gpu}"/torchtune/torchtune-*.whl "$HOME/.cache/memtrain/torchtune/"
 fi
 PYTHONPATH=build-cuda/python:bench${hf_path:+:$hf_path} timeout "$(left 60)" "$python" bench/trainer_bench.py --no-publish "${shape[@]}" \
   >"$out/trainer.md" 2>>"$out/trainer.log"
