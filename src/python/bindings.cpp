@@ -22,6 +22,7 @@
 #include "predict/measurement.h"
 #include "python/python_stage.h"
 #include "runtime/comm/peer_watch.h"
+#include "runtime/execution/input_gradient_pieces.h"
 #include "runtime/input/brown_batches.h"
 #include "runtime/memory/counting_allocator.h"
 #include "runtime/memory/device_memory.h"
@@ -419,8 +420,28 @@ void define_peers(py::module_& m) {
           "(blamed rank or -1, the message): who failed this rank's collective, read from the peers' board.");
 }
 
+// Where a block's input takes its gradient from, held without keeping the
+// caller's graph alive.
+struct InputEdge {
+  std::weak_ptr<torch::autograd::Node> function;
+  std::uint32_t input_nr = 0;
+};
+
 // The blocks' steps that memtrain.Module drives.
 void define_block_steps(py::module_& m) {
+  py::class_<InputEdge>(m, "InputEdge")
+      .def(py::init([](const torch::Tensor& x) {
+             const torch::autograd::Edge edge = torch::autograd::impl::gradient_edge(x);
+             return InputEdge{edge.function, edge.input_nr};
+           }),
+           py::arg("input"))
+      .def(
+          "added_to_by_others",
+          [](const InputEdge& e) {
+            const std::shared_ptr<torch::autograd::Node> function = e.function.lock();
+            return function && runtime::others_add_to(torch::autograd::Edge(function, e.input_nr));
+          },
+          "Inside a backward: whether a node besides the one running adds to the input's gradient.");
   // What an N% budget is of, carried from blocks planned before to those planned afresh; opaque to Python.
   py::class_<BlockSteps::ShareReference>(m, "ShareReference");
   py::class_<PythonBlockSteps, std::shared_ptr<PythonBlockSteps>>(m, "BlockSteps")
@@ -440,22 +461,27 @@ void define_block_steps(py::module_& m) {
              py::gil_scoped_release no_gil;
              return r.steps().forward(block, x);
            })
-      .def("backward",
-           // Returns the block's input's gradient, the leaves its graph
-           // reached and their gradients (None where none arrived).
-           [](PythonBlockSteps& r, long step, int block, const torch::Tensor& dy, const py::list& extra) {
-             std::vector<torch::Tensor> extra_grads;  // of the block's other results; None: none arrived
-             for (const py::handle g : extra)
-               extra_grads.push_back(g.is_none() ? torch::Tensor() : g.cast<torch::Tensor>());
-             torch::Tensor dx;
-             runtime::StepContext::TakenGradients taken;
-             {
-               py::gil_scoped_release no_gil;
-               dx = r.steps().backward(step, block, dy, std::move(extra_grads));
-               taken = r.steps().block_gradients();
-             }
-             return py::make_tuple(dx, taken.leaves, taken.gradients);
-           })
+      .def(
+          "backward",
+          // Returns the block's input's gradient, the leaves its graph
+          // reached and their gradients (None where none arrived), the
+          // input's gradient in pieces where `in_pieces` asked for them
+          // (the first is then None), and how many uses the input has.
+          [](PythonBlockSteps& r, long step, int block, const torch::Tensor& dy, const py::list& extra,
+             bool in_pieces) {
+            std::vector<torch::Tensor> extra_grads;  // of the block's other results; None: none arrived
+            for (const py::handle g : extra)
+              extra_grads.push_back(g.is_none() ? torch::Tensor() : g.cast<torch::Tensor>());
+            torch::Tensor dx;
+            runtime::StepContext::TakenGradients taken;
+            {
+              py::gil_scoped_release no_gil;
+              dx = r.steps().backward(step, block, dy, std::move(extra_grads), in_pieces);
+              taken = r.steps().block_gradients();
+            }
+            return py::make_tuple(dx, taken.leaves, taken.gradients, taken.input_pieces, taken.input_uses);
+          },
+          py::arg("step"), py::arg("block"), py::arg("dy"), py::arg("extra"), py::arg("in_pieces") = false)
       .def("set_gathered_bytes", [](PythonBlockSteps& r, const std::vector<Bytes>& gathered,
                                     bool forward_prefetch) { r.set_gathered_bytes(gathered, forward_prefetch); })
       .def("cancel", [](PythonBlockSteps& r) { r.steps().cancel(); })

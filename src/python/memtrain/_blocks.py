@@ -15,6 +15,7 @@ step, so a recomputed block sees the same mask, positions and flags.
 """
 
 import contextlib
+import functools
 import copy
 import os
 import sys
@@ -188,15 +189,24 @@ class _BlockCall(torch.autograd.Function):
     returns them from torch.autograd.grad, as for the plain model."""
 
     @staticmethod
-    def forward(ctx, blocks, index, x, *params):
+    def forward(ctx, blocks, index, slots, *tensors):
+        # The input comes `slots` times, once per use the block's graph
+        # makes of it: where the caller's graph adds to its gradient too (a
+        # loss on this hidden state), the backward hands each use's piece
+        # to its own slot, and autograd adds them after the caller's part,
+        # one by one, as for the plain model (InputGradientPieces).
+        x, params = tensors[0], tensors[slots:]
         ctx.blocks = blocks
         ctx.index = index
         ctx.params = params
-        y = blocks.among_peers(lambda: blocks.native.forward(index, x, list(params), ctx.needs_input_grad[2]),
+        ctx.slots = slots
+        needs_input_grad = ctx.needs_input_grad[3]
+        ctx.input_edge = _native.InputEdge(x) if slots > 1 and needs_input_grad else None
+        y = blocks.among_peers(lambda: blocks.native.forward(index, x, list(params), needs_input_grad),
                                f"block {index}'s forward")
         # Its backward is the step's last where nothing before the block
         # trains (frozen embeddings and blocks): autograd reaches no other.
-        ctx.ends_step = index == 0 or not ctx.needs_input_grad[2]
+        ctx.ends_step = index == 0 or not needs_input_grad
         ctx.step = blocks.native.step
         if index == len(blocks.blocks) - 1:
             ctx.guard = _StepGuard(blocks.native, ctx.step)
@@ -247,10 +257,14 @@ class _BlockCall(torch.autograd.Function):
             step_input, *tensors = ctx.saved_tensors
             blocks.calls = _filled(ctx.calls, tensors)
             blocks.native.resume_input(ctx.step, step_input)
-        dx, leaves, gradients = blocks.among_peers(
-            lambda: blocks.native.backward(ctx.step, ctx.index, dy, extra_grads), f"block {ctx.index}'s backward")
-        if not ctx.needs_input_grad[2]:
-            dx = None
+        in_pieces = ctx.input_edge is not None and ctx.input_edge.added_to_by_others()
+        dx, leaves, gradients, pieces, uses = blocks.among_peers(
+            lambda: blocks.native.backward(ctx.step, ctx.index, dy, extra_grads, in_pieces),
+            f"block {ctx.index}'s backward")
+        blocks.input_uses[ctx.index] = uses  # the slots of the block's next calls
+        input_grads = _input_slots(dx, pieces if in_pieces else None, ctx.slots)
+        if not ctx.needs_input_grad[3]:
+            input_grads = [None] * ctx.slots
         gradients = blocks.route(ctx.index, ctx.params, leaves, gradients)
         blocks.wall += time.perf_counter() - t0
         if ctx.ends_step:
@@ -259,7 +273,24 @@ class _BlockCall(torch.autograd.Function):
             blocks.finished_wall = blocks.wall  # the step the native steps' last_step() now reports
             # What the rest of this backward reaches (the embeddings') is the step's too.
             torch.autograd.Variable._execution_engine.queue_callback(blocks.native.end_of_backward)
-        return (None, None, dx, *gradients)
+        return (None, None, None, *input_grads, *gradients)
+
+
+# The slots a block's input takes before a backward of the block has
+# counted its uses (a Module made without a sample, at its first step):
+# more than blocks use their input (a residual and a norm's two reads).
+_UNKNOWN_USES = 8
+
+
+def _input_slots(dx, pieces, slots):
+    """The input's gradient, one answer per slot: the whole in the first,
+    or each piece in its own. More pieces than slots (a block that used its
+    input more often than in the call before) share the last slot."""
+    if pieces is None:
+        return [dx] + [None] * (slots - 1)
+    if len(pieces) > slots:
+        pieces = pieces[:slots - 1] + [functools.reduce(torch.add, pieces[slots - 1:])]
+    return list(pieces) + [None] * (slots - len(pieces))
 
 
 def _accumulate(leaves, gradients):
@@ -351,6 +382,7 @@ class BlockSteps:
         # parameters (a gain its parent owns): inputs of its next calls.
         self.reached = [[] for _ in blocks]
         self.own_counts = [0] * len(blocks)  # how many of a call's parameters are the block's own
+        self.input_uses = [None] * len(blocks)  # edges of each block's graph into its input, from its last backward
         self.model_ref = None  # set_outer_buffers()
         self.step_parameters = []  # the model's (name, parameter) at this step's block 0 call
         self.computed = []  # those of them computed from other tensors
@@ -463,7 +495,9 @@ class BlockSteps:
         self.calls[i] = (rest, kwargs, _autocast_state())
         self.calling = i
         try:
-            out = _BlockCall.apply(self, i, x, *self.parameters_of(i, named))
+            uses = self.input_uses[i]
+            slots = (_UNKNOWN_USES if uses is None else max(1, uses)) if x.requires_grad else 1
+            out = _BlockCall.apply(self, i, slots, *([x] * slots), *self.parameters_of(i, named))
         except BaseException:
             # A step that stopped (refused before it ran) holds nothing of the caller's.
             self.step_input = None

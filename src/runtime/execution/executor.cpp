@@ -14,6 +14,7 @@
 #include "data/sentence_batcher.h"
 #include "runtime/execution/failed_backward.h"
 #include "runtime/execution/graph_leaves.h"
+#include "runtime/execution/input_gradient_pieces.h"
 #include "runtime/execution/saved_tensors.h"
 #include "runtime/memory/enforcement_scope.h"
 #include "runtime/memory/operation_times.h"
@@ -318,10 +319,19 @@ class LibTorchBackend : public ScheduleBackend {
         root_grads.push_back(extra[k]);
       }
     }
-    for (torch::Tensor& other : other_leaves(roots, outputs, ms.started[i], model_.stage_name(i))) {
+    std::vector<InputUse> uses;
+    const torch::autograd::Node* input = input_edge ? outputs.front().function.get() : nullptr;
+    for (torch::Tensor& other : other_leaves(roots, outputs, ms.started[i], model_.stage_name(i), input, &uses)) {
       leaves.push_back(std::move(other));
       index.push_back(static_cast<int>(outputs.size()));
       outputs.push_back(torch::autograd::impl::gradient_edge(leaves.back()));
+    }
+    taken.input_uses = static_cast<int>(uses.size());
+    std::optional<InputGradientPieces> pieces;
+    if (input_edge && ctx_.input_gradient_in_pieces && ctx_.input_gradient_in_pieces(i) &&
+        std::all_of(uses.begin(), uses.end(), [](const InputUse& use) { return use.node != nullptr; })) {
+      pieces.emplace(uses, ms.leaf[i]);
+      outputs.insert(outputs.end(), pieces->sinks().begin(), pieces->sinks().end());
     }
     torch::autograd::variable_list grads = torch::autograd::Engine::get_default_engine().execute(
         roots, root_grads, /*keep_graph=*/false, /*create_graph=*/false, /*accumulate_grad=*/false, outputs);
@@ -329,8 +339,9 @@ class LibTorchBackend : public ScheduleBackend {
     for (size_t k = 0; k < leaves.size(); ++k) {
       if (index[k] >= 0) taken.gradients[k] = std::move(grads[index[k]]);
     }
+    if (pieces) taken.input_pieces = pieces->take();
     ctx_.take_gradients(i, std::move(taken));
-    return input_edge ? std::move(grads[0]) : torch::Tensor();
+    return input_edge && !pieces ? std::move(grads[0]) : torch::Tensor();
   }
 
   // Stage i's own input (a leaf of memtrain's) has a gradient before its

@@ -14,7 +14,8 @@ GraphStart GraphStart::now() { return {at::RecordFunction::currentThreadId(), at
 
 std::vector<torch::Tensor> other_leaves(const torch::autograd::edge_list& roots,
                                         const torch::autograd::edge_list& known, const GraphStart& start,
-                                        const std::string& stage) {
+                                        const std::string& stage, const torch::autograd::Node* input,
+                                        std::vector<InputUse>* input_uses) {
   using torch::autograd::Node;
   std::unordered_set<const Node*> stops;
   for (const auto& edge : known) stops.insert(edge.function.get());
@@ -23,6 +24,7 @@ std::vector<torch::Tensor> other_leaves(const torch::autograd::edge_list& roots,
   std::vector<Node*> todo;
   for (const auto& root : roots) {
     if (root.is_valid()) todo.push_back(root.function.get());
+    if (input_uses && root.function.get() == input) input_uses->push_back({nullptr, 0});
   }
   while (!todo.empty()) {
     Node* node = todo.back();
@@ -38,8 +40,11 @@ std::vector<torch::Tensor> other_leaves(const torch::autograd::edge_list& roots,
                        "block's backward on its own and cannot hand that gradient on: pass the tensor to the "
                        "block as its input, or compute it inside the block");
     }
-    for (const auto& edge : node->next_edges()) {
-      if (edge.is_valid()) todo.push_back(edge.function.get());
+    const auto& edges = node->next_edges();
+    for (std::uint32_t e = 0; e < edges.size(); ++e) {
+      if (!edges[e].is_valid()) continue;
+      todo.push_back(edges[e].function.get());
+      if (input_uses && edges[e].function.get() == input) input_uses->push_back({node, e});
     }
   }
   return leaves;

@@ -26,8 +26,15 @@ struct GraphStart {
 // its forward read a tensor computed before it ran that needs a gradient
 // and was not its argument, and the stage's backward cannot hand that
 // gradient on; throws UsageError naming `stage`.
+// With `input` (the stage's input's accumulator), `input_uses` gets the
+// graph's edges into it.
+struct InputUse {
+  torch::autograd::Node* node;  // null where a root is the input itself
+  std::uint32_t edge;
+};
 std::vector<torch::Tensor> other_leaves(const torch::autograd::edge_list& roots,
                                         const torch::autograd::edge_list& known, const GraphStart& start,
-                                        const std::string& stage);
+                                        const std::string& stage, const torch::autograd::Node* input = nullptr,
+                                        std::vector<InputUse>* input_uses = nullptr);
 
 }  // namespace memtrain::runtime

@@ -42,11 +42,19 @@ struct StepContext {
   struct TakenGradients {
     std::vector<torch::Tensor> leaves;
     std::vector<torch::Tensor> gradients;  // leaves' order; undefined where none arrived
+    // The input's gradient in its uses' pieces, in the order made, where
+    // input_gradient_in_pieces asked for them (the input's gradient is then
+    // undefined), and how many edges of the stage's graph use the input.
+    std::vector<torch::Tensor> input_pieces;
+    int input_uses = 0;
   };
   std::function<void(int stage, TakenGradients taken)> take_gradients;
   // With take_gradients: the gradients of a stage's extra_outputs() (in
   // their order; undefined where none arrived).
   std::function<std::vector<torch::Tensor>(int stage)> extra_output_gradients;
+  // With take_gradients: whether a stage's input gradient goes in pieces
+  // (InputGradientPieces: the caller's graph adds to it too).
+  std::function<bool(int stage)> input_gradient_in_pieces;
 
   // Written by the loss stage, through count(): examples or tokens
   // predicted right, and counted. A device's counts are read when the

@@ -74,6 +74,7 @@ StepContext BlockSteps::fresh_context() {
   ctx.extra_output_gradients = [this](int stage) {
     return stage < static_cast<int>(extra_grads_.size()) ? extra_grads_[stage] : std::vector<torch::Tensor>{};
   };
+  ctx.input_gradient_in_pieces = [this](int stage) { return stage == input_in_pieces_; };
   return ctx;
 }
 
@@ -82,6 +83,7 @@ void BlockSteps::cancel() {
   stop_relief();
   for (auto& taken : taken_) taken = {};
   block_gradients_ = {};
+  input_in_pieces_ = -1;
   extra_grads_.clear();
   again_ = false;
   execution_.reset();
@@ -484,8 +486,9 @@ void BlockSteps::fold_caller_memory() {
 }
 
 torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy,
-                                   std::vector<torch::Tensor> extra_grads) {
+                                   std::vector<torch::Tensor> extra_grads, bool input_in_pieces) {
   const auto counted = memory_.activate();
+  input_in_pieces_ = input_in_pieces ? block : -1;
   extra_grads_.resize(model_.size());
   extra_grads_.at(block) = std::move(extra_grads);
   if (step != step_id_) {
@@ -559,6 +562,7 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
     cancel();  // as in forward()
     throw;
   }
+  input_in_pieces_ = -1;
   torch::Tensor dx = execution_->gradient();
   last_dx_ = dx;
   block_gradients_ = std::move(taken_.at(block));

@@ -142,7 +142,11 @@ class BlockSteps {
   // returns the gradient of the block's input (undefined when none is needed).
   // `extra_grads`: the gradients of the block's other results
   // (StageModule::extra_outputs(); undefined where none arrived).
-  torch::Tensor backward(long step, int block, const torch::Tensor& dy, std::vector<torch::Tensor> extra_grads = {});
+  // `input_in_pieces`: the caller's graph adds to the input's gradient too;
+  // its pieces are then in block_gradients().input_pieces, and the gradient
+  // returned is undefined (InputGradientPieces).
+  torch::Tensor backward(long step, int block, const torch::Tensor& dy, std::vector<torch::Tensor> extra_grads = {},
+                         bool input_in_pieces = false);
   // The gradients of the parameters of the block whose backward() returned
   // last (in its parameters() order; undefined where none arrived), once.
   StepContext::TakenGradients block_gradients() { return std::move(block_gradients_); }
@@ -327,6 +331,7 @@ class BlockSteps {
   std::vector<StepContext::TakenGradients> taken_;
   std::vector<std::vector<torch::Tensor>> extra_grads_;  // by block: backward()'s, until the step ends
   StepContext::TakenGradients block_gradients_;
+  int input_in_pieces_ = -1;  // the block whose backward hands its input's gradient in pieces
   // Replaying the backward: whether every block got the gradient the one
   // after it made; the caller's gradient (a host copy); the generators when
   // it began; the gradient the last backward returned.
