@@ -219,8 +219,9 @@ class GainBlock(nn.Module):
     """A residual MLP block; it reads its parent's gain (not its own
     parameter) and an adapter when one was added to it."""
 
-    def __init__(self, gain):
+    def __init__(self, gain, noise=None):
         super().__init__()
+        self.noise = noise  # a generator of its own, for a dropout that draws from it
         self.norm = nn.LayerNorm(GAIN_WIDTH)
         self.fc1 = nn.Linear(GAIN_WIDTH, 2 * GAIN_WIDTH)
         self.fc2 = nn.Linear(2 * GAIN_WIDTH, GAIN_WIDTH)
@@ -231,19 +232,23 @@ class GainBlock(nn.Module):
         h = self.fc2(F.gelu(self.fc1(self.norm(x) * self.gain.weight)))
         if hasattr(self, "adapter"):
             h = h + self.adapter(x)
+        if self.noise is not None:
+            h = h * (torch.rand(h.shape, generator=self.noise) > 0.1) / 0.9
         return x + self.drop(h)
 
 
 class SharedGainNet(nn.Module):
     """A residual MLP language model at 32000 words whose blocks all read
-    a gain their parent owns (its final norm's weight)."""
+    a gain their parent owns (its final norm's weight); own_generator:
+    each block drops from a generator of its own besides torch's."""
 
-    def __init__(self, layers=4):
+    def __init__(self, layers=4, own_generator=False):
         super().__init__()
         torch.manual_seed(0)
         self.embed = nn.Embedding(VOCAB, GAIN_WIDTH)
         self.gain = nn.LayerNorm(GAIN_WIDTH)  # its weight: a gain every block reads
-        self.blocks = nn.ModuleList([GainBlock(self.gain) for _ in range(layers)])
+        self.blocks = nn.ModuleList([GainBlock(self.gain, torch.Generator().manual_seed(7 + i) if own_generator else None)
+                                     for i in range(layers)])
         self.head = nn.Linear(GAIN_WIDTH, VOCAB, bias=False)
 
     def forward(self, ids):

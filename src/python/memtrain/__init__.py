@@ -320,8 +320,7 @@ class Module(torch.nn.Module):
         self.__dict__["_output_bytes"] = 0  # this measurement's (a chunked head's output holds no logits)
         # Generators the model's modules own (a block's dropout drawn from
         # its own): the measurement draws from them, the steps must not see it.
-        generators = [(g, g.get_state()) for module in self._model.modules() for g in vars(module).values()
-                      if isinstance(g, torch.Generator)]
+        generators = [(g, g.get_state()) for g in _blocks.owned_generators(self._model)]
         # Gradients a loop has accumulated already (a Module measuring
         # again mid-update) wait in host memory: the rounds' backwards
         # would add to them, and their bytes are counted as allocated below.
@@ -566,7 +565,8 @@ class Module(torch.nn.Module):
         self._refuse_another_precision()
         _native.count_this_thread(str(self._device))
         kwargs = _without_cache(self._model, kwargs)
-        entry = _blocks.StepEntry(self._blocks.outer_buffers, self._device, self._native.host_copy)
+        entry = _blocks.StepEntry(self._blocks.outer_buffers, self._device, self._native.host_copy,
+                                  self._blocks.model_generators)
         try:
             output = self._head.run(
                 lambda: self._blocks.among_peers(lambda: self._model(*args, **kwargs), "the model's forward"), kwargs)

@@ -383,6 +383,11 @@ class BlockSteps:
         self.reached = [[] for _ in blocks]
         self.own_counts = [0] * len(blocks)  # how many of a call's parameters are the block's own
         self.input_uses = [None] * len(blocks)  # edges of each block's graph into its input, from its last backward
+        # Generators each block's modules own (its dropout drawn from its
+        # own), and their states as the block's call this step found them.
+        self.generators = [owned_generators(b) for b in blocks]
+        self.model_generators = []  # the whole model's (set_outer_buffers())
+        self.generator_states = [[] for _ in blocks]
         self.model_ref = None  # set_outer_buffers()
         self.step_parameters = []  # the model's (name, parameter) at this step's block 0 call
         self.computed = []  # those of them computed from other tensors
@@ -456,6 +461,7 @@ class BlockSteps:
         self.model_ref = weakref.ref(model)
         inside = {id(b) for block in self.blocks for b in block.buffers()}
         self.outer_buffers = ChangingBuffers(b for b in model.buffers() if b is not None and id(b) not in inside)
+        self.model_generators = owned_generators(model)
 
     def call(self, i, args, kwargs):
         t0 = time.perf_counter()
@@ -493,6 +499,9 @@ class BlockSteps:
         named = list(self.blocks[i].named_parameters())
         self.own_counts[i] = len(named)
         self.calls[i] = (rest, kwargs, _autocast_state())
+        # The block's own generators as its first run of this step finds
+        # them: every run of the step draws what that one draws.
+        self.generator_states[i] = [(g, g.get_state()) for g in self.generators[i]]
         self.calling = i
         try:
             uses = self.input_uses[i]
@@ -598,13 +607,24 @@ class BlockSteps:
         schedule's call, for its first forward and any recomputation)."""
         rest, kwargs, autocast = self.calls[i]
         if self.calling == i:  # inside the caller's own call: its autocast state is in force
+            for g, state in self.generator_states[i]:  # a run the call repeats draws as its first
+                g.set_state(state)
             result = self.originals[i](x, *rest, **kwargs)
         else:
             # Run again (a recomputation in the backward) with the call's
-            # autocast state and the model's parameters as the step's
-            # forward had them: a functional_call's are gone by then.
-            with _autocast_as(autocast), self.parameters_of_the_forward():
-                result = self.originals[i](x, *rest, **kwargs)
+            # autocast state, the model's parameters as the step's forward
+            # had them (a functional_call's are gone by then), and the
+            # block's own generators as its first run found them, left as
+            # the step left them (torch's own the native steps replay).
+            now = [(g, g.get_state()) for g, _ in self.generator_states[i]]
+            for g, state in self.generator_states[i]:
+                g.set_state(state)
+            try:
+                with _autocast_as(autocast), self.parameters_of_the_forward():
+                    result = self.originals[i](x, *rest, **kwargs)
+            finally:
+                for g, state in now:
+                    g.set_state(state)
         where = f"block {i} ({type(self.blocks[i]).__name__})"
         y, rebuild = _primary(result, where)
         # Its other floating results that may need a gradient (not its
@@ -850,24 +870,34 @@ class ChangingBuffers:
         return [self.buffers[i] for i in sorted(self.changing)]
 
 
+def owned_generators(module):
+    """The torch.Generators a module's submodules hold as attributes (a
+    dropout drawn from a block's own)."""
+    return [g for m in module.modules() for g in vars(m).values() if isinstance(g, torch.Generator)]
+
+
 class StepEntry:
     """What a step may change before it is refused or rolled back, as it
     was when the step began: torch's random generators (a dropout before the
-    blocks) and the `changing` buffers that steps change in place (a stem's
-    batch norm). restore() puts them back. `keep(t)` copies t where the
-    budget does not count it (host memory), so that what a step holds is
-    the same whether it is rolled back or not."""
+    blocks) and those the model's modules own (`generators`), and the
+    `changing` buffers that steps change in place (a stem's batch norm).
+    restore() puts them back. `keep(t)` copies t where the budget does not
+    count it (host memory), so that what a step holds is the same whether
+    it is rolled back or not."""
 
-    def __init__(self, changing, device, keep):
+    def __init__(self, changing, device, keep, generators=()):
         self.cpu_rng = keep(torch.get_rng_state())
         self.device = device
         self.cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+        self.owned = [(g, keep(g.get_state())) for g in generators]
         self.buffers = [(b, keep(b.detach())) for b in changing.now()]
 
     def restore(self):
         torch.set_rng_state(self.cpu_rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state(self.cuda_rng, self.device)
+        for g, state in self.owned:
+            g.set_state(state)
         with torch.no_grad():
             for b, kept in self.buffers:
                 b.copy_(kept)

@@ -24,7 +24,8 @@ class Rollback:
     def __init__(self, module):
         self.module = module
         self.device = module._device
-        self.entry = _blocks.StepEntry(_all_buffers(module), self.device, module._native.host_copy)  # generators and buffers
+        self.entry = _blocks.StepEntry(_all_buffers(module), self.device, module._native.host_copy,
+                                       _blocks.owned_generators(module._model))  # generators and buffers
         self.gradients = {}  # parameter's id -> (parameter, its gradient before: a host copy, or None)
         self.hooks = [p.register_hook(self._before_accumulation(p)) for p in module.parameters() if p.requires_grad]
 
