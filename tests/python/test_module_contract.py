@@ -259,7 +259,7 @@ def test_an_early_exit_says_what_happened():
      "sample holds a tensor on meta .* give a sample of real tensors on cpu"),
     ({"budget": "1000TiB"}, "budget 1024000.0 GiB .* is more than cpu has"),
     ({"optimizer": torch.optim.SGD([torch.zeros(3, requires_grad=True)], lr=0.1)},
-     "optimizer= updates 1 tensors that are not this model's parameters \\(the first of shape \\(3,\\)\\)"),
+     "optimizer= updates 1 tensor that is not this model's parameters \\(the first of shape \\(3,\\)\\)"),
     ({"blocks": "the model"}, "block 0 is the whole model \\(MaskedGPT\\)"),
 ])
 def test_bad_arguments_name_themselves(kwargs, words):
@@ -282,6 +282,18 @@ def test_apply_reaches_the_model_itself():
     seen = []
     assert m.apply(lambda module: seen.append(type(module).__name__)) is m
     assert seen[-1] == "MaskedGPT" and "MaskedBlock" in seen
+
+
+@pytest.mark.parametrize("switch", ["model", "module"])
+def test_the_mode_is_the_models_whichever_switches_it(switch):
+    """model.eval() on the model itself, or m.eval(): m.training, the
+    model's and its blocks' all say so, and train() undoes it."""
+    m = wrapped()
+    model = m._model
+    (model if switch == "model" else m).eval()
+    assert (m.training, model.training, model.blocks[0].training) == (False, False, False)
+    (model if switch == "model" else m).train()
+    assert (m.training, model.training, model.blocks[0].training) == (True, True, True)
 
 
 class DrawsFromItsOwnGenerator(torch.nn.Module):

@@ -228,7 +228,8 @@ class Module(torch.nn.Module):
             ours = {id(p) for p in self.parameters()}
             others = [p for group in optimizer.param_groups for p in group["params"] if id(p) not in ours]
             if others:
-                raise UsageError(f"optimizer= updates {len(others)} tensors that are not this model's parameters "
+                what = "1 tensor that is not" if len(others) == 1 else f"{len(others)} tensors that are not"
+                raise UsageError(f"optimizer= updates {what} this model's parameters "
                                  f"(the first of shape {tuple(others[0].shape)}); pass the optimizer made on the "
                                  "model's parameters (model.parameters())")
         if sample is None:
@@ -494,6 +495,20 @@ class Module(torch.nn.Module):
         super().train(mode)
         self._model.training = mode
         return self
+
+    @property
+    def training(self):
+        """The model's own mode: model.eval() or model.train() on the
+        model itself shows here as on m.eval()."""
+        model = self.__dict__.get("_model")
+        return self.__dict__.get("_training", True) if model is None else model.training
+
+    @training.setter
+    def training(self, mode):
+        self.__dict__["_training"] = mode
+        model = self.__dict__.get("_model")
+        if model is not None:
+            model.training = mode
 
     @property
     def blocks(self):
