@@ -336,6 +336,8 @@ class Skipping(nn.Module):
     ("forward pre-hook", r"block 1 \(Linear\)'s input is not what block 0 returned \(block 1's forward pre-hook "
                          r"replace_input .* may have replaced it"),
     ("a skipped layer", r"block 2 was called before block 1 \(the forward skipped it, as LayerDrop skips layers\)"),
+    ("a forward replaced", r"block 2 \(Linear\)'s input is not what block 1 returned \(block 1's forward was "
+                           r"replaced after wrapping, block.forward = \.\.\..*patch the forward before wrapping"),
 ])
 def test_what_replaced_a_blocks_input_is_named(change, words):
     """A hook that returns a new tensor between two blocks, or a layer the
@@ -353,6 +355,9 @@ def test_what_replaced_a_blocks_input_is_named(change, words):
         model.layers[1].register_forward_hook(replace_output)
     elif change == "forward pre-hook":
         model.layers[1].register_forward_pre_hook(replace_input)
+    elif change == "a forward replaced":
+        memtrains = model.layers[1].forward
+        model.layers[1].forward = lambda x: memtrains(x) * 2  # a patch made after wrapping
     else:
         model.skip = True
     with pytest.raises(memtrain.UsageError, match=words):

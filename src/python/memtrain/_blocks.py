@@ -534,6 +534,11 @@ class BlockSteps:
         """What may have replaced block i - 1's output before block i
         took it: hooks that return a new tensor, named, or else the
         model's own code between the two."""
+        replaced = [k for k in (i - 1, i) if not isinstance(self.blocks[k].__dict__.get("forward"), BlockForward)]
+        if replaced:
+            return (f" (block {replaced[0]}'s forward was replaced after wrapping, block.forward = ...: what the "
+                    "new forward computes around memtrain's runs outside the block; patch the forward before "
+                    "wrapping, or m.unwrap() and wrap the patched model again)")
         hooks = [(f"block {i - 1}'s forward hook", h) for h in self.blocks[i - 1]._forward_hooks.values()]
         hooks += [(f"block {i}'s forward pre-hook", h) for h in self.blocks[i]._forward_pre_hooks.values()]
         hooks += [("a global forward hook", h) for h in torch.nn.modules.module._global_forward_hooks.values()]
