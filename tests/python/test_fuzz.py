@@ -182,9 +182,18 @@ data = [[torch.randint(0, VOCAB, (2, n), generator=g) for n in lengths] for leng
 micro = 2 if "accumulate" in actions else 1
 
 def loss_of(model, ids, params=None):
+    # hidden-loss: a hook that records block 1's output, and a loss on it beside the model's
+    hidden = []
+    hook = (model.blocks[1].register_forward_hook(lambda block, args, out: hidden.append(out))
+            if "hidden-loss" in actions else None)
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled="bf16" in actions or "autocast-span" in actions):
         logits = torch.func.functional_call(model, params, (ids,)) if params is not None else model(ids)
-    return F.cross_entropy(logits[:, :-1].float().flatten(0, 1), ids[:, 1:].flatten()) / micro
+    if hook is not None:
+        hook.remove()
+    loss = F.cross_entropy(logits[:, :-1].float().flatten(0, 1), ids[:, 1:].flatten())
+    for h in hidden:
+        loss = loss + h.float().pow(2).mean()
+    return loss / micro
 
 def change(model, step):
     if step == 1 and "adapters" in actions:
@@ -259,14 +268,15 @@ print(json.dumps({"exact": got == plain, "steps": len(got)}))
 '''
 
 USER_ACTIONS = ["adapters", "low-rank", "freeze", "functional", "bf16", "accumulate", "step", "copy", "interrupt",
-                "rewrap", "autocast-span", "own-generator"]
+                "rewrap", "autocast-span", "own-generator", "hidden-loss"]
 
 
 # Drawn every time beside the random ones: a micro-step run again inside
 # the autocast context its failed run cast the weights in; blocks that draw
-# from generators of their own, a micro-step of them run again.
+# from generators of their own, a micro-step of them run again; a loss on
+# a hidden state between blocks, through functional parameters.
 PINNED_ACTIONS = [["autocast-span", "interrupt"], ["autocast-span", "step", "accumulate"],
-                  ["own-generator", "interrupt", "step"]]
+                  ["own-generator", "interrupt", "step"], ["hidden-loss", "functional", "bf16"]]
 
 
 def test_what_users_do_to_a_model_trains_as_the_plain_model():
