@@ -1,5 +1,7 @@
 #include "runtime/memory/memory_pool.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "runtime/memory/memory_relief.h"
 #include "runtime/memory/shared_account.h"
@@ -62,10 +64,31 @@ bool PoolCounters::charge(Bytes bytes) {
 
 void PoolCounters::refund(Bytes bytes, bool shared) {
   live.fetch_sub(bytes);
-  if (shared) {
-    if (SharedAccount* a = account.load()) a->refund(bytes);
+  if (SharedAccount* a = account.load()) {
+    if (shared) {
+      a->refund(bytes);
+    } else {
+      // A block from before the account was set: its bytes came in the carried sum.
+      Bytes left = carried.load();
+      Bytes take = std::min(left, bytes);
+      while (take > 0 && !carried.compare_exchange_weak(left, left - take)) take = std::min(left, bytes);
+      if (take > 0) a->refund(take);
+    }
   }
   release();
+}
+
+bool MemoryPool::share(SharedAccount* account) {
+  if (account == nullptr) {
+    counters_->account.store(nullptr);
+    counters_->carried.store(0);
+    return true;
+  }
+  const Bytes held = counters_->live.load();
+  if (held > 0 && !account->charge(held)) return false;
+  counters_->carried.store(held);
+  counters_->account.store(account);
+  return true;
 }
 
 void PoolCounters::release() {

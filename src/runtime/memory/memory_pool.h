@@ -37,6 +37,9 @@ struct PoolCounters {
   std::atomic<c10::Allocator*> source{nullptr};
   // Also charged with every allocation, when set (MemoryPool::share).
   std::atomic<SharedAccount*> account{nullptr};
+  // What was live when the account was set, charged to it in one sum: the
+  // blocks allocated before refund it as they are freed, until it is spent.
+  std::atomic<Bytes> carried{0};
   // Asked to free memory before an enforced budget refuses (MemoryPool::relieve_with).
   std::atomic<MemoryRelief*> relief{nullptr};
 
@@ -81,10 +84,13 @@ class MemoryPool {
   // Blocks allocated from now on come from `source` (nullptr: the default).
   void allocate_from(c10::Allocator* source) { counters_->source.store(source); }
 
-  // Charges every allocation from now on to `account` as well (nullptr:
-  // stops). The account must outlive the allocations charged to it, or be
-  // detached first; an allocation freed after that is refunded to the pool only.
-  void share(SharedAccount* account) { counters_->account.store(account); }
+  // Charges every allocation from now on to `account` as well, and the
+  // bytes live now at once (false, sharing nothing, when the account
+  // refuses them); nullptr stops. The account must outlive the allocations
+  // charged to it, or be detached first; an allocation freed after that is
+  // refunded to the pool only. Set from the one thread that allocates then.
+  bool share(SharedAccount* account);
+  bool shared() const { return counters_->account.load() != nullptr; }
 
   // Before refusing an allocation for the enforced budget, asks `relief`
   // (memory_relief.h) to make room (nullptr: none). It must outlive the

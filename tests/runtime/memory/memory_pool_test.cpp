@@ -137,29 +137,45 @@ TEST(MemoryPool, ASharedAccountRefusesPastItsBudgetEvenWhenThePoolIsNotEnforced)
   MemoryPool pool("device");
   CountingAccount account(1000);
   PoolScope scope(&pool);
-  torch::Tensor before = torch::empty({50}, torch::kFloat32);  // not charged: the pool shares from now on
-  pool.share(&account);
+  torch::Tensor before = torch::empty({50}, torch::kFloat32);  // held when the pool begins to share
+  ASSERT_TRUE(pool.share(&account));
+  EXPECT_EQ(account.live(), 200) << "what the pool held is charged at once";
   torch::Tensor a = torch::empty({100}, torch::kFloat32);
-  EXPECT_EQ(account.live(), 400);
+  EXPECT_EQ(account.live(), 600);
   try {
-    torch::Tensor b = torch::empty({200}, torch::kFloat32);
+    torch::Tensor b = torch::empty({120}, torch::kFloat32);
     FAIL() << "allocated past the shared budget";
   } catch (const OutOfBudget& e) {
     EXPECT_EQ(e.budget(), 1000);
     EXPECT_NE(std::string(e.what()).find("job group test"), std::string::npos) << e.what();
   }
   EXPECT_EQ(pool.live(), 600) << "the refused block is charged nowhere";
-  EXPECT_EQ(account.live(), 400);
+  EXPECT_EQ(account.live(), 600);
   EXPECT_EQ(pool.refusals(), 1) << "the shared budget's refusal is the pool's too";
   before = torch::Tensor();
-  EXPECT_EQ(account.live(), 400) << "a block from before sharing is refunded to the pool only";
+  EXPECT_EQ(account.live(), 400) << "a block from before sharing refunds the sum charged for it";
+  torch::Tensor after = torch::empty({25}, torch::kFloat32);
+  after = torch::Tensor();
+  EXPECT_EQ(account.live(), 400) << "the carried sum is spent: a block charged on its own refunds its own";
   a = torch::Tensor();
   EXPECT_EQ(account.live(), 0);
   torch::Tensor c = torch::empty({10}, torch::kFloat32);
-  pool.share(nullptr);  // detached: c's free later touches the pool only
+  EXPECT_TRUE(pool.share(nullptr));  // detached: c's free later touches the pool only
   c = torch::Tensor();
   EXPECT_EQ(account.live(), 40);
   EXPECT_EQ(pool.live(), 0);
+}
+
+TEST(MemoryPool, SharingIsRefusedWhenTheAccountCannotHoldWhatThePoolHolds) {
+  MemoryPool pool("device");
+  CountingAccount account(100);
+  PoolScope scope(&pool);
+  torch::Tensor held = torch::empty({50}, torch::kFloat32);
+  EXPECT_FALSE(pool.share(&account));
+  EXPECT_FALSE(pool.shared());
+  EXPECT_EQ(account.live(), 0);
+  torch::Tensor more = torch::empty({50}, torch::kFloat32);  // not refused: nothing is shared
+  EXPECT_EQ(account.live(), 0);
 }
 
 TEST(MemoryPool, OutOfBudgetSurfacesThroughAutogradBackward) {
