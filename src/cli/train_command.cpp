@@ -18,7 +18,6 @@
 #include "cli/progress_bar.h"
 #include "cli/rank_flags.h"
 #include "cli/rank_launcher.h"
-#include "cli/shared_device.h"
 #include "cli/train_report.h"
 #include "cli/workload_flags.h"
 #include "core/chain_json.h"
@@ -27,6 +26,7 @@
 #include "plan/registry.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/memory/link_calibration.h"
+#include "runtime/training/shared_device.h"
 #include "runtime/training/trainer.h"
 
 namespace memtrain::cli {
@@ -255,7 +255,7 @@ struct TrainRun {
   std::unique_ptr<Workload> workload;
   std::unique_ptr<runtime::BatchSource> batches;
   std::unique_ptr<runtime::DeviceMemory> memory;
-  std::unique_ptr<SharedDevice> shared;
+  std::unique_ptr<runtime::SharedDevice> shared;
   std::int64_t steps = 0;
 };
 
@@ -266,12 +266,12 @@ void join_group(TrainRun& run) {
   std::string label = r.workload.model + " " + options.planner + " batch " + std::to_string(r.batch) + " seed " +
                       std::to_string(options.seed);
   if (!r.share_label.empty()) label = r.share_label + " (" + label + ")";
-  run.shared = std::make_unique<SharedDevice>(r.share, *run.memory, r.device, label, 10.0);
-  if (run.shared->policy() == jobs::Policy::Tensile && options.planner != "tensile") {
-    throw UsageError("train: job group " + r.share +
-                     " shares its budget by the tensile policy, whose jobs plan with --planner tensile; got "
-                     "--planner " +
-                     options.planner);
+  try {
+    run.shared = std::make_unique<runtime::SharedDevice>(r.share, *run.memory, label, 10.0);
+    run.shared->check_planner(options.planner);
+  } catch (const UsageError& e) {
+    throw UsageError("train --share " + r.share + ": " + e.what() + "; start the group with memtrain jobs --name " +
+                     r.share);
   }
   options.lease = run.shared.get();
 }

@@ -1,30 +1,42 @@
-#include "cli/shared_device.h"
+#include "runtime/training/shared_device.h"
 
 #include "core/error.h"
 
-namespace memtrain::cli {
+namespace memtrain::runtime {
 
-SharedDevice::SharedDevice(const std::string& name, runtime::DeviceMemory& memory, const std::string& device,
-                           const std::string& label, Seconds timeout) {
-  auto* cpu = dynamic_cast<runtime::CpuDeviceMemory*>(&memory);
+SharedDevice::SharedDevice(const std::string& name, DeviceMemory& memory, const std::string& label, Seconds timeout) {
+  auto* cpu = dynamic_cast<CpuDeviceMemory*>(&memory);
   if (!cpu) {
-    throw UsageError("--share: jobs share a budget on the counted CPU device; device " + device +
-                     " is not supported for sharing yet; expected --device cpu");
+    throw UsageError("jobs share a budget on the counted CPU device; device " + memory.device().str() +
+                     " is not supported for sharing yet; expected cpu");
   }
   pool_ = &cpu->pool();
-  // Bytes charged before would be refunded to the group without having been charged.
-  if (pool_->live() != 0) throw Error("--share: the device pool already holds " + format_bytes(pool_->live()));
-  try {
-    group_ = jobs::JobGroup::join(name, device, label, timeout);
-  } catch (const UsageError& e) {
-    throw UsageError("--share " + name + ": " + e.what() + "; start it with memtrain jobs --name " + name);
+  if (pool_->shared()) {
+    throw UsageError("this process's " + memory.device().str() +
+                     " memory is shared with a job group already; a "
+                     "process joins one group once");
   }
-  pool_->share(this);
+  group_ = jobs::JobGroup::join(name, memory.device().str(), label, timeout);
+  if (!pool_->share(this)) {
+    const Bytes held = pool_->live();
+    group_.reset();
+    throw Error("job group " + name + "'s budget cannot hold the " + format_bytes(held) +
+                " this process holds already");
+  }
 }
 
 SharedDevice::~SharedDevice() { pool_->share(nullptr); }
 
-Bytes SharedDevice::acquire(const runtime::StepLeaseRequest& request, Seconds* waited) {
+void SharedDevice::check_planner(const std::string& planner) const {
+  if (policy() == jobs::Policy::Tensile && planner != "tensile") {
+    throw UsageError("job group " + group_->name() +
+                     " shares its budget by the tensile policy, whose jobs plan with the tensile planner; got "
+                     "planner " +
+                     planner);
+  }
+}
+
+Bytes SharedDevice::acquire(const StepLeaseRequest& request, Seconds* waited) {
   jobs::LeaseRequest r;
   r.want = request.want;
   r.least = request.least;
@@ -32,4 +44,4 @@ Bytes SharedDevice::acquire(const runtime::StepLeaseRequest& request, Seconds* w
   return group_->acquire(r, waited);
 }
 
-}  // namespace memtrain::cli
+}  // namespace memtrain::runtime

@@ -1,6 +1,9 @@
-// `memtrain train --share NAME`: the run's device budget is a job group's
-// (jobs::JobGroup). Every allocation on the device is charged to the group,
-// and each step's budget is leased from it.
+// A device budget shared with other processes: this process joins a job
+// group (jobs::JobGroup), every allocation its device pool makes from then
+// on is charged to the group, and each step's budget is leased from it.
+// The bytes the pool held when it joined (a model's weights made before)
+// are charged to the group at once. Both front ends join through this: the
+// CLI's `train --share NAME`, and Python's Module(share="NAME").
 #pragma once
 
 #include <memory>
@@ -11,18 +14,27 @@
 #include "runtime/memory/shared_account.h"
 #include "runtime/training/step_lease.h"
 
-namespace memtrain::cli {
+namespace memtrain::runtime {
 
-class SharedDevice : public runtime::SharedAccount, public runtime::StepLease {
+class SharedDevice : public SharedAccount, public StepLease {
  public:
   // Joins group `name` (waiting up to `timeout` for it) and charges the
   // device's pool to it from now on. UsageError for a device whose
-  // allocations memtrain does not count (CUDA), or a group on another device.
-  SharedDevice(const std::string& name, runtime::DeviceMemory& memory, const std::string& device,
-               const std::string& label, Seconds timeout);
+  // allocations memtrain does not count (CUDA), a group that does not
+  // appear, one on another device, or a pool shared already; Error when the
+  // group's budget cannot hold what the pool holds already.
+  SharedDevice(const std::string& name, DeviceMemory& memory, const std::string& label, Seconds timeout);
   ~SharedDevice() override;  // stops charging, then leaves the group
+  SharedDevice(const SharedDevice&) = delete;
+  SharedDevice& operator=(const SharedDevice&) = delete;
 
   void finish() { group_->finish(); }  // the run completed
+  const std::string& group_name() const { return group_->name(); }
+  jobs::Policy policy() const { return group_->policy(); }
+  jobs::GroupState state() const { return group_->state(); }
+  // UsageError unless `planner` may plan a job of this group (the tensile
+  // policy plans its jobs with the tensile planner).
+  void check_planner(const std::string& planner) const;
 
   // SharedAccount
   bool charge(Bytes bytes) override { return group_->charge(bytes); }
@@ -36,13 +48,12 @@ class SharedDevice : public runtime::SharedAccount, public runtime::StepLease {
   Bytes calibrated(Bytes reference, Bytes least_largest, const std::vector<Bytes>& swappable) override {
     return group_->calibrated(reference, least_largest, swappable);
   }
-  jobs::Policy policy() const { return group_->policy(); }
-  Bytes acquire(const runtime::StepLeaseRequest& request, Seconds* waited) override;
+  Bytes acquire(const StepLeaseRequest& request, Seconds* waited) override;
   void settle(bool step_taken) override { group_->settle(step_taken); }
 
  private:
   std::unique_ptr<jobs::JobGroup> group_;
-  runtime::MemoryPool* pool_;
+  MemoryPool* pool_;
 };
 
-}  // namespace memtrain::cli
+}  // namespace memtrain::runtime
