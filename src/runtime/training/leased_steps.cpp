@@ -19,13 +19,21 @@ StepLeaseRequest LeasedSteps::request(StepPlanner& planner, std::int64_t size, b
   StepLeaseRequest r;
   if (collecting) {
     // The collection schedule at the largest input: the predictor knows
-    // little yet, and a collection step cannot plan around a short lease.
-    Bytes most = 0;
+    // little yet. Granted less, down to the least the group was told of
+    // (the most frugal schedule's there), the step runs out of its lease
+    // and runs again under a plan, as a step over its own budget does:
+    // priced at both runs' time.
     const Chain largest = planner.largest_chain();
-    for (int v = 0; v < planner.variant_rounds(); ++v)
-      most = std::max(most, sim::simulate(largest, planner.collection_schedule(v)).peak_bytes);
-    r.want = r.least = most;
-    r.curve = {{most, 0}};
+    sim::SimResult collect;
+    for (int v = 0; v < planner.variant_rounds(); ++v) {
+      sim::SimResult round = sim::simulate(largest, planner.collection_schedule(v));
+      if (round.peak_bytes > collect.peak_bytes) collect = round;
+    }
+    const sim::SimResult frugal = sim::simulate(largest, planner.most_frugal_at_largest());
+    r.want = collect.peak_bytes;
+    r.least = std::min(collect.peak_bytes, frugal.peak_bytes);
+    r.curve = {{r.want, collect.time}};
+    if (r.least < r.want) r.curve.insert(r.curve.begin(), {r.least, collect.time + frugal.time});
     return r;
   }
   const std::int64_t bucket = planner.bucket_of(size);
