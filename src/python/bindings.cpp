@@ -29,6 +29,7 @@
 #include "runtime/memory/link_calibration.h"
 #include "runtime/training/block_steps.h"
 #include "runtime/training/gradient_boundary.h"
+#include "runtime/training/shared_device.h"
 
 namespace py = pybind11;
 
@@ -115,6 +116,11 @@ py::dict step_dict(const StepReport& r) {
   d["blocks_seconds"] = r.blocks_seconds;
   d["synchronizations"] = r.synchronizations;
   d["schedule"] = operations_of(r.schedule);
+  if (r.lease_want_bytes > 0) {
+    d["lease_want_bytes"] = r.lease_want_bytes;
+    d["lease_least_bytes"] = r.lease_least_bytes;
+    d["lease_wait_seconds"] = r.lease_wait_seconds;
+  }
   return d;
 }
 
@@ -193,12 +199,115 @@ class PythonBlockSteps {
       if (gathered[i] > 0) stages_[i]->read_parameters_at_each_forward();
     }
   }
+  // Each step's budget leased from `member`'s group, which outlives the steps.
+  void lease_from(std::shared_ptr<runtime::SharedDevice> member, Bytes group_budget) {
+    steps_->lease_from(*member, group_budget);
+    member_ = std::move(member);
+  }
+  // The job is done: its last lease shrinks back, and it leaves the group finished.
+  void leave_group() {
+    steps_->end_lease();
+    if (member_) member_->finish();
+  }
 
  private:
   std::vector<std::shared_ptr<PythonStage>> stages_;
   runtime::DeviceMemory* memory_;
+  std::shared_ptr<runtime::SharedDevice> member_;  // destroyed after steps_, which settle their lease
   std::unique_ptr<BlockSteps> steps_;
 };
+
+py::dict group_state_dict(const jobs::GroupState& g) {
+  py::dict d;
+  d["budget_bytes"] = g.budget < 0 ? py::object(py::none()) : py::int_(g.budget);
+  d["live_bytes"] = g.live;
+  d["max_live_bytes"] = g.max_live;
+  d["refusals"] = g.refusals;
+  d["refused"] = g.refused.empty() ? py::object(py::none()) : py::str(g.refused);
+  py::list members;
+  for (const jobs::MemberState& j : g.members) {
+    py::dict e;
+    static const char* const kStatus[] = {"joined", "finished", "gone"};
+    e["pid"] = j.pid;
+    e["label"] = j.label;
+    e["status"] = kStatus[j.status];
+    e["live_bytes"] = j.live;
+    e["peak_bytes"] = j.peak;
+    e["lease_bytes"] = j.lease;
+    e["reference_bytes"] = j.reference;
+    e["least_bytes"] = j.least_largest;
+    e["steps"] = j.steps;
+    e["wait_seconds"] = j.wait_seconds;
+    e["reclaimed_bytes"] = j.reclaimed;
+    members.append(e);
+  }
+  d["members"] = members;
+  return d;
+}
+
+// A job group hosted by this process (memtrain.JobGroup); close() removes it.
+class HostedGroup {
+ public:
+  HostedGroup(const std::string& name, const py::object& budget, const std::string& policy, int jobs,
+              const std::string& device) {
+    if (jobs < 1 || jobs > memtrain::jobs::kMaxJobs) {
+      throw UsageError("jobs " + std::to_string(jobs) +
+                       " is out of range; expected the processes that start with "
+                       "the group, 1.." +
+                       std::to_string(memtrain::jobs::kMaxJobs));
+    }
+    if (device != "cpu") {
+      throw UsageError("device '" + device +
+                       "' is not supported for sharing yet; jobs share a budget on the "
+                       "counted CPU device; expected 'cpu'");
+    }
+    memtrain::jobs::GroupSettings settings;
+    settings.name = name;
+    settings.policy = memtrain::jobs::parse_policy(policy);
+    settings.device = device;
+    settings.budget = budget_of(budget);
+    settings.expected_jobs = jobs;
+    group_ = memtrain::jobs::JobGroup::create(settings);
+  }
+  memtrain::jobs::JobGroup& group() {
+    if (!group_) throw UsageError("the job group is closed");
+    return *group_;
+  }
+  void close() { group_.reset(); }
+
+ private:
+  std::unique_ptr<memtrain::jobs::JobGroup> group_;
+};
+
+// Several processes on one device, one budget: a group hosted here, and this process's membership of one.
+void define_job_groups(py::module_& m) {
+  m.attr("MAX_JOBS") = memtrain::jobs::kMaxJobs;  // in one group
+  py::class_<HostedGroup>(m, "HostedJobGroup")
+      .def(py::init<const std::string&, const py::object&, const std::string&, int, const std::string&>(),
+           py::arg("name"), py::arg("budget"), py::arg("policy"), py::arg("jobs"), py::arg("device"))
+      .def("state",
+           [](HostedGroup& h) {
+             h.group().reap();  // members whose process ended give their bytes back
+             return group_state_dict(h.group().state());
+           })
+      .def("close", &HostedGroup::close);
+  py::class_<runtime::SharedDevice, std::shared_ptr<runtime::SharedDevice>>(m, "JobMember")
+      .def(py::init([](const std::string& name, const std::string& device, const std::string& label, double timeout) {
+             runtime::DeviceMemory& memory = device_memory(device);
+             py::gil_scoped_release no_gil;  // waiting for the group to appear
+             return std::make_shared<runtime::SharedDevice>(name, memory, label, timeout);
+           }),
+           py::arg("name"), py::arg("device"), py::arg("label"), py::arg("timeout"))
+      .def("begin_calibration",
+           [](runtime::SharedDevice& d) {
+             py::gil_scoped_release no_gil;  // waiting for this job's turn
+             d.begin_calibration();
+           })
+      .def("check_planner", &runtime::SharedDevice::check_planner)
+      .def("finish", &runtime::SharedDevice::finish)
+      .def_property_readonly("name", &runtime::SharedDevice::group_name)
+      .def("state", [](runtime::SharedDevice& d) { return group_state_dict(d.state()); });
+}
 
 py::dict plan_dict(const Plan& p, const Chain& chain) {
   py::dict d;
@@ -444,6 +553,7 @@ void define_block_steps(py::module_& m) {
           "Inside a backward: whether a node besides the one running adds to the input's gradient.");
   // What an N% budget is of, carried from blocks planned before to those planned afresh; opaque to Python.
   py::class_<BlockSteps::ShareReference>(m, "ShareReference");
+  m.attr("MAX_COLLECT_STEPS") = runtime::kMaxCollectSteps;  // StepPlannerOptions::collect_steps' most
   py::class_<PythonBlockSteps, std::shared_ptr<PythonBlockSteps>>(m, "BlockSteps")
       .def(py::init<const std::vector<py::object>&, const std::vector<std::string>&, const std::vector<py::object>&,
                     const py::object&, const std::string&, int, const py::object&, double, const std::string&,
@@ -542,7 +652,14 @@ void define_block_steps(py::module_& m) {
              return t.to(torch::kCPU);
            })
       .def_property_readonly("planner", [](PythonBlockSteps& r) { return r.steps().planner().name(); })
-      .def("largest_chain", [](PythonBlockSteps& r) { return r.steps().largest_chain(); });
+      .def("largest_chain", [](PythonBlockSteps& r) { return r.steps().largest_chain(); })
+      .def("calibrated_for_lease",
+           [](PythonBlockSteps& r, const std::shared_ptr<runtime::SharedDevice>& member) {
+             py::gil_scoped_release no_gil;  // waiting for the group to start
+             return r.steps().calibrated_for_lease(*member);
+           })
+      .def("lease_from", &PythonBlockSteps::lease_from, py::arg("member"), py::arg("group_budget"))
+      .def("leave_group", &PythonBlockSteps::leave_group);
 }
 
 // Chains to plan, the Brown corpus's batches, planning and advice.
@@ -598,6 +715,7 @@ PYBIND11_MODULE(_memtrain, m) {
   static auto scope = device().activate();
 
   define_memory(m);
+  define_job_groups(m);
   define_block_steps(m);
   define_peers(m);
   define_chains_and_data(m);

@@ -44,11 +44,13 @@ from ._linear_cross_entropy import chunk_tokens_for as _chunk_tokens_for
 from ._linear_cross_entropy import least_held as _least_held
 from ._linear_cross_entropy import linear_cross_entropy
 from ._trainer import rerunnable
+from . import _job_group
+from ._job_group import JobGroup
 from ._memtrain import (BrownBatches, Chain, Error, Infeasible, OutOfBudget, RankFailure, UsageError, memory_stats,
                         reset_peak)
 
-__all__ = ["Module", "Chain", "BrownBatches", "least_budget", "plan", "advise", "memory_stats", "reset_peak",
-           "planner_names", "linear_cross_entropy", "rerunnable", "Error", "UsageError", "OutOfBudget",
+__all__ = ["Module", "JobGroup", "Chain", "BrownBatches", "least_budget", "plan", "advise", "memory_stats",
+           "reset_peak", "planner_names", "linear_cross_entropy", "rerunnable", "Error", "UsageError", "OutOfBudget",
            "Infeasible", "RankFailure"]
 
 
@@ -90,7 +92,7 @@ class Module(torch.nn.Module):
       memtrain may keep, recompute or offload. Or a torch.nn.Sequential (or a
       list of modules applied in order), whose stages are those units.
     budget: bytes (int), text such as "512MiB", or "N%" of the peak the plain
-      model reaches on `sample`.
+      model reaches on `sample`. Left out with share=.
     blocks: the model's repeated blocks, a torch.nn.ModuleList or a list of
       its submodules, which its forward calls one after another, each on what
       the one before returned. Left out: the longest ModuleList in the model
@@ -130,6 +132,13 @@ class Module(torch.nn.Module):
       Trainer), which needs up to the output's bytes less. A loop said to
       let it go that keeps it is warned, and planned as keeping it from
       then on.
+    share: the name of a job group (memtrain.JobGroup, or memtrain jobs
+      --name) whose budget this process shares with the group's other
+      processes: every tensor this process holds on the device counts
+      against the group's budget, and each step runs within the lease the
+      group grants it, asked with what its input is predicted to need. The
+      sample is measured in the group's turn (its plain step is this job's
+      part of an N% group budget). CPU only for now.
 
     Under torch.no_grad() the model runs plainly. The state_dict() is the
     model's, with its own keys.
@@ -140,10 +149,12 @@ class Module(torch.nn.Module):
     catch it and go on with a larger budget or a smaller batch.
     """
 
-    def __init__(self, model, budget, blocks=None, planner="mimose", sample=None, collect_steps=4, bandwidth=None,
-                 optimizer=None, chunked_loss=None, autocast=None, keeps_output=True, _prediction_scale=1.0):
+    def __init__(self, model, budget=None, blocks=None, planner="mimose", sample=None, collect_steps=4,
+                 bandwidth=None, optimizer=None, chunked_loss=None, autocast=None, keeps_output=True, share=None,
+                 _prediction_scale=1.0):
         super().__init__()
         _check_arguments(budget, planner, collect_steps, sample, autocast, keeps_output)
+        _check_share(share, budget, sample)
         if blocks is None and isinstance(model, (torch.nn.Sequential, list, tuple, torch.nn.ModuleList)):
             # A chain: its stages are the blocks, called one after another.
             model = _as_sequential(model)
@@ -181,11 +192,19 @@ class Module(torch.nn.Module):
                          "chunked_loss": chunked_loss, "autocast": autocast, "keeps_output": keeps_output}
         self._prediction_scale = _prediction_scale
         self._device = device
+        if share is not None:
+            # The group's part of this job is its plain step, measured as "100%" is.
+            self.__dict__["_member"] = _job_group.join(share, device, type(model).__name__, planner)
+            budget = "100%"
         self._budget_spec = budget  # as given: N% stays a share of the plain loop's step
         self._plan_blocks(blocks, budget)
         try:
             _refuse_share_without_sample(budget, sample)  # after the planner's own refusals
+            if share is not None:
+                self._member.begin_calibration()  # the group's jobs measure one at a time
             self._measure(sample, optimizer, budget)
+            if share is not None:
+                self._lease_steps(self._member)
             _refuse_above_the_device(self.budget_bytes, device)
             if self._head.mode is None and self._head.chunking:
                 self._warn_chunking(stacklevel=2)
@@ -196,6 +215,8 @@ class Module(torch.nn.Module):
             # with e.min_bytes in its `except` must find that memory free).
             self._blocks.unwrap()
             del self._blocks, self._native
+            self.__dict__.pop("_member", None)  # leaves the group
+            self.__dict__.pop("_group_budget", None)
             if isinstance(refused, Infeasible) and optimizer is None and sample is not None:
                 refused.args = (f"{refused.args[0]}; {_least_without_optimizer(model)}",) + refused.args[1:]
             output_bytes = self.__dict__.get("_output_bytes", 0)
@@ -259,6 +280,24 @@ class Module(torch.nn.Module):
         except Infeasible as chunked:
             raise chunked from None  # its least is the one with chunks: the least there is
 
+    def _lease_steps(self, member):
+        """Tells the group what this job's sample needs, waits for the group
+        to start, and leases each step's budget from then on."""
+        group_budget = self._native.calibrated_for_lease(member)
+        self.__dict__["_group_budget"] = group_budget
+        self._budget_spec = group_budget
+        self._native.lease_from(member, group_budget)
+        # A Module let go (or alive at exit) has finished, not failed: its
+        # last step's lease settles. The steps planned last are the ones to ask.
+        self.__dict__["_leasing"] = [self._native]
+        weakref.finalize(self, _job_group.leave, self._leasing)
+
+    @property
+    def job_group(self):
+        """The job group this Module's steps lease their budgets from
+        (share=): its name and state(); None without one."""
+        return self.__dict__.get("_member")
+
     def unwrap(self):
         """The model, as it was before it was wrapped: its blocks' own
         forwards back. The Module plans nothing from then on (calling it
@@ -276,6 +315,9 @@ class Module(torch.nn.Module):
                                           options["bandwidth"], self._prediction_scale, str(self._device), outer)
         self._native = self._blocks.native
         self._native.output_held = options["keeps_output"]
+        if "_group_budget" in self.__dict__:  # planned afresh: its steps lease as the first's did
+            self._native.lease_from(self._member, self._group_budget)
+            self._leasing[0] = self._native
         self._blocks.set_outer_buffers(model)
         if self._blocks.peers is not None:
             self._blocks.peers.watch_backward(model)
@@ -469,6 +511,10 @@ class Module(torch.nn.Module):
         budget in bytes and the same planner, with plan state of its own
         (it learns its steps from the start, as a Module made without a
         sample does)."""
+        if self.job_group is not None:
+            raise UsageError(f"copy.deepcopy of a memtrain.Module in job group {self.job_group.name}: its steps "
+                             "lease their budgets from the group, which measured it on its sample; wrap a deep copy "
+                             "of the model with share= and a sample instead")
         blocks = self._blocks.blocks
         patched = [b.__dict__.pop("forward") for b in blocks]  # the copy gets the blocks' own forward
         try:
@@ -857,6 +903,20 @@ def _refuse_share_without_sample(budget, sample):
                          "in bytes")
 
 
+def _check_share(share, budget, sample):
+    if share is None:
+        if budget is None:
+            raise UsageError("budget is required: bytes (int), text such as '512MiB', or 'N%' of the sample's "
+                             "step; or share='NAME' to take each step's budget from a job group")
+        return
+    if budget is not None:
+        raise UsageError(f"budget {budget!r} and share={share!r}: a job of a group takes each step's budget from "
+                         "the group; give the budget to the group (memtrain.JobGroup(name, budget=...)), not here")
+    if sample is None:
+        raise UsageError(f"share={share!r} needs sample= (the largest input the model will see): the group is "
+                         "told what this job's plain step and its least need before any job trains")
+
+
 def _check_arguments(budget, planner, collect_steps, sample, autocast, keeps_output):
     """Refusals of arguments the native module would take for something
     else, or that a later step would refuse, naming the argument and what
@@ -864,7 +924,8 @@ def _check_arguments(budget, planner, collect_steps, sample, autocast, keeps_out
     if not isinstance(planner, str):
         raise UsageError(f"planner {planner!r} is not a planner's name; expected one of {planner_names()}")
     if isinstance(collect_steps, bool) or not isinstance(collect_steps, int):
-        raise UsageError(f"collect_steps {collect_steps!r} is not a number of steps; expected an integer 0..10")
+        raise UsageError(f"collect_steps {collect_steps!r} is not a number of steps; expected an integer "
+                         f"0..{_native.MAX_COLLECT_STEPS}")
     if isinstance(budget, int) and not isinstance(budget, bool) and not 0 < budget < 2**62:
         raise UsageError(f"budget {budget} bytes is out of range; expected 1..2**62 bytes, text such as '512MiB', "
                          "or 'N%'")

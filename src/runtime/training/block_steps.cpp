@@ -45,7 +45,15 @@ BlockSteps::BlockSteps(StagedModel model, GradientBoundary* boundary, DeviceMemo
   boundary_->set_exchange([this](const torch::Tensor& output) { return exchange(output); });
 }
 
-BlockSteps::~BlockSteps() { cancel(); }
+BlockSteps::~BlockSteps() {
+  cancel();
+  end_lease();
+}
+
+void BlockSteps::end_lease() {
+  if (lease_held_) leased_->settle(lease_step_taken_);
+  lease_held_ = lease_step_taken_ = false;
+}
 
 std::string BlockSteps::next_micro_step() const {
   return micro_step_label(steps_run_ + 1 - steps_run_again_, steps_run_ + 1);
@@ -124,6 +132,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   } else {
     if (steps_.predictor().ready()) steps_.observe_resident(resident_now, batch_.bytes(), size);
     steps_.note_size(size);
+    if (leased_) take_lease(size);
     steps_.use_budget(budget_.bytes());
     step_start_live_ = memory_.live();
     step_.emplace(
@@ -140,6 +149,9 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
     current_.step = ++steps_run_;
     current_.signature = batch_.signature;
     current_.budget_bytes = budget_.bytes();
+    current_.lease_want_bytes = lease_.request.want;
+    current_.lease_least_bytes = lease_.request.least;
+    current_.lease_wait_seconds = lease_.waited;
   }
   ctx_ = fresh_context();
   executor_->keep_saved_movable(!calibrating && enforces_budget());
@@ -149,6 +161,27 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   execution_ = executor_->start(step_->choice().schedule, batch_, ctx_);
   ++step_id_;
   forwarded_ = -1;
+}
+
+void BlockSteps::take_lease(std::int64_t size) {
+  end_lease();
+  // A collection step asks for the collection schedule at the largest input.
+  const bool collecting = steps_run_ < options_.steps.collect_steps || !steps_.predictor().ready();
+  lease_ = leased_->acquire(steps_, size, collecting);
+  lease_held_ = true;
+  budget_.respecify(BudgetSpec{false, 0, lease_.budget});
+}
+
+Bytes BlockSteps::calibrated_for_lease(StepLease& lease) {
+  MEMTRAIN_ASSERT(budget_.is_share() && budget_.resolved() && steps_run_ == 0,
+                  "a job measures its share's reference before its first step");
+  return LeasedSteps(lease).calibrated(steps_, largest_chain(), budget_.reference());
+}
+
+void BlockSteps::lease_from(StepLease& lease, Bytes group_budget) {
+  MEMTRAIN_ASSERT(!leased_ && steps_run_ == 0, "a job leases its steps from the first");
+  leased_ = std::make_unique<LeasedSteps>(lease);
+  budget_.respecify(BudgetSpec{false, 0, group_budget});
 }
 
 void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
@@ -685,6 +718,7 @@ void BlockSteps::end_step() {
   current_.schedule = choice.schedule;
   current_.peak_bytes = result.peak;
   current_.predicted_peak_bytes = step_->finish(batch_.signature, result, result.peak, 0);
+  lease_step_taken_ = leased_ != nullptr;
   current_.seconds = seconds_since(t0_);
   current_.synchronizations = memory_.synchronizations() - synchronizations_at_start_;
   current_.planning_seconds = choice.planning_seconds;
@@ -692,7 +726,10 @@ void BlockSteps::end_step() {
   last_ = current_;
 }
 
-void BlockSteps::set_budget(const BudgetSpec& budget) { budget_.respecify(budget); }
+void BlockSteps::set_budget(const BudgetSpec& budget) {
+  if (leased_) throw UsageError("a job of a group takes each step's budget from the group's lease; set the group's");
+  budget_.respecify(budget);
+}
 
 void BlockSteps::set_gathered_bytes(const std::vector<Bytes>& gathered, bool forward_prefetch) {
   const int n = blocks();

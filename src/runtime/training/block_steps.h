@@ -78,6 +78,7 @@
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/staged_model.h"
 #include "runtime/training/gradient_boundary.h"
+#include "runtime/training/leased_steps.h"
 #include "runtime/training/planned_step.h"
 #include "runtime/training/step_budget.h"
 #include "runtime/training/step_input.h"
@@ -113,6 +114,11 @@ struct StepReport {
   Seconds planning_seconds = 0;  // choosing the schedule (a cache lookup, or planning a new size), retries included
   Seconds blocks_seconds = 0;    // the schedules' operations (blocks' runs, recomputations, copies), retries included
   long synchronizations = 0;     // the times memtrain waited for the device, from block 0's call to the step's end
+  // A job group's device (lease_from()): what the step asked of the group
+  // (0: not leased), and the time it waited for the grant (budget_bytes).
+  Bytes lease_want_bytes = 0;
+  Bytes lease_least_bytes = 0;
+  Seconds lease_wait_seconds = 0;
 };
 
 // What a loop holds beside the step that a sample's step did not (its last
@@ -234,6 +240,19 @@ class BlockSteps {
   ShareReference share_reference() const;
   void carry_share_reference(const ShareReference& carried) { carried_ = carried; }
 
+  // A job group's device (SharedDevice), once calibration ended: tells the
+  // group what this job's plain step of the sample (the reference of a
+  // share, measured as "100%" measures it) and its least need, waits for
+  // the group to start, and returns the group's budget.
+  Bytes calibrated_for_lease(StepLease& lease);
+  // From the next step on, each step's budget is leased from `lease` (at
+  // most `group_budget`), asked with what its input is predicted to need;
+  // the lease shrinks back when the next step begins or this ends. `lease`
+  // outlives this.
+  void lease_from(StepLease& lease, Bytes group_budget);
+  // The lease the last step held shrinks back now (the job leaves its group).
+  void end_lease();
+
   const StepReport& last_step() const { return last_; }
   Bytes budget_bytes() const { return budget_.resolved() ? budget_.bytes() : 0; }
   // The budget from the next step on; N% is of the sample's measured peak
@@ -252,6 +271,9 @@ class BlockSteps {
 
  private:
   void begin_step(const torch::Tensor& x);
+  // A leased step of `size`: the lease the last step held shrinks back,
+  // and this step's is granted (waiting for it) as the step's budget.
+  void take_lease(std::int64_t size);
   // Whether a step out of budget stops and is run again. Not with sharded
   // blocks: running again reaches blocks whose weights are not gathered,
   // and gathering them is a collective the other ranks would not join, so
@@ -401,6 +423,13 @@ class BlockSteps {
   Bytes reference_callers_need_ = 0;
   std::int64_t reference_size_ = 0;
   ShareReference carried_;  // carry_share_reference()'s, joined at end_calibration()
+
+  // A job group's device (lease_from()): leases asked step by step; whether
+  // one is held, and whether its step ended.
+  std::unique_ptr<LeasedSteps> leased_;
+  bool lease_held_ = false;
+  bool lease_step_taken_ = false;
+  LeasedSteps::Grant lease_;  // the running step's
 };
 
 }  // namespace memtrain::runtime
