@@ -76,6 +76,25 @@ struct CoordinatedBatcher::Segment {
 CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache* cache, ShardBatchOptions options,
                                        CoordinationOptions coordination)
     : storage_(storage), cache_(cache), options_(std::move(options)), coordination_(std::move(coordination)) {
+  check_options();
+  const int slots = coordination_.slots > 0 ? coordination_.slots : coordination_.jobs * options_.prep.threads + 2;
+  const std::int64_t stride = align64(align64(sizeof(SlotHeader)) + options_.batch_size * 8 +
+                                      options_.batch_size * options_.max_scale * options_.max_scale * 4);
+  segment_bytes_ = static_cast<std::size_t>(align64(sizeof(Segment)) + slots * stride);
+  path_ = "/memtrain-" + coordination_.name;
+  const Clock::time_point start = Clock::now();
+  for (int attempt = 0; !segment_; ++attempt) {
+    if (attempt > 20) {
+      throw Error("coordination group " + coordination_.name + ": cannot create or join the group's shared memory");
+    }
+    if (!create_segment(slots, stride)) open_segment(seconds_since(start));
+  }
+  join_group();
+  wait_for_every_job(start);
+  for (int t = 0; t < std::max(1, options_.prep.threads); ++t) threads_.emplace_back([this] { prep_loop(); });
+}
+
+void CoordinatedBatcher::check_options() const {
   const std::string& name = coordination_.name;
   if (name.empty() || name.size() > 200 || !std::all_of(name.begin(), name.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
@@ -90,83 +109,85 @@ CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache*
   if (options_.batch_size < 1 || options_.min_scale < 1 || options_.min_scale > options_.max_scale) {
     throw UsageError("coordinated batches: the batch size or the scale range is out of range");
   }
-  const int slots = coordination_.slots > 0 ? coordination_.slots : coordination_.jobs * options_.prep.threads + 2;
-  const std::int64_t stride = align64(align64(sizeof(SlotHeader)) + options_.batch_size * 8 +
-                                      options_.batch_size * options_.max_scale * options_.max_scale * 4);
-  segment_bytes_ = static_cast<std::size_t>(align64(sizeof(Segment)) + slots * stride);
-  path_ = "/memtrain-" + name;
+}
 
-  const Clock::time_point start = Clock::now();
-  auto waited = [&] { return seconds_since(start); };
-  for (int attempt = 0; !segment_; ++attempt) {
-    if (attempt > 20) throw Error("coordination group " + name + ": cannot create or join the group's shared memory");
-    int fd = ::shm_open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd >= 0) {  // this job creates the group
-      if (::ftruncate(fd, static_cast<off_t>(segment_bytes_)) != 0) {
-        ::close(fd);
-        ::shm_unlink(path_.c_str());
-        throw Error("coordination group " + name + ": cannot size shared memory to " + format_bytes(segment_bytes_) +
-                    ": " + std::strerror(errno) + " (is /dev/shm large enough?)");
-      }
-      void* p = ::mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      ::close(fd);
-      if (p == MAP_FAILED)
-        throw Error("coordination group " + name + ": cannot map shared memory: " + std::strerror(errno));
-      auto* s = static_cast<Segment*>(p);  // zero-filled by ftruncate
-      init_process_shared_mutex(&s->mutex);
-      s->jobs = coordination_.jobs;
-      s->slots = slots;
-      s->slot_stride = stride;
-      s->samples = static_cast<std::int64_t>(storage_.samples().size());
-      s->batch_size = options_.batch_size;
-      s->min_scale = options_.min_scale;
-      s->max_scale = options_.max_scale;
-      s->classes = options_.classes;
-      s->seed = options_.seed;
-      s->magic.store(kSharedStateMagic, std::memory_order_release);
-      segment_ = s;
-      break;
-    }
+bool CoordinatedBatcher::create_segment(int slots, std::int64_t stride) {
+  const std::string& name = coordination_.name;
+  const int fd = ::shm_open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
     if (errno != EEXIST) throw Error("coordination group " + name + ": shm_open failed: " + std::strerror(errno));
-    fd = ::shm_open(path_.c_str(), O_RDWR, 0600);
-    if (fd < 0) continue;  // removed meanwhile: try creating again
-    struct stat st {};
-    ::fstat(fd, &st);
-    if (st.st_size < static_cast<off_t>(sizeof(Segment))) {  // its creator has not sized it yet
-      ::close(fd);
-      if (waited() > 5) ::shm_unlink(path_.c_str());  // a creator that died half way
-      pause_briefly();
-      continue;
-    }
-    void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED)
-      throw Error("coordination group " + name + ": cannot map shared memory: " + std::strerror(errno));
-    auto* s = static_cast<Segment*>(p);
-    while (s->magic.load(std::memory_order_acquire) != kSharedStateMagic && waited() < 5) pause_briefly();
-    if (s->magic.load(std::memory_order_acquire) != kSharedStateMagic) {
-      ::munmap(p, static_cast<size_t>(st.st_size));
-      ::shm_unlink(path_.c_str());
-      continue;
-    }
-    segment_ = s;
-    segment_bytes_ = static_cast<std::size_t>(st.st_size);
-    lock();
-    // A group whose jobs have all gone (finished or died without removing it) is stale.
-    bool anyone = false;
-    for (int j = 0; j < s->joined; ++j) {
-      if (s->job[j].state == kJoined && !process_gone(s->job[j].pid)) anyone = true;
-    }
-    if (s->joined > 0 && !anyone) {
-      unlock();
-      ::munmap(p, segment_bytes_);
-      segment_ = nullptr;
-      ::shm_unlink(path_.c_str());
-      continue;
-    }
-    unlock();
+    return false;  // the group exists: join it
   }
+  if (::ftruncate(fd, static_cast<off_t>(segment_bytes_)) != 0) {
+    ::close(fd);
+    ::shm_unlink(path_.c_str());
+    throw Error("coordination group " + name + ": cannot size shared memory to " + format_bytes(segment_bytes_) + ": " +
+                std::strerror(errno) + " (is /dev/shm large enough?)");
+  }
+  void* p = ::mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED)
+    throw Error("coordination group " + name + ": cannot map shared memory: " + std::strerror(errno));
+  auto* s = static_cast<Segment*>(p);  // zero-filled by ftruncate
+  init_process_shared_mutex(&s->mutex);
+  s->jobs = coordination_.jobs;
+  s->slots = slots;
+  s->slot_stride = stride;
+  s->samples = static_cast<std::int64_t>(storage_.samples().size());
+  s->batch_size = options_.batch_size;
+  s->min_scale = options_.min_scale;
+  s->max_scale = options_.max_scale;
+  s->classes = options_.classes;
+  s->seed = options_.seed;
+  s->magic.store(kSharedStateMagic, std::memory_order_release);
+  segment_ = s;
+  return true;
+}
 
+void CoordinatedBatcher::open_segment(Seconds waited) {
+  const std::string& name = coordination_.name;
+  const int fd = ::shm_open(path_.c_str(), O_RDWR, 0600);
+  if (fd < 0) return;  // removed meanwhile: try creating again
+  struct stat st {};
+  ::fstat(fd, &st);
+  if (st.st_size < static_cast<off_t>(sizeof(Segment))) {  // its creator has not sized it yet
+    ::close(fd);
+    if (waited > 5) ::shm_unlink(path_.c_str());  // a creator that died half way
+    pause_briefly();
+    return;
+  }
+  void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED)
+    throw Error("coordination group " + name + ": cannot map shared memory: " + std::strerror(errno));
+  auto* s = static_cast<Segment*>(p);
+  const Clock::time_point start = Clock::now();
+  while (s->magic.load(std::memory_order_acquire) != kSharedStateMagic && waited + seconds_since(start) < 5)
+    pause_briefly();
+  if (s->magic.load(std::memory_order_acquire) != kSharedStateMagic) {
+    ::munmap(p, static_cast<size_t>(st.st_size));
+    ::shm_unlink(path_.c_str());
+    return;
+  }
+  segment_ = s;
+  segment_bytes_ = static_cast<std::size_t>(st.st_size);
+  lock();
+  // A group whose jobs have all gone (finished or died without removing it) is stale.
+  bool anyone = false;
+  for (int j = 0; j < s->joined; ++j) {
+    if (s->job[j].state == kJoined && !process_gone(s->job[j].pid)) anyone = true;
+  }
+  const bool stale = s->joined > 0 && !anyone;
+  unlock();
+  if (stale) {
+    ::munmap(p, segment_bytes_);
+    segment_ = nullptr;
+    ::shm_unlink(path_.c_str());
+  }
+}
+
+void CoordinatedBatcher::join_group() {
+  const std::string& name = coordination_.name;
   Segment* s = segment_;
   lock();
   auto refuse = [&](const std::string& what, std::int64_t mine, std::int64_t group) {
@@ -195,22 +216,23 @@ CoordinatedBatcher::CoordinatedBatcher(const ShardStorage& storage, SampleCache*
   job_ = s->joined++;
   s->job[job_] = {static_cast<std::int32_t>(::getpid()), kJoined, 0};
   unlock();
+}
 
+void CoordinatedBatcher::wait_for_every_job(std::chrono::steady_clock::time_point start) {
   // Nobody takes a batch before every job has joined, so none can miss one.
   while (true) {
     lock();
-    const int joined = s->joined;
+    const int joined = segment_->joined;
     unlock();
-    if (joined >= coordination_.jobs) break;
-    if (waited() > coordination_.join_timeout) {
+    if (joined >= coordination_.jobs) return;
+    if (seconds_since(start) > coordination_.join_timeout) {
       leave();
-      throw Error("coordination group " + name + ": only " + std::to_string(joined) + " of " +
+      throw Error("coordination group " + coordination_.name + ": only " + std::to_string(joined) + " of " +
                   std::to_string(coordination_.jobs) + " jobs joined within " +
                   format_number("%.0f", coordination_.join_timeout) + " s");
     }
     pause_briefly();
   }
-  for (int t = 0; t < std::max(1, options_.prep.threads); ++t) threads_.emplace_back([this] { prep_loop(); });
 }
 
 CoordinatedBatcher::~CoordinatedBatcher() {

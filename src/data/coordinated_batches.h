@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -60,6 +61,14 @@ class CoordinatedBatcher {
 
  private:
   struct Segment;
+  void check_options() const;
+  // This job makes the group's segment: false when one exists already.
+  bool create_segment(int slots, std::int64_t stride);
+  // Maps the existing segment, `waited` seconds after this job began to
+  // join; leaves segment_ null (to try again) where it went or is stale.
+  void open_segment(Seconds waited);
+  void join_group();  // takes this job's place, or refuses a mismatched job
+  void wait_for_every_job(std::chrono::steady_clock::time_point start);
   void leave();  // marks this job gone; the last one out removes the segment
   void prep_loop();
   void prepare_into(int slot, std::int64_t sequence);

@@ -536,8 +536,10 @@ struct InputEdge {
   std::uint32_t input_nr = 0;
 };
 
-// The blocks' steps that memtrain.Module drives.
-void define_block_steps(py::module_& m) {
+using BlockStepsClass = py::class_<PythonBlockSteps, std::shared_ptr<PythonBlockSteps>>;
+
+// A tensor's gradient edge, held weakly, asked inside a backward.
+void define_input_edge(py::module_& m) {
   py::class_<InputEdge>(m, "InputEdge")
       .def(py::init([](const torch::Tensor& x) {
              const torch::autograd::Edge edge = torch::autograd::impl::gradient_edge(x);
@@ -551,63 +553,11 @@ void define_block_steps(py::module_& m) {
             return function && runtime::others_add_to(torch::autograd::Edge(function, e.input_nr));
           },
           "Inside a backward: whether a node besides the one running adds to the input's gradient.");
-  // What an N% budget is of, carried from blocks planned before to those planned afresh; opaque to Python.
-  py::class_<BlockSteps::ShareReference>(m, "ShareReference");
-  m.attr("MAX_COLLECT_STEPS") = runtime::kMaxCollectSteps;  // StepPlannerOptions::collect_steps' most
-  py::class_<PythonBlockSteps, std::shared_ptr<PythonBlockSteps>>(m, "BlockSteps")
-      .def(py::init<const std::vector<py::object>&, const std::vector<std::string>&, const std::vector<py::object>&,
-                    const py::object&, const std::string&, int, const py::object&, double, const std::string&,
-                    const std::vector<torch::Tensor>&>(),
-           py::arg("blocks"), py::arg("names"), py::arg("calls"), py::arg("budget"), py::arg("planner"),
-           py::arg("collect_steps"), py::arg("bandwidth") = py::none(), py::arg("prediction_scale") = 1.0,
-           py::arg("device") = "cpu", py::arg("outer_parameters") = std::vector<torch::Tensor>{})
-      // Without the GIL: the planned backward runs on torch's autograd engine,
-      // which refuses a caller holding it; a block takes it for its own call.
-      // `parameters`: the block's at this call, whose gradients its backward hands back.
-      .def("forward",
-           [](PythonBlockSteps& r, int block, const torch::Tensor& x, std::vector<torch::Tensor> parameters,
-              bool input_needs_gradient) {
-             r.set_call(block, std::move(parameters), input_needs_gradient);
-             py::gil_scoped_release no_gil;
-             return r.steps().forward(block, x);
-           })
-      .def(
-          "backward",
-          // Returns the block's input's gradient, the leaves its graph
-          // reached and their gradients (None where none arrived), the
-          // input's gradient in pieces where `in_pieces` asked for them
-          // (the first is then None), and how many uses the input has.
-          [](PythonBlockSteps& r, long step, int block, const torch::Tensor& dy, const py::list& extra,
-             bool in_pieces) {
-            std::vector<torch::Tensor> extra_grads;  // of the block's other results; None: none arrived
-            for (const py::handle g : extra)
-              extra_grads.push_back(g.is_none() ? torch::Tensor() : g.cast<torch::Tensor>());
-            torch::Tensor dx;
-            runtime::StepContext::TakenGradients taken;
-            {
-              py::gil_scoped_release no_gil;
-              dx = r.steps().backward(step, block, dy, std::move(extra_grads), in_pieces);
-              taken = r.steps().block_gradients();
-            }
-            return py::make_tuple(dx, taken.leaves, taken.gradients, taken.input_pieces, taken.input_uses);
-          },
-          py::arg("step"), py::arg("block"), py::arg("dy"), py::arg("extra"), py::arg("in_pieces") = false)
-      .def("set_gathered_bytes", [](PythonBlockSteps& r, const std::vector<Bytes>& gathered,
-                                    bool forward_prefetch) { r.set_gathered_bytes(gathered, forward_prefetch); })
-      .def("cancel", [](PythonBlockSteps& r) { r.steps().cancel(); })
-      .def("abandon", [](PythonBlockSteps& r, long step) { r.steps().abandon(step); })
-      .def("admit_optimizer",
-           [](PythonBlockSteps& r, Bytes state_bytes, Bytes update_temp_bytes) {
-             r.steps().admit_optimizer(state_bytes, update_temp_bytes);
-           })
-      .def("runs_again", [](PythonBlockSteps& r, long step, int block) { return r.steps().runs_again(step, block); })
-      .def("resume_input",
-           [](PythonBlockSteps& r, long step, const torch::Tensor& x) { r.steps().resume_input(step, x); })
-      .def_property_readonly("step", [](PythonBlockSteps& r) { return r.steps().step(); })
-      .def_property_readonly("steps_begun", [](PythonBlockSteps& r) { return r.steps().steps_begun(); })
-      .def("begin_elastic", [](PythonBlockSteps& r, Bytes least) { r.steps().begin_elastic(least); })
-      .def("count_steps_run_again", [](PythonBlockSteps& r, long steps) { r.steps().count_steps_run_again(steps); })
-      .def("begin_calibration", [](PythonBlockSteps& r) { return r.steps().begin_calibration(); })
+}
+
+// Calibration, the budget and its device, the share reference and the lease.
+void define_measuring_and_budget(BlockStepsClass& steps) {
+  steps.def("begin_calibration", [](PythonBlockSteps& r) { return r.steps().begin_calibration(); })
       .def("calibration_round", [](PythonBlockSteps& r, int round) { r.steps().calibration_round(round); })
       .def("observe_output_bytes", [](PythonBlockSteps& r, Bytes bytes) { r.steps().observe_output_bytes(bytes); })
       .def_property(
@@ -660,6 +610,69 @@ void define_block_steps(py::module_& m) {
            })
       .def("lease_from", &PythonBlockSteps::lease_from, py::arg("member"), py::arg("group_budget"))
       .def("leave_group", &PythonBlockSteps::leave_group);
+}
+
+// The blocks' steps that memtrain.Module drives.
+void define_block_steps(py::module_& m) {
+  define_input_edge(m);
+  // What an N% budget is of, carried from blocks planned before to those planned afresh; opaque to Python.
+  py::class_<BlockSteps::ShareReference>(m, "ShareReference");
+  m.attr("MAX_COLLECT_STEPS") = runtime::kMaxCollectSteps;  // StepPlannerOptions::collect_steps' most
+  BlockStepsClass steps(m, "BlockSteps");
+  steps
+      .def(py::init<const std::vector<py::object>&, const std::vector<std::string>&, const std::vector<py::object>&,
+                    const py::object&, const std::string&, int, const py::object&, double, const std::string&,
+                    const std::vector<torch::Tensor>&>(),
+           py::arg("blocks"), py::arg("names"), py::arg("calls"), py::arg("budget"), py::arg("planner"),
+           py::arg("collect_steps"), py::arg("bandwidth") = py::none(), py::arg("prediction_scale") = 1.0,
+           py::arg("device") = "cpu", py::arg("outer_parameters") = std::vector<torch::Tensor>{})
+      // Without the GIL: the planned backward runs on torch's autograd engine,
+      // which refuses a caller holding it; a block takes it for its own call.
+      // `parameters`: the block's at this call, whose gradients its backward hands back.
+      .def("forward",
+           [](PythonBlockSteps& r, int block, const torch::Tensor& x, std::vector<torch::Tensor> parameters,
+              bool input_needs_gradient) {
+             r.set_call(block, std::move(parameters), input_needs_gradient);
+             py::gil_scoped_release no_gil;
+             return r.steps().forward(block, x);
+           })
+      .def(
+          "backward",
+          // Returns the block's input's gradient, the leaves its graph
+          // reached and their gradients (None where none arrived), the
+          // input's gradient in pieces where `in_pieces` asked for them
+          // (the first is then None), and how many uses the input has.
+          [](PythonBlockSteps& r, long step, int block, const torch::Tensor& dy, const py::list& extra,
+             bool in_pieces) {
+            std::vector<torch::Tensor> extra_grads;  // of the block's other results; None: none arrived
+            for (const py::handle g : extra)
+              extra_grads.push_back(g.is_none() ? torch::Tensor() : g.cast<torch::Tensor>());
+            torch::Tensor dx;
+            runtime::StepContext::TakenGradients taken;
+            {
+              py::gil_scoped_release no_gil;
+              dx = r.steps().backward(step, block, dy, std::move(extra_grads), in_pieces);
+              taken = r.steps().block_gradients();
+            }
+            return py::make_tuple(dx, taken.leaves, taken.gradients, taken.input_pieces, taken.input_uses);
+          },
+          py::arg("step"), py::arg("block"), py::arg("dy"), py::arg("extra"), py::arg("in_pieces") = false)
+      .def("set_gathered_bytes", [](PythonBlockSteps& r, const std::vector<Bytes>& gathered,
+                                    bool forward_prefetch) { r.set_gathered_bytes(gathered, forward_prefetch); })
+      .def("cancel", [](PythonBlockSteps& r) { r.steps().cancel(); })
+      .def("abandon", [](PythonBlockSteps& r, long step) { r.steps().abandon(step); })
+      .def("admit_optimizer",
+           [](PythonBlockSteps& r, Bytes state_bytes, Bytes update_temp_bytes) {
+             r.steps().admit_optimizer(state_bytes, update_temp_bytes);
+           })
+      .def("runs_again", [](PythonBlockSteps& r, long step, int block) { return r.steps().runs_again(step, block); })
+      .def("resume_input",
+           [](PythonBlockSteps& r, long step, const torch::Tensor& x) { r.steps().resume_input(step, x); })
+      .def_property_readonly("step", [](PythonBlockSteps& r) { return r.steps().step(); })
+      .def_property_readonly("steps_begun", [](PythonBlockSteps& r) { return r.steps().steps_begun(); })
+      .def("begin_elastic", [](PythonBlockSteps& r, Bytes least) { r.steps().begin_elastic(least); })
+      .def("count_steps_run_again", [](PythonBlockSteps& r, long steps) { r.steps().count_steps_run_again(steps); });
+  define_measuring_and_budget(steps);
 }
 
 // Chains to plan, the Brown corpus's batches, planning and advice.
