@@ -17,10 +17,10 @@
 #include "core/error.h"
 #include "data/brown_corpus.h"
 #include "data/tagging_dataset.h"
+#include "runtime/builtin_models/model_registry.h"
 #include "runtime/input/brown_batches.h"
 #include "runtime/input/largest_input_batches.h"
 #include "runtime/memory/link_calibration.h"
-#include "runtime/models/model_registry.h"
 
 namespace memtrain::bench {
 

@@ -19,9 +19,9 @@
 #include "core/error.h"
 #include "core/seconds_since.h"
 #include "data/fashion_mnist.h"
+#include "runtime/builtin_models/unet.h"
 #include "runtime/input/fashion_mnist_batches.h"
 #include "runtime/model/adam.h"
-#include "runtime/models/unet.h"
 #include "runtime/training/graph_trainer.h"
 
 namespace memtrain::bench {

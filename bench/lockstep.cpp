@@ -12,8 +12,8 @@
 
 #include "cli/blas_library.h"
 #include "core/error.h"
+#include "runtime/builtin_models/model_registry.h"
 #include "runtime/input/brown_batches.h"
-#include "runtime/models/model_registry.h"
 
 namespace memtrain::bench {
 

@@ -23,8 +23,8 @@
 #include "data/tagging_dataset.h"
 #include "plan/registry.h"
 #include "predict/plan_cache.h"
+#include "runtime/builtin_models/model_registry.h"
 #include "runtime/input/brown_batches.h"
-#include "runtime/models/model_registry.h"
 #include "runtime/training/trainer.h"
 #include "sim/simulator.h"
 

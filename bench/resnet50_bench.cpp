@@ -24,8 +24,8 @@
 #include "data/fashion_mnist.h"
 #include "plan/registry.h"
 #include "plan/schedule_builders.h"
+#include "runtime/builtin_models/model_registry.h"
 #include "runtime/input/fashion_mnist_batches.h"
-#include "runtime/models/model_registry.h"
 #include "sim/simulator.h"
 
 namespace memtrain::bench {

@@ -10,9 +10,9 @@
 #include "cli/json_file.h"
 #include "core/error.h"
 #include "data/fashion_mnist.h"
+#include "runtime/builtin_models/unet.h"
 #include "runtime/input/fashion_mnist_batches.h"
 #include "runtime/memory/device_memory.h"
-#include "runtime/models/unet.h"
 #include "runtime/training/graph_trainer.h"
 
 namespace memtrain::cli {

@@ -13,9 +13,9 @@
 #include "cli/flags.h"
 #include "data/fashion_mnist.h"
 #include "data/tagging_dataset.h"
+#include "runtime/builtin_models/model_registry.h"
 #include "runtime/input/batch_source.h"
 #include "runtime/input/shard_image_batches.h"
-#include "runtime/models/model_registry.h"
 #include "runtime/training/trainer.h"
 
 namespace memtrain::cli {

@@ -6,9 +6,9 @@
 
 #include <torch/torch.h>
 
+#include "runtime/builtin_models/unet.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/graph_model.h"
-#include "runtime/models/unet.h"
 
 namespace memtrain::testing {
 

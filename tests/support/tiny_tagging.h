@@ -6,8 +6,8 @@
 
 #include "data/seeded_order.h"
 #include "data/tagging_dataset.h"
-#include "runtime/models/gpt_decoder.h"
-#include "runtime/models/model_registry.h"
+#include "runtime/builtin_models/gpt_decoder.h"
+#include "runtime/builtin_models/model_registry.h"
 
 namespace memtrain::testing {
 

@@ -1,4 +1,4 @@
-#include "runtime/models/gpt_decoder.h"
+#include "runtime/builtin_models/gpt_decoder.h"
 
 #include <cmath>
 #include <limits>
@@ -6,8 +6,8 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "runtime/builtin_models/token_stages.h"
 #include "runtime/model/classification_loss.h"
-#include "runtime/models/token_stages.h"
 
 namespace memtrain::runtime {
 

@@ -1,10 +1,10 @@
-#include "runtime/models/model_registry.h"
+#include "runtime/builtin_models/model_registry.h"
 
 #include "core/error.h"
-#include "runtime/models/gpt_decoder.h"
-#include "runtime/models/resnet.h"
-#include "runtime/models/resnet50.h"
-#include "runtime/models/transformer_tagger.h"
+#include "runtime/builtin_models/gpt_decoder.h"
+#include "runtime/builtin_models/resnet.h"
+#include "runtime/builtin_models/resnet50.h"
+#include "runtime/builtin_models/transformer_tagger.h"
 
 namespace memtrain::runtime {
 

@@ -1,4 +1,4 @@
-#include "runtime/models/pooled_classifier_stage.h"
+#include "runtime/builtin_models/pooled_classifier_stage.h"
 
 #include "runtime/model/classification_loss.h"
 

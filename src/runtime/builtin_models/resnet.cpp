@@ -1,9 +1,9 @@
-#include "runtime/models/resnet.h"
+#include "runtime/builtin_models/resnet.h"
 
 #include <torch/torch.h>
 
 #include "core/error.h"
-#include "runtime/models/pooled_classifier_stage.h"
+#include "runtime/builtin_models/pooled_classifier_stage.h"
 #include "runtime/ops/convolution_backward.h"
 #include "runtime/ops/recomputed_segment.h"
 #include "runtime/ops/step_batch_norm.h"

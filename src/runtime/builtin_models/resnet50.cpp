@@ -1,9 +1,9 @@
-#include "runtime/models/resnet50.h"
+#include "runtime/builtin_models/resnet50.h"
 
 #include <torch/torch.h>
 
 #include "core/error.h"
-#include "runtime/models/pooled_classifier_stage.h"
+#include "runtime/builtin_models/pooled_classifier_stage.h"
 #include "runtime/ops/convolution_backward.h"
 #include "runtime/ops/norm_relu_conv.h"
 #include "runtime/ops/norm_relu_max_pool.h"

@@ -1,4 +1,4 @@
-#include "runtime/models/token_stages.h"
+#include "runtime/builtin_models/token_stages.h"
 
 #include <torch/torch.h>
 

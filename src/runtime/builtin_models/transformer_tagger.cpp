@@ -1,12 +1,12 @@
-#include "runtime/models/transformer_tagger.h"
+#include "runtime/builtin_models/transformer_tagger.h"
 
 #include <cmath>
 
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "runtime/builtin_models/token_stages.h"
 #include "runtime/model/classification_loss.h"
-#include "runtime/models/token_stages.h"
 #include "runtime/ops/attention_by_head.h"
 #include "runtime/ops/recomputed_segment.h"
 

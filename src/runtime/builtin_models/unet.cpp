@@ -1,4 +1,4 @@
-#include "runtime/models/unet.h"
+#include "runtime/builtin_models/unet.h"
 
 #include <algorithm>
 

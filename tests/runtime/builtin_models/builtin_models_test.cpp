@@ -4,11 +4,11 @@
 
 #include "core/error.h"
 #include "plan/schedule_builders.h"
+#include "runtime/builtin_models/model_registry.h"
+#include "runtime/builtin_models/resnet.h"
+#include "runtime/builtin_models/resnet50.h"
 #include "runtime/execution/executor.h"
 #include "runtime/model/adam.h"
-#include "runtime/models/model_registry.h"
-#include "runtime/models/resnet.h"
-#include "runtime/models/resnet50.h"
 #include "runtime/training/trainer.h"
 #include "support/tiny_tagging.h"
 

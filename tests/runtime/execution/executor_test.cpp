@@ -6,12 +6,12 @@
 #include "plan/mimose_planner.h"
 #include "plan/schedule_builders.h"
 #include "plan/sqrt_planner.h"
+#include "runtime/builtin_models/model_registry.h"
 #include "runtime/execution/chain_measurement.h"
 #include "runtime/execution/executor.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/memory/enforcement_scope.h"
 #include "runtime/model/staged_model.h"
-#include "runtime/models/model_registry.h"
 #include "sim/simulator.h"
 #include "support/rig.h"
 

@@ -8,9 +8,9 @@
 
 #include "core/error.h"
 #include "plan/checkmate_planner.h"
+#include "runtime/builtin_models/unet.h"
 #include "runtime/execution/graph_executor.h"
 #include "runtime/input/fashion_mnist_batches.h"
-#include "runtime/models/unet.h"
 #include "support/fashion_mnist_images.h"
 #include "support/small_unet.h"
 

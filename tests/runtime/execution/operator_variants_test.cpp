@@ -2,14 +2,14 @@
 #include <torch/torch.h>
 
 #include "plan/schedule_builders.h"
+#include "runtime/builtin_models/model_registry.h"
+#include "runtime/builtin_models/resnet.h"
+#include "runtime/builtin_models/resnet50.h"
 #include "runtime/execution/chain_measurement.h"
 #include "runtime/execution/executor.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/buffer_snapshot.h"
 #include "runtime/model/rng_snapshot.h"
-#include "runtime/models/model_registry.h"
-#include "runtime/models/resnet.h"
-#include "runtime/models/resnet50.h"
 #include "support/rig.h"
 
 namespace memtrain::runtime {

@@ -7,10 +7,10 @@
 #include "core/error.h"
 #include "plan/schedule_builders.h"
 #include "plan/weight_swap_schedules.h"
+#include "runtime/builtin_models/gpt_decoder.h"
 #include "runtime/execution/executor.h"
 #include "runtime/execution/host_weights.h"
 #include "runtime/input/brown_batches.h"
-#include "runtime/models/gpt_decoder.h"
 #include "support/schedule_text.h"
 #include "support/tiny_tagging.h"
 

@@ -1,10 +1,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "runtime/builtin_models/model_registry.h"
 #include "runtime/input/brown_batches.h"
 #include "runtime/input/fashion_mnist_batches.h"
 #include "runtime/input/shard_image_batches.h"
-#include "runtime/models/model_registry.h"
 #include "runtime/training/trainer.h"
 #include "support/packed_images.h"
 #include "support/temp_dir.h"

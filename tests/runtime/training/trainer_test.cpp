@@ -6,10 +6,10 @@
 
 #include "core/error.h"
 #include "plan/registry.h"
+#include "runtime/builtin_models/model_registry.h"
 #include "runtime/input/brown_batches.h"
 #include "runtime/input/fashion_mnist_batches.h"
 #include "runtime/input/largest_input_batches.h"
-#include "runtime/models/model_registry.h"
 #include "runtime/training/trainer.h"
 #include "support/fashion_mnist_images.h"
 #include "support/tiny_tagging.h"
