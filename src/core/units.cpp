@@ -135,7 +135,11 @@ BudgetSpec parse_budget(const std::string& text, const std::string& what) {
     spec.percent = number;
     return spec;
   }
-  spec.bytes = parse_bytes(t, what);
+  try {
+    spec.bytes = parse_bytes(t, what);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string(e.what()) + "; or N% with 0 < N <= 100");
+  }
   return spec;
 }
 

@@ -71,6 +71,18 @@ TEST(ParseBudget, RejectsPercentagesOutsideZeroToHundred) {
   }
 }
 
+TEST(ParseBudget, TextThatIsNeitherNamesBothForms) {
+  try {
+    parse_budget("90 percent", "budget");
+    FAIL() << "accepted";
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("budget '90 percent'"), std::string::npos) << what;
+    EXPECT_NE(what.find("MiB"), std::string::npos) << what;
+    EXPECT_NE(what.find("or N% with 0 < N <= 100"), std::string::npos) << what;
+  }
+}
+
 TEST(OutOfBudget, NamesRequestLiveAndBudget) {
   const OutOfBudget e("device", 100, 900, 950);
   const std::string msg = e.what();
