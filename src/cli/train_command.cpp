@@ -269,6 +269,16 @@ void join_group(TrainRun& run) {
   try {
     run.shared = std::make_unique<runtime::SharedDevice>(r.share, *run.memory, label, 10.0);
     run.shared->check_planner(options.planner);
+    run.shared->set_start_wait([name = r.share, told = false](int calibrated, int expected, Seconds waited) mutable {
+      if (!told && waited >= 5) {
+        told = true;
+        std::fprintf(stderr,
+                     "memtrain: job group %s starts when its %d starting jobs have calibrated; %d have after %.0f s "
+                     "(memtrain jobs --expect N hosts it for N)\n",
+                     name.c_str(), expected, calibrated, waited);
+      }
+      return true;
+    });
   } catch (const UsageError& e) {
     throw UsageError("train --share " + r.share + ": " + e.what() + "; start the group with memtrain jobs --name " +
                      r.share);

@@ -356,7 +356,7 @@ void JobGroup::resolve_locked() {
   s->resolved = 1;
 }
 
-Bytes JobGroup::calibrated(Bytes reference, Bytes least_largest, std::vector<Bytes> tensors) {
+Bytes JobGroup::calibrated(Bytes reference, Bytes least_largest, std::vector<Bytes> tensors, const StartWait& waiting) {
   Segment* s = segment_;
   const Clock::time_point start = Clock::now();
   lock();
@@ -373,6 +373,7 @@ Bytes JobGroup::calibrated(Bytes reference, Bytes least_largest, std::vector<Byt
   const bool late = s->resolved != 0;  // joined a running group
   resolve_locked();
   unlock();
+  Clock::time_point asked = start;
   while (true) {
     lock();
     reap_locked();
@@ -394,7 +395,18 @@ Bytes JobGroup::calibrated(Bytes reference, Bytes least_largest, std::vector<Byt
       }
       return budget;
     }
+    int settled = 0;  // as resolve_locked() counts them
+    for (int j = 0; j < s->joined; ++j) settled += s->slot[j].calibrated || s->slot[j].status != kJoined;
+    const int expected = s->expected;
     unlock();
+    if (waiting && seconds_since(asked) >= 1) {
+      asked = Clock::now();
+      if (!waiting(settled, expected, seconds_since(start))) {
+        throw Error("job group " + name_ + ": stopped waiting for its starting jobs after " +
+                    format_number("%.0f", seconds_since(start)) + " s (" + std::to_string(settled) + " of " +
+                    std::to_string(expected) + " have calibrated)");
+      }
+    }
     pause_briefly();
   }
 }

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -80,6 +81,11 @@ struct LeaseRequest {
   std::vector<BudgetPoint> curve;  // ascending, at most kCurvePoints; empty: {want}
 };
 
+// Asked about once a second while a member waits for the group's starting
+// jobs to calibrate: how many have, of how many, and how long it has
+// waited. Returning false, or throwing, stops the wait.
+using StartWait = std::function<bool(int calibrated, int expected, Seconds waited)>;
+
 class JobGroup {
  public:
   // The launcher's side: creates the group. UsageError when a live group of
@@ -110,7 +116,8 @@ class JobGroup {
   // each job's least budget) when that budget cannot hold the jobs.
   // `tensors`: its largest tensors at its largest input whose swaps hide (the
   // tensile policy's view; the largest kTensorSizes are kept).
-  Bytes calibrated(Bytes reference, Bytes least_largest, std::vector<Bytes> tensors = {});
+  Bytes calibrated(Bytes reference, Bytes least_largest, std::vector<Bytes> tensors = {},
+                   const StartWait& waiting = {});
   // Member: blocks until the policy grants a lease; returns its bytes.
   // `waited` gets the time spent waiting. Error when the policy says no wait
   // will do.

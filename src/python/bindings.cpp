@@ -279,6 +279,25 @@ class HostedGroup {
   std::unique_ptr<memtrain::jobs::JobGroup> group_;
 };
 
+// While a member waits for its group's starting jobs: Ctrl-C stops it, and
+// after a few seconds the caller is told what it waits for, once.
+jobs::StartWait waiting_for_the_group(const std::string& name) {
+  return [name, told = false](int calibrated, int expected, Seconds waited) mutable {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (!told && waited >= 5) {
+      told = true;
+      const std::string message = "memtrain: job group " + name + " starts when its " + std::to_string(expected) +
+                                  " starting jobs have measured their samples; " + std::to_string(calibrated) +
+                                  " have after " + format_number("%.0f", waited) +
+                                  " s. Start the others, or host the group for fewer (memtrain.JobGroup's "
+                                  "jobs=, memtrain jobs --expect)";
+      if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) != 0) throw py::error_already_set();
+    }
+    return true;
+  };
+}
+
 // Several processes on one device, one budget: a group hosted here, and this process's membership of one.
 void define_job_groups(py::module_& m) {
   m.attr("MAX_JOBS") = memtrain::jobs::kMaxJobs;  // in one group
@@ -294,8 +313,13 @@ void define_job_groups(py::module_& m) {
   py::class_<runtime::SharedDevice, std::shared_ptr<runtime::SharedDevice>>(m, "JobMember")
       .def(py::init([](const std::string& name, const std::string& device, const std::string& label, double timeout) {
              runtime::DeviceMemory& memory = device_memory(device);
-             py::gil_scoped_release no_gil;  // waiting for the group to appear
-             return std::make_shared<runtime::SharedDevice>(name, memory, label, timeout);
+             std::shared_ptr<runtime::SharedDevice> member;
+             {
+               py::gil_scoped_release no_gil;  // waiting for the group to appear
+               member = std::make_shared<runtime::SharedDevice>(name, memory, label, timeout);
+             }
+             member->set_start_wait(waiting_for_the_group(name));
+             return member;
            }),
            py::arg("name"), py::arg("device"), py::arg("label"), py::arg("timeout"))
       .def("begin_calibration",

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 
 import pytest
@@ -91,6 +92,37 @@ def test_a_killed_job_gives_its_bytes_back_and_the_others_go_on(plain, tmp_path)
     assert set(by_status) == {"gone", "finished"}, state
     assert by_status["gone"]["reclaimed_bytes"] > 0, "the killed job held its model, which the group took back"
     assert state["live_bytes"] == 0, state
+
+
+WAITING_JOB = """
+import torch, memtrain
+torch.manual_seed(0)
+model = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(3)])
+memtrain.Module(model, share={name!r}, sample=torch.zeros(4, 16))
+print("started", flush=True)
+"""
+
+
+def test_a_job_waiting_for_the_others_says_so_and_stops_at_ctrl_c():
+    name = group_name()
+    with memtrain.JobGroup(name, budget="1GiB", jobs=2):
+        job = subprocess.Popen([sys.executable, "-c", WAITING_JOB.format(name=name)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        deadline = threading.Timer(60, job.kill)  # a job that never says it waits fails, not hangs
+        deadline.start()
+        seen = ""
+        for line in job.stderr:
+            seen += line
+            if "starts when its 2 starting jobs have measured" in line:
+                break
+        else:
+            pytest.fail(f"the waiting job said nothing: {seen[-3000:]}")
+        assert "1 have after" in line and "jobs=" in line, line
+        job.send_signal(signal.SIGINT)
+        stdout, stderr = job.communicate(timeout=60)
+        deadline.cancel()
+    assert job.returncode != 0 and "started" not in stdout
+    assert "KeyboardInterrupt" in stderr, stderr[-3000:]
 
 
 def small_model():

@@ -35,6 +35,9 @@ class SharedDevice : public SharedAccount, public StepLease {
   // UsageError unless `planner` may plan a job of this group (the tensile
   // policy plans its jobs with the tensile planner).
   void check_planner(const std::string& planner) const;
+  // Asked while calibrated() waits for the group's starting jobs (a front
+  // end says what it waits for, and may stop).
+  void set_start_wait(jobs::StartWait waiting) { start_wait_ = std::move(waiting); }
 
   // SharedAccount
   bool charge(Bytes bytes) override { return group_->charge(bytes); }
@@ -46,7 +49,7 @@ class SharedDevice : public SharedAccount, public StepLease {
   // StepLease
   void begin_calibration() override { group_->begin_calibration(); }
   Bytes calibrated(Bytes reference, Bytes least_largest, const std::vector<Bytes>& swappable) override {
-    return group_->calibrated(reference, least_largest, swappable);
+    return group_->calibrated(reference, least_largest, swappable, start_wait_);
   }
   Bytes acquire(const StepLeaseRequest& request, Seconds* waited) override;
   void settle(bool step_taken) override { group_->settle(step_taken); }
@@ -54,6 +57,7 @@ class SharedDevice : public SharedAccount, public StepLease {
  private:
   std::unique_ptr<jobs::JobGroup> group_;
   MemoryPool* pool_;
+  jobs::StartWait start_wait_;
 };
 
 }  // namespace memtrain::runtime
