@@ -213,7 +213,7 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
         plan::keep_everything_peak(steps_.completed(steps_.predictor().predict(size), size, optimistic));
     if (plain > budget_.reference()) {
       budget_.set_reference(plain);
-      memory_.set_budget(budget_.bytes());
+      step_->guard().set_budget(budget_.bytes());
       current_.budget_bytes = budget_.bytes();
     }
   }
@@ -257,7 +257,7 @@ void BlockSteps::run_step_again() {
   step_->guard().roll_back();
   step_->choice() = {steps_.most_frugal(batch_.signature.size), PlanKind::Retry, 0};
   ctx_ = fresh_context();
-  memory_.set_budget(budget_.bytes());
+  step_->guard().set_budget(budget_.bytes());
   step_->guard().enforce_again();
   execution_ = executor_->start(step_->choice().schedule, batch_, ctx_);
   again_ = true;
@@ -380,7 +380,7 @@ Bytes BlockSteps::SpillRelief::relieve(Bytes bytes) {
   s.budget_.set_reference(required);
   const Bytes after = s.budget_.bytes();
   if (after <= before) return 0;
-  s.memory_.set_budget(after);
+  s.step_->guard().set_budget(after);
   s.current_.budget_bytes = after;
   return after - before;
 }

@@ -52,7 +52,8 @@ void refuse_update_without_room(DeviceMemory& memory, Bytes budget, Bytes tempor
 at::Generator default_generator_of(const torch::Device& device);
 
 // What a step of any trainer holds while it runs: the budget enforced, and
-// the point a failed attempt rolls back to.
+// the point a failed attempt rolls back to. The one place a device's budget
+// is set: every front end's step sets it through its guard.
 class StepGuard {
  public:
   // Sets `memory`'s budget to `budget` (when given) and enforces it while
@@ -68,6 +69,9 @@ class StepGuard {
   void release() { enforcement_.reset(); }
   // Enforced again, for a step run again after release().
   void enforce_again();
+  // The running step's budget is `budget` from now on (an N% budget whose
+  // reference grew while the step ran).
+  void set_budget(Bytes budget) { memory_.set_budget(budget); }
 
  private:
   DeviceMemory& memory_;

@@ -220,8 +220,7 @@ void Trainer::fix_own_budget() {
 }
 
 void Trainer::use_budget(Bytes budget) {
-  step_budget_ = budget;
-  memory_.set_budget(budget);
+  step_budget_ = budget;  // the step's guard sets the device's
   steps_->use_budget(planning_budget());
 }
 
@@ -259,7 +258,7 @@ StepRecord Trainer::step() {
       *steps_,
       {size, static_cast<long>(records_.size()),
        "step " + std::to_string(rec.step) + ": input " + rec.signature.describe()},
-      StepGuard(memory_, std::nullopt, options_.enforce && planner().respects_budget(), generator_, model_.get()));
+      StepGuard(memory_, step_budget_, options_.enforce && planner().respects_budget(), generator_, model_.get()));
   rec.plan = planned.choice().kind;
   rec.planning_seconds = planned.choice().planning_seconds;
   // What the sums are predicted to cost: the network as the steps before this one showed it.
