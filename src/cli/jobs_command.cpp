@@ -170,9 +170,7 @@ void set_group(const JobsArgs& r, jobs::LaunchOptions& o) {
     }
   }
   o.group.device = r.get("--device", "cpu");
-  if (o.group.device != "cpu") {
-    throw UsageError("jobs: --device " + o.group.device + " is not supported for sharing yet; expected cpu");
-  }
+  jobs::check_group_device(o.group.device, "jobs: --device");
   o.group.name = r.get("--name", "jobs-" + std::to_string(::getpid()));
 }
 

@@ -101,8 +101,17 @@ struct JobGroup::Segment {
   }
 };
 
+void check_group_device(const std::string& device, const std::string& option) {
+  if (device != "cpu") {
+    throw UsageError(option + " '" + device +
+                     "' is not supported for sharing yet; jobs share a budget on the counted CPU device; expected "
+                     "'cpu'");
+  }
+}
+
 std::unique_ptr<JobGroup> JobGroup::create(const GroupSettings& settings) {
   check_name(settings.name);
+  check_group_device(settings.device, "device");
   if (settings.expected_jobs < 0 || settings.expected_jobs > kMaxJobs) {
     throw UsageError("jobs in the group " + std::to_string(settings.expected_jobs) + " is out of range; expected 0.." +
                      std::to_string(kMaxJobs));

@@ -30,13 +30,18 @@ constexpr int kMaxJobs = 64;
 struct GroupSettings {
   std::string name;  // 1..100 letters, digits, '-' or '_'
   Policy policy = Policy::Fcfs;
-  std::string device;     // "cpu", "cuda:0": members on another device are refused
-  BudgetSpec budget;      // N%: of the sum of the starting jobs' unconstrained peaks at their largest inputs
-  int expected_jobs = 1;  // jobs that start with the group; leases wait until all have calibrated
+  std::string device = "cpu";  // members on another device are refused
+  BudgetSpec budget;           // N%: of the sum of the starting jobs' unconstrained peaks at their largest inputs
+  int expected_jobs = 1;       // jobs that start with the group; leases wait until all have calibrated
   // Jobs the device computes at full speed at once (lease_policy's decide);
   // 0: as many as there are jobs.
   double compute_slots = 0;
 };
+
+// UsageError naming `option` (a front end's name for the setting:
+// "--device", "device") unless a group can be hosted on `device`: only the
+// CPU, whose allocations memtrain counts. JobGroup::create checks it too.
+void check_group_device(const std::string& device, const std::string& option);
 
 // One member, as the launcher and the reports see it.
 struct MemberState {

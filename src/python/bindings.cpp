@@ -256,11 +256,6 @@ class HostedGroup {
                        "the group, 1.." +
                        std::to_string(memtrain::jobs::kMaxJobs));
     }
-    if (device != "cpu") {
-      throw UsageError("device '" + device +
-                       "' is not supported for sharing yet; jobs share a budget on the "
-                       "counted CPU device; expected 'cpu'");
-    }
     memtrain::jobs::GroupSettings settings;
     settings.name = name;
     settings.policy = memtrain::jobs::parse_policy(policy);

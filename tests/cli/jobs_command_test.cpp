@@ -277,7 +277,8 @@ TEST(JobsCommand, BadFlagsAreRefusedWithWhatWouldBeValid) {
       {"jobs --policy fcfs --job '--steps 1'", "--budget is required"},
       {"jobs --budget 50% --policy fcfs --job '--steps 1 --budget 10MiB'", "--budget is the group's to set"},
       {"jobs --budget 50% --policy fcfs --job '--steps 1' --kill-after 3:1", "expected a job number 1..1"},
-      {"jobs --budget 50% --policy fcfs --job '--steps 1' --device cuda", "expected cpu"},
+      {"jobs --budget 50% --policy fcfs --job '--steps 1' --device cuda",
+       "--device 'cuda' is not supported for sharing yet"},
       {"train --share-label x --steps 1", "give --share too"},
       {"train --share g --budget 10MiB --steps 1", "give --budget to memtrain jobs"},
   };

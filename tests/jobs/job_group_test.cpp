@@ -72,6 +72,19 @@ TEST(JobGroup, JoiningNamesWhatIsWrong) {
             std::string::npos);
 }
 
+TEST(JobGroup, OnlyTheCountedCpuDeviceHostsAGroup) {
+  GroupSettings on_cuda = settings("on-cuda", bytes(1000), Policy::Fcfs, 1);
+  on_cuda.device = "cuda:0";
+  const std::string refused = error_of<UsageError>([&] { JobGroup::create(on_cuda); });
+  EXPECT_NE(refused.find("device 'cuda:0' is not supported for sharing yet"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("expected 'cpu'"), std::string::npos) << refused;
+  EXPECT_EQ(error_of<UsageError>([] { check_group_device("cuda", "--device"); }).rfind("--device 'cuda'", 0), 0u);
+  EXPECT_NO_THROW(check_group_device("cpu", "--device"));
+  // Refused before anything was made: the name is free.
+  on_cuda.device = "cpu";
+  EXPECT_NO_THROW(JobGroup::create(on_cuda));
+}
+
 TEST(JobGroup, MembersInSeveralProcessesNeverChargePastTheBudget) {
   constexpr Bytes kBudget = 1 << 20;
   const auto group = JobGroup::create(settings("charges", bytes(kBudget), Policy::Fcfs, 0));
