@@ -33,7 +33,7 @@ struct GraphLane {
   std::unique_ptr<runtime::CpuDeviceMemory> memory;
   std::unique_ptr<runtime::FashionMnistBatches> batches;
   std::unique_ptr<runtime::GraphTrainer> trainer;
-  std::vector<runtime::GraphStepRecord> records;
+  std::vector<runtime::StepRecord> records;
 };
 
 // The same model trained by one autograd pass through the whole network, no
@@ -143,7 +143,7 @@ LaneChecks write_lanes(std::ostringstream& md, const std::vector<GraphLane>& lan
     std::snprintf(line, sizeof line, "| %s | %s | %s | %s | %+.1f%% | %.3f | %d | %s |\n", lane.budget.c_str(),
                   format_bytes(lane.trainer->budget_bytes()).c_str(), format_bytes(p.cost.peak_bytes).c_str(),
                   format_bytes(peak).c_str(), 100 * (p.cost.time / keep_cost.time - 1),
-                  median(timed[&lane - &lanes[0]]) / median(timed[0]), lane.records.back().recomputed,
+                  median(timed[&lane - &lanes[0]]) / median(timed[0]), lane.records.back().recomputed_forwards,
                   p.proven_optimal ? "proven optimal" : "time limit");
     md << line;
   }

@@ -34,29 +34,29 @@ void print_new_plan(const runtime::GraphTrainer& trainer, const std::string& siz
                p.proven_optimal ? "proven optimal" : "the best CBC found in the time limit", planning_seconds);
 }
 
-nlohmann::json step_json(const runtime::GraphStepRecord& last) {
+nlohmann::json graph_step_json(const runtime::StepRecord& last) {
   return {{"step", last.step},
-          {"size", last.size},
-          {"new_plan", last.new_plan},
+          {"size", last.signature.describe()},
+          {"new_plan", last.plan == runtime::PlanKind::New},
           {"loss", last.loss},
           {"accuracy", last.accuracy},
           {"peak_bytes", last.peak_bytes},
-          {"planned_peak_bytes", last.planned_peak_bytes},
+          {"planned_peak_bytes", last.predicted_peak_bytes},
           {"budget_bytes", last.budget_bytes},
           {"violation", last.violation},
           {"retries", last.retries},
-          {"recomputed", last.recomputed},
+          {"recomputed", last.recomputed_forwards},
           {"seconds", last.seconds},
           {"planning_seconds", last.planning_seconds}};
 }
 
-void print_step(const runtime::GraphStepRecord& last, std::int64_t steps) {
+void print_graph_step(const runtime::StepRecord& last, std::int64_t steps) {
   std::fprintf(stderr,
                "step %lld/%lld loss %.4f acc %5.1f%% peak %s (planned %s) / budget %s, %d recomputed, %d retries, "
                "%.3fs\n",
                static_cast<long long>(last.step), static_cast<long long>(steps), last.loss, 100 * last.accuracy,
-               format_bytes(last.peak_bytes).c_str(), format_bytes(last.planned_peak_bytes).c_str(),
-               format_bytes(last.budget_bytes).c_str(), last.recomputed, last.retries, last.seconds);
+               format_bytes(last.peak_bytes).c_str(), format_bytes(last.predicted_peak_bytes).c_str(),
+               format_bytes(last.budget_bytes).c_str(), last.recomputed_forwards, last.retries, last.seconds);
 }
 
 // What a run of `steps` steps added up to.
@@ -147,15 +147,16 @@ int run_graph_train(Flags& flags) {
   long violations = 0;
   double seconds = 0;
   Bytes max_peak = 0;
-  runtime::GraphStepRecord last;
+  runtime::StepRecord last;
   for (std::int64_t s = 0; s < steps; ++s) {
     last = trainer.step();
-    if (last.new_plan) print_new_plan(trainer, last.size, last.planning_seconds, options.budget);
-    if (!quiet) print_step(last, steps);
+    if (last.plan == runtime::PlanKind::New)
+      print_new_plan(trainer, last.signature.describe(), last.planning_seconds, options.budget);
+    if (!quiet) print_graph_step(last, steps);
     violations += last.violation;
     seconds += last.seconds;
     max_peak = std::max(max_peak, last.peak_bytes);
-    records.push_back(step_json(last));
+    records.push_back(graph_step_json(last));
   }
   std::printf(
       "memtrain: %lld steps, mean %.3f s/step; max peak %s of budget %s (%s); %ld violations, %ld retries; "

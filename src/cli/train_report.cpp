@@ -27,7 +27,7 @@ json step_json(const runtime::StepRecord& r) {
       {"input_size", r.signature.size},
       {"input_shape", r.signature.shape},
       {"plan", runtime::plan_kind_name(r.plan)},
-      {"schedule", r.schedule},
+      {"schedule", r.schedule.to_string()},
       {"recomputed_forwards", r.recomputed_forwards},
       {"predicted_peak_bytes", r.predicted_peak_bytes >= 0 ? json(r.predicted_peak_bytes) : json()},
       {"peak_bytes", r.peak_bytes},

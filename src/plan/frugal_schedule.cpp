@@ -6,8 +6,8 @@
 
 namespace memtrain::plan {
 
-Bytes stricter_budget(Bytes budget, const Chain& chain, int strictness) {
-  const Bytes step_down = std::max<Bytes>(1, (budget - chain.persistent_bytes()) / 8);
+Bytes stricter_budget(Bytes budget, Bytes persistent, int strictness) {
+  const Bytes step_down = std::max<Bytes>(1, (budget - persistent) / 8);
   return budget - strictness * step_down;
 }
 

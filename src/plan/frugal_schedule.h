@@ -10,9 +10,10 @@
 
 namespace memtrain::plan {
 
-// The budget to plan against after `strictness` failed plans for an input:
-// each lowers `budget` by an eighth of what the activations of `chain` may use.
-Bytes stricter_budget(Bytes budget, const Chain& chain, int strictness);
+// The budget to plan against after `strictness` failed plans for an input,
+// the one retry ladder of chains and graphs: each lowers `budget` by an
+// eighth of what it leaves the activations above `persistent` bytes.
+Bytes stricter_budget(Bytes budget, Bytes persistent, int strictness);
 
 // The planner's own schedule at the least budget it can work with, when
 // its simulated peak on `chain` is below `fallback`'s; `fallback` otherwise

@@ -38,7 +38,7 @@ namespace memtrain::python {
 using runtime::BlockSteps;
 using runtime::BlockStepsOptions;
 using runtime::GradientBoundary;
-using runtime::StepReport;
+using runtime::StepRecord;
 
 namespace {
 
@@ -99,7 +99,7 @@ std::vector<std::string> operations_of(const Schedule& schedule) {
   return ops;
 }
 
-py::dict step_dict(const StepReport& r) {
+py::dict step_dict(const StepRecord& r) {
   py::dict d;
   d["step"] = r.step;
   d["plan"] = runtime::plan_kind_name(r.plan);
@@ -425,16 +425,17 @@ void define_errors(py::module_& m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const Infeasible& e) {
-      py::object instance = py::reinterpret_borrow<py::object>(infeasible)(e.what());
-      instance.attr("min_bytes") = e.min_bytes();
-      PyErr_SetObject(infeasible.ptr(), instance.ptr());
-    } catch (const OutOfBudget& e) {
-      PyErr_SetString(out_of_budget.ptr(), e.what());
-    } catch (const UsageError& e) {
-      PyErr_SetString(usage.ptr(), e.what());
     } catch (const Error& e) {
-      PyErr_SetString(error.ptr(), e.what());
+      // memtrain's error as the Python class of its most derived type.
+      if (const auto* least = dynamic_cast<const Infeasible*>(&e)) {
+        py::object instance = py::reinterpret_borrow<py::object>(infeasible)(e.what());
+        instance.attr("min_bytes") = least->min_bytes();
+        PyErr_SetObject(infeasible.ptr(), instance.ptr());
+      } else {
+        const bool ran_out = dynamic_cast<const OutOfBudget*>(&e) != nullptr;
+        const bool misused = dynamic_cast<const UsageError*>(&e) != nullptr;
+        PyErr_SetString((ran_out ? out_of_budget : misused ? usage : error).ptr(), e.what());
+      }
     } catch (python_error& e) {
       // A Python exception raised where LibTorch ran Python (a hook in a
       // block's backward): the caller gets it as raised, Ctrl-C included.

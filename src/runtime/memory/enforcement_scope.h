@@ -2,7 +2,7 @@
 // scope ends, whatever ended it, the device's enforcement is as it was (or
 // as the scope was told to leave it). The one
 // way memtrain switches enforcement: a step of any trainer (its StepGuard,
-// runtime/training/planned_step.h), and dropping a failed attempt's queued
+// runtime/step/step_guard.h), and dropping a failed attempt's queued
 // work outside the budget (the executor).
 #pragma once
 

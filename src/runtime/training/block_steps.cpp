@@ -5,12 +5,14 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/seconds_since.h"
 #include "plan/schedule_builders.h"
 #include "runtime/execution/chain_measurement.h"
 #include "runtime/memory/counting_allocator.h"
 #include "runtime/memory/tensor_bytes.h"
+#include "runtime/step/step_attempts.h"
 #include "sim/simulator.h"
 
 namespace memtrain::runtime {
@@ -145,7 +147,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
       batch_.input = torch::Tensor();  // the refused step holds nothing of the caller's
       throw;
     }
-    current_ = StepReport{};
+    current_ = StepRecord{};
     current_.step = ++steps_run_;
     current_.signature = batch_.signature;
     current_.budget_bytes = budget_.bytes();
@@ -429,14 +431,7 @@ void BlockSteps::run_until_forward_of_later(int block) {
 }
 
 void BlockSteps::run_forward_to(int block) {
-  while (true) {
-    try {
-      run_until_forward_of_later(block);
-      break;
-    } catch (const OutOfBudget& oob) {
-      restart_schedule(oob);
-    }
-  }
+  run_attempts([&] { run_until_forward_of_later(block); }, [&](const OutOfBudget& why) { restart_schedule(why); });
   if (gathers_ && !again_ && calibration_round_ < 0 && planner().respects_budget()) replan_rest_if_over(block);
 }
 
@@ -586,11 +581,7 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
     execution_->set_gradient(dy.defined() ? dy : torch::zeros_like(execution_->output_of(block)));
   }
   try {
-    try {
-      run_backward_to(block);
-    } catch (const OutOfBudget& oob) {
-      replay_to(block, oob);
-    }
+    backward_to(block);
   } catch (...) {
     cancel();  // as in forward()
     throw;
@@ -634,29 +625,30 @@ void BlockSteps::run_backward_to(int block) {
   }
 }
 
-void BlockSteps::replay_to(int block, const OutOfBudget& first) {
-  OutOfBudget why = first;
-  while (true) {
-    if (!can_replay_ || !kept_dy_.defined()) {
-      steps_.mark_failed(batch_.signature.size, step_->choice());
-      cancel();
-      throw Error(std::string(why.what()) + ", in the planned backward of input " + batch_.signature.describe() +
-                  ": the parameters' gradients are partial; zero them and run the step again (the next plan for "
-                  "this size is stricter)");
-    }
-    try {
-      // The step again under a stricter plan, with the same random draws
-      // and the caller's gradient.
-      restart_schedule(why);
-      run_until_forward_of_later(blocks() - 1);
-      after_caller_->restore(ctx_.generator);
-      dy_ = kept_dy_.to(memory_.device(), /*non_blocking=*/false, /*copy=*/true);
-      run_backward_to(block);
-      return;
-    } catch (const OutOfBudget& again) {
-      why = again;
-    }
-  }
+void BlockSteps::backward_to(int block) {
+  std::optional<OutOfBudget> last;
+  run_attempts(
+      [&] {
+        if (last) {
+          // The step again under a stricter plan, with the same random
+          // draws and the caller's gradient.
+          restart_schedule(*last);
+          run_until_forward_of_later(blocks() - 1);
+          after_caller_->restore(ctx_.generator);
+          dy_ = kept_dy_.to(memory_.device(), /*non_blocking=*/false, /*copy=*/true);
+        }
+        run_backward_to(block);
+      },
+      [&](const OutOfBudget& why) {
+        if (!can_replay_ || !kept_dy_.defined()) {
+          steps_.mark_failed(batch_.signature.size, step_->choice());
+          cancel();
+          throw Error(std::string(why.what()) + ", in the planned backward of input " + batch_.signature.describe() +
+                      ": the parameters' gradients are partial; zero them and run the step again (the next plan for "
+                      "this size is stricter)");
+        }
+        last = why;
+      });
 }
 
 void BlockSteps::resume_input(long step, const torch::Tensor& x) {

@@ -77,12 +77,13 @@
 #include "runtime/execution/executor.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/staged_model.h"
+#include "runtime/step/leased_steps.h"
+#include "runtime/step/planned_step.h"
+#include "runtime/step/step_budget.h"
+#include "runtime/step/step_input.h"
+#include "runtime/step/step_planner.h"
+#include "runtime/step/step_record.h"
 #include "runtime/training/gradient_boundary.h"
-#include "runtime/training/leased_steps.h"
-#include "runtime/training/planned_step.h"
-#include "runtime/training/step_budget.h"
-#include "runtime/training/step_input.h"
-#include "runtime/training/step_planner.h"
 #include "sim/simulator.h"
 
 namespace memtrain::runtime {
@@ -92,33 +93,6 @@ struct BlockStepsOptions {
   // largest size seen when the predictor first could plan.
   StepPlannerOptions steps;
   BudgetSpec budget = {false, 0, 0};
-};
-
-// What the last step did.
-struct StepReport {
-  long step = 0;
-  PlanKind plan = PlanKind::New;
-  Signature signature;  // block 0's input
-  Schedule schedule;
-  Bytes peak_bytes = 0;
-  Bytes predicted_peak_bytes = -1;  // -1: a collection step, nothing predicted
-  Bytes budget_bytes = 0;
-  int retries = 0;
-  // Sharded blocks: the times the rest of the step was re-planned after a
-  // block's forward found the step on its way past the budget.
-  int replans = 0;
-  // Device bytes of kept activations moved to host memory to make room for
-  // the caller's code after the blocks (0 when the plan left it enough).
-  Bytes spilled_bytes = 0;
-  Seconds seconds = 0;           // from block 0's call to the end of its backward, the caller's code between included
-  Seconds planning_seconds = 0;  // choosing the schedule (a cache lookup, or planning a new size), retries included
-  Seconds blocks_seconds = 0;    // the schedules' operations (blocks' runs, recomputations, copies), retries included
-  long synchronizations = 0;     // the times memtrain waited for the device, from block 0's call to the step's end
-  // A job group's device (lease_from()): what the step asked of the group
-  // (0: not leased), and the time it waited for the grant (budget_bytes).
-  Bytes lease_want_bytes = 0;
-  Bytes lease_least_bytes = 0;
-  Seconds lease_wait_seconds = 0;
 };
 
 // What a loop holds beside the step that a sample's step did not (its last
@@ -253,7 +227,7 @@ class BlockSteps {
   // The lease the last step held shrinks back now (the job leaves its group).
   void end_lease();
 
-  const StepReport& last_step() const { return last_; }
+  const StepRecord& last_step() const { return last_; }
   Bytes budget_bytes() const { return budget_.resolved() ? budget_.bytes() : 0; }
   // The budget from the next step on; N% is of the sample's measured peak
   // (StepBudget).
@@ -278,7 +252,7 @@ class BlockSteps {
   // blocks: running again reaches blocks whose weights are not gathered,
   // and gathering them is a collective the other ranks would not join, so
   // their steps are planned within the budget and a step over it is
-  // reported (StepReport::peak_bytes), not retried.
+  // reported (StepRecord::peak_bytes), not retried.
   bool enforces_budget() const { return planner().respects_budget() && !gathers_; }
   // A second backward of the step that ended last (backward(retain_graph=True)
   // before): runs its forward again, to where its first backward began.
@@ -301,9 +275,10 @@ class BlockSteps {
   void replan_rest_if_over(int block);
   void restart_schedule(const OutOfBudget& why);
   void run_backward_to(int block);
-  // Out of budget in block `block`'s backward: the step again from its
-  // start under stricter plans, to that backward, when it can be exact.
-  void replay_to(int block, const OutOfBudget& first);
+  // The step's backward to block `block`'s. Out of budget there: the step
+  // again from its start under stricter plans, to that backward, when it
+  // can be exact.
+  void backward_to(int block);
   void end_step();
   void fold_caller_memory();
   // The caller's code after the blocks begins (the last block returned):
@@ -332,7 +307,7 @@ class BlockSteps {
   StepBudget budget_;
   long steps_run_ = 0;
   long steps_run_again_ = 0;  // count_steps_run_again()'s
-  StepReport last_, current_;
+  StepRecord last_, current_;
   // The next step, named as the caller's loop counts its micro-steps.
   std::string next_micro_step() const;
 

@@ -6,7 +6,10 @@
 
 #include "core/error.h"
 #include "core/seconds_since.h"
+#include "plan/frugal_schedule.h"
 #include "runtime/memory/enforcement_scope.h"
+#include "runtime/step/step_attempts.h"
+#include "runtime/step/step_planner.h"
 
 namespace memtrain::runtime {
 
@@ -80,52 +83,55 @@ GraphTrainer::SizePlan& GraphTrainer::plan_for(const Batch& batch) {
   if (!budget_.resolved()) budget_.set_reference(p.keep.peak_bytes);
   // A new size is planned for as much less as earlier plans fell short.
   plan_size(p, size, static_cast<Bytes>(static_cast<double>(budget_.bytes()) / shortfall_));
+  p.first_planned_for = p.planned_for;
   return plans_.emplace(size, std::move(p)).first->second;
 }
 
 void GraphTrainer::make_stricter(SizePlan& p, const std::string& size, const OutOfBudget& why) {
   shortfall_ = StepPlanner::grown_shortfall(shortfall_, p.graph.persistent_bytes, p.plan.cost.peak_bytes,
                                             why.live() + why.request());
-  plan_size(p, size, p.planned_for - p.planned_for / 8);
+  // The ladder every front end climbs: each rung an eighth of the
+  // activations' part of the first plan's budget lower.
+  plan_size(p, size, plan::stricter_budget(p.first_planned_for, p.graph.persistent_bytes, ++p.strictness));
 }
 
 GraphExecution GraphTrainer::run_with_retries(SizePlan& p, const Batch& batch, StepContext& ctx, StepGuard& guard,
-                                              GraphStepRecord& rec) {
-  while (true) {
-    try {
-      return executor_->run(p.plan.schedule, batch, ctx);
-    } catch (const OutOfBudget& oob) {
-      // Nothing of the attempt survives: its gradients, its random draws.
-      adam_->zero_grad();
-      guard.roll_back();
-      if (rec.retries == options_.max_retries) {
-        throw Error("step " + std::to_string(rec.step) + ": input " + rec.size + " ran out of budget " +
-                    std::to_string(rec.retries + 1) + " times (" + oob.what() + "); the budget must be larger");
-      }
-      ++rec.retries;
-      ++retries_;
-      make_stricter(p, rec.size, oob);
-      ctx = context_for(batch);
-    } catch (...) {
-      adam_->zero_grad();
-      guard.roll_back();
-      throw;
-    }
+                                              StepRecord& rec) {
+  StepAttempts attempts;
+  try {
+    return run_attempts([&] { return executor_->run(p.plan.schedule, batch, ctx); },
+                        [&](const OutOfBudget& why) {
+                          // Nothing of the attempt survives: its gradients, its random draws.
+                          adam_->zero_grad();
+                          guard.roll_back();
+                          attempts.count_failure(
+                              options_.max_retries,
+                              "step " + std::to_string(rec.step) + ": input " + rec.signature.describe(), why);
+                          rec.retries = attempts.retries;
+                          ++retries_;
+                          make_stricter(p, rec.signature.describe(), why);
+                          ctx = context_for(batch);
+                        });
+  } catch (...) {
+    adam_->zero_grad();
+    guard.roll_back();
+    throw;
   }
 }
 
-GraphStepRecord GraphTrainer::step() {
+StepRecord GraphTrainer::step() {
   auto scope = memory_.activate();
   const Batch batch = batches_.next(memory_.device());
   StepContext ctx = context_for(batch);
-  GraphStepRecord rec;
+  StepRecord rec;
   rec.step = ++steps_;
-  rec.size = batch.signature.describe();
+  rec.signature = batch.signature;
   const Clock::time_point t0 = Clock::now();
-  rec.new_plan = plans_.find(rec.size) == plans_.end();
+  const bool new_plan = plans_.find(batch.signature.describe()) == plans_.end();
+  rec.plan = new_plan ? PlanKind::New : PlanKind::Cached;
   SizePlan& p = plan_for(batch);
   current_ = &p;
-  rec.planning_seconds = rec.new_plan ? seconds_since(t0) : 0;
+  rec.planning_seconds = new_plan ? seconds_since(t0) : 0;
   const Clock::time_point t1 = Clock::now();
   StepGuard guard(memory_, budget_.bytes(), options_.enforce, ctx.generator);
   const GraphExecution r = run_with_retries(p, batch, ctx, guard, rec);
@@ -138,10 +144,10 @@ GraphStepRecord GraphTrainer::step() {
   rec.loss = r.loss;
   rec.accuracy = ctx.counted > 0 ? ctx.correct / ctx.counted : 0;
   rec.peak_bytes = r.peak;
-  rec.planned_peak_bytes = p.plan.cost.peak_bytes;
+  rec.predicted_peak_bytes = p.plan.cost.peak_bytes;
   rec.budget_bytes = budget_.bytes();
   rec.violation = r.peak > rec.budget_bytes;
-  rec.recomputed = r.recomputed;
+  rec.recomputed_forwards = r.recomputed;
   return rec;
 }
 

@@ -5,11 +5,12 @@
 // largest input first, on construction: a budget of N% is a share of its
 // step keeping everything); Adam updates the weights after each step.
 //
-// A step runs as every trainer's does (planned_step.h): under its
-// StepGuard the allocator enforces the budget, and an attempt that runs out
-// is rolled back (its gradients dropped, the random generators rewound) and
-// run again under a stricter plan for its size: planned for an eighth less
-// than the plan that ran out, which the size keeps. The update runs only
+// A step runs as every trainer's does (runtime/step): under its StepGuard
+// the allocator enforces the budget, and an attempt that runs out
+// (run_attempts) is rolled back (its gradients dropped, the random
+// generators rewound) and run again under a stricter plan for its size, a
+// rung lower on the chains' ladder (plan::stricter_budget: an eighth of the
+// activations' part of its first plan's budget per rung), which the size keeps. The update runs only
 // with room for its temporary, so none is half applied. The graph planner
 // predicts nothing per size: each new size is measured before it is
 // planned, and new sizes are planned for as much less as the plans so far
@@ -27,8 +28,9 @@
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/adam.h"
 #include "runtime/model/graph_model.h"
-#include "runtime/training/planned_step.h"
-#include "runtime/training/step_budget.h"
+#include "runtime/step/step_budget.h"
+#include "runtime/step/step_guard.h"
+#include "runtime/step/step_record.h"
 
 namespace memtrain::runtime {
 
@@ -43,29 +45,13 @@ struct GraphTrainerOptions {
   double prediction_scale = 1.0;
 };
 
-struct GraphStepRecord {
-  long step = 0;
-  std::string size;       // the input's shape
-  bool new_plan = false;  // measured and planned for this step's size
-  double loss = 0;
-  double accuracy = 0;
-  Bytes peak_bytes = 0;          // measured
-  Bytes planned_peak_bytes = 0;  // priced on the measured graph
-  Bytes budget_bytes = 0;
-  bool violation = false;
-  int retries = 0;               // attempts that ran out of budget before this one ran
-  int recomputed = 0;            // node computations beyond one per node
-  Seconds seconds = 0;           // the step, update included (planning excluded)
-  Seconds planning_seconds = 0;  // measuring and solving, on a new size
-};
-
 class GraphTrainer {
  public:
   // Builds Adam over `model`'s weights in `memory`; throws UsageError when
   // the budget cannot be met (with the least found and the keep-everything peak).
   GraphTrainer(GraphTrainerOptions options, DeviceMemory& memory, std::unique_ptr<GraphModel> model,
                BatchSource& batches);
-  GraphStepRecord step();
+  StepRecord step();
 
   const GraphModel& model() const { return *model_; }
   // Of the last size planned.
@@ -91,17 +77,19 @@ class GraphTrainer {
     Graph graph;
     plan::GraphPlan plan;
     plan::GraphCost keep;
-    Bytes planned_for = 0;  // the budget the plan was made for
+    Bytes planned_for = 0;        // the budget the plan was made for
+    Bytes first_planned_for = 0;  // the budget its first plan was made for
+    int strictness = 0;           // the plans that ran out of budget
   };
   StepContext context_for(const Batch& batch) const;
   SizePlan& plan_for(const Batch& batch);
   // Plans `p` for `budget`; throws Error naming the size when nothing fits.
   void plan_size(SizePlan& p, const std::string& size, Bytes budget) const;
-  // `p` ran out of budget (`why`): planned again an eighth lower, and the
-  // planner's shortfall learnt for the sizes still to come.
+  // `p` ran out of budget (`why`): planned again a rung lower on the step
+  // planner's ladder (plan::stricter_budget), and the planner's shortfall
+  // learnt for the sizes still to come.
   void make_stricter(SizePlan& p, const std::string& size, const OutOfBudget& why);
-  GraphExecution run_with_retries(SizePlan& p, const Batch& batch, StepContext& ctx, StepGuard& guard,
-                                  GraphStepRecord& rec);
+  GraphExecution run_with_retries(SizePlan& p, const Batch& batch, StepContext& ctx, StepGuard& guard, StepRecord& rec);
 
   GraphTrainerOptions options_;
   DeviceMemory& memory_;

@@ -12,7 +12,7 @@
 #include "jobs/job_group.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/memory/shared_account.h"
-#include "runtime/training/step_lease.h"
+#include "runtime/step/step_lease.h"
 
 namespace memtrain::runtime {
 

@@ -12,8 +12,9 @@
 #include "runtime/execution/chain_measurement.h"
 #include "runtime/model/buffer_snapshot.h"
 #include "runtime/model/rng_snapshot.h"
+#include "runtime/step/planned_step.h"
+#include "runtime/step/step_attempts.h"
 #include "runtime/training/checkpoint_file.h"
-#include "runtime/training/planned_step.h"
 #include "runtime/training/step_parts.h"
 #include "runtime/training/trainer_checkpoint.h"
 #include "sim/simulator.h"
@@ -354,32 +355,34 @@ Trainer::StepRun Trainer::run_with_retries(const StepParts& parts, PlannedStep& 
     ~Thaw() { ranks.thaw_summed(); }
   } thaw{*ranks_};
   ranks_->begin_step();
-  while (true) {
-    try {
-      return run_parts(planned.choice().schedule, parts);
-    } catch (const OutOfBudget& oob) {
-      // Roll back: no gradient (or staged update, or batch-norm statistic)
-      // of the failed attempt survives, and the retry draws the same random
-      // numbers. Gradients already summed over the ranks were final and stand.
-      ranks_->freeze_summed(*model_);
-      discard_gradients();
-      ++retries_;
-      const StepChoice& next = planned.retry(oob);
-      rec.retries = planned.retries();
-      rec.plan = PlanKind::Retry;
-      rec.planning_seconds = next.planning_seconds;
-    } catch (...) {
-      // A schedule that cannot run at all: nothing of it survives either.
-      discard_gradients();
-      planned.guard().roll_back();
-      throw;
-    }
+  try {
+    return run_attempts([&] { return run_parts(planned.choice().schedule, parts); },
+                        [&](const OutOfBudget& why) {
+                          // Roll back: no gradient (or staged update, or
+                          // batch-norm statistic) of the failed attempt
+                          // survives, and the retry draws the same random
+                          // numbers. Gradients already summed over the
+                          // ranks were final and stand.
+                          ranks_->freeze_summed(*model_);
+                          discard_gradients();
+                          ++retries_;
+                          const StepChoice& next = planned.retry(why);
+                          rec.retries = planned.retries();
+                          rec.plan = PlanKind::Retry;
+                          rec.planning_seconds = next.planning_seconds;
+                        });
+  } catch (...) {
+    // A schedule that cannot run at all, or no schedule left: nothing of
+    // the last attempt survives either.
+    discard_gradients();
+    planned.guard().roll_back();
+    throw;
   }
 }
 
 void Trainer::record_run(const Schedule& schedule, std::int64_t size, const ExecutionResult& result, int parts,
                          const GradientReduction& reduction, StepRecord& rec) {
-  rec.schedule = schedule.to_string();
+  rec.schedule = schedule;
   rec.recomputed_forwards = schedule.recomputed_forwards(model_->size());
   const Chain chain = steps_->predicted_chain(size);
   const sim::SimResult predicted = sim::simulate(chain, schedule);
@@ -391,7 +394,7 @@ void Trainer::record_run(const Schedule& schedule, std::int64_t size, const Exec
     ranked.reduction = reduction;
     const Schedule with_sums = ranks_->summing(schedule);
     const sim::SimResult summed = sim::simulate(ranked, with_sums);
-    rec.schedule = with_sums.to_string();
+    rec.schedule = with_sums;
     rec.predicted_peak_bytes = std::max(predicted.peak_bytes, summed.peak_bytes);
     rec.predicted_schedule_seconds = predicted.time * (parts - 1) + summed.time;
     rec.predicted_reduce_stall_seconds = summed.reduce.stall_seconds;

@@ -60,48 +60,17 @@
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/adam.h"
 #include "runtime/model/staged_model.h"
-#include "runtime/training/leased_steps.h"
-#include "runtime/training/planned_step.h"
+#include "runtime/step/leased_steps.h"
+#include "runtime/step/planned_step.h"
+#include "runtime/step/step_budget.h"
+#include "runtime/step/step_lease.h"
+#include "runtime/step/step_planner.h"
+#include "runtime/step/step_record.h"
 #include "runtime/training/rank_steps.h"
-#include "runtime/training/step_budget.h"
-#include "runtime/training/step_lease.h"
 #include "runtime/training/step_parts.h"
-#include "runtime/training/step_planner.h"
 #include "runtime/training/trainer_options.h"
 
 namespace memtrain::runtime {
-
-struct StepRecord {
-  std::int64_t step = 0;   // 1-based
-  std::int64_t epoch = 0;  // 0-based epoch of the batch
-  Signature signature;     // the batch's input shape and size
-  PlanKind plan = PlanKind::New;
-  std::string schedule;             // compact text of the schedule run
-  int recomputed_forwards = 0;      // forwards beyond one per stage
-  Bytes predicted_peak_bytes = -1;  // simulated on the predicted chain; -1: none
-  Bytes peak_bytes = 0;             // measured, update included
-  Bytes budget_bytes = 0;           // this step's: the lease when the device is shared
-  bool violation = false;           // peak_bytes > budget_bytes
-  Seconds lease_wait_seconds = 0;   // waiting for the lease (0 unless shared)
-  // Shared device: what the step asked for, and the Simulator's times on
-  // the predicted chain for the schedule run and for keeping everything.
-  Bytes lease_want_bytes = 0, lease_least_bytes = 0;
-  Seconds predicted_plain_seconds = -1;
-  Bytes predicted_plain_peak_bytes = -1;
-  int retries = 0;                // out-of-budget attempts before this one ran
-  Seconds seconds = 0;            // wall time of the whole step, data wait included
-  Seconds data_wait_seconds = 0;  // waiting for the batch: the input pipeline's stall
-  Seconds planning_seconds = 0;   // time spent choosing the plan (cache lookup or planning)
-  long synchronizations = 0;      // times the step waited for the device (one, at its end, unless retried)
-  double loss = 0;
-  double accuracy = 0;           // fraction of counted tokens or images right
-  CopyStats copies;              // what the step's copies moved and cost
-  Seconds schedule_seconds = 0;  // the schedule's wall time (the update excluded)
-  ReduceStats reduce;            // summing the ranks' gradients, beside the backward (none with one rank)
-  Seconds predicted_reduce_stall_seconds = -1;  // the Simulator's wait for those sums; -1: none
-  Seconds share_seconds = 0;                    // a sharded optimizer: sharing the updated weights
-  Seconds predicted_schedule_seconds = -1;      // simulated on the predicted chain; -1: none
-};
 
 // The copies of the planned steps of `records` added up; collection steps,
 // which swap everything whatever the planner, are left out.

@@ -12,8 +12,8 @@
 #include "plan/planner.h"
 #include "runtime/comm/rank_group.h"
 #include "runtime/model/adam.h"
-#include "runtime/training/step_lease.h"
-#include "runtime/training/step_planner.h"
+#include "runtime/step/step_lease.h"
+#include "runtime/step/step_planner.h"
 
 namespace memtrain::runtime {
 

@@ -17,8 +17,6 @@
 namespace memtrain::runtime {
 namespace {
 
-std::shared_ptr<const data::ImageDataset> test_images() { return testing::fashion_mnist_test_images(); }
-
 struct UNetRig {
   CpuDeviceMemory memory;
   std::unique_ptr<GraphModel> model;
@@ -26,7 +24,7 @@ struct UNetRig {
   UNetRig() : model(testing::small_unet(memory, 8)) {}
   Batch batch() {
     auto scope = memory.activate();
-    FashionMnistBatches source(test_images(), 8, 32, 32, 11);
+    FashionMnistBatches source(testing::fashion_mnist_test_images(), 8, 32, 32, 11);
     return source.next(torch::kCPU);
   }
   StepContext context(const Batch& b) {

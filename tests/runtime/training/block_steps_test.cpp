@@ -138,7 +138,7 @@ TEST(BlockSteps, StepsUnderABudgetGiveThePlainModelsGradientsBitForBit) {
       ASSERT_TRUE(planned[k].defined()) << "length " << length << " gradient " << k;
       EXPECT_TRUE(torch::equal(planned[k], plain[k])) << "length " << length << " gradient " << k;
     }
-    const StepReport& r = m.steps->last_step();
+    const StepRecord& r = m.steps->last_step();
     EXPECT_EQ(r.retries, 0) << "length " << length;
     EXPECT_LE(r.peak_bytes, r.budget_bytes) << "length " << length;
     if (r.schedule.recomputed_forwards(kBlocks + 1) > 0) ++recomputing;

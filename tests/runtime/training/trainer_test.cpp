@@ -101,9 +101,9 @@ TEST(Trainer, SwapOffloadsAndTrainsExactlyAsPlainTrainingDoes) {
   long offloading_steps = 0, saved_offloads = 0;
   for (const StepRecord& rec : r.records) {
     offloading_steps += rec.copies.bytes() > 0;
-    saved_offloads += rec.schedule.find("OffS") != std::string::npos;
+    saved_offloads += rec.schedule.to_string().find("OffS") != std::string::npos;
     if (rec.copies.bytes() > 0) {
-      EXPECT_NE(rec.schedule.find("Off"), std::string::npos);
+      EXPECT_NE(rec.schedule.to_string().find("Off"), std::string::npos);
       EXPECT_GT(rec.copies.seconds(), 0);
     }
   }
@@ -251,7 +251,7 @@ TEST(Trainer, JointChoosesVariantsAndFitsBelowOptimalsMinimum) {
   for (const StepRecord& r : trainer.records()) {
     if (r.plan == PlanKind::Collect || r.signature.size != largest) continue;
     ++at_largest;
-    with_variant += r.schedule.find(".v1") != std::string::npos;
+    with_variant += r.schedule.to_string().find(".v1") != std::string::npos;
   }
   EXPECT_GT(at_largest, 0);
   EXPECT_EQ(with_variant, at_largest) << "of the planned steps at the largest input " << largest;
@@ -259,18 +259,17 @@ TEST(Trainer, JointChoosesVariantsAndFitsBelowOptimalsMinimum) {
 }
 
 // Fashion-MNIST's test images and a ResNet-50 of width 4 for them.
-std::shared_ptr<const data::ImageDataset> test_images() { return testing::fashion_mnist_test_images(); }
 StagedModel narrow_resnet50() {
   ModelSpec spec;
   spec.width = 4;
-  return make_model("resnet50", spec, DataShape{0, test_images()->classes, 0, 1});
+  return make_model("resnet50", spec, DataShape{0, testing::fashion_mnist_test_images()->classes, 0, 1});
 }
 
 // ResNet-50 on images of changing size, at a budget just above the least
 // `joint` needs on the largest images: it plans many stages in their
 // variants there, stays within the budget and trains exactly as plain training.
 TEST(Trainer, JointTrainsResNet50ExactlyWithItsVariants) {
-  const auto images = test_images();
+  const auto images = testing::fashion_mnist_test_images();
   auto model = [] { return narrow_resnet50(); };
   // Whether a variant beats recomputing its whole stage is a matter of
   // measured times, and a busy machine skews them. At a budget in percent
@@ -314,7 +313,8 @@ TEST(Trainer, JointTrainsResNet50ExactlyWithItsVariants) {
   for (const StepRecord& r : lean.records) {
     if (r.plan == PlanKind::Collect) continue;
     ++planned;
-    with_variant += r.schedule.find(".v1") != std::string::npos || r.schedule.find(".v2") != std::string::npos;
+    with_variant += r.schedule.to_string().find(".v1") != std::string::npos ||
+                    r.schedule.to_string().find(".v2") != std::string::npos;
   }
   EXPECT_GT(planned, 0);
   EXPECT_GT(with_variant, 0) << "of " << planned << " planned steps";
@@ -330,7 +330,7 @@ TEST(Trainer, JointTrainsResNet50ExactlyWithItsVariants) {
 TEST(Trainer, PredictsThePeaksOfImagesAtSidesItNeverSaw) {
   for (const char* planner : {"optimal", "joint"}) {
     CpuDeviceMemory memory;
-    FashionMnistBatches source(test_images(), 4, 96, 112, 5);
+    FashionMnistBatches source(testing::fashion_mnist_test_images(), 4, 96, 112, 5);
     Trainer trainer(options(planner), memory, narrow_resnet50, source);
     const TrainingRun r = testing::run_trainer(trainer, 20);
     long planned = 0;

@@ -1,4 +1,4 @@
-#include "runtime/training/step_budget.h"
+#include "runtime/step/step_budget.h"
 
 #include <utility>
 

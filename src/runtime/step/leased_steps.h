@@ -9,8 +9,8 @@
 
 #include "core/chain.h"
 #include "core/units.h"
-#include "runtime/training/step_lease.h"
-#include "runtime/training/step_planner.h"
+#include "runtime/step/step_lease.h"
+#include "runtime/step/step_planner.h"
 
 namespace memtrain::runtime {
 

@@ -56,6 +56,8 @@
 #include "predict/plan_cache.h"
 #include "runtime/execution/executor.h"
 #include "runtime/model/staged_model.h"
+#include "runtime/step/step_attempts.h"
+#include "runtime/step/step_record.h"
 
 namespace memtrain::runtime {
 
@@ -100,27 +102,11 @@ struct WeightPlacement {
   bool updates_inline = true;  // with weights on the host: updates run on the compute thread
 };
 
-// Where a step's schedule came from.
-enum class PlanKind {
-  Collect,  // a collection step: measures every stage, whatever the planner
-  New,      // planned for this step's size
-  Cached,   // the plan cache's schedule for this size
-  Retry,    // a stricter schedule after the step ran out of budget
-  Frugal,   // the least-memory schedule: the caller's code after the stages is not measured at this size yet
-};
-const char* plan_kind_name(PlanKind kind);  // "collect", "new", "cached", "retry", "frugal"
-
 // A step's schedule and where it came from.
 struct StepChoice {
   Schedule schedule;
   PlanKind kind = PlanKind::New;
   Seconds planning_seconds = 0;  // choosing it, retries included
-};
-
-// One step's attempts so far: the schedules that ran out of budget.
-struct StepAttempts {
-  std::vector<Schedule> failed;
-  int retries = 0;
 };
 
 class StepPlanner {

@@ -1,4 +1,4 @@
-#include "runtime/training/step_input.h"
+#include "runtime/step/step_input.h"
 
 namespace memtrain::runtime {
 

@@ -1,7 +1,4 @@
-#include "runtime/training/planned_step.h"
-
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Context.h>
+#include "runtime/step/planned_step.h"
 
 #include "plan/frugal_schedule.h"
 #include "sim/simulator.h"
@@ -25,37 +22,6 @@ void refuse_below_least(StepPlanner& steps, const Chain& largest, Bytes planning
             "input lowers";
   }
   throw below_least(planning_budget + reserve, p.min_budget_bytes + reserve, planner.name(), what);
-}
-
-void refuse_update_without_room(DeviceMemory& memory, Bytes budget, Bytes temporary, const std::string& where) {
-  // The allocator's counts are current without waiting for the device.
-  const Bytes live = memory.live();
-  if (memory.enforced() && live + temporary > budget) {
-    throw Error(where + ": budget " + format_bytes(budget) + " leaves no room for the optimizer update (" +
-                format_bytes(temporary) + " on top of " + format_bytes(live) + ")");
-  }
-}
-
-at::Generator default_generator_of(const torch::Device& device) {
-  return device.is_cpu() ? at::detail::getDefaultCPUGenerator() : at::globalContext().defaultGenerator(device);
-}
-
-StepGuard::StepGuard(DeviceMemory& memory, std::optional<Bytes> budget, bool enforce, const at::Generator& generator,
-                     StagedModel* model)
-    : memory_(memory), enforce_(enforce), generator_(generator), rng_(RngSnapshot::capture(generator)) {
-  if (model) buffers_ = BufferSnapshot::capture(*model, memory_);
-  if (budget) memory_.set_budget(*budget);
-  enforce_again();
-}
-
-void StepGuard::roll_back() const {
-  if (buffers_) buffers_->restore();
-  rng_.restore(generator_);
-}
-
-void StepGuard::enforce_again() {
-  enforcement_.reset();
-  enforcement_ = std::make_unique<EnforcementScope>(memory_, enforce_, /*after=*/false);
 }
 
 PlannedStep::PlannedStep(StepPlanner& steps, Start start, StepGuard guard, std::optional<StepChoice> given)

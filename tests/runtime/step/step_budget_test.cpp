@@ -1,6 +1,6 @@
 // One budget for every trainer: bytes, or N% of the largest input's step
 // keeping everything, resolved once that step is measured.
-#include "runtime/training/step_budget.h"
+#include "runtime/step/step_budget.h"
 
 #include <gtest/gtest.h>
 

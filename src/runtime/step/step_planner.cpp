@@ -1,4 +1,4 @@
-#include "runtime/training/step_planner.h"
+#include "runtime/step/step_planner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -227,8 +227,8 @@ Bytes StepPlanner::least_peak(std::int64_t size, predict::BytesEnvelope::Bound a
 
 Plan StepPlanner::plan_for(std::int64_t size) {
   const Chain chain = planning_chain(size);
-  return planner_->plan(
-      {chain, plan::stricter_budget(budget_, chain, cache().strictness(size)), &largest_for_planning()});
+  return planner_->plan({chain, plan::stricter_budget(budget_, chain.persistent_bytes(), cache().strictness(size)),
+                         &largest_for_planning()});
 }
 
 StepChoice StepPlanner::choose(std::int64_t size, long steps_before) {
@@ -270,7 +270,7 @@ StepChoice StepPlanner::retry(std::int64_t size, const StepChoice& choice, StepA
   }
   mark_failed(size, choice);
   attempts.failed.push_back(choice.schedule);
-  ++attempts.retries;
+  attempts.count_failure(options_.max_retries, where, why);
   const auto tried = [&](const Schedule& s) {
     return std::find(attempts.failed.begin(), attempts.failed.end(), s) != attempts.failed.end();
   };
@@ -287,10 +287,6 @@ StepChoice StepPlanner::retry(std::int64_t size, const StepChoice& choice, StepA
   if (tried(next)) {
     throw Error(where + " does not fit the budget even with the most frugal schedule (planner " + planner_->name() +
                 "'s least for this input and for the largest, or every stage checkpointed): " + why.what());
-  }
-  if (attempts.retries > options_.max_retries) {
-    throw Error(where + " still ran out of budget after " + std::to_string(options_.max_retries) +
-                " stricter schedules: " + why.what());
   }
   // Whichever rung it came from, the schedule the step runs next is its
   // size's plan from now on: the next step of this size runs it from the

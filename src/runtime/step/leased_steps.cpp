@@ -1,4 +1,4 @@
-#include "runtime/training/leased_steps.h"
+#include "runtime/step/leased_steps.h"
 
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 // retry ladder after a step ran out of budget (a stricter plan that becomes
 // the size's cached plan, the least schedules for the size and for the
 // largest input, then every stage checkpointed, then an error).
-#include "runtime/training/step_planner.h"
+#include "runtime/step/step_planner.h"
 
 #include <gtest/gtest.h>
 
