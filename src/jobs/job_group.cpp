@@ -353,7 +353,7 @@ void JobGroup::resolve_locked() {
     for (int j = 0; j < s->joined; ++j) {
       if (s->slot[j].status == kJoined) references += s->slot[j].reference;
     }
-    budget = static_cast<Bytes>(s->percent / 100.0 * static_cast<double>(references));
+    budget = BudgetSpec{true, s->percent, 0}.resolve(references);  // N% resolved as every budget is
   }
   // Every job must fit at its largest input beside the others' resident bytes.
   std::vector<std::string> labels;
