@@ -94,6 +94,33 @@ def test_a_killed_job_gives_its_bytes_back_and_the_others_go_on(plain, tmp_path)
     assert state["live_bytes"] == 0, state
 
 
+# Bytes, not N%: a share is of the starting jobs' plain steps, and here one
+# starts. About 90% of two jobs' plain steps, as BUDGET is above.
+LATE_BUDGET = "236MiB"
+
+
+def test_a_job_joining_a_group_already_training_is_leased_beside_it(plain, tmp_path):
+    name = group_name()
+    with memtrain.JobGroup(name, budget=LATE_BUDGET, policy="fcfs", jobs=1) as group:
+        first = start("share-then-wait", name, 1, tmp_path)
+        for line in first[0].stdout:
+            if line.strip() == "step 2":
+                break
+        else:
+            pytest.fail(f"the first job never reached its second step: {first[0].communicate()[1][-3000:]}")
+        late = start("share", name, 2, tmp_path)  # the first waits for it to join, then goes on
+        results = {1: finish(*first), 2: finish(*late)}
+        state = group.wait(timeout=60)
+    for seed in (1, 2):
+        assert results[seed]["losses"] == plain[seed]["losses"], f"job {seed}'s losses"
+        assert results[seed]["weights"] == plain[seed]["weights"], f"job {seed}'s weights"
+    assert state["max_live_bytes"] <= state["budget_bytes"], state
+    for seed in (1, 2):
+        assert all(b <= state["budget_bytes"] for b in results[seed]["budgets"]), state
+    assert [m["status"] for m in state["members"]] == ["finished", "finished"], state
+    assert [m["steps"] for m in state["members"]] == [6, 6], state
+
+
 WAITING_JOB = """
 import torch, memtrain
 torch.manual_seed(0)
