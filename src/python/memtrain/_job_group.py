@@ -45,10 +45,12 @@ class JobGroup:
 
     def state(self):
         """The group now: budget_bytes (None until the starting jobs have
-        measured), live_bytes, max_live_bytes, refusals, and members (pid,
-        label, status "joined", "finished" or "gone", live, peak and lease
-        bytes, steps, wait_seconds, reclaimed_bytes). Members whose process
-        ended are found gone first."""
+        measured), live_bytes, max_live_bytes, refusals (allocations the
+        shared budget refused, each one a step run again), refused (why the
+        group refused to start, or None), and members (pid, label, status
+        "joined", "finished" or "gone", live, peak and lease bytes, steps,
+        wait_seconds, reclaimed_bytes), as memtrain jobs' report names them.
+        Members whose process ended are found gone first."""
         return self._native.state()
 
     def wait(self, timeout=None, poll_seconds=0.05):
