@@ -580,6 +580,7 @@ void define_measuring_and_budget(BlockStepsClass& steps) {
   steps.def("begin_calibration", [](PythonBlockSteps& r) { return r.steps().begin_calibration(); })
       .def("calibration_round", [](PythonBlockSteps& r, int round) { r.steps().calibration_round(round); })
       .def("observe_output_bytes", [](PythonBlockSteps& r, Bytes bytes) { r.steps().observe_output_bytes(bytes); })
+      .def("note_previous_output", [](PythonBlockSteps& r, Bytes bytes) { r.steps().note_previous_output(bytes); })
       .def_property(
           "output_held", [](PythonBlockSteps& r) { return r.steps().output_held(); },
           [](PythonBlockSteps& r, bool held) { r.steps().set_output_held(held); })

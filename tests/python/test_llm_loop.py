@@ -54,10 +54,12 @@ def longest(data):
 
 def micro_loss(model, ids, labels, kept=None):
     """The micro-batch's loss; the output appended to `kept`, where given,
-    as a loop that holds it through the backward holds it."""
+    as a loop that holds it through the backward holds it: `kept` holds the
+    last micro-step's output still, replaced once this forward returns, as
+    a loop's `out = model(x)` replaces it."""
     out = model(input_ids=ids, labels=ids) if labels else model(input_ids=ids)
     if kept is not None:
-        kept.append(out)
+        kept[:] = [out]
     if labels:
         return out.loss
     return F.cross_entropy(out.logits[:, :-1].float().reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
@@ -68,16 +70,19 @@ def train(model, data, bf16, labels, opt=None, budget_of=None, backward_in_autoc
           plans=None):
     """The loop: AdamW, autocast around the forward (and the backward,
     where backward_in_autocast), the loss divided over the micro-batches,
-    the output held through the backward where `keeps`.
+    the output held through the backward where `keeps`, and into the
+    next micro-step's forward where `keeps` is "next" (out = model(x);
+    out.loss.backward(), with `out` alive until the next call returns).
     Returns the weights and the highest update's peak; with budget_of,
     checks that each update, its optimizer step included, peaked within
     the budget; appends each micro-step's (plan, schedule) to `plans`."""
     opt = opt or torch.optim.AdamW(model.parameters(), lr=1e-3)
     highest = 0
+    carried = []  # keeps == "next": the last micro-step's output
     for k, update in enumerate(data):
         memtrain.reset_peak()
         for ids in update:
-            kept = [] if keeps else None
+            kept = carried if keeps == "next" else [] if keeps else None
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 loss = micro_loss(model, ids, labels, kept) / len(update)
                 if backward_in_autocast:
@@ -136,7 +141,8 @@ def least_budget(sample, opt_given, autocast=None, keeps=True):
     return memtrain.least_budget(model, sample, opt, chunked_loss=False, autocast=autocast, keeps_output=keeps)
 
 
-# (precision, loss, micro-batches, optimizer given, output kept): each row
+# (precision, loss, micro-batches, optimizer given, output kept: False, True
+# through the backward, "next" into the next micro-step too): each row
 # trains the plain loop, every layer checkpointed and four budgets, too
 # long for all 32 combinations. Every pair of values of any two factors is
 # in some row, and the loop most at risk (four micro-batches, the
@@ -145,12 +151,14 @@ def least_budget(sample, opt_given, autocast=None, keeps=True):
 LOOPS = [(False, True, 4, True, False), (False, False, 4, True, False), (True, True, 4, True, False),
          (True, False, 4, True, False), (False, True, 1, True, False), (True, False, 1, True, False),
          (True, True, 1, False, False), (True, False, 4, False, False), (False, True, 4, False, False),
-         (True, False, 4, True, True), (True, True, 1, False, True), (False, False, 1, False, True)]
+         (True, False, 4, True, True), (True, True, 1, False, True), (False, False, 1, False, True),
+         (True, True, 4, True, "next"), (False, False, 1, True, "next")]
 
 
 def loop_id(bf16, labels, micro, opt_given, keeps):
     return (f"{'bf16' if bf16 else 'fp32'}-loss-in-{'model' if labels else 'loop'}-{micro}-micro-adamw-"
-            f"{'given' if opt_given else 'not-given'}-output-{'kept' if keeps else 'let-go'}")
+            f"{'given' if opt_given else 'not-given'}-output-"
+            f"{'kept-into-the-next' if keeps == 'next' else 'kept' if keeps else 'let-go'}")
 
 
 @pytest.mark.parametrize("bf16,labels,micro,opt_given,keeps", LOOPS, ids=[loop_id(*row) for row in LOOPS])
@@ -163,8 +171,9 @@ def test_every_accepted_budget_trains_within_itself_exactly(bf16, labels, micro,
     data = updates(micro)
     ids = longest(data)
     sample = {"input_ids": ids, "labels": ids} if labels else {"input_ids": ids}  # as the loop calls the model
-    least = least_budget(sample, opt_given, keeps=keeps)
-    least_with_optimizer = least if opt_given else least_budget(sample, True, keeps=keeps)
+    keeps_output = bool(keeps)
+    least = least_budget(sample, opt_given, keeps=keeps_output)
+    least_with_optimizer = least if opt_given else least_budget(sample, True, keeps=keeps_output)
     gc.collect()
     budgets = {"least": least, "checkpointed": checkpointed_peak,
                "midpoint": (checkpointed_peak + plain_peak) // 2, "100%": "100%"}
@@ -172,7 +181,7 @@ def test_every_accepted_budget_trains_within_itself_exactly(bf16, labels, micro,
     for name, budget in budgets.items():
         gc.collect()
         try:
-            m, opt = wrap(budget, sample, opt_given, keeps=keeps)
+            m, opt = wrap(budget, sample, opt_given, keeps=keeps_output)
         except memtrain.Infeasible as refused:
             # Only a budget below the least stated for the same sample is refused.
             assert name != "least" and name != "100%", f"{name}: {refused}"
@@ -201,6 +210,42 @@ def test_every_accepted_budget_trains_within_itself_exactly(bf16, labels, micro,
         trained.append(name)
         del m, opt, weights
     assert "100%" in trained and ("least" in trained or not opt_given)
+
+
+def gpt2(seed=0):
+    torch.manual_seed(seed)
+    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=VOCAB, n_positions=128)
+    return transformers.GPT2LMHeadModel(config)
+
+
+@pytest.mark.parametrize("make", [gpt2, llama], ids=["gpt2", "llama"])
+def test_a_loop_keeping_its_output_into_the_next_step_trains_at_the_least(make):
+    """out = m(x); out.loss.backward(): each micro-step's output is alive
+    until the next forward returns, resident as the next step begins, and
+    counted once. At the least stated for that loop it trains within the
+    budget, bit-equal to the plain loop: bf16 autocast, the model's loss,
+    two micro-batches of four rows per update, lengths changing and then
+    the longest again and again."""
+    rng = random.Random(1)
+    g = torch.Generator().manual_seed(1)
+    lengths = [rng.randint(16, 64) for _ in range(4)] + [64] * 8
+    data = [[torch.randint(0, VOCAB, (4, t), generator=g) for t in lengths[i:i + 2]]
+            for i in range(0, len(lengths), 2)]
+    ids = longest(data)
+    sample = {"input_ids": ids, "labels": ids}
+    plain = make()
+    plain_weights, _ = train(plain, data, True, True, keeps="next")
+    del plain
+    gc.collect()
+    model = make()
+    least = memtrain.least_budget(model, sample, torch.optim.AdamW(model.parameters(), lr=1e-3), chunked_loss=False)
+    model = make()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    m = memtrain.Module(model, budget=least, sample=sample, optimizer=opt, chunked_loss=False)
+    weights, _ = train(m, data, True, True, opt, budget_of=lambda: m.budget_bytes, keeps="next")
+    assert m.budget_bytes == least
+    for k, (a, b) in enumerate(zip(plain_weights, weights)):
+        assert a == b, f"parameter {k} differs from the plain loop's"
 
 
 @pytest.mark.parametrize("keeps", [False, True], ids=["output-let-go", "output-kept"])

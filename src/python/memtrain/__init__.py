@@ -628,11 +628,15 @@ class Module(torch.nn.Module):
         kwargs = _without_cache(self._model, kwargs)
         entry = _blocks.StepEntry(self._blocks.outer_buffers, self._device, self._native.host_copy,
                                   self._blocks.model_generators)
+        # The last step's output, if the loop kept it: resident as this step begins.
+        self._native.note_previous_output(self._blocks.previous_output_bytes())
         try:
             output = self._head.run(
                 lambda: self._blocks.among_peers(lambda: self._model(*args, **kwargs), "the model's forward"), kwargs)
             if not self._native.output_held:
                 self._blocks.watch_output(output)
+            else:
+                self._blocks.remember_output(output, self._device)
             return output
         except Infeasible as e:
             entry.restore()

@@ -431,6 +431,22 @@ class BlockSteps:
         storages = [t.untyped_storage() for t in tensors_of(output) if t.dim() > 0]
         self.watched_output = StorageWeakRef(max(storages, key=lambda st: st.nbytes())) if storages else None
 
+    def remember_output(self, output, device):
+        """The step's output, weakly, each storage on `device` once: what a
+        loop that keeps it through its backward keeps into the next step."""
+        device = torch.device(device)
+        storages = {}
+        for t in tensors_of(output):
+            if t.device.type == device.type:
+                st = t.untyped_storage()
+                storages[st.data_ptr()] = (StorageWeakRef(st), st.nbytes())
+        self.previous_output = list(storages.values())
+
+    def previous_output_bytes(self):
+        """The bytes of the last step's output alive still (the loop kept it)."""
+        remembered, self.previous_output = getattr(self, "previous_output", []), []
+        return sum(nbytes for ref, nbytes in remembered if not ref.expired())
+
     def output_kept(self):
         """Whether the watched output is alive still (the backward has
         reached the blocks): the loop kept it. Once per step."""

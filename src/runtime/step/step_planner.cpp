@@ -89,8 +89,13 @@ Chain StepPlanner::completed(Chain chain, std::int64_t size, predict::BytesEnvel
     // all until its backward: its peak, counted from where it began. Above
     // the sizes the steps measured, calibration's stand-in at a larger size
     // bounds it better than a proportion of a small step.
-    const predict::BytesEnvelope& stand_in = output_held_ ? after_stages_output_held_ : after_stages_stand_in_;
-    const Bytes after = after_stages_.extended_by(stand_in).predict(size, bound);
+    Bytes after = after_stages_.extended_by(after_stages_stand_in_).predict(size, bound);
+    if (output_held_) {
+      // The held output, where the stand-in predicts this size: once, in
+      // the resident bytes when the last step's is alive still.
+      const Bytes held = after_stages_.extended_by(after_stages_output_held_).predict(size, bound);
+      after = std::max(after, held - std::min(previous_output_bytes_, std::max<Bytes>(0, held - after)));
+    }
     Stage& callers = chain.stages.back();
     callers.saved_bytes = std::max(callers.input_bytes, after);
     callers.forward_temp_bytes = 0;

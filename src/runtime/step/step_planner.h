@@ -166,6 +166,13 @@ class StepPlanner {
   // backward (the default): the stand-in counts the output's bytes.
   void set_output_held(bool held) { output_held_ = held; }
   bool output_held() const { return output_held_; }
+  // The last step's output, which a loop that keeps it through its
+  // backward keeps into this step too (`out = model(x)` replaces it only
+  // once the call returns), is alive as this step begins, `bytes` of it:
+  // resident already, so the stand-in does not count the output it holds
+  // a second time (up to what it counts at the step's size). 0 between
+  // steps of a loop that lets it go.
+  void set_previous_output_bytes(Bytes bytes) { previous_output_bytes_ = std::max<Bytes>(0, bytes); }
   // The gradients of the caller's parameters outside the stages alive as
   // this step begins: resident while the stages run, and part of what the
   // caller's code after them holds (it may free them). observe_resident()
@@ -269,6 +276,7 @@ class StepPlanner {
   predict::BytesEnvelope after_stages_stand_in_;             // ... by calibration's stand-in, the output let go
   predict::BytesEnvelope after_stages_output_held_;          // ... the output held through the backward
   bool output_held_ = true;                                  // set_output_held()
+  Bytes previous_output_bytes_ = 0;                          // set_previous_output_bytes()
   Bytes between_steps_ = 0;                                  // observe_between_steps()' most
   Bytes caller_gradients_ = 0;                               // set_caller_gradient_bytes()
   std::vector<Bytes> gathered_forward_, gathered_backward_;  // set_gathered_bytes(); empty: none

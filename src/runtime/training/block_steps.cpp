@@ -119,6 +119,8 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   const Bytes outer_gradients = outer_gradient_bytes();
   steps_.set_caller_gradient_bytes(outer_gradients);
   const Bytes resident_now = memory_.live() - outer_gradients - gathered_first_;
+  steps_.set_previous_output_bytes(calibrating || !output_held() ? 0 : previous_output_bytes_);
+  previous_output_bytes_ = 0;
   if (calibrating) {
     calibration_live_ = std::max(calibration_live_, resident_now);
     const bool reference = reference_round();

@@ -176,6 +176,10 @@ class BlockSteps {
   // its bytes (StepPlanner::set_output_held). Set before calibration.
   void set_output_held(bool held) { steps_.set_output_held(held); }
   bool output_held() const { return steps_.output_held(); }
+  // The next step begins with `bytes` of the last step's output alive
+  // (the caller's loop kept it): planned as resident, not counted twice
+  // (StepPlanner::set_previous_output_bytes).
+  void note_previous_output(Bytes bytes) { previous_output_bytes_ = bytes; }
   // The caller's backward that ran the last step's planned backward has
   // ended (autograd's queued callback; after each calibration round's):
   // what its autograd reached after block 0's backward is learnt.
@@ -387,6 +391,7 @@ class BlockSteps {
   std::optional<BufferSnapshot> calibration_buffers_;
   Bytes calibration_live_ = 0;
   Bytes calibration_output_bytes_ = 0;  // observe_output_bytes(), this round's
+  Bytes previous_output_bytes_ = 0;     // note_previous_output(), for the next step
   Bytes calibration_held_peak_ = 0;     // this round's code after the blocks at its peak, the output held
   // The rounds' measurements of the blocks, observed once calibration
   // ends: the autocast round's joins the first's (larger_of).
