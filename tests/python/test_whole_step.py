@@ -145,6 +145,7 @@ def test_a_step_no_plan_fits_is_refused_before_it_changes_anything(reference):
                     assert not plain
                     refusals += 1
                     assert e.min_bytes > model.budget_bytes
+                    assert "larger than the sample's" in str(e), str(e)  # what to give instead
                     # The embeddings' dropout before block 0 drew and was put back.
                     assert torch.equal(rng, torch.get_rng_state())
                     assert all(torch.equal(p, w) for p, w in zip(model.parameters(), weights))

@@ -17,9 +17,11 @@ void refuse_below_least(StepPlanner& steps, const Chain& largest, Bytes planning
   // not what to cut: say so, or a loop shrinks its batch to no avail.
   const Schedule frugal = plan::most_frugal_schedule(planner, largest, &largest, steps.fallback_schedule());
   if (sim::simulate(largest, frugal).peak_op < 0) {
-    what += ", at its peak between steps: the optimizer's update (" + format_bytes(largest.update_temp_bytes) +
-            ") beside the weights, their gradients and the optimizer's state, which no schedule and no smaller "
-            "input lowers";
+    // Between steps run the optimizer's update and, from Python, the
+    // backward of the code before the first stage: either may set it.
+    what += ", at its peak between steps (" + format_bytes(largest.update_temp_bytes) +
+            " there: the optimizer's update, and the backward of any code before the first stage) beside the "
+            "weights, their gradients and any optimizer's state, which no schedule and no smaller input lowers";
   }
   throw below_least(planning_budget + reserve, p.min_budget_bytes + reserve, planner.name(), what);
 }

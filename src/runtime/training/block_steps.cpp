@@ -241,13 +241,19 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
             "(transformers' Trainer: make it first, on the model's parameters, and give it to both, "
             "Trainer(optimizers=(optimizer, None)))"
           : "";
+  const std::string larger =
+      size > sample_signature_.size
+          ? "; the input is larger than the sample's (" + sample_signature_.describe() +
+                "), which the least was stated for: wrap the model with a sample as large as the loop's largest "
+                "input"
+          : "";
   throw Infeasible(next_micro_step() + ": input " + batch_.signature.describe() + " needs at least " +
                        format_bytes_beside(least, budget_.bytes()) + " with planner " + planner().name() +
                        "'s least-memory schedule, " + resident + " and " + format_bytes(after) +
                        " held by the code after the blocks (the head and the loss), above the budget " +
                        format_bytes_beside(budget_.bytes(), least) +
                        "; nothing of this step ran: give a budget of at least " +
-                       format_bytes_beside(least, budget_.bytes()) + " or a smaller input" + late,
+                       format_bytes_beside(least, budget_.bytes()) + " or a smaller input" + larger + late,
                    least);
 }
 
@@ -828,6 +834,7 @@ BlockSteps::ShareReference BlockSteps::share_reference() const {
 
 void BlockSteps::end_calibration() {
   const bool called = batch_.input.defined();
+  sample_signature_ = batch_.signature;
   const Bytes input_bytes = batch_.bytes();  // before cancel() lets the input go
   calibration_round_ = -1;
   cancel();

@@ -392,6 +392,7 @@ class BlockSteps {
   Bytes calibration_live_ = 0;
   Bytes calibration_output_bytes_ = 0;  // observe_output_bytes(), this round's
   Bytes previous_output_bytes_ = 0;     // note_previous_output(), for the next step
+  Signature sample_signature_;          // block 0's input in calibration: the sample's
   Bytes calibration_held_peak_ = 0;     // this round's code after the blocks at its peak, the output held
   // The rounds' measurements of the blocks, observed once calibration
   // ends: the autocast round's joins the first's (larger_of).
