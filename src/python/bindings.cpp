@@ -127,13 +127,15 @@ py::dict step_dict(const StepRecord& r) {
 // What a model's steps plan with, from the Module's arguments; the host link
 // measured on `memory` when a planner needs it and none is given.
 BlockStepsOptions options_of(runtime::DeviceMemory& memory, const py::object& budget, const std::string& planner,
-                             int collect_steps, const py::object& bandwidth, double prediction_scale) {
+                             int collect_steps, const py::object& bandwidth, double prediction_scale,
+                             bool weights_on_host) {
   BlockStepsOptions options;
   options.steps.planner = planner;
   options.budget = budget_of(budget);
   options.steps.collect_steps = collect_steps;
   options.steps.prediction_scale = prediction_scale;
-  const auto known = plan::device_weight_planner_names();
+  options.weights_on_host = weights_on_host;
+  const auto known = plan::planner_names();  // where the weights live, BlockSteps checks
   if (std::find(known.begin(), known.end(), planner) == known.end()) {
     std::string list;
     for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
@@ -142,7 +144,7 @@ BlockStepsOptions options_of(runtime::DeviceMemory& memory, const py::object& bu
   runtime::check_step_planner_options(options.steps);
   if (!bandwidth.is_none()) {
     options.steps.device_to_host_bandwidth = options.steps.host_to_device_bandwidth = bandwidth_of(bandwidth);
-  } else if (runtime::needs_host_link(plan::planner_traits(planner), false)) {
+  } else if (runtime::needs_host_link(plan::planner_traits(planner), weights_on_host)) {
     // As `memtrain train` does: plans that copy to the host need the
     // link's speed. A smaller probe than the CLI's: the steps' own copies refine it.
     const runtime::LinkRates link = runtime::measure_link(memory, Bytes(16) << 20, runtime::kDefaultLinkRepeats);
@@ -160,7 +162,7 @@ class PythonBlockSteps {
   PythonBlockSteps(const std::vector<py::object>& blocks, const std::vector<std::string>& names,
                    const std::vector<py::object>& calls, const py::object& budget, const std::string& planner,
                    int collect_steps, const py::object& bandwidth, double prediction_scale, const std::string& device,
-                   const std::vector<torch::Tensor>& outer_parameters) {
+                   const std::vector<torch::Tensor>& outer_parameters, const std::string& weights) {
     if (blocks.empty()) throw UsageError("the model has no blocks; expected at least one torch.nn.Module");
     MEMTRAIN_ASSERT(calls.size() == blocks.size() && names.size() == blocks.size(), "a call and a name per block");
     std::vector<std::shared_ptr<runtime::StageModule>> modules;
@@ -172,6 +174,14 @@ class PythonBlockSteps {
     auto boundary = std::make_shared<GradientBoundary>();
     modules.push_back(boundary);
     stage_names.push_back("after the blocks");
+    if (weights != "device" && weights != "host") {
+      throw UsageError("weights '" + weights + "' is not a place; expected 'device' or 'host'");
+    }
+    if (weights == "host" && device != "cpu") {
+      throw UsageError("weights='host' runs on the cpu only for now: on " + device +
+                       " the blocks' gradients would go to host memory from inside the module's backward, whose "
+                       "copies memtrain.Module does not make there yet (memtrain train --weights-on host does)");
+    }
     if (device != "cpu" && plan::planner_traits(planner).uses_host_link) {
       // Its copies crash on CUDA worker threads inside the module's backward
       // (a segmentation fault on an H200); `memtrain train` runs it there.
@@ -181,7 +191,8 @@ class PythonBlockSteps {
     }
     runtime::DeviceMemory& memory = device_memory(device);
     memory_ = &memory;
-    const BlockStepsOptions options = options_of(memory, budget, planner, collect_steps, bandwidth, prediction_scale);
+    const BlockStepsOptions options =
+        options_of(memory, budget, planner, collect_steps, bandwidth, prediction_scale, weights == "host");
     steps_ = std::make_unique<BlockSteps>(runtime::StagedModel("python", stage_names, modules), boundary.get(), memory,
                                           options, outer_parameters);
   }
@@ -209,8 +220,14 @@ class PythonBlockSteps {
     steps_->end_lease();
     if (member_) member_->finish();
   }
+  void enter_host_memory() { host_scopes_.push_back(std::make_unique<runtime::PoolScope>(&memory_->host())); }
+  void leave_host_memory() {
+    MEMTRAIN_ASSERT(!host_scopes_.empty(), "host memory is left as often as it is entered");
+    host_scopes_.pop_back();
+  }
 
  private:
+  std::vector<std::unique_ptr<runtime::PoolScope>> host_scopes_;  // enter_host_memory()'s, innermost last
   std::vector<std::shared_ptr<PythonStage>> stages_;
   runtime::DeviceMemory* memory_;
   std::shared_ptr<runtime::SharedDevice> member_;  // destroyed after steps_, which settle their lease
@@ -479,7 +496,7 @@ void define_memory(py::module_& m) {
   m.def("format_bytes", &format_bytes, py::arg("bytes"), "Bytes as memtrain's messages write them (\"32.1 MiB\").");
   m.def("loops_own_bytes", &runtime::loops_own_bytes, py::arg("bytes"),
         "The room for a loop's own small tensors above `bytes` resident, or free of a budget of `bytes`.");
-  m.def("planner_names", &plan::device_weight_planner_names);
+  m.def("planner_names", &plan::planner_names);  // swap-naive with weights="host" only
   m.def(
       "parse_bytes", [](const std::string& text) { return parse_bytes(text, "budget"); },
       "Bytes in text such as '512MiB'.");
@@ -622,6 +639,10 @@ void define_measuring_and_budget(BlockStepsClass& steps) {
              }
              return t.to(torch::kCPU);
            })
+      // Between these, this thread's new tensors are made in host memory,
+      // outside the budget: the caller's updates of weights kept there.
+      .def("enter_host_memory", [](PythonBlockSteps& r) { r.enter_host_memory(); })
+      .def("leave_host_memory", [](PythonBlockSteps& r) { r.leave_host_memory(); })
       .def_property_readonly("planner", [](PythonBlockSteps& r) { return r.steps().planner().name(); })
       .def("largest_chain", [](PythonBlockSteps& r) { return r.steps().largest_chain(); })
       .def("calibrated_for_lease",
@@ -643,10 +664,11 @@ void define_block_steps(py::module_& m) {
   steps
       .def(py::init<const std::vector<py::object>&, const std::vector<std::string>&, const std::vector<py::object>&,
                     const py::object&, const std::string&, int, const py::object&, double, const std::string&,
-                    const std::vector<torch::Tensor>&>(),
+                    const std::vector<torch::Tensor>&, const std::string&>(),
            py::arg("blocks"), py::arg("names"), py::arg("calls"), py::arg("budget"), py::arg("planner"),
            py::arg("collect_steps"), py::arg("bandwidth") = py::none(), py::arg("prediction_scale") = 1.0,
-           py::arg("device") = "cpu", py::arg("outer_parameters") = std::vector<torch::Tensor>{})
+           py::arg("device") = "cpu", py::arg("outer_parameters") = std::vector<torch::Tensor>{},
+           py::arg("weights") = "device")
       // Without the GIL: the planned backward runs on torch's autograd engine,
       // which refuses a caller holding it; a block takes it for its own call.
       // `parameters`: the block's at this call, whose gradients its backward hands back.

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 import memtrain
 from exact import digest
+from trainer_loop import Texts, collate, llama, trainer_run, trainer_sample, update_peaks
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
@@ -31,13 +32,6 @@ ROWS = 2
 # Micro-steps per loop: enough that, after the Module's collection steps
 # (every block checkpointed, to measure it), most are planned.
 MICRO_STEPS = 8
-
-
-def llama(seed=0):
-    torch.manual_seed(seed)
-    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
-    return transformers.LlamaForCausalLM(config)
 
 
 def updates(micro, seed=0):
@@ -510,43 +504,6 @@ def test_100_percent_is_of_the_loops_own_step_and_always_trains():
     assert m.budget_bytes > stand_in
 
 
-class Texts(torch.utils.data.Dataset):
-    """Token rows of lengths 16-64, with a column the model does not take."""
-
-    def __init__(self, count=16, seed=0):
-        rng = random.Random(seed)
-        g = torch.Generator().manual_seed(seed)
-        self.rows = [torch.randint(0, VOCAB, (rng.randint(16, 64),), generator=g) for _ in range(count)]
-
-    def __len__(self):
-        return len(self.rows)
-
-    def __getitem__(self, i):
-        ids = self.rows[i]
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone(), "source": i}
-
-
-def collate(rows):
-    length = max(len(r["input_ids"]) for r in rows)
-    batch = {k: torch.stack([F.pad(r[k], (0, length - len(r[k])), value=pad) for r in rows])
-             for k, pad in (("input_ids", 0), ("attention_mask", 0), ("labels", -100))}
-    if "source" in rows[0]:
-        batch["source"] = torch.tensor([r["source"] for r in rows])
-    return batch
-
-
-def trainer_run(model, bf16, callbacks=None, prepare=lambda trainer: trainer, optimizers=(None, None)):
-    args = transformers.TrainingArguments(
-        output_dir=tempfile.mkdtemp(), use_cpu=True, per_device_train_batch_size=2, gradient_accumulation_steps=2,
-        max_steps=3, learning_rate=1e-3, report_to=[], save_strategy="no", logging_steps=1, seed=7, bf16=bf16,
-        dataloader_num_workers=0, disable_tqdm=True)
-    trainer = prepare(transformers.Trainer(model=model, args=args, train_dataset=Texts(), data_collator=collate,
-                                           callbacks=callbacks, optimizers=optimizers))
-    trainer.train()
-    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    return losses, [p.detach().clone() for p in model.parameters()], trainer
-
-
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
 def test_transformers_trainer_trains_through_the_wrapper_exactly(bf16):
     """With the Trainer's defaults (remove_unused_columns: the columns are
@@ -591,23 +548,10 @@ def test_the_trainer_given_the_measured_optimizer_trains_at_the_least(bf16):
     m = memtrain.Module(model, budget=budget, sample=sample, optimizer=opt)
     peaks = []
 
-    class Peaks(transformers.TrainerCallback):
-        def on_step_begin(self, *args, **kwargs):
-            memtrain.reset_peak()
-
-        def on_step_end(self, *args, **kwargs):
-            peaks.append(memtrain.memory_stats()["peak_bytes"])
-
-    losses, _, _ = trainer_run(m, bf16, callbacks=[Peaks()], optimizers=(opt, None))
+    losses, _, _ = trainer_run(m, bf16, callbacks=[update_peaks(peaks)], optimizers=(opt, None))
     assert len(losses) == 3 and len(opt.state) > 0  # the Trainer stepped the optimizer it was given
     assert all(peak <= budget for peak in peaks), (peaks, budget)
     assert m.budget_bytes == budget
-
-
-def trainer_sample():
-    ds = Texts()
-    row = ds[max(range(len(ds)), key=lambda i: len(ds.rows[i]))]
-    return collate([{k: v for k, v in row.items() if k != "source"}] * 2)
 
 
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
@@ -635,16 +579,10 @@ def test_the_trainers_optimizer_outgrowing_the_budget_turns_the_chunked_head_on(
     m = memtrain.Module(llama(), budget=budget, sample=sample, keeps_output=False)  # compute_loss lets it go
     peaks = []
 
-    class Peaks(transformers.TrainerCallback):
-        def on_step_begin(self, *args, **kwargs):
-            memtrain.reset_peak()
-
-        def on_step_end(self, *args, **kwargs):
-            peaks.append((memtrain.memory_stats()["peak_bytes"], m.last_step["chunked_loss"]))
-
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        losses, _, trainer = trainer_run(m, bf16=bf16, callbacks=[Peaks()])
+        chunked = update_peaks(peaks, lambda: m.last_step["chunked_loss"])
+        losses, _, trainer = trainer_run(m, bf16=bf16, callbacks=[chunked])
     # compute_loss lets the output go, chunked or not: nothing says it keeps it.
     assert not [w for w in seen if "keeps the model's output" in str(w.message)]
     # The step run again inside accelerate's autocast wrapper leaves autocast as it found it.

@@ -249,7 +249,7 @@ def test_an_early_exit_says_what_happened():
 
 
 @pytest.mark.parametrize("kwargs,words", [
-    ({"planner": None}, "planner None is not a planner's name"),
+    ({"planner": ""}, "planner '' is not known"),
     ({"planner": 3}, "planner 3 is not a planner's name"),
     ({"collect_steps": "a"}, "collect_steps 'a' is not a number of steps"),
     ({"budget": 2**70}, "is out of range; expected 1..2\\*\\*62"),

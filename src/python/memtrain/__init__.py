@@ -37,6 +37,7 @@ if torch.__version__ != _BUILT_FOR_TORCH:
                       "--no-cache-dir <memtrain's source folder>")
 
 from . import _blocks
+from . import _host_updates
 from . import _memtrain as _native
 from . import _micro_step
 from ._causal_lm_loss import ChunkedHead as _ChunkedHead
@@ -55,7 +56,8 @@ __all__ = ["Module", "JobGroup", "Chain", "BrownBatches", "least_budget", "plan"
 
 
 def planner_names():
-    """The planners a Module can use, as the CLI's --planner takes them."""
+    """The planners a Module can use, as the CLI's --planner takes them
+    ("swap-naive" with weights="host" only)."""
     return list(_native.planner_names())
 
 
@@ -97,7 +99,8 @@ class Module(torch.nn.Module):
       its submodules, which its forward calls one after another, each on what
       the one before returned. Left out: the longest ModuleList in the model
       whose modules are all of one class.
-    planner: one of planner_names() ("mimose", "optimal", ...).
+    planner: one of planner_names() ("mimose", "optimal", ...); left out,
+      "mimose", or "swap" with weights="host".
     sample: the largest input the model will see (a tensor, a tuple of the
       forward's arguments or a dict of its keyword arguments); measured once,
       before any step, for N% budgets and to check that the budget is
@@ -139,6 +142,18 @@ class Module(torch.nn.Module):
       group grants it, asked with what its input is predicted to need. The
       sample is measured in the group's turn (its plain step is this job's
       part of an N% group budget). CPU only for now.
+    weights: where the blocks' weights live between their uses: "device"
+      (the default), or "host": in host memory, with their gradients and
+      your optimizer's state for them, outside the budget. Each block's
+      weights come to the device for its forward and again for its
+      backward, as the planner ("swap", or "swap-naive") schedules them,
+      and its gradients go back to host memory as the backward makes them,
+      so a model whose blocks' weights exceed the budget trains under it.
+      Your optimizer updates them there: torch.optim's optimizers that
+      update each parameter on its own (Adam, AdamW, SGD, RMSprop, ...)
+      are supported, and the result is bit-equal to the plain model's.
+      The rest of the model (embeddings, the head) stays on the device.
+      Takes a budget in bytes; CPU only for now.
 
     Under torch.no_grad() the model runs plainly. The state_dict() is the
     model's, with its own keys.
@@ -149,10 +164,11 @@ class Module(torch.nn.Module):
     catch it and go on with a larger budget or a smaller batch.
     """
 
-    def __init__(self, model, budget=None, blocks=None, planner="mimose", sample=None, collect_steps=4,
+    def __init__(self, model, budget=None, blocks=None, planner=None, sample=None, collect_steps=4,
                  bandwidth=None, optimizer=None, chunked_loss=None, autocast=None, keeps_output=True, share=None,
-                 _prediction_scale=1.0):
+                 weights="device", _prediction_scale=1.0):
         super().__init__()
+        planner = _host_updates.planner_for(planner, weights, share)
         _check_arguments(budget, planner, collect_steps, sample, autocast, keeps_output)
         _check_share(share, budget, sample)
         if blocks is None and isinstance(model, (torch.nn.Sequential, list, tuple, torch.nn.ModuleList)):
@@ -189,7 +205,8 @@ class Module(torch.nn.Module):
             raise UsageError(f"every parameter of {type(model).__name__} is frozen (requires_grad=False): a "
                              "training step has nothing to train; memtrain.Module plans training steps")
         self._options = {"planner": planner, "collect_steps": collect_steps, "bandwidth": bandwidth,
-                         "chunked_loss": chunked_loss, "autocast": autocast, "keeps_output": keeps_output}
+                         "chunked_loss": chunked_loss, "autocast": autocast, "keeps_output": keeps_output,
+                         "weights": weights}
         self._prediction_scale = _prediction_scale
         self._device = device
         if share is not None:
@@ -198,6 +215,9 @@ class Module(torch.nn.Module):
             budget = "100%"
         self._budget_spec = budget  # as given: N% stays a share of the plain loop's step
         self._plan_blocks(blocks, budget)
+        if weights == "host":
+            # Before the sample's optimizer update is measured: it updates them too.
+            self.__dict__["_host_updates"] = _host_updates.HostUpdates(self, self._blocks.host_ids)
         try:
             _refuse_share_without_sample(budget, sample)  # after the planner's own refusals
             if share is not None:
@@ -218,7 +238,8 @@ class Module(torch.nn.Module):
             self.__dict__.pop("_member", None)  # leaves the group
             self.__dict__.pop("_group_budget", None)
             if isinstance(refused, Infeasible) and optimizer is None and sample is not None:
-                refused.args = (f"{refused.args[0]}; {_least_without_optimizer(model)}",) + refused.args[1:]
+                without = _least_without_optimizer(model, _host_updates.on_host(self))
+                refused.args = (f"{refused.args[0]}; {without}",) + refused.args[1:]
             output_bytes = self.__dict__.get("_output_bytes", 0)
             # Offered where it saves more than the room the least leaves a
             # loop's own tensors (a chunked head's output is its loss alone).
@@ -312,7 +333,8 @@ class Module(torch.nn.Module):
         inside = {id(p) for block in blocks for p in block.parameters()}
         outer = [p for p in model.parameters() if p.requires_grad and id(p) not in inside]
         self._blocks = _blocks.BlockSteps(blocks, budget, options["planner"], options["collect_steps"],
-                                          options["bandwidth"], self._prediction_scale, str(self._device), outer)
+                                          options["bandwidth"], self._prediction_scale, str(self._device), outer,
+                                          options["weights"])
         self._native = self._blocks.native
         self._native.output_held = options["keeps_output"]
         if "_group_budget" in self.__dict__:  # planned afresh: its steps lease as the first's did
@@ -726,9 +748,11 @@ class Module(torch.nn.Module):
         return min(most, _chunk_tokens_for(tokens, hidden, weight, bias, free))
 
 
-def _least_without_optimizer(model):
-    """What a least stated without optimizer= leaves out, in figures."""
-    state = _native.format_bytes(2 * sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad))
+def _least_without_optimizer(model, on_host=frozenset()):
+    """What a least stated without optimizer= leaves out, in figures (the
+    state of the parameters in `on_host` is in host memory)."""
+    state = _native.format_bytes(2 * sum(p.numel() * p.element_size() for p in model.parameters()
+                                         if p.requires_grad and id(p) not in on_host))
     return (f"this least counts no optimizer's state: one made later adds it at its first update (Adam's and "
             f"AdamW's: {state} for this model), and a budget in bytes that no longer fits "
             "then is refused; pass the optimizer as memtrain.Module(..., optimizer=opt) for a least that counts it")
@@ -815,15 +839,19 @@ class _OptimizerWatch:
 
     def before(self, optimizer, args, kwargs):
         module = self.module()
-        if module is None or optimizer in self.seen:
+        if module is None or optimizer in self.seen or _host_updates.is_copy(optimizer):
             return
         self.seen.add(optimizer)
         params = [p for group in optimizer.param_groups for p in group["params"]]
         if len(optimizer.state) == 0 and any(id(p) in self.params for p in params):
-            predicted = _predicted_update(optimizer, module._device, module._native)
+            predicted = _predicted_update(optimizer, module._device, module._native, _host_updates.on_host(module))
             if predicted is not None:
                 self.seen.discard(optimizer)  # refused: its next first update is checked again
-                module._native.admit_optimizer(*predicted)
+                try:
+                    module._native.admit_optimizer(*predicted)
+                except BaseException:
+                    _host_updates.give_back(module, optimizer)  # the step does not run: its gradients stay
+                    raise
                 self.seen.add(optimizer)
             self.measuring = optimizer
             module._native.reset_peak()
@@ -833,12 +861,13 @@ class _OptimizerWatch:
         if module is None or self.measuring is not optimizer:
             return
         self.measuring = None
-        state = sum(t.nbytes for st in optimizer.state.values() for t in st.values()
+        on_host = _host_updates.on_host(module)  # their state is in host memory
+        state = sum(t.nbytes for p, st in optimizer.state.items() if id(p) not in on_host for t in st.values()
                     if isinstance(t, torch.Tensor) and t.device.type == module._device.type)
         module._native.count_optimizer(state, max(0, module._native.peak_bytes() - module._native.live_bytes()))
 
 
-def _predicted_update(optimizer, device, native):
+def _predicted_update(optimizer, device, native, on_host=frozenset()):
     """The bytes on `device` that `optimizer`'s first update will make its
     state hold, and the most it needs above them while it runs, before it
     runs: torch.optim's optimizers keep, per parameter, tensors shaped as
@@ -847,11 +876,12 @@ def _predicted_update(optimizer, device, native):
     (its groups' options, the same dtypes), stepped at two scales, gives
     both as a constant and a part that grows with the scale. None for other
     optimizers (a factored one keeps less than that would say) or where
-    the copy cannot run."""
+    the copy cannot run. The parameters in `on_host` (their ids) are
+    updated in host memory, not counted."""
     cls = type(optimizer)
     if not cls.__module__.startswith("torch.optim."):
         return None
-    groups = [([p for p in g["params"] if p.requires_grad and p.device.type == device.type],
+    groups = [([p for p in g["params"] if p.requires_grad and p.device.type == device.type and id(p) not in on_host],
                {k: g[k] for k in optimizer.defaults if k in g})  # not a scheduler's initial_lr
               for g in optimizer.param_groups]
     total = sum(p.numel() for params, _ in groups for p in params)

@@ -362,7 +362,8 @@ class BlockSteps:
     """The blocks of one model, their calls in the running step, and the
     native steps that plan and run them (runtime::BlockSteps)."""
 
-    def __init__(self, blocks, budget, planner, collect_steps, bandwidth, prediction_scale, device, outer=()):
+    def __init__(self, blocks, budget, planner, collect_steps, bandwidth, prediction_scale, device, outer=(),
+                 weights="device"):
         self.blocks = blocks
         self.calls = [None] * len(blocks)  # (args after the input, kwargs) of each block's call this step
         self.templates = [None] * len(blocks)  # each block's result, to give back around its output
@@ -408,9 +409,11 @@ class BlockSteps:
             if not hasattr(block, "memtrain_variants"):  # a block's own variants are its own to offer
                 call.memtrain_variants = _variants.derived(call)
         self.run_calls = calls  # each holds its last run's other results for the native stage (extras)
+        # weights="host": the blocks' own parameters, whose gradients arrive in host memory.
+        self.host_ids = frozenset(id(p) for b in blocks for p in b.parameters()) if weights == "host" else frozenset()
         names = [f"block {i} ({type(b).__name__})" for i, b in enumerate(blocks)]
         self.native = _native.BlockSteps(blocks, names, calls, budget, planner, collect_steps, bandwidth,
-                                         prediction_scale, device, list(outer))
+                                         prediction_scale, device, list(outer), weights)
         if any(self.sharded):
             # What each gather holds: the block's whole weights (a shard's
             # shape is the whole weight's). On a GPU the next block's gather
@@ -607,13 +610,17 @@ class BlockSteps:
         own = {id(p) for p in params[:self.own_counts[i]]}
         answer = [None] * len(params)
         others, their, reached = [], [], []
+        on_host, host_grads = [], []
         for leaf, g in zip(leaves, gradients):
             if g is None:
                 continue
             if id(leaf) not in own and leaf.grad_fn is None:
                 reached.append(leaf)
             k = where.get(id(leaf))
-            if k is not None:
+            if id(leaf) in self.host_ids:
+                on_host.append(leaf)
+                host_grads.append(g)
+            elif k is not None:
                 answer[k] = g
             else:
                 others.append(leaf)
@@ -621,6 +628,15 @@ class BlockSteps:
         self.reached[i] = reached  # what it read this time, not its own
         if others:
             _accumulate(others, their)
+        if on_host:
+            # Into .grad in host memory, where the gradients arrived: the
+            # node's answer would be copied on the device (autograd copies a
+            # gradient a Python node returns into a .grad that has none yet).
+            self.native.enter_host_memory()
+            try:
+                _accumulate(on_host, host_grads)
+            finally:
+                self.native.leave_host_memory()
         return answer
 
     def run(self, i, x):

@@ -151,6 +151,15 @@ class LibTorchBackend : public ScheduleBackend {
     start_ = Clock::now();
   }
 
+  // An execution that ends part way (rolled back, abandoned) leaves no
+  // stage's weights on the device for the caller's updates to miss; the
+  // Trainer's own steps abandon theirs (HostWeights::abandon).
+  ~LibTorchBackend() override {
+    if (host_weights_ && host_weights_->caller_updates()) host_weights_->drop_all();
+  }
+  LibTorchBackend(const LibTorchBackend&) = delete;
+  LibTorchBackend& operator=(const LibTorchBackend&) = delete;
+
   // Waits for the device once and reads what the operations measured on
   // it: their times, the loss and the loss stage's counts.
   void settle() {
@@ -294,8 +303,8 @@ class LibTorchBackend : public ScheduleBackend {
   // ctx_.take_gradients (undefined where none reached one): the stage's
   // gradient_leaves(), and every other leaf its graph reached.
   torch::Tensor take_gradients(MicroTensors& ms, int i, const torch::autograd::Edge& root) {
-    MEMTRAIN_ASSERT(micro_batches_ == 1 && !host_weights_ && !reducer_,
-                    "gradients taken from the backward: one micro-batch, the weights on the device, one rank");
+    MEMTRAIN_ASSERT(micro_batches_ == 1 && (!host_weights_ || host_weights_->caller_updates()) && !reducer_,
+                    "gradients taken from the backward: one micro-batch, the caller's updates, one rank");
     const bool input_edge = ms.leaf[i].defined() && ms.leaf[i].requires_grad();
     if (i > 0 && input_edge && ms.leaf[i].grad().defined()) refuse_escaped_output(i);
     StepContext::TakenGradients taken{model_.stage(i).gradient_leaves(), {}};
@@ -338,6 +347,10 @@ class LibTorchBackend : public ScheduleBackend {
     taken.gradients.resize(leaves.size());
     for (size_t k = 0; k < leaves.size(); ++k) {
       if (index[k] >= 0) taken.gradients[k] = std::move(grads[index[k]]);
+      // A weight kept in host memory gets its gradient there at once: the
+      // caller accumulates it beside the weight, not on the device.
+      if (host_weights_ && host_weights_->holds(i, leaves[k]))
+        taken.gradients[k] = host_weights_->gradient_to_host(taken.gradients[k], transfers());
     }
     if (pieces) taken.input_pieces = pieces->take();
     ctx_.take_gradients(i, std::move(taken));
@@ -426,6 +439,7 @@ class LibTorchBackend : public ScheduleBackend {
   }
 
   void offload_grads(const Op& op, const ScheduleState&) override {
+    if (host_weights().caller_updates()) return;  // each backward sent its gradients to the host
     const int i = op.stage;
     rec_.wait_seconds = finish_all(grads_arriving_[i]);
     // The gradients that leave are the ranks' sum.
@@ -437,12 +451,14 @@ class LibTorchBackend : public ScheduleBackend {
   }
 
   void fetch_grads(const Op& op, const ScheduleState&) override {
+    MEMTRAIN_ASSERT(!host_weights().caller_updates(), "the caller's gradients stay in host memory");
     grads_arriving_[op.stage] = host_weights().fetch_grads(op.stage, transfers());
     rec_.output_bytes = bytes_of(grads_arriving_[op.stage]);
     count_copy(rec_.output_bytes, /*to_host=*/false, /*weights=*/true);
   }
 
   void update(const Op& op, const ScheduleState&) override {
+    if (host_weights().caller_updates()) return;  // the caller's optimizer updates the weights
     const int i = op.stage;
     rec_.wait_seconds = finish_all(grads_leaving_[i]);
     if (!grads_leaving_[i].empty()) host_weights().grads_arrived(i, grads_leaving_[i]);

@@ -11,7 +11,7 @@
 namespace memtrain::runtime {
 
 HostWeights::HostWeights(StagedModel& model, Adam& optimizer, DeviceMemory& memory)
-    : optimizer_(optimizer), memory_(memory), stages_(model.size()), update_seconds_(model.size(), 0),
+    : optimizer_(&optimizer), memory_(memory), stages_(model.size()), update_seconds_(model.size(), 0),
       own_thread_(!updates_inline_on(memory)) {
   const std::vector<torch::Tensor>& all = optimizer.params();
   for (int i = 0; i < model.size(); ++i) {
@@ -32,10 +32,48 @@ HostWeights::HostWeights(StagedModel& model, Adam& optimizer, DeviceMemory& memo
   }
 }
 
+HostWeights::HostWeights(StagedModel& model, DeviceMemory& memory)
+    : optimizer_(nullptr), memory_(memory), stages_(model.size()), update_seconds_(model.size(), 0),
+      own_thread_(false) {
+  const PoolScope host(&memory_.host());
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < model.size(); ++i) {
+    for (const torch::Tensor& p : model.stage(i).parameters(/*recurse=*/true)) {
+      Weight w;
+      w.param = p;
+      w.master = p.detach().clone();
+      w.param.set_data(w.master);
+      stages_[i].weights.push_back(std::move(w));
+    }
+  }
+}
+
+bool HostWeights::holds(int stage, const torch::Tensor& tensor) const {
+  const std::vector<Weight>& weights = stages_.at(stage).weights;
+  return std::any_of(weights.begin(), weights.end(), [&](const Weight& w) { return w.param.is_same(tensor); });
+}
+
+torch::Tensor HostWeights::gradient_to_host(const torch::Tensor& gradient, HostTransfers& transfers) const {
+  MEMTRAIN_ASSERT(caller_updates(), "gradients go to the host by themselves only for the caller's updates");
+  if (!gradient.defined()) return gradient;
+  const std::unique_ptr<HostCopy> copy = transfers.to_host(gradient);
+  copy->wait();
+  return copy->destination();
+}
+
+void HostWeights::drop_all() {
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    if (stages_[i].on_device) drop(static_cast<int>(i));
+  }
+}
+
 std::vector<std::unique_ptr<HostCopy>> HostWeights::fetch(int stage, HostTransfers& transfers) {
   StageWeights& s = stages_.at(stage);
   std::vector<std::unique_ptr<HostCopy>> copies;
   for (Weight& w : s.weights) {
+    // The caller's weights are whatever its parameter holds between uses
+    // (its optimizer updates them in place; a load may replace them).
+    if (caller_updates() && !s.on_device) w.master = w.param.detach();
     copies.push_back(transfers.to_device(w.master));
     w.param.set_data(copies.back()->destination());
   }
@@ -50,7 +88,8 @@ std::vector<std::unique_ptr<HostCopy>> HostWeights::fetch(int stage, HostTransfe
 void HostWeights::drop(int stage) {
   StageWeights& s = stages_.at(stage);
   for (Weight& w : s.weights) {
-    w.param.mutable_grad() = torch::Tensor();
+    // The caller's gradients, accumulated in host memory, are the caller's.
+    if (!caller_updates()) w.param.mutable_grad() = torch::Tensor();
     w.param.set_data(w.master);
   }
   // The statistics this step's forwards left on the device come back at
@@ -108,12 +147,12 @@ void HostWeights::update(int stage) {
     const auto t0 = std::chrono::steady_clock::now();
     const PoolScope host(&memory_.host());
     for (Weight& w : stages_[stage].weights) {
-      const torch::Tensor& m = optimizer_.first_moment(w.index);
-      const torch::Tensor& v = optimizer_.second_moment(w.index);
+      const torch::Tensor& m = optimizer_->first_moment(w.index);
+      const torch::Tensor& v = optimizer_->second_moment(w.index);
       w.next_w = torch::empty_like(w.master);
       w.next_m = torch::empty_like(m);
       w.next_v = torch::empty_like(v);
-      optimizer_.apply_into(w.next_w, w.next_m, w.next_v, w.master, m, v, w.host_grad, optimizer_.steps() + 1);
+      optimizer_->apply_into(w.next_w, w.next_m, w.next_v, w.master, m, v, w.host_grad, optimizer_->steps() + 1);
     }
     update_seconds_[stage] = seconds_since(t0);
   });
@@ -144,8 +183,8 @@ void HostWeights::commit() {
     for (Weight& w : s.weights) {
       if (s.updated) {
         w.master = w.next_w;
-        optimizer_.first_moment(w.index) = w.next_m;
-        optimizer_.second_moment(w.index) = w.next_v;
+        optimizer_->first_moment(w.index) = w.next_m;
+        optimizer_->second_moment(w.index) = w.next_v;
       }
       w.next_w = w.next_m = w.next_v = w.host_grad = w.kept_grad = torch::Tensor();
       w.param.mutable_grad() = torch::Tensor();
@@ -159,7 +198,7 @@ void HostWeights::commit() {
     s.updated = false;
     s.on_device = false;
   }
-  optimizer_.count_step();
+  optimizer_->count_step();
 }
 
 void HostWeights::abandon(const std::vector<torch::Tensor>& keep) {

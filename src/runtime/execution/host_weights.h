@@ -29,6 +29,22 @@ class HostWeights {
   // The model's parameters, buffers and the optimizer's state must already
   // live in host memory (made under the host pool's scope).
   HostWeights(StagedModel& model, Adam& optimizer, DeviceMemory& memory);
+  // The caller's own optimizer updates (memtrain.Module(weights="host")):
+  // the stages' parameters move into host memory here; their gradients are
+  // taken from each backward (StepContext::take_gradients) and handed over
+  // in host memory (gradient_to_host()), to accumulate into the
+  // parameters' .grad there. No gradient operation, update or commit runs,
+  // and buffers stay where they are.
+  HostWeights(StagedModel& model, DeviceMemory& memory);
+  // The constructor above's: the caller updates the weights.
+  bool caller_updates() const { return optimizer_ == nullptr; }
+  // Whether `tensor` is one of stage `stage`'s weights.
+  bool holds(int stage, const torch::Tensor& tensor) const;
+  // A copy of a gradient in host memory (caller_updates()).
+  torch::Tensor gradient_to_host(const torch::Tensor& gradient, HostTransfers& transfers) const;
+  // Every stage still on the device goes back (an execution left part way,
+  // caller_updates()): the parameters point at the host weights again.
+  void drop_all();
 
   bool on_device(int stage) const { return stages_.at(stage).on_device; }
   // Copies of the stage's weights to the device; the parameters point at
@@ -89,7 +105,7 @@ class HostWeights {
     bool updated = false;
   };
 
-  Adam& optimizer_;
+  Adam* optimizer_;  // null: caller_updates()
   DeviceMemory& memory_;
   std::vector<StageWeights> stages_;
   std::vector<Seconds> update_seconds_;

@@ -32,17 +32,32 @@ BlockStepsOptions with_callers_stage(BlockStepsOptions options) {
   return options;
 }
 
+// One micro-batch a step, and no update of memtrain's to wait for.
+WeightPlacement placement_of(const BlockStepsOptions& options) {
+  return {options.weights_on_host, 1, /*updates_inline=*/true};
+}
+
 }  // namespace
 
 BlockSteps::BlockSteps(StagedModel model, GradientBoundary* boundary, DeviceMemory& memory, BlockStepsOptions options,
                        std::vector<torch::Tensor> outer_parameters)
     : model_(std::move(model)), outer_parameters_(std::move(outer_parameters)), boundary_(boundary), memory_(memory),
       options_(with_callers_stage(std::move(options))),
-      steps_(options_.steps, model_, stage_constants(model_, /*optimizer_slots=*/0)),
+      steps_(options_.steps, model_, stage_constants(model_, /*optimizer_slots=*/0), placement_of(options_)),
       budget_(options_.budget, "wrap the model with a sample (its largest input), or give the budget in bytes") {
   MEMTRAIN_ASSERT(model_.size() >= 2 && &model_.stage(model_.size() - 1) == boundary_,
                   "the gradient boundary follows at least one block");
   executor_ = std::make_unique<Executor>(model_, memory_);
+  plan::check_weights_placement(options_.steps.planner, options_.weights_on_host, "weights='host'");
+  if (options_.weights_on_host) {
+    if (options_.budget.is_percent) {
+      throw UsageError(
+          "weights in host memory take a budget in bytes (\"8GiB\"): N% is of a plain step with every "
+          "weight on the device, which memtrain does not run");
+    }
+    host_weights_ = std::make_unique<HostWeights>(model_, memory_);
+    executor_->set_host_weights(host_weights_.get());
+  }
   taken_.resize(model_.size());
   boundary_->set_exchange([this](const torch::Tensor& output) { return exchange(output); });
 }
@@ -732,6 +747,11 @@ void BlockSteps::set_budget(const BudgetSpec& budget) {
 }
 
 void BlockSteps::set_gathered_bytes(const std::vector<Bytes>& gathered, bool forward_prefetch) {
+  if (host_weights_) {
+    throw UsageError(
+        "blocks sharded by FSDP2 keep their own shards; weights='host' moves whole weights, and "
+        "the two do not combine: shard the model or keep its blocks' weights in host memory");
+  }
   const int n = blocks();
   if (static_cast<int>(gathered.size()) != n) {
     throw UsageError("gathered bytes for " + std::to_string(gathered.size()) + " blocks; the model has " +
@@ -756,10 +776,14 @@ int BlockSteps::begin_calibration() {
   step_.reset();
   calibration_grads_ = std::make_unique<GradientSnapshot>(model_.parameters());
   // Measured as a step of training is, with every gradient allocated (the
-  // memory model keeps them resident), whatever the caller has now.
+  // memory model keeps them resident), whatever the caller has now: in
+  // host memory beside weights that live there.
+  std::optional<PoolScope> in_host;
+  if (host_weights_) in_host.emplace(&memory_.host());
   for (torch::Tensor& p : model_.parameters()) {
     if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
   }
+  in_host.reset();
   calibration_rng_ = RngSnapshot::capture(default_generator_of(memory_.device()));
   calibration_buffers_ = BufferSnapshot::capture(model_, memory_);
   calibration_live_ = 0;

@@ -75,6 +75,7 @@
 #include "core/units.h"
 #include "plan/planner.h"
 #include "runtime/execution/executor.h"
+#include "runtime/execution/host_weights.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/staged_model.h"
 #include "runtime/step/leased_steps.h"
@@ -93,6 +94,13 @@ struct BlockStepsOptions {
   // largest size seen when the predictor first could plan.
   StepPlannerOptions steps;
   BudgetSpec budget = {false, 0, 0};
+  // The blocks' weights live in host memory (HostWeights, the caller's
+  // updates): each block's come to the device for its forward and its
+  // backward, as the schedule fetches them, and its gradients go back to
+  // host memory as the backward makes them; a planner of weights in host
+  // memory ("swap") plans the steps. A budget in bytes: N% would be of a
+  // plain step with every weight on the device, which is what does not fit.
+  bool weights_on_host = false;
 };
 
 // What a loop holds beside the step that a sample's step did not (its last
@@ -308,6 +316,7 @@ class BlockSteps {
   BlockStepsOptions options_;
   StepPlanner steps_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<HostWeights> host_weights_;  // options_.weights_on_host
   StepBudget budget_;
   long steps_run_ = 0;
   long steps_run_again_ = 0;  // count_steps_run_again()'s
