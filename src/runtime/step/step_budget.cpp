@@ -29,6 +29,17 @@ Bytes StepBudget::bytes() const {
 void StepBudget::respecify(const BudgetSpec& spec) {
   if (spec.is_percent && reference_ == 0) throw unmeasured(spec);
   spec_ = spec;
+  granted_ = 0;
+}
+
+void StepBudget::grant(Bytes step_bytes) {
+  MEMTRAIN_ASSERT(step_bytes > 0, "a step is granted a budget above 0 bytes");
+  granted_ = step_bytes;
+}
+
+void StepBudget::set_reserve(Bytes reserve) {
+  MEMTRAIN_ASSERT(reserve >= 0, "a planning reserve is not negative");
+  reserve_ = reserve;
 }
 
 }  // namespace memtrain::runtime

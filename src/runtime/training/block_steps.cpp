@@ -124,8 +124,8 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
                      memory_.device().str());
   }
   const bool calibrating = calibration_round_ >= 0;
-  if (!calibrating) budget_.bytes();  // throws for a share of a peak not measured yet
-  cancel();                           // a step begun and never finished
+  if (!calibrating) budget_.step_bytes();  // throws for a share of a peak not measured yet
+  cancel();                                // a step begun and never finished
   t0_ = std::chrono::steady_clock::now();
   synchronizations_at_start_ = memory_.synchronizations();
   batch_ = batch_of(x);
@@ -152,11 +152,11 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
     if (steps_.predictor().ready()) steps_.observe_resident(resident_now, batch_.bytes(), size);
     steps_.note_size(size);
     if (leased_) take_lease(size);
-    steps_.use_budget(budget_.bytes());
+    steps_.use_budget(budget_.step_bytes());
     step_start_live_ = memory_.live();
     step_.emplace(
         steps_, PlannedStep::Start{size, steps_run_, next_micro_step() + ": input " + batch_.signature.describe()},
-        StepGuard(memory_, budget_.bytes(), enforces_budget(), default_generator_of(memory_.device()), &model_));
+        StepGuard(memory_, budget_.step_bytes(), enforces_budget(), default_generator_of(memory_.device()), &model_));
     try {
       refuse_if_infeasible(size, step_->choice());  // before the step changes anything
     } catch (...) {
@@ -167,7 +167,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
     current_ = StepRecord{};
     current_.step = ++steps_run_;
     current_.signature = batch_.signature;
-    current_.budget_bytes = budget_.bytes();
+    current_.budget_bytes = budget_.step_bytes();
     current_.lease_want_bytes = lease_.request.want;
     current_.lease_least_bytes = lease_.request.least;
     current_.lease_wait_seconds = lease_.waited;
@@ -188,7 +188,7 @@ void BlockSteps::take_lease(std::int64_t size) {
   const bool collecting = steps_run_ < options_.steps.collect_steps || !steps_.predictor().ready();
   lease_ = leased_->acquire(steps_, size, collecting);
   lease_held_ = true;
-  budget_.respecify(BudgetSpec{false, 0, lease_.budget});
+  budget_.grant(lease_.budget);
 }
 
 Bytes BlockSteps::calibrated_for_lease(StepLease& lease) {
@@ -209,19 +209,20 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
   // largest's does not: a schedule that fits the largest fits a smaller input.
   const std::int64_t largest = steps_.predictor().largest_observed();
   const auto fits = [&](const Schedule& s) {
-    return sim::simulate(steps_.predicted_chain(size), s).peak_bytes <= budget_.bytes() ||
-           (size < largest && sim::simulate(steps_.predicted_chain(largest), s).peak_bytes <= budget_.bytes());
+    return sim::simulate(steps_.predicted_chain(size), s).peak_bytes <= budget_.step_bytes() ||
+           (size < largest && sim::simulate(steps_.predicted_chain(largest), s).peak_bytes <= budget_.step_bytes());
   };
   if (fits(choice.schedule)) return;
   // A refusal rests on the least the caller's code after the blocks held
   // at this size, and below the largest size measured on the largest's least too.
   constexpr auto optimistic = predict::BytesEnvelope::Bound::Least;
   Bytes least = steps_.least_peak(size, optimistic);
-  if (least > budget_.bytes() && size < largest) least = std::min(least, steps_.least_peak(largest, optimistic));
+  if (least > budget_.step_bytes() && size < largest) least = std::min(least, steps_.least_peak(largest, optimistic));
   // Predictions may overestimate: a step as large that ran shows what fits.
-  const bool shown = std::any_of(needed_.lower_bound(size), needed_.end(),
-                                 [&](const auto& seen) { return memory_.live() + seen.second <= budget_.bytes(); });
-  if (!shown && least > budget_.bytes() && budget_.is_share() && size <= reference_size_) {
+  const bool shown = std::any_of(needed_.lower_bound(size), needed_.end(), [&](const auto& seen) {
+    return memory_.live() + seen.second <= budget_.step_bytes();
+  });
+  if (!shown && least > budget_.step_bytes() && budget_.is_share() && size <= reference_size_) {
     // N% is of the caller's own plain loop on inputs up to the sample's:
     // its step at this size keeps everything, with what the caller's code
     // showed it holds, and holds at least memtrain's least. Where that
@@ -232,11 +233,11 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
         plan::keep_everything_peak(steps_.completed(steps_.predictor().predict(size), size, optimistic));
     if (plain > budget_.reference()) {
       budget_.set_reference(plain);
-      step_->guard().set_budget(budget_.bytes());
-      current_.budget_bytes = budget_.bytes();
+      step_->guard().set_budget(budget_.step_bytes());
+      current_.budget_bytes = budget_.step_bytes();
     }
   }
-  if (least <= budget_.bytes() || shown) {
+  if (least <= budget_.step_bytes() || shown) {
     // A collection schedule that does not fit: the least-memory one measures too.
     if (choice.kind == PlanKind::Collect) choice = {steps_.most_frugal(size), PlanKind::Frugal, 0};
     return;
@@ -263,12 +264,12 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
                 "input"
           : "";
   throw Infeasible(next_micro_step() + ": input " + batch_.signature.describe() + " needs at least " +
-                       format_bytes_beside(least, budget_.bytes()) + " with planner " + planner().name() +
+                       format_bytes_beside(least, budget_.step_bytes()) + " with planner " + planner().name() +
                        "'s least-memory schedule, " + resident + " and " + format_bytes(after) +
                        " held by the code after the blocks (the head and the loss), above the budget " +
-                       format_bytes_beside(budget_.bytes(), least) +
+                       format_bytes_beside(budget_.step_bytes(), least) +
                        "; nothing of this step ran: give a budget of at least " +
-                       format_bytes_beside(least, budget_.bytes()) + " or a smaller input" + larger + late,
+                       format_bytes_beside(least, budget_.step_bytes()) + " or a smaller input" + larger + late,
                    least);
 }
 
@@ -282,7 +283,7 @@ void BlockSteps::run_step_again() {
   step_->guard().roll_back();
   step_->choice() = {steps_.most_frugal(batch_.signature.size), PlanKind::Retry, 0};
   ctx_ = fresh_context();
-  step_->guard().set_budget(budget_.bytes());
+  step_->guard().set_budget(budget_.step_bytes());
   step_->guard().enforce_again();
   execution_ = executor_->start(step_->choice().schedule, batch_, ctx_);
   again_ = true;
@@ -401,9 +402,9 @@ Bytes BlockSteps::SpillRelief::relieve(Bytes bytes) {
   // allocation on. `bytes` is what the allocation passes the budget by.
   const Bytes required = s.memory_.budget() + bytes;
   if (s.budget_.reference() >= required) return 0;
-  const Bytes before = s.budget_.bytes();
+  const Bytes before = s.budget_.step_bytes();
   s.budget_.set_reference(required);
-  const Bytes after = s.budget_.bytes();
+  const Bytes after = s.budget_.step_bytes();
   if (after <= before) return 0;
   s.step_->guard().set_budget(after);
   s.current_.budget_bytes = after;
@@ -495,7 +496,7 @@ void BlockSteps::replan_rest_if_over(int block) {
     const Bytes rise = std::max<Bytes>(0, rest - sim.ops.at(ran.size() - 1).after_bytes);
     return now + static_cast<Bytes>(outgrown * static_cast<double>(rise));
   };
-  if (reaches(planned) <= budget_.bytes()) return;
+  if (reaches(planned) <= budget_.step_bytes()) return;
   Schedule rest = schedule;
   for (int j = block + 1; j < blocks(); ++j) {
     // Block j has not run yet: its first forward is its only one when it is kept.
@@ -503,7 +504,7 @@ void BlockSteps::replan_rest_if_over(int block) {
                                     [&](const Op& op) { return is_forward(op.kind) && op.stage == j; });
     if (first == rest.ops.end() || first->kind != OpKind::ForwardAll) continue;
     rest = plan::recomputing_stage(rest, j);
-    if (reaches(sim::simulate(chain, rest, /*per_op=*/true)) <= budget_.bytes()) break;
+    if (reaches(sim::simulate(chain, rest, /*per_op=*/true)) <= budget_.step_bytes()) break;
   }
   if (rest == schedule) return;
   execution_->continue_with(rest);
@@ -822,7 +823,7 @@ void BlockSteps::admit_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
   // checked as each begins (a head that can run in chunks may turn to
   // them there).
   const Bytes update = memory_.live() + state_bytes + std::max<Bytes>(0, update_temp_bytes);
-  if (update <= budget.bytes()) return;
+  if (update <= budget.step_bytes()) return;
   Bytes least = update;
   if (planner().respects_budget() && steps_.predictor().ready()) {
     const std::int64_t largest = steps_.predictor().largest_observed();
@@ -833,11 +834,11 @@ void BlockSteps::admit_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
       "transformers' Trainer makes its own) would make " +
           format_bytes(state_bytes) + " of state, and need " + format_bytes(std::max<Bytes>(0, update_temp_bytes)) +
           " above it while it runs, beside the " + format_bytes(memory_.live()) +
-          " live (the weights and the gradients): " + format_bytes_beside(update, budget.bytes()) +
-          " in all, above the budget " + format_bytes_beside(budget.bytes(), update) +
+          " live (the weights and the gradients): " + format_bytes_beside(update, budget.step_bytes()) +
+          " in all, above the budget " + format_bytes_beside(budget.step_bytes(), update) +
           "; the update did not run: the weights, the gradients and the optimizer are as they were. "
           "Training with that state needs a budget of at least " +
-          format_bytes_beside(least, budget.bytes()) +
+          format_bytes_beside(least, budget.step_bytes()) +
           "; pass the optimizer to memtrain.Module(optimizer=) to have it checked at once "
           "(transformers' Trainer: make it on the model's parameters and give it to both, "
           "Trainer(optimizers=(optimizer, None)))",
@@ -902,7 +903,7 @@ void BlockSteps::end_calibration() {
   // the carried reference); it stays counted, for refusals that name it.
   optimizer_state_ = std::max(optimizer_state_, carried_.optimizer_state);
   optimizer_counted_late_ = std::max(optimizer_counted_late_, carried_.optimizer_counted_late);
-  refuse_below_least(steps_, largest_chain(), budget_.bytes(), batch_.signature);
+  refuse_below_least(steps_, largest_chain(), budget_.step_bytes(), batch_.signature);
 }
 
 }  // namespace memtrain::runtime

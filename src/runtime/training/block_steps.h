@@ -240,7 +240,7 @@ class BlockSteps {
   void end_lease();
 
   const StepRecord& last_step() const { return last_; }
-  Bytes budget_bytes() const { return budget_.resolved() ? budget_.bytes() : 0; }
+  Bytes budget_bytes() const { return budget_.resolved() ? budget_.step_bytes() : 0; }
   // The budget from the next step on; N% is of the sample's measured peak
   // (StepBudget).
   void set_budget(const BudgetSpec& budget);

@@ -28,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory factory, BatchSource& source)
-    : options_(std::move(options)), memory_(memory), source_(source), requested_budget_(options_.budget) {
+    : options_(std::move(options)), memory_(memory), source_(source), budget_(options_.budget) {
   check_trainer_options(options_);
   const auto scope = memory_.activate();
   std::optional<PoolScope> in_host_pool;
@@ -152,7 +152,7 @@ void Trainer::measure_largest(const Batch& largest) {
   // is never run (it is what does not fit): its peak is simulated below.
   // Nor on a shared device, where it would take the others' memory.
   if (percent && !host_weights_ && !lease_)
-    requested_budget_.set_reference(measure(plan::schedule_keeping_everything(n), measured).peak);
+    budget_.set_reference(measure(plan::schedule_keeping_everything(n), measured).peak);
   // One collection run per variant when the planner chooses variants.
   const Signature at = planning_signature(largest.signature);
   const std::int64_t size = at.size;
@@ -182,47 +182,46 @@ void Trainer::measure_largest(const Batch& largest) {
     // weights, gradients and optimizer state all on the device.
     Chain on_device = largest_chain_;
     on_device.weights_on_host = false;
-    requested_budget_.set_reference(plan::keep_everything_peak(on_device));
+    budget_.set_reference(plan::keep_everything_peak(on_device));
   }
 }
 
 void Trainer::fix_budget() {
   if (lease_) {
-    budget_ = lease_->calibrated(*steps_, largest_chain_, requested_budget_.reference());
-    use_budget(budget_);
+    budget_.respecify(BudgetSpec{false, 0, lease_->calibrated(*steps_, largest_chain_, budget_.reference())});
+    plan_for_budget();
     return;
   }
   fix_own_budget();
-  refuse_below_least(*steps_, largest_chain_, planning_budget(), largest_signature_, budget_ - planning_budget());
+  refuse_below_least(*steps_, largest_chain_, budget_.planning_bytes(), largest_signature_, budget_.reserve());
 }
 
 void Trainer::fix_own_budget() {
   plan::Planner& planner = steps_->planner();
   if (options_.least_budget) {
     const Plan least = planner.plan({largest_chain_, 0, &largest_chain_});
-    budget_ = least.feasible ? least.peak_bytes : least.min_budget_bytes;
-    if (budget_ <= 0) {
+    const Bytes least_bytes = least.feasible ? least.peak_bytes : least.min_budget_bytes;
+    if (least_bytes <= 0) {
       throw Error("planner " + planner.name() + " reports no least budget for input " + largest_signature_.describe() +
                   "; give a budget");
     }
-  } else {
-    budget_ = requested_budget_.bytes();
+    budget_.respecify(BudgetSpec{false, 0, least_bytes});
   }
-  use_budget(budget_);
+  const Bytes bytes = budget_.bytes();  // UsageError for a share that was not measured
   // Whether the planner still plans the largest input with `reserve` bytes less.
   const auto fits = [&](Bytes reserve) {
     return !planner.respects_budget() || options_.least_budget ||
-           planner.plan({largest_chain_, budget_ - reserve, &largest_chain_}).feasible;
+           planner.plan({largest_chain_, bytes - reserve, &largest_chain_}).feasible;
   };
-  ranks_->start_sums(*model_, budget_, host_weights_ != nullptr, fits);
+  ranks_->start_sums(*model_, bytes, host_weights_ != nullptr, fits);
+  budget_.set_reserve(ranks_->planning_reserve());
   // The least budget is the planner's, plus what the sums' copies hold beside the backward.
-  if (options_.least_budget && ranks_->sums_beside_backward()) budget_ += ranks_->planning_reserve();
-  use_budget(budget_);  // again: the sums' reserve changed the planning budget
+  if (options_.least_budget) budget_.respecify(BudgetSpec{false, 0, bytes + budget_.reserve()});
+  plan_for_budget();  // with the sums' reserve
 }
 
-void Trainer::use_budget(Bytes budget) {
-  step_budget_ = budget;  // the step's guard sets the device's
-  steps_->use_budget(planning_budget());
+void Trainer::plan_for_budget() {
+  steps_->use_budget(budget_.planning_bytes());  // the step's guard sets the device's
 }
 
 void Trainer::observe_resident(const Batch& batch) {
@@ -252,14 +251,14 @@ StepRecord Trainer::step() {
     }
   } settle{lease_.get()};
   if (lease_) take_lease(size, rec);
-  rec.budget_bytes = step_budget_;
+  rec.budget_bytes = budget_.step_bytes();
 
   const StepParts parts = split_step(batch, options_.micro_batches, split_steps(), *ranks_, generator_);
-  PlannedStep planned(
-      *steps_,
-      {size, static_cast<long>(records_.size()),
-       "step " + std::to_string(rec.step) + ": input " + rec.signature.describe()},
-      StepGuard(memory_, step_budget_, options_.enforce && planner().respects_budget(), generator_, model_.get()));
+  PlannedStep planned(*steps_,
+                      {size, static_cast<long>(records_.size()),
+                       "step " + std::to_string(rec.step) + ": input " + rec.signature.describe()},
+                      StepGuard(memory_, budget_.step_bytes(), options_.enforce && planner().respects_budget(),
+                                generator_, model_.get()));
   rec.plan = planned.choice().kind;
   rec.planning_seconds = planned.choice().planning_seconds;
   // What the sums are predicted to cost: the network as the steps before this one showed it.
@@ -269,7 +268,7 @@ StepRecord Trainer::step() {
   const Bytes update_temp = update(run.result, rec);
   planned.finish(at, run.result, rec.peak_bytes, update_temp, rec.predicted_peak_bytes);
 
-  rec.violation = rec.peak_bytes > step_budget_;
+  rec.violation = rec.peak_bytes > budget_.step_bytes();
   settle.taken = true;
   if (rec.plan != PlanKind::Collect) {
     prediction_error_.record(rec.predicted_peak_bytes, rec.peak_bytes);
@@ -289,7 +288,8 @@ void Trainer::take_lease(std::int64_t size, StepRecord& rec) {
   rec.lease_want_bytes = grant.request.want;
   rec.lease_least_bytes = grant.request.least;
   rec.lease_wait_seconds = grant.waited;
-  use_budget(grant.budget);
+  budget_.grant(grant.budget);
+  plan_for_budget();
 }
 
 Trainer::StepRun Trainer::run_parts(const Schedule& schedule, const StepParts& parts) {
@@ -424,7 +424,7 @@ Bytes Trainer::update(const ExecutionResult& result, StepRecord& rec) {
   const Bytes before_update = memory_.live();
   Bytes temporary = optimizer_->update_temp_bytes();
   temporary = std::max(temporary, ranks_->share_temporary_bytes(*model_));
-  refuse_update_without_room(memory_, step_budget_, temporary, "step " + std::to_string(rec.step));
+  refuse_update_without_room(memory_, budget_.step_bytes(), temporary, "step " + std::to_string(rec.step));
   memory_.reset_peak();
   optimizer_->step();
   if (optimizer_->sharded()) {
@@ -519,8 +519,8 @@ CopyStats planned_copies(const std::vector<StepRecord>& records) {
 
 TrainSummary Trainer::summary() const {
   TrainSummary s;
-  s.budget_bytes = budget_;
-  s.reference_peak_bytes = requested_budget_.reference();
+  s.budget_bytes = budget_bytes();
+  s.reference_peak_bytes = budget_.reference();
   s.resident_bytes = steps_->resident_bytes();
   s.steps = static_cast<long>(records_.size());
   s.retries = retries_;

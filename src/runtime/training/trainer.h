@@ -143,7 +143,7 @@ class Trainer {
 
   const std::vector<StepRecord>& records() const { return records_; }
   TrainSummary summary() const;
-  Bytes budget_bytes() const { return budget_; }
+  Bytes budget_bytes() const { return calibrated_ ? budget_.bytes() : 0; }
   bool weights_on_host() const { return host_weights_ != nullptr; }
   // Ranks: whether the gradient sums run beside the backward (after calibration).
   bool sums_beside_backward() const { return ranks_->sums_beside_backward(); }
@@ -191,9 +191,9 @@ class Trainer {
   void record_outcome(const StepRun& run, StepRecord& rec);
 
   bool split_steps() const { return !host_weights_ && (options_.micro_batches > 1 || ranks_->ranked()); }
-  // The budget planners plan a step for: the step's, less what the gradient sums' copies may hold.
-  Bytes planning_budget() const { return step_budget_ - ranks_->planning_reserve(); }
-  void use_budget(Bytes budget);
+  // Planners plan the next step for the budget's planning bytes: the
+  // step's, less what the gradient sums' copies may hold.
+  void plan_for_budget();
   // The shape and size the predictor and the plan cache know a batch by:
   // its own, or its largest micro-batch's when a step is split.
   Signature planning_signature(const Signature& sig) const;
@@ -225,9 +225,9 @@ class Trainer {
   at::Generator generator_;
 
   bool calibrated_ = false;
-  Bytes budget_ = 0;             // the run's budget (a shared device: the group's)
-  Bytes step_budget_ = 0;        // the budget steps plan and run under now
-  StepBudget requested_budget_;  // the options' budget, with the reference a share is of
+  // The options' budget, the reference a share is of, the run's bytes (a
+  // shared device: the group's), the step's grant and the sums' reserve.
+  StepBudget budget_;
   Signature largest_signature_;
   Chain largest_chain_;
   std::vector<StepRecord> records_;

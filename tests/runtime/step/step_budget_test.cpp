@@ -47,5 +47,23 @@ TEST(StepBudget, RespecifyingKeepsTheReferenceAndRefusesAShareWithoutOne) {
   EXPECT_EQ(share.bytes(), 123);
 }
 
+TEST(StepBudget, AStepRunsUnderItsGrantAndPlansForItLessTheReserve) {
+  StepBudget b({true, 50, 0});
+  b.set_reference(4000);
+  EXPECT_EQ(b.step_bytes(), 2000);  // no grant: the run's budget
+  b.set_reserve(300);
+  EXPECT_EQ(b.planning_bytes(), 1700);
+  b.grant(1200);  // a lease's, for this step and the next until another
+  EXPECT_EQ(b.bytes(), 2000);
+  EXPECT_EQ(b.step_bytes(), 1200);
+  EXPECT_EQ(b.planning_bytes(), 900);
+  b.set_reference(6000);  // a grown reference moves the run's budget, not the grant
+  EXPECT_EQ(b.bytes(), 3000);
+  EXPECT_EQ(b.step_bytes(), 1200);
+  b.respecify({false, 0, 5000});  // another budget ends the grant
+  EXPECT_EQ(b.step_bytes(), 5000);
+  EXPECT_EQ(b.planning_bytes(), 4700);
+}
+
 }  // namespace
 }  // namespace memtrain::runtime
