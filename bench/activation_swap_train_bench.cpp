@@ -78,8 +78,8 @@ int run(const std::vector<std::string>& args) {
       [shape] { return runtime::make_model("transformer", {}, shape); });
   const LaneFactory linked = [&](const runtime::TrainerOptions& o) {
     runtime::TrainerOptions h = o;
-    h.device_to_host_bandwidth = link.device_to_host;
-    h.host_to_device_bandwidth = link.host_to_device;
+    h.steps.device_to_host_bandwidth = link.device_to_host;
+    h.steps.host_to_device_bandwidth = link.host_to_device;
     return base(h);
   };
   const std::vector<std::string> planners = {"none", "optimal", "swap"};

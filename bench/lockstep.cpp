@@ -106,7 +106,7 @@ LaneFactory lanes(std::function<std::unique_ptr<runtime::BatchSource>(std::uint6
 
 Chain measured_chain(const LaneFactory& make) {
   runtime::TrainerOptions o;
-  o.planner = "joint";
+  o.steps.planner = "joint";
   o.budget = parse_budget("100%", "budget");
   Lane lane = make(o);
   lane.trainer->calibrate();
@@ -126,9 +126,9 @@ std::map<std::string, LaneResult> run_lockstep(const std::vector<std::string>& p
   std::map<std::string, Lane> lanes;
   for (const std::string& p : planners) {
     runtime::TrainerOptions o;
-    o.planner = p;
+    o.steps.planner = p;
     o.budget = parse_budget(budget, "--budgets");
-    results[p].collect_steps = o.collect_steps;
+    results[p].collect_steps = o.steps.collect_steps;
     Lane lane = make(o);
     try {
       lane.trainer->calibrate();

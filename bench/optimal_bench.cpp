@@ -66,7 +66,7 @@ std::vector<PlanningTime> time_planning(std::shared_ptr<const data::TaggingDatas
   runtime::TrainerOptions o;
   runtime::Trainer trainer(
       o, memory, [&] { return runtime::make_model("transformer", {}, shape); }, source);
-  for (int s = 0; s < o.collect_steps; ++s) trainer.step();  // a predictor that has learned
+  for (int s = 0; s < o.steps.collect_steps; ++s) trainer.step();  // a predictor that has learned
   const std::int64_t largest = trainer.largest_signature().size;
   std::vector<PlanningTime> out;
   for (int layers : {11, 49}) {

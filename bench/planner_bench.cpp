@@ -48,10 +48,10 @@ PlanningTimes time_planning(std::shared_ptr<const data::TaggingDataset> data, in
   spec.layers = layers;
   const runtime::DataShape shape{data->words.size(), data->tags.size(), data->max_length, 1};
   runtime::TrainerOptions o;
-  o.collect_steps = 4;
+  o.steps.collect_steps = 4;
   runtime::Trainer trainer(
       o, memory, [&] { return runtime::make_model("transformer", spec, shape); }, source);
-  for (int s = 0; s < o.collect_steps; ++s) trainer.step();  // a predictor that has learned
+  for (int s = 0; s < o.steps.collect_steps; ++s) trainer.step();  // a predictor that has learned
   const auto planner = plan::make_planner("mimose");
   const std::int64_t largest = trainer.largest_signature().size;
   const int sizes = 2000;

@@ -34,15 +34,15 @@ LaneFactory with_weights_on_host(const LaneFactory& base, const runtime::LinkRat
     runtime::TrainerOptions h = o;
     h.weights_on_host = true;
     h.micro_batches = micro_batches;
-    h.device_to_host_bandwidth = link.device_to_host;
-    h.host_to_device_bandwidth = link.host_to_device;
+    h.steps.device_to_host_bandwidth = link.device_to_host;
+    h.steps.host_to_device_bandwidth = link.host_to_device;
     // A lane named "P fixed-link" is planner P keeping the measured link
     // instead of refining it from its copies: the same planner side by side.
     const std::string fixed = " " + std::string(kFixedLink);
-    if (h.planner.size() > fixed.size() &&
-        h.planner.compare(h.planner.size() - fixed.size(), fixed.size(), fixed) == 0) {
-      h.planner.resize(h.planner.size() - fixed.size());
-      h.refine_link = false;
+    if (h.steps.planner.size() > fixed.size() &&
+        h.steps.planner.compare(h.steps.planner.size() - fixed.size(), fixed.size(), fixed) == 0) {
+      h.steps.planner.resize(h.steps.planner.size() - fixed.size());
+      h.steps.refine_link = false;
     }
     return base(h);
   };

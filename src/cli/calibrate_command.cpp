@@ -67,7 +67,7 @@ int run_calibrate(const std::vector<std::string>& args) {
   use_compute_threads(threads);
   const Workload workload(workload_flags);
   runtime::TrainerOptions options;
-  options.planner = "none";
+  options.steps.planner = "none";
   options.budget = {true, 100.0, 0};
   std::unique_ptr<runtime::BatchSource> batches = workload.batches(batch, options.seed);
   std::unique_ptr<runtime::DeviceMemory> memory = runtime::make_device_memory(device);

@@ -162,10 +162,10 @@ int run_stalls(const std::vector<std::string>& args) {
                      workload_flags.data);
   }
   runtime::StallOptions options;
-  options.trainer.planner = flags.text("planner", "none");
-  options.trainer.planner_options = parse_planner_options(flags);
-  plan::planner_traits(options.trainer.planner);  // an unknown planner names the known ones
-  plan::check_planner_options(options.trainer.planner_options);
+  options.trainer.steps.planner = flags.text("planner", "none");
+  options.trainer.steps.planner_options = parse_planner_options(flags);
+  plan::planner_traits(options.trainer.steps.planner);  // an unknown planner names the known ones
+  plan::check_planner_options(options.trainer.steps.planner_options);
   options.trainer.budget = parse_budget(flags.text("budget", "100%"), "--budget");
   options.trainer.seed = static_cast<std::uint64_t>(flags.integer("seed", 1, 0, INT64_MAX));
   const std::int64_t batch = flags.integer("batch", 32, 1, 65536);

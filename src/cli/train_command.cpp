@@ -149,25 +149,25 @@ std::string mode_with_flag(runtime::TrainingMode mode) {
 // The Trainer's options: planner, budget, predictor, link.
 void read_training_options(Flags& flags, TrainRequest& r) {
   runtime::TrainerOptions& options = r.options;
-  options.planner = flags.text("planner", "mimose");
-  options.planner_options = parse_planner_options(flags);
+  options.steps.planner = flags.text("planner", "mimose");
+  options.steps.planner_options = parse_planner_options(flags);
   const WeightFlags weights = parse_weight_flags(flags, true);
   options.weights_on_host = weights.on_host;
   options.micro_batches = weights.micro_batches;
   // A bad name or weight placement is refused before data loads.
-  const plan::PlannerTraits& planner = plan::planner_traits(options.planner);
-  plan::check_planner_options(options.planner_options);
-  plan::check_weights_placement(options.planner, weights.on_host, "--weights-on host");
+  const plan::PlannerTraits& planner = plan::planner_traits(options.steps.planner);
+  plan::check_planner_options(options.steps.planner_options);
+  plan::check_weights_placement(options.steps.planner, weights.on_host, "--weights-on host");
   options.budget =
       parse_budget(flags.text("budget", r.workload.model.rfind("resnet", 0) == 0 ? "75%" : "50%"), "--budget");
   options.seed = static_cast<std::uint64_t>(flags.integer("seed", 1, 0, INT64_MAX));
-  options.collect_steps =
-      static_cast<int>(flags.integer("collect-steps", options.collect_steps, 0, runtime::kMaxCollectSteps));
-  options.bucket = flags.integer("bucket", 0, 0, INT64_MAX);
-  options.margin = flags.real("margin", options.margin, 0, runtime::kMaxMargin);
+  options.steps.collect_steps =
+      static_cast<int>(flags.integer("collect-steps", options.steps.collect_steps, 0, runtime::kMaxCollectSteps));
+  options.steps.bucket = flags.integer("bucket", 0, 0, INT64_MAX);
+  options.steps.margin = flags.real("margin", options.steps.margin, 0, runtime::kMaxMargin);
   options.adam.lr = flags.real("lr", options.adam.lr, 1e-9, 10);
   options.enforce = !flags.has("no-enforce");
-  options.refine_link = !flags.has("fixed-link");
+  options.steps.refine_link = !flags.has("fixed-link");
   Chain calibrated;
   if (flags.has("calibration")) calibrated = read_chain_file(flags.text("calibration", ""));
   const LinkFlags link = parse_link_flags(flags);
@@ -175,15 +175,15 @@ void read_training_options(Flags& flags, TrainRequest& r) {
     throw UsageError(
         "train: the host link's bandwidth (--bandwidth, --d2h-bandwidth, --h2d-bandwidth) is for "
         "planners that copy to host memory (swap, tensile) or --weights-on host; planner " +
-        options.planner + " never copies, so it would be ignored");
+        options.steps.planner + " never copies, so it would be ignored");
   }
   link.apply(calibrated);
-  options.device_to_host_bandwidth = calibrated.device_to_host_bandwidth;
-  options.host_to_device_bandwidth = calibrated.host_to_device_bandwidth;
+  options.steps.device_to_host_bandwidth = calibrated.device_to_host_bandwidth;
+  options.steps.host_to_device_bandwidth = calibrated.host_to_device_bandwidth;
   // Plans that copy to the host need the link's bandwidth: measured here, as
   // `calibrate` does, when neither --bandwidth nor --calibration gives it.
   r.measure_link = runtime::needs_host_link(planner, options.weights_on_host) &&
-                   !(options.device_to_host_bandwidth > 0 && options.host_to_device_bandwidth > 0);
+                   !(options.steps.device_to_host_bandwidth > 0 && options.steps.host_to_device_bandwidth > 0);
 }
 
 // Ranks, sharing, checkpoints and reports; the rules between the modes.
@@ -263,12 +263,12 @@ struct TrainRun {
 void join_group(TrainRun& run) {
   const TrainRequest& r = run.request;
   runtime::TrainerOptions& options = run.options;
-  std::string label = r.workload.model + " " + options.planner + " batch " + std::to_string(r.batch) + " seed " +
+  std::string label = r.workload.model + " " + options.steps.planner + " batch " + std::to_string(r.batch) + " seed " +
                       std::to_string(options.seed);
   if (!r.share_label.empty()) label = r.share_label + " (" + label + ")";
   try {
     run.shared = std::make_unique<runtime::SharedDevice>(r.share, *run.memory, label, 10.0);
-    run.shared->check_planner(options.planner);
+    run.shared->check_planner(options.steps.planner);
     run.shared->set_start_wait([name = r.share, told = false](int calibrated, int expected, Seconds waited) mutable {
       if (!told && waited >= 5) {
         told = true;
@@ -290,12 +290,12 @@ void measure_host_link(TrainRun& run) {
   runtime::TrainerOptions& options = run.options;
   const runtime::LinkRates link =
       runtime::measure_link(*run.memory, runtime::kDefaultLinkCopyBytes, runtime::kDefaultLinkRepeats);
-  if (!(options.device_to_host_bandwidth > 0)) options.device_to_host_bandwidth = link.device_to_host;
-  if (!(options.host_to_device_bandwidth > 0)) options.host_to_device_bandwidth = link.host_to_device;
+  if (!(options.steps.device_to_host_bandwidth > 0)) options.steps.device_to_host_bandwidth = link.device_to_host;
+  if (!(options.steps.host_to_device_bandwidth > 0)) options.steps.host_to_device_bandwidth = link.host_to_device;
   if (run.speaks)
     std::fprintf(stderr, "memtrain: host link measured (no --bandwidth or --calibration): %s/s to host, %s/s back\n",
-                 format_bytes(static_cast<Bytes>(options.device_to_host_bandwidth)).c_str(),
-                 format_bytes(static_cast<Bytes>(options.host_to_device_bandwidth)).c_str());
+                 format_bytes(static_cast<Bytes>(options.steps.device_to_host_bandwidth)).c_str(),
+                 format_bytes(static_cast<Bytes>(options.steps.host_to_device_bandwidth)).c_str());
 }
 
 // The data, the device, the group and the link this process trains with.
@@ -445,7 +445,7 @@ void train_here(TrainRun& run) {
     std::fprintf(stderr, "memtrain: %s; model %s (%lld parameters, %d stages); planner %s; device %s\n",
                  run.batches->describe().c_str(), r.workload.model.c_str(),
                  static_cast<long long>(trainer.model().parameter_count()), trainer.model().size(),
-                 run.options.planner.c_str(), run.memory->describe().c_str());
+                 run.options.steps.planner.c_str(), run.memory->describe().c_str());
   const std::string checkpoint =
       r.checkpoint_dir.empty() ? "" : r.checkpoint_dir + "/memtrain-rank" + std::to_string(run.rank) + ".ckpt";
   if (!checkpoint.empty() && ::mkdir(r.checkpoint_dir.c_str(), 0755) != 0 && errno != EEXIST)

@@ -43,12 +43,12 @@ ProfilePoint profile_batch(const ProfileMethod& method, std::int64_t batch, cons
   std::unique_ptr<DeviceMemory> memory = make_device_memory(options.device);
   LargestInputBatches source(sources(batch));
   TrainerOptions o;
-  o.planner = method.planner;
-  o.planner_options = options.planner_options;
+  o.steps.planner = method.planner;
+  o.steps.planner_options = options.planner_options;
   o.least_budget = !method.budget.has_value();
   if (method.budget) o.budget = *method.budget;
   // One size only: calibration has measured it, nothing is left to learn.
-  o.collect_steps = 0;
+  o.steps.collect_steps = 0;
   o.seed = options.seed;
   o.adam = options.adam;
   // A measurement, not a guarantee: the peak is recorded, not enforced.

@@ -283,7 +283,7 @@ StepRecord Trainer::step() {
 }
 
 void Trainer::take_lease(std::int64_t size, StepRecord& rec) {
-  const bool collecting = static_cast<int>(records_.size()) < options_.collect_steps;
+  const bool collecting = static_cast<int>(records_.size()) < options_.steps.collect_steps;
   const LeasedSteps::Grant grant = lease_->acquire(*steps_, size, collecting);
   rec.lease_want_bytes = grant.request.want;
   rec.lease_least_bytes = grant.request.least;

@@ -57,18 +57,8 @@ void check_training_modes(const TrainingModes& m) {
 }
 
 StepPlannerOptions step_planner_options(const TrainerOptions& o) {
-  StepPlannerOptions s;
-  s.planner = o.planner;
-  s.planner_options = o.planner_options;
+  StepPlannerOptions s = o.steps;
   s.planner_options.micro_batches = o.micro_batches;
-  s.collect_steps = o.collect_steps;
-  s.bucket = o.bucket;
-  s.margin = o.margin;
-  s.max_retries = o.max_retries;
-  s.prediction_scale = o.prediction_scale;
-  s.device_to_host_bandwidth = o.device_to_host_bandwidth;
-  s.host_to_device_bandwidth = o.host_to_device_bandwidth;
-  s.refine_link = o.refine_link;
   return s;
 }
 
@@ -84,7 +74,7 @@ void check_trainer_options(const TrainerOptions& o) {
   check_training_modes(modes_of(o));
   plan::check_planner_options(s.planner_options);
   plan::check_weights_placement(s.planner, o.weights_on_host);
-  if (o.weights_on_host && !(o.device_to_host_bandwidth > 0 && o.host_to_device_bandwidth > 0)) {
+  if (o.weights_on_host && !(s.device_to_host_bandwidth > 0 && s.host_to_device_bandwidth > 0)) {
     throw UsageError(
         "weights in host memory need the host link's bandwidth to plan their copies: set "
         "device_to_host_bandwidth and host_to_device_bandwidth (bytes/s; measured by memtrain calibrate)");

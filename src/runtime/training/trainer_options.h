@@ -18,29 +18,17 @@
 namespace memtrain::runtime {
 
 struct TrainerOptions {
-  std::string planner = "mimose";
-  plan::PlannerOptions planner_options;  // slots of the planners that discretise memory
-  BudgetSpec budget = {true, 50.0, 0};   // default: 50% of the largest input's unconstrained peak
+  // How steps are planned: the planner, its options, the collection steps,
+  // the plan cache, the margin, the retries, the host link (StepPlanner's
+  // options, declared there once; micro_batches below sets its planner's).
+  StepPlannerOptions steps;
+  BudgetSpec budget = {true, 50.0, 0};  // default: 50% of the largest input's unconstrained peak
   // Instead of `budget`: the least budget the planner needs for the largest
   // input (for planners that ignore budgets, their schedule's simulated peak).
   bool least_budget = false;
-  int collect_steps = 4;    // K: steps with every stage checkpointed, 0..kMaxCollectSteps
-  std::int64_t bucket = 0;  // plan-cache bucket width in signature size; 0: largest / 64
-  double margin = 0.10;     // safety margin on memory for sizes outside the observed range, 0..kMaxMargin
   std::uint64_t seed = 1;
   AdamOptions adam;
   bool enforce = true;  // enforce the budget (planners that respect it)
-  int max_retries = 8;  // stricter re-plans of one step before giving up
-  // Fault injection for tests: the chain planners see has its memory fields
-  // multiplied by this, so < 1 makes plans that run out of budget.
-  double prediction_scale = 1.0;
-  // The host link the planners may offload over (bytes/s; 0: none): from
-  // `memtrain calibrate` or --bandwidth.
-  double device_to_host_bandwidth = 0;
-  double host_to_device_bandwidth = 0;
-  // Refine that link from each step's own copies (predict::LinkEstimate)
-  // for the plans and predictions that follow; false keeps the given one.
-  bool refine_link = true;
   // Weights, gradients and Adam state in host memory, swapped in by the
   // schedule (planners swap and swap-naive); a step then runs in
   // `micro_batches` micro-batches, split by rows (schedules name them).
@@ -102,7 +90,7 @@ void check_training_modes(const TrainingModes& modes);
 // Every rule on TrainerOptions: the step planner's ranges, the modes, and
 // what the weights' placement needs (a planner that can plan it, the link).
 void check_trainer_options(const TrainerOptions& options);
-// The step planner's part of the options.
+// The step planner's options: `steps`, with its planner's micro-batches the run's.
 StepPlannerOptions step_planner_options(const TrainerOptions& options);
 
 }  // namespace memtrain::runtime

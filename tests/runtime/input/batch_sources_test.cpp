@@ -107,12 +107,12 @@ TEST(ShardImageBatches, CheckpointedTrainingFromShardsEqualsPlainTraining) {
     ShardImageBatches source(shard_options(dir.path()));
     CpuDeviceMemory memory;
     TrainerOptions o;
-    o.planner = planner;
+    o.steps.planner = planner;
     // Roomy: the test is about exact recomputation, and what checkpointing
     // everything needs varies by machine (94% of the unconstrained peak on an
     // AVX-512 EPYC, where a 90% budget was refused).
     o.budget = parse_budget("100%", "--budget");
-    o.collect_steps = 0;
+    o.steps.collect_steps = 0;
     o.seed = 7;
     Trainer trainer(o, memory, tiny_resnet(1), source);
     std::vector<double> losses;
@@ -135,11 +135,11 @@ TEST(ShardImageBatches, ARetriedStepUpdatesTheBatchNormStatisticsOnce) {
     ShardImageBatches source(so);
     CpuDeviceMemory memory;
     TrainerOptions o;
-    o.planner = planner;
+    o.steps.planner = planner;
     o.budget = parse_budget("85%", "--budget");
-    o.collect_steps = 1;
+    o.steps.collect_steps = 1;
     o.seed = 7;
-    o.prediction_scale = prediction_scale;  // < 1: plans that run out of budget
+    o.steps.prediction_scale = prediction_scale;  // < 1: plans that run out of budget
     Trainer trainer(o, memory, tiny_resnet(2), source);
     return testing::run_trainer(trainer, 6);  // model state: parameters, then the batch-norm statistics
   };
@@ -163,13 +163,13 @@ TEST(ShardImageBatches, AResNetWithItsWeightsInHostMemoryTrainsExactlyAsOnTheDev
     ShardImageBatches source(shard_options(dir.path()));
     CpuDeviceMemory memory;
     TrainerOptions o;
-    o.planner = planner;
+    o.steps.planner = planner;
     o.least_budget = true;
-    o.collect_steps = 1;
+    o.steps.collect_steps = 1;
     o.seed = kSeed;
     o.weights_on_host = true;
     o.micro_batches = kMicroBatches;
-    o.device_to_host_bandwidth = o.host_to_device_bandwidth = 4e9;
+    o.steps.device_to_host_bandwidth = o.steps.host_to_device_bandwidth = 4e9;
     Trainer trainer(o, memory, resnet, source);
     const testing::TrainingRun r = testing::run_trainer(trainer, kSteps);  // batch-norm statistics included
     testing::expect_same_training(reference, r, planner);

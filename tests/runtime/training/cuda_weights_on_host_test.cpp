@@ -31,16 +31,16 @@ StagedModel gpt() { return testing::tiny_gpt(dataset()->max_length, 768, 4, 4); 
 
 testing::TrainingRun train_on_host(const std::string& planner) {
   TrainerOptions o;
-  o.planner = planner;
+  o.steps.planner = planner;
   // Half of a step with everything on the device: the CUDA libraries'
   // workspaces (75 MB on an H100) leave too little of a quarter of the
   // model state for a stage's weights and gradients.
   o.budget = {true, 50.0, 0};
-  o.collect_steps = 2;
+  o.steps.collect_steps = 2;
   o.seed = kSeed;
   o.weights_on_host = true;
   o.micro_batches = kMicroBatches;
-  o.device_to_host_bandwidth = o.host_to_device_bandwidth = 25e9;
+  o.steps.device_to_host_bandwidth = o.steps.host_to_device_bandwidth = 25e9;
   std::unique_ptr<DeviceMemory> memory = make_device_memory("cuda");
   BrownBatches source(dataset(), kBatch, kSeed, BrownTargets::NextWord);
   Trainer trainer(o, *memory, gpt, source);

@@ -58,16 +58,16 @@ std::string train_rank(RankGroup& ranks, bool fail_in_step_6, bool weights_on_ho
   RankSliceBatches slices(std::make_unique<BrownBatches>(testing::shared_tiny_tagging(), 4 * ranks.world(), 5),
                           ranks.rank(), ranks.world());
   TrainerOptions o;
-  o.planner = "optimal";
+  o.steps.planner = "optimal";
   o.budget = {false, 0, 24 * MiB};
   o.ranks = &ranks;
   o.deterministic_reduce = true;
   if (weights_on_host) {
     // Harmony per rank: each stage's weights swapped in, its summed gradients sent to the host.
-    o.planner = "swap";
+    o.steps.planner = "swap";
     o.weights_on_host = true;
     o.micro_batches = 2;
-    o.device_to_host_bandwidth = o.host_to_device_bandwidth = 4e9;
+    o.steps.device_to_host_bandwidth = o.steps.host_to_device_bandwidth = 4e9;
     o.budget = {false, 0, 6 * MiB};
   }
   Trainer trainer(o, memory, faulty_model, slices);

@@ -35,9 +35,9 @@ TrainingRun train(TrainerOptions options, int steps, double dropout = 0.1) {
 
 TrainerOptions options(const std::string& planner, const std::string& budget = "50%") {
   TrainerOptions o;
-  o.planner = planner;
+  o.steps.planner = planner;
   o.budget = parse_budget(budget, "--budget");
-  o.collect_steps = 3;
+  o.steps.collect_steps = 3;
   o.seed = 5;
   return o;
 }
@@ -90,7 +90,7 @@ TEST(Trainer, APlannedStepWaitsForTheDeviceOnceAtMost) {
 TEST(Trainer, SwapOffloadsAndTrainsExactlyAsPlainTrainingDoes) {
   const TrainingRun plain = train(options("none"), 12);
   TrainerOptions o = options("swap", "55%");
-  o.device_to_host_bandwidth = o.host_to_device_bandwidth = 4e9;  // copies hide under the tiny stages
+  o.steps.device_to_host_bandwidth = o.steps.host_to_device_bandwidth = 4e9;  // copies hide under the tiny stages
   const TrainingRun r = train(o, 12);
   expect_same_training(plain, r, "swap");
   EXPECT_GT(r.summary.per_planned_step(r.summary.planned_copies.bytes()), 0);
@@ -158,8 +158,8 @@ TEST(Trainer, AMispredictionIsRetriedWithoutLosingOrRepeatingABatch) {
   const TrainingRun plain = train(options("none"), 14);
   for (const char* planner : {"mimose", "optimal", "swap"}) {
     TrainerOptions o = options(planner, "60%");
-    o.device_to_host_bandwidth = o.host_to_device_bandwidth = 4e9;  // swap: copies hide
-    o.prediction_scale = 0.3;  // the planner believes activations are a third of their size
+    o.steps.device_to_host_bandwidth = o.steps.host_to_device_bandwidth = 4e9;  // swap: copies hide
+    o.steps.prediction_scale = 0.3;  // the planner believes activations are a third of their size
     const TrainingRun faulty = train(o, 14);
     EXPECT_GT(faulty.summary.retries, 0) << planner;
     EXPECT_EQ(faulty.summary.violations, 0) << planner;
@@ -177,7 +177,7 @@ TEST(Trainer, AMispredictionIsRetriedWithoutLosingOrRepeatingABatch) {
 // running out of budget again.
 TEST(Trainer, TheStepAfterARetryRunsTheStricterScheduleFromTheCache) {
   TrainerOptions o = options("optimal", "60%");
-  o.prediction_scale = 0.3;
+  o.steps.prediction_scale = 0.3;
   const TrainingRun r = train(o, 30);
   int checked = 0;
   for (std::size_t i = 0; i < r.records.size(); ++i) {
@@ -208,7 +208,7 @@ TEST(Trainer, MicroBatchesOnTheDeviceAccumulateTheWholeBatchsGradient) {
   const TrainingRun plain = train(split, 10);
   TrainerOptions faulty = options("optimal", "75%");
   faulty.micro_batches = 4;
-  faulty.prediction_scale = 0.3;
+  faulty.steps.prediction_scale = 0.3;
   const TrainingRun retried = train(faulty, 10);
   EXPECT_GT(retried.summary.retries, 0);
   EXPECT_EQ(retried.summary.violations, 0);
@@ -355,7 +355,7 @@ TEST(Trainer, TheLeastBudgetIsWhatThePlannerNeedsAndItTrainsWithinIt) {
     LargestInputBatches source(std::make_unique<BrownBatches>(data, 16, 5));
     TrainerOptions o = options(planner);
     o.least_budget = true;
-    o.collect_steps = 0;  // collection's keep-each-stage runs are not what the least is for
+    o.steps.collect_steps = 0;  // collection's keep-each-stage runs are not what the least is for
     Trainer trainer(
         o, memory, [&] { return tiny_tagger(tiny_shape(*data), 0.1); }, source);
     for (int s = 0; s < 6; ++s) trainer.step();
@@ -397,7 +397,7 @@ TEST(Trainer, ABudgetBelowTheMinimumIsAClearError) {
 
 TEST(Trainer, CachesPlansPerBucket) {
   TrainerOptions o = options("mimose", "60%");
-  o.bucket = 256;
+  o.steps.bucket = 256;
   const TrainingRun r = train(o, 30);
   EXPECT_GT(r.summary.cache_hits, 0);
   long cached = 0;

@@ -37,13 +37,13 @@ Bytes model_state_bytes() {
 
 TrainerOptions host_options(const std::string& planner, Bytes budget) {
   TrainerOptions o;
-  o.planner = planner;
+  o.steps.planner = planner;
   o.budget = {false, 0, budget};
-  o.collect_steps = 2;
+  o.steps.collect_steps = 2;
   o.seed = kSeed;
   o.weights_on_host = true;
   o.micro_batches = kMicroBatches;
-  o.device_to_host_bandwidth = o.host_to_device_bandwidth = kLink;
+  o.steps.device_to_host_bandwidth = o.steps.host_to_device_bandwidth = kLink;
   return o;
 }
 
@@ -136,7 +136,7 @@ TEST(TrainerWeightsOnHost, HarmonyMovesFewerWeightBytesThanPerStageSwappingWhenM
 TEST(TrainerWeightsOnHost, AMispredictedStepIsRetriedWithNoUpdateAppliedTwice) {
   const TrainingRun reference = train_on_device();
   TrainerOptions o = host_options("swap", model_state_bytes() / 3);
-  o.prediction_scale = 0.2;  // the planner believes activations are a fifth of their size
+  o.steps.prediction_scale = 0.2;  // the planner believes activations are a fifth of their size
   const TrainingRun r = train(o, kSteps);
   EXPECT_GT(r.summary.retries, 0);
   EXPECT_EQ(r.summary.violations, 0);
@@ -163,7 +163,7 @@ TEST(TrainerWeightsOnHost, RefusesWhatDoesNotGoTogether) {
   on_device.micro_batches = 1;
   expect_usage_error(on_device, "swaps weights kept in host memory; it needs weights_on_host");
   TrainerOptions no_link = host_options("swap", budget);
-  no_link.device_to_host_bandwidth = 0;
+  no_link.steps.device_to_host_bandwidth = 0;
   expect_usage_error(no_link, "bandwidth");
   TrainerOptions too_many = host_options("swap", budget);
   too_many.micro_batches = kBatch + 1;
@@ -177,7 +177,7 @@ TEST(TrainerWeightsOnHost, RefusesWhatDoesNotGoTogether) {
 TEST(TrainerWeightsOnHost, RefinesTheHostLinkFromItsOwnCopies) {
   const Bytes budget = model_state_bytes() / 4;
   TrainerOptions o = host_options("swap", budget);
-  o.device_to_host_bandwidth = o.host_to_device_bandwidth = 1e15;  // a petabyte a second
+  o.steps.device_to_host_bandwidth = o.steps.host_to_device_bandwidth = 1e15;  // a petabyte a second
   const TrainingRun refined = train(o, 5);
   predict::LinkEstimate expected(1e15, 1e15);
   for (const StepRecord& rec : refined.records) {
@@ -193,7 +193,7 @@ TEST(TrainerWeightsOnHost, RefinesTheHostLinkFromItsOwnCopies) {
   EXPECT_EQ(refined.summary.to_host_bandwidth, expected.device_to_host());
   EXPECT_EQ(refined.summary.to_device_bandwidth, expected.host_to_device());
 
-  o.refine_link = false;
+  o.steps.refine_link = false;
   const TrainingRun fixed = train(o, 3);
   EXPECT_EQ(fixed.summary.to_host_bandwidth, 1e15);
   EXPECT_EQ(fixed.summary.to_device_bandwidth, 1e15);
