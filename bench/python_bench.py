@@ -15,6 +15,10 @@ contender runs in a process of its own; the processes take turns, step by
 step, so that their times are measured side by side.
 
     scripts/bench.sh python            # or: /opt/memtrain/venv/bin/python bench/python_bench.py
+
+With --build LABEL=PATH twice or more, each build's memtrain package (PATH
+holds it, as PYTHONPATH) trains as a contender of its own: two builds side
+by side, on the same batches and turns.
 """
 
 import argparse
@@ -146,13 +150,15 @@ def run_role(args):
     print(json.dumps(record), flush=True)
 
 
-def contender(args, *role):
-    """One contender's process (side_by_side.Contender), with this run's settings."""
+def contender(args, *role, pythonpath=None):
+    """One contender's process (side_by_side.Contender), with this run's
+    settings; `pythonpath`: where its memtrain package is imported from."""
     common = ["--steps", args.steps, "--checkpoint-steps", args.checkpoint_steps, "--planner", args.planner,
               "--batch", args.batch, "--width", args.width, "--heads", args.heads, "--layers", args.layers,
               "--vocab", args.vocab, "--seed", args.seed, "--collect-steps", args.collect_steps]
     command = [sys.executable, os.path.abspath(__file__)] + [str(a) for a in common + list(role)]
-    return Contender(" ".join(str(r) for r in role), command)
+    env = dict(os.environ, PYTHONPATH=pythonpath) if pythonpath else None
+    return Contender(" ".join(str(r) for r in role), command, env=env)
 
 
 def reference_peak(args):
@@ -176,6 +182,10 @@ def parse_args():
     p.add_argument("--role", choices=["reference", "plain", "checkpoint", "memtrain"], help=argparse.SUPPRESS)
     p.add_argument("--segments", type=int, help=argparse.SUPPRESS)
     p.add_argument("--budget-bytes", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--build", action="append", default=[], metavar="LABEL=PATH",
+                   help="a directory holding a memtrain package (as PYTHONPATH), whose Module trains as a contender "
+                        "of its own at every budget; twice or more compares builds side by side (default: the "
+                        "installed memtrain)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "BENCHMARKS.md"))
     return p.parse_args()
 
@@ -186,8 +196,9 @@ def take_turns(args, reference, percents, timed):
     plain_process = contender(args, "--role", "plain")
     checkpoint_processes = [contender(args, "--role", "checkpoint", "--segments", s)
                             for s in range(1, args.layers + 3)]
-    memtrain_processes = [contender(args, "--role", "memtrain", "--budget-bytes", int(reference * p / 100))
-                          for p in percents]
+    memtrain_processes = [contender(args, "--role", "memtrain", "--budget-bytes", int(reference * p / 100),
+                                    pythonpath=path)
+                          for p in percents for _, path in args.builds]
     for c in [plain_process] + checkpoint_processes:
         c.expect("ready")
     training = [c for c in memtrain_processes if c.expect("ready", "idle") == "ready"]
@@ -210,26 +221,42 @@ def take_turns(args, reference, percents, timed):
     return plain, checkpointed, records
 
 
+def builds_of(args):
+    """(label, PYTHONPATH) of each memtrain build that trains: the --build ones, else the installed one."""
+    builds = []
+    for b in args.build:
+        label, sep, path = b.partition("=")
+        if not sep or not os.path.isdir(os.path.join(path, "memtrain")):
+            sys.exit(f"python_bench: --build {b!r}: expected LABEL=PATH to a directory holding a memtrain package")
+        builds.append((label, os.path.abspath(path)))
+    return builds or [("", None)]
+
+
 def rows_of(args, reference, percents, plain, checkpointed, records, planned):
-    """One row per budget: memtrain's record against the plain run, and the fastest fitting checkpoint_sequential."""
+    """One row per budget and build: memtrain's record against the plain run, and the fastest fitting checkpoint_sequential."""
     rows = []
-    for percent in percents:
+    for percent, (build, _) in ((p, b) for p in percents for b in args.builds):
         budget = int(reference * percent / 100)
         r = records.pop(0)
         if "least" in r:
-            rows.append({"percent": percent, "budget": budget, "least": r["least"]})
+            rows.append({"percent": percent, "budget": budget, "least": r["least"], "build": build})
             print(f"{percent}%: infeasible, least {r['least']} bytes", file=sys.stderr, flush=True)
             continue
-        r.update({"percent": percent, "budget": budget, "violations": sum(p > budget for p in r["peaks"]),
+        r.update({"percent": percent, "budget": budget, "build": build, "violations": sum(p > budget for p in r["peaks"]),
                   "unequal": sum(g != h for g, h in zip(r["grads"], plain["grads"])),
                   "equal_params": r["final"] == plain["final"]})
         fitting = [c for c in checkpointed if c["peak"] <= budget]
         if fitting:
             r["checkpoint"] = min(fitting, key=lambda c: statistics.mean(c["times"]))
         rows.append(r)
-        print(f"{percent}%: {r['violations']} over budget, {r['unequal']} unequal, plans {r['plans']}, "
+        print(f"{percent}% {build}: {r['violations']} over budget, {r['unequal']} unequal, plans {r['plans']}, "
               f"{statistics.mean(r['times'][planned]):.4f} s/step", file=sys.stderr, flush=True)
     return rows
+
+
+def build_cell(r):
+    """The build a row's memtrain is, where --build names several."""
+    return f", {r['build']}" if r["build"] else ""
 
 
 def checkpoint_cells(r, planned, n):
@@ -268,13 +295,13 @@ def report_lines(args, reference, longest, rows, plain, checkpointed, planned, n
     plain_time = statistics.mean(plain["times"][planned])
     for r in rows:
         if "least" in r:
-            lines.append(f"| {r['percent']}% ({r['budget'] / 2**20:.1f} MiB) | below the least budget of "
+            lines.append(f"| {r['percent']}% ({r['budget'] / 2**20:.1f} MiB){build_cell(r)} | below the least budget of "
                          f"`{args.planner}`, {r['least'] / 2**20:.1f} MiB | | | | | | | | | |")
             continue
         mine = statistics.mean(r["times"][planned])
         plans = ", ".join(f"{k} {v}" for k, v in sorted(r["plans"].items()))
         ck = checkpoint_cells(r, planned, n)
-        lines.append(f"| {r['percent']}% ({r['budget'] / 2**20:.1f} MiB) | {r['violations']} / {args.steps} | "
+        lines.append(f"| {r['percent']}% ({r['budget'] / 2**20:.1f} MiB){build_cell(r)} | {r['violations']} / {args.steps} | "
                      f"{r['unequal']} | {'yes' if r['equal_params'] else 'no'} | {plans} | {plain_time:.4f} | "
                      f"{mine:.4f} | {mine / plain_time:.3f} | {ck[0]} | {ck[1]} | {ck[2]} |")
     lines += ["", "checkpoint_sequential, every segment count (peak at the longest batch, mean s/step):", "",
@@ -289,6 +316,7 @@ def main():
     if args.role:
         run_role(args)
         return
+    args.builds = builds_of(args)
     _, longest, _ = batches(args)
     planned = slice(args.collect_steps, None)  # collection steps measure every stage, whatever the budget
     timed = range(args.steps)[planned][:args.checkpoint_steps]
