@@ -180,21 +180,7 @@ class Module(torch.nn.Module):
                             "or a list of torch.nn.Module applied in order")
         # Refuses before the blocks are wrapped; holds the Module weakly, as the Module holds it.
         head = _ChunkedHead(model, chunked_loss, weakref.WeakMethod(self._chunk_tokens))
-        # The model's own parameters, buffers and children, shared: its
-        # state_dict() keys, its parameters() and train()/eval() reach them.
-        self._modules = model._modules
-        self._parameters = model._parameters
-        self._buffers = model._buffers
-        self._non_persistent_buffers_set = model._non_persistent_buffers_set
-        object.__setattr__(self, "_model", model)  # not a child: its children are ours
-        self._head = head
-        device = _device_of(self)
-        _native.count_this_thread(str(device))  # a worker thread's tensors count as the main thread's do
-        if device.type == "cpu":
-            with torch.no_grad():
-                # Weights made before memtrain was imported move into counted memory.
-                for t in list(self.parameters()) + [b for b in self.buffers() if b is not None]:
-                    t.data = t.data.clone()
+        device = self._share_state_of(model, head)
         blocks = _blocks.blocks_of(model, blocks)
         if any(isinstance(f, _blocks.BlockForward) and f.blocks_ref() is not None
                for f in (b.__dict__.get("forward") for b in blocks)):
@@ -237,30 +223,54 @@ class Module(torch.nn.Module):
             del self._blocks, self._native
             self.__dict__.pop("_member", None)  # leaves the group
             self.__dict__.pop("_group_budget", None)
-            if isinstance(refused, Infeasible) and optimizer is None and sample is not None:
-                without = _least_without_optimizer(model, _host_updates.on_host(self))
-                refused.args = (f"{refused.args[0]}; {without}",) + refused.args[1:]
-            output_bytes = self.__dict__.get("_output_bytes", 0)
-            # Offered where it saves more than the room the least leaves a
-            # loop's own tensors (a chunked head's output is its loss alone).
-            if (isinstance(refused, Infeasible) and keeps_output
-                    and output_bytes > _native.loops_own_bytes(refused.min_bytes)):
-                refused.args = (f"{refused.args[0]}; this least holds for a loop that keeps the model's output "
-                                "through its backward (out = m(x); out.loss.backward()): one that lets it go "
-                                "first (del out, or transformers' Trainer) can pass keeps_output=False, counting "
-                                f"up to {_native.format_bytes(output_bytes)} less",) + refused.args[1:]
-            if isinstance(refused, Infeasible) and self.__dict__.get("_measured_both"):
-                refused.args = (f"{refused.args[0]}; this least holds both in float32 and under bfloat16 "
-                                "autocast: a loop that never runs the model under autocast can pass "
-                                "autocast=False, measured in float32 alone",) + refused.args[1:]
-            if refused.__traceback__ is not None and refused.__traceback__.tb_next is not None:
-                traceback.clear_frames(refused.__traceback__.tb_next)
+            self._explain_refusal(refused, model, optimizer, sample, keeps_output)
             raise
         # Seen from outside, the Module is its model: its class carries the
         # model's forward signature (what transformers' Trainer reads for the
         # columns, labels and loss arguments it passes).
         object.__setattr__(self, "__class__", _module_class_for(type(model)))
         self._optimizers = _OptimizerWatch(self, optimizer)
+
+    def _share_state_of(self, model, head):
+        """The model's own parameters, buffers and children, shared: its
+        state_dict() keys, its parameters() and train()/eval() reach them.
+        Returns the device they are on."""
+        self._modules = model._modules
+        self._parameters = model._parameters
+        self._buffers = model._buffers
+        self._non_persistent_buffers_set = model._non_persistent_buffers_set
+        object.__setattr__(self, "_model", model)  # not a child: its children are ours
+        self._head = head
+        device = _device_of(self)
+        _native.count_this_thread(str(device))  # a worker thread's tensors count as the main thread's do
+        if device.type == "cpu":
+            with torch.no_grad():
+                # Weights made before memtrain was imported move into counted memory.
+                for t in list(self.parameters()) + [b for b in self.buffers() if b is not None]:
+                    t.data = t.data.clone()
+        return device
+
+    def _explain_refusal(self, refused, model, optimizer, sample, keeps_output):
+        """What a refused Module's error adds for the caller: what its least
+        leaves out, and the arguments that would count less."""
+        if isinstance(refused, Infeasible) and optimizer is None and sample is not None:
+            without = _least_without_optimizer(model, _host_updates.on_host(self))
+            refused.args = (f"{refused.args[0]}; {without}",) + refused.args[1:]
+        output_bytes = self.__dict__.get("_output_bytes", 0)
+        # Offered where it saves more than the room the least leaves a
+        # loop's own tensors (a chunked head's output is its loss alone).
+        if (isinstance(refused, Infeasible) and keeps_output
+                and output_bytes > _native.loops_own_bytes(refused.min_bytes)):
+            refused.args = (f"{refused.args[0]}; this least holds for a loop that keeps the model's output "
+                            "through its backward (out = m(x); out.loss.backward()): one that lets it go "
+                            "first (del out, or transformers' Trainer) can pass keeps_output=False, counting "
+                            f"up to {_native.format_bytes(output_bytes)} less",) + refused.args[1:]
+        if isinstance(refused, Infeasible) and self.__dict__.get("_measured_both"):
+            refused.args = (f"{refused.args[0]}; this least holds both in float32 and under bfloat16 "
+                            "autocast: a loop that never runs the model under autocast can pass "
+                            "autocast=False, measured in float32 alone",) + refused.args[1:]
+        if refused.__traceback__ is not None and refused.__traceback__.tb_next is not None:
+            traceback.clear_frames(refused.__traceback__.tb_next)
 
     def _measure(self, sample, optimizer, budget):
         if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
