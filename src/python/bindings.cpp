@@ -215,6 +215,8 @@ class PythonBlockSteps {
     steps_->lease_from(*member, group_budget);
     member_ = std::move(member);
   }
+  // Its last lease shrinks back to what is live: steps planned afresh lease from here on.
+  void end_lease() { steps_->end_lease(); }
   // The job is done: its last lease shrinks back, and it leaves the group finished.
   void leave_group() {
     steps_->end_lease();
@@ -651,6 +653,7 @@ void define_measuring_and_budget(BlockStepsClass& steps) {
              return r.steps().calibrated_for_lease(*member);
            })
       .def("lease_from", &PythonBlockSteps::lease_from, py::arg("member"), py::arg("group_budget"))
+      .def("end_lease", &PythonBlockSteps::end_lease)
       .def("leave_group", &PythonBlockSteps::leave_group);
 }
 

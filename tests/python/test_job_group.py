@@ -33,8 +33,12 @@ def start(mode, name, seed, tmp_path):
     return p, out
 
 
-def finish(p, out):
-    stdout, stderr = p.communicate(timeout=600)
+def finish(p, out, timeout=600):
+    try:
+        stdout, stderr = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError(f"worker {p.args[2:4]} did not finish in {timeout} s:\n{p.communicate()[1][-3000:]}")
     assert p.returncode == 0, f"worker failed ({p.returncode}):\n{stderr[-3000:]}"
     return json.loads(out.read_text())
 
@@ -70,6 +74,21 @@ def test_jobs_sharing_a_budget_train_as_the_plain_model_within_it(plain, tmp_pat
         assert all(b <= budget for b in results[seed]["budgets"]), "a step's lease is within the group's budget"
     assert [m["status"] for m in state["members"]] == ["finished", "finished"], state
     assert [m["steps"] for m in state["members"]] == [6, 6], state
+
+
+def test_jobs_leasing_each_other_short_in_an_llm_loop_finish_within_the_budget(tmp_path):
+    # A job whose head turns to chunks mid-training plans its steps afresh:
+    # the old steps' lease must settle before the new steps ask for theirs,
+    # or the group counts both and the jobs wait on each other for ever.
+    name = group_name()
+    with memtrain.JobGroup(name, budget="80%", policy="fcfs", jobs=2) as group:
+        jobs = [start("share-llm", name, seed, tmp_path) for seed in (0, 1)]
+        results = [finish(*job, timeout=240) for job in jobs]
+        state = group.wait(timeout=60)
+    for r in results:
+        assert len(r["losses"]) == 24 and all(r["within"]), r
+    assert state["max_live_bytes"] <= state["budget_bytes"], state
+    assert [m["status"] for m in state["members"]] == ["finished", "finished"], state
 
 
 def test_a_killed_job_gives_its_bytes_back_and_the_others_go_on(plain, tmp_path):

@@ -691,11 +691,20 @@ class Module(torch.nn.Module):
             raise
 
     def _rerun_chunked(self, refused, args, kwargs):
+        # A job of a group measures its new steps within the lease the
+        # refused step holds (the group counts it, and other jobs' leases
+        # beside it), then settles it: left to the old steps' collection,
+        # the group would count it beside the new steps' first request,
+        # which could wait on it for ever.
+        leasing = self._native if "_group_budget" in self.__dict__ else None
         self._chunk_from_now_on(self._budget_spec)
         try:
             self._calibrate(args, kwargs)
         except Infeasible as chunked:
             raise chunked from refused
+        finally:
+            if leasing is not None:
+                leasing.end_lease()
         self._warn_chunking(stacklevel=3)
         # Module's own forward, not self.forward: accelerate sets the
         # latter to its autocast-decorated wrapper, whose one context
