@@ -244,10 +244,12 @@ bool print_jobs_outcome(const jobs::LaunchOptions& o, const jobs::LaunchResult& 
         count > 0 ? std::to_string(count) + (count == 1 ? " thread" : " threads") : "threads unknown";
     const jobs::MemberState none;
     const jobs::MemberState& m = j.member ? *j.member : none;
-    std::printf("memtrain jobs: job %zu (pid %d, %s) %s: %lld steps, peak %s, waited %.2f s for leases%s%s\n", i + 1,
-                j.outcome.pid, threads.c_str(), j.completed ? "completed" : "did not complete",
-                static_cast<long long>(m.steps), format_bytes(m.peak).c_str(), m.wait_seconds,
-                j.outcome.error.empty() ? "" : "; ", j.outcome.error.c_str());
+    std::printf(
+        "memtrain jobs: job %zu (pid %d, %s) %s: %lld steps, held at most %s (its measurements included), waited %.2f "
+        "s for leases%s%s\n",
+        i + 1, j.outcome.pid, threads.c_str(), j.completed ? "completed" : "did not complete",
+        static_cast<long long>(m.steps), format_bytes(m.peak).c_str(), m.wait_seconds,
+        j.outcome.error.empty() ? "" : "; ", j.outcome.error.c_str());
     // How the arbiter granted this job's leases ("whole 18, knee 1, ...").
     std::string choices;
     for (const auto& [choice, n] : m.arbiter_choices) {
