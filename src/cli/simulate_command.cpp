@@ -134,10 +134,8 @@ int run_simulate(const std::vector<std::string>& args) {
   links.apply(chain);
   chain.weights_on_host = chain.weights_on_host || weights.on_host;
   plan::check_weights_placement(planner->name(), chain.weights_on_host, "--weights-on host");
-  // N% of the step with nothing recomputed and nothing swapped.
-  Chain on_device = chain;
-  on_device.weights_on_host = false;
-  const Bytes budget = spec.resolve(plan::keep_everything_peak(on_device));
+  // N% of the step with nothing recomputed, nothing swapped, every weight on the device.
+  const Bytes budget = spec.resolve(plan::keep_everything_peak(chain));
   const Plan p = planner->plan({chain, budget - reduction.reserve_bytes, &chain});
   std::printf("planner %s, %d stages, budget %s (%lld bytes); host link %s/s to host, %s/s back\n",
               planner->name().c_str(), chain.size(), format_bytes(budget).c_str(), static_cast<long long>(budget),

@@ -27,9 +27,11 @@ Schedule recomputing_stage(const Schedule& local, int stage);
 Schedule schedule_keeping_everything(int stages);
 // The same step split into micro-batches, each forward and backward in turn.
 Schedule schedule_keeping_everything(int stages, int micro_batches);
-// The simulated peak of one step of `chain` keeping everything: what a
-// budget of N% is a share of, where no step of it can be measured
-// (runtime::StepBudget says where it is measured).
+// The simulated peak of one step of `chain` keeping everything, every
+// weight, gradient and optimizer state on the device (where the chain's
+// weights live in host memory too): what a budget of N% is a share of,
+// where no step of it can be measured (runtime::StepBudget says where it
+// is measured), and the most any plan of the chain needs.
 Bytes keep_everything_peak(const Chain& chain);
 // Checkpoint every stage but the loss (the `all` planner's schedule).
 Schedule schedule_checkpointing_everything(int stages);

@@ -57,9 +57,13 @@ Schedule swaps_until_fit(const Chain& chain, const Schedule& base, Bytes budget,
 }  // namespace
 
 std::vector<Bytes> swappable_tensor_bytes(const Chain& chain) {
+  // The activations are the same wherever the weights live; keeping
+  // everything has every weight on the device (keep_everything_peak()).
+  Chain on_device = chain;
+  on_device.weights_on_host = on_device.updates_inline = false;
   std::vector<Bytes> out;
-  for (const Op& op : with_hidden_offloads(chain, schedule_keeping_everything(chain.size())).ops) {
-    if (op.kind == OpKind::Offload || op.kind == OpKind::OffloadSaved) out.push_back(tensor_bytes(chain, op));
+  for (const Op& op : with_hidden_offloads(on_device, schedule_keeping_everything(chain.size())).ops) {
+    if (op.kind == OpKind::Offload || op.kind == OpKind::OffloadSaved) out.push_back(tensor_bytes(on_device, op));
   }
   std::sort(out.begin(), out.end(), std::greater<Bytes>());
   return out;

@@ -180,9 +180,7 @@ void Trainer::measure_largest(const Batch& largest) {
   if (lease_ || (host_weights_ && percent)) {
     // As `memtrain simulate` does: N% of one micro-batch's step with the
     // weights, gradients and optimizer state all on the device.
-    Chain on_device = largest_chain_;
-    on_device.weights_on_host = false;
-    budget_.set_reference(plan::keep_everything_peak(on_device));
+    budget_.set_reference(plan::keep_everything_peak(largest_chain_));
   }
 }
 
