@@ -604,15 +604,19 @@ void define_measuring_and_budget(BlockStepsClass& steps) {
           "output_held", [](PythonBlockSteps& r) { return r.steps().output_held(); },
           [](PythonBlockSteps& r, bool held) { r.steps().set_output_held(held); })
       .def("end_of_backward", [](PythonBlockSteps& r) { r.steps().end_of_backward(); })
-      .def("observe_optimizer",
-           [](PythonBlockSteps& r, Bytes state_bytes, Bytes update_temp_bytes) {
-             r.steps().observe_optimizer(state_bytes, update_temp_bytes);
-           })
+      .def(
+          "observe_optimizer",
+          [](PythonBlockSteps& r, Bytes state_bytes, Bytes update_temp_bytes, Bytes host_state_bytes) {
+            r.steps().observe_optimizer(state_bytes, update_temp_bytes, host_state_bytes);
+          },
+          py::arg("state_bytes"), py::arg("update_temp_bytes"), py::arg("host_state_bytes") = 0)
       .def("end_calibration", [](PythonBlockSteps& r) { r.steps().end_calibration(); })
-      .def("count_optimizer",
-           [](PythonBlockSteps& r, Bytes state_bytes, Bytes update_temp_bytes) {
-             r.steps().count_optimizer(state_bytes, update_temp_bytes);
-           })
+      .def(
+          "count_optimizer",
+          [](PythonBlockSteps& r, Bytes state_bytes, Bytes update_temp_bytes, Bytes host_state_bytes) {
+            r.steps().count_optimizer(state_bytes, update_temp_bytes, host_state_bytes);
+          },
+          py::arg("state_bytes"), py::arg("update_temp_bytes"), py::arg("host_state_bytes") = 0)
       .def("share_reference", [](PythonBlockSteps& r) { return r.steps().share_reference(); })
       .def("carry_share_reference",
            [](PythonBlockSteps& r, const BlockSteps::ShareReference& carried) {

@@ -5,9 +5,10 @@ in the loop, as memtrain.Module(share=NAME) or as the plain model, printing
 share-then-wait shares too, and after its second step waits for a second
 member to join the group, so that one joins a group already training.
 
+share-host shares with the blocks' weights in host memory (weights="host").
 share-llm is transformers' GPT-2 in an LLM loop (llm_loop()).
 
-    python job_group_worker.py plain|share|share-then-wait|share-llm NAME SEED OUT_JSON
+    python job_group_worker.py plain|share|share-host|share-then-wait|share-llm NAME SEED OUT_JSON
 """
 
 import hashlib
@@ -80,7 +81,7 @@ def main(mode, name, seed, out):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     if mode != "plain":
         net = memtrain.Module(model, share=name, sample=torch.zeros(2, max(LENGTHS), dtype=torch.long),
-                              optimizer=opt)
+                              optimizer=opt, weights="host" if mode == "share-host" else "device")
     else:
         net = model
     torch.manual_seed(seed)  # the dropout's draws, the same in both modes

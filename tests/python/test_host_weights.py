@@ -162,6 +162,52 @@ def test_a_chain_whose_weights_exceed_the_budget_trains_under_it(planner):
     assert chain_loop(m, xs, torch.optim.Adam(m.parameters(), lr=1e-3), budget=least) == plain_weights
 
 
+@pytest.mark.parametrize("given", [True, False], ids=["optimizer-given", "optimizer-met-at-its-first-update"])
+def test_a_share_of_the_plain_step_trains_with_the_weights_in_host_memory(given):
+    """N% with the blocks' weights in host memory is of the plain step with
+    every weight, gradient and optimizer state on the device, which is not
+    run: simulated on the chain measured, it is within 1% of the step a
+    Module with its weights on the device measures. At 30% of it, below
+    what the weights, their gradients and Adam's state hold alone, the loop
+    trains exactly, every step and update within the budget; an optimizer
+    met only at its first update grows the budget by its state, as on the
+    device."""
+    g = torch.Generator().manual_seed(3)
+    xs = [torch.randn(8, rows, 256, generator=g) for rows in (32, 24, 32, 16, 28, 32)]
+    plain = chain(depth=8)
+    plain_weights = chain_loop(plain, xs, torch.optim.Adam(plain.parameters(), lr=1e-3))
+    resident = 4 * sum(4 * p.numel() for p in plain.parameters())  # weights, gradients, Adam's two slots
+    del plain
+
+    def wrapped(budget, weights):
+        model = chain(depth=8)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        m = memtrain.Module(model, budget=budget, sample=xs[0], weights=weights, optimizer=opt if given else None)
+        return m, opt
+
+    on_device, opt = wrapped("100%", "device")
+    reference = on_device.budget_bytes
+    if not given:  # the state joins at the first update
+        chain_loop(on_device, xs[:1], opt)
+        reference = on_device.budget_bytes
+    del on_device, opt
+    gc.collect()
+    m, opt = wrapped("30%", "host")
+    budgets = [m.budget_bytes]
+    for k, x in enumerate(xs):
+        memtrain.reset_peak()
+        m(x).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        peak = memtrain.memory_stats()["peak_bytes"]
+        assert peak <= m.budget_bytes, f"step {k}: peak {peak} over the budget {m.budget_bytes}"
+        budgets.append(m.budget_bytes)
+    assert abs(budgets[-1] - 0.3 * reference) <= 0.01 * 0.3 * reference, (budgets, reference)
+    assert budgets[-1] < resident
+    assert budgets[0] == budgets[-1] if given else budgets[0] < budgets[1] == budgets[-1]
+    assert [digest(p) for p in m.parameters()] == plain_weights
+
+
 def test_the_optimizers_state_for_host_weights_is_outside_the_budget():
     """After the first update the device holds what it held before: the
     optimizer's state for the blocks is in host memory, and its
@@ -201,12 +247,8 @@ def test_weights_in_host_memory_refuse_what_they_cannot_do():
     x = torch.randn(2, 8, 256)
     with pytest.raises(memtrain.UsageError, match="weights 'disk' is not a place"):
         memtrain.Module(chain(), budget="8MiB", sample=x, weights="disk")
-    with pytest.raises(memtrain.UsageError, match="take a budget in bytes"):
-        memtrain.Module(chain(), budget="50%", sample=x, weights="host")
     with pytest.raises(memtrain.UsageError, match="cannot plan weights in host memory"):
         memtrain.Module(chain(), budget="8MiB", sample=x, weights="host", planner="mimose")
-    with pytest.raises(memtrain.UsageError, match="share="):
-        memtrain.Module(chain(), share="group", sample=x, weights="host")
     with pytest.raises(memtrain.UsageError, match="needs weights_on_host|needs weights='host'"):
         memtrain.Module(chain(), budget="8MiB", sample=x, planner="swap-naive")
 

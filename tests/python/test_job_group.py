@@ -55,11 +55,18 @@ def plain(tmp_path_factory):
     return {seed: finish(*run) for seed, run in runs.items()}
 
 
-@pytest.mark.parametrize("policy", ["fcfs", "arbiter"])
-def test_jobs_sharing_a_budget_train_as_the_plain_model_within_it(plain, tmp_path, policy):
+# (policy, each job's mode): share-host keeps its blocks' weights in host
+# memory, its part of the group its plain step simulated with every weight
+# on the device.
+GROUPS = [("fcfs", ("share", "share")), ("arbiter", ("share", "share")), ("fcfs", ("share-host", "share")),
+          ("fcfs", ("share-host", "share-host"))]
+
+
+@pytest.mark.parametrize("policy,modes", GROUPS, ids=[f"{p}-{'-'.join(m)}" for p, m in GROUPS])
+def test_jobs_sharing_a_budget_train_as_the_plain_model_within_it(plain, tmp_path, policy, modes):
     name = group_name()
     with memtrain.JobGroup(name, budget=BUDGET, policy=policy, jobs=2) as group:
-        jobs = [start("share", name, seed, tmp_path) for seed in (1, 2)]
+        jobs = [start(mode, name, seed, tmp_path) for mode, seed in zip(modes, (1, 2))]
         results = {seed: finish(*job) for seed, job in zip((1, 2), jobs)}
         state = group.wait(timeout=60)
     for seed in (1, 2):

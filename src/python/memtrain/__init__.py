@@ -168,7 +168,7 @@ class Module(torch.nn.Module):
                  bandwidth=None, optimizer=None, chunked_loss=None, autocast=None, keeps_output=True, share=None,
                  weights="device", _prediction_scale=1.0):
         super().__init__()
-        planner = _host_updates.planner_for(planner, weights, share)
+        planner = _host_updates.planner_for(planner, weights)
         _check_arguments(budget, planner, collect_steps, sample, autocast, keeps_output)
         _check_share(share, budget, sample)
         if blocks is None and isinstance(model, (torch.nn.Sequential, list, tuple, torch.nn.ModuleList)):
@@ -496,13 +496,14 @@ class Module(torch.nn.Module):
                              f"{device!r}, dtype={asked}), or wrap the model with autocast=None for both")
 
     def _measure_optimizer(self, optimizer):
-        """The bytes `optimizer`'s state will hold, and the most its update
-        needs above them: one update on zero gradients, then the weights,
-        the gradients and the optimizer as they were. An optimizer whose
-        state exists already holds it now, counted as resident: (0, 0)."""
+        """The bytes `optimizer`'s state will hold on the device, the most
+        its update needs above them, and the bytes of its state for weights
+        in host memory: one update on zero gradients, then the weights, the
+        gradients and the optimizer as they were. An optimizer whose state
+        exists already holds it now, counted as resident: (0, 0, 0)."""
         params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
         if not params or len(optimizer.state) > 0:
-            return 0, 0
+            return 0, 0, 0
         native = self._native
         weights = [p.detach().clone() for p in params]
         grads = [p.grad for p in params]
@@ -515,7 +516,9 @@ class Module(torch.nn.Module):
             native.reset_peak()
             optimizer.step()
             after = native.live_bytes()
-            return after - before, native.peak_bytes() - after
+            on_host = _host_updates.on_host(self)
+            host_state = _state_bytes(optimizer, lambda p: id(p) in on_host)
+            return after - before, native.peak_bytes() - after, host_state
         finally:
             optimizer.state.clear()
             if called is None:
@@ -881,9 +884,16 @@ class _OptimizerWatch:
             return
         self.measuring = None
         on_host = _host_updates.on_host(module)  # their state is in host memory
-        state = sum(t.nbytes for p, st in optimizer.state.items() if id(p) not in on_host for t in st.values()
-                    if isinstance(t, torch.Tensor) and t.device.type == module._device.type)
-        module._native.count_optimizer(state, max(0, module._native.peak_bytes() - module._native.live_bytes()))
+        on_device = _state_bytes(optimizer, lambda p: id(p) not in on_host, module._device.type)
+        module._native.count_optimizer(on_device, max(0, module._native.peak_bytes() - module._native.live_bytes()),
+                                       _state_bytes(optimizer, lambda p: id(p) in on_host))
+
+
+def _state_bytes(optimizer, counted, device_type=None):
+    """The bytes of the tensors in `optimizer`'s state for the parameters
+    `counted` says, on `device_type` (any device: None)."""
+    return sum(t.nbytes for p, st in optimizer.state.items() if counted(p) for t in st.values()
+               if isinstance(t, torch.Tensor) and device_type in (None, t.device.type))
 
 
 def _predicted_update(optimizer, device, native, on_host=frozenset()):

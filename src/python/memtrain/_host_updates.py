@@ -36,13 +36,9 @@ PER_PARAMETER = ("Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adadelta", "Adam
 _COPY_MARK = "_memtrain_host_copy"
 
 
-def planner_for(planner, weights, share):
+def planner_for(planner, weights):
     """The planner a Module plans with: the one asked, or the default for
     where the weights live (which the native steps check)."""
-    if weights == "host" and share is not None:
-        raise UsageError(f"weights='host' and share={share!r}: a job group's Python jobs keep their weights on the "
-                         "device for now; `memtrain train --share NAME --weights-on host` shares a budget with "
-                         "weights in host memory")
     if planner is None:
         return "swap" if weights == "host" else "mimose"
     return planner

@@ -50,11 +50,6 @@ BlockSteps::BlockSteps(StagedModel model, GradientBoundary* boundary, DeviceMemo
   executor_ = std::make_unique<Executor>(model_, memory_);
   plan::check_weights_placement(options_.steps.planner, options_.weights_on_host, "weights='host'");
   if (options_.weights_on_host) {
-    if (options_.budget.is_percent) {
-      throw UsageError(
-          "weights in host memory take a budget in bytes (\"8GiB\"): N% is of a plain step with every "
-          "weight on the device, which memtrain does not run");
-    }
     host_weights_ = std::make_unique<HostWeights>(model_, memory_);
     executor_->set_host_weights(host_weights_.get());
   }
@@ -139,7 +134,7 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   if (calibrating) {
     calibration_live_ = std::max(calibration_live_, resident_now);
     const bool reference = reference_round();
-    const int round = callers_round() ? 0 : calibration_round_ - (budget_.is_share() ? 1 : 0);
+    const int round = callers_round() ? 0 : calibration_round_ - (measures_reference() ? 1 : 0);
     StepChoice measured;
     measured.kind = PlanKind::Collect;
     measured.schedule =
@@ -790,7 +785,7 @@ int BlockSteps::begin_calibration() {
   calibration_live_ = 0;
   calibration_samples_.clear();
   reference_peak_ = reference_callers_need_ = 0;
-  calibration_rounds_ = (budget_.is_share() ? 1 : 0) + steps_.variant_rounds();
+  calibration_rounds_ = (measures_reference() ? 1 : 0) + steps_.variant_rounds();
   return calibration_rounds_;
 }
 
@@ -799,18 +794,23 @@ void BlockSteps::calibration_round(int round) {
   calibration_output_bytes_ = calibration_held_peak_ = 0;
 }
 
-void BlockSteps::observe_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
+void BlockSteps::observe_optimizer(Bytes state_bytes, Bytes update_temp_bytes, Bytes host_state_bytes) {
   MEMTRAIN_ASSERT(calibration_round_ >= 0 || calibration_grads_, "an optimizer is measured during calibration");
   optimizer_state_ = std::max<Bytes>(0, state_bytes);
+  host_optimizer_state_ = std::max<Bytes>(0, host_state_bytes);
   steps_.observe_between_steps(std::max<Bytes>(0, update_temp_bytes));
 }
 
-void BlockSteps::count_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
+void BlockSteps::count_optimizer(Bytes state_bytes, Bytes update_temp_bytes, Bytes host_state_bytes) {
   state_bytes = std::max<Bytes>(0, state_bytes);
+  host_state_bytes = std::max<Bytes>(0, host_state_bytes);
   optimizer_state_ += state_bytes;
   optimizer_counted_late_ += state_bytes;
+  host_optimizer_state_ += host_state_bytes;
   steps_.observe_between_steps(std::max<Bytes>(0, update_temp_bytes));
-  if (budget_.is_share() && budget_.reference() > 0) budget_.set_reference(budget_.reference() + state_bytes);
+  if (budget_.is_share() && budget_.reference() > 0) {
+    budget_.set_reference(budget_.reference() + state_bytes + host_state_bytes);
+  }
 }
 
 void BlockSteps::admit_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
@@ -852,9 +852,15 @@ BlockSteps::ShareReference BlockSteps::share_reference() const {
   carried.reference = budget_.reference();
   carried.optimizer_state = optimizer_state_;
   carried.optimizer_counted_late = optimizer_counted_late_;
+  carried.host_optimizer_state = host_optimizer_state_;
   carried.callers_need = reference_callers_need_;
   carried.size = reference_size_;
   return carried;
+}
+
+Bytes BlockSteps::simulated_reference() const {
+  // The chain's resident holds the device's part of the optimizer's state already.
+  return plan::keep_everything_peak(largest_chain()) + host_optimizer_state_;
 }
 
 void BlockSteps::end_calibration() {
@@ -881,12 +887,13 @@ void BlockSteps::end_calibration() {
   // N% is of the plain step with everything a budget counts: every
   // gradient (allocated for the measurement) and the optimizer's state; or
   // of the least the planner needs, where that is more, so that "100%"
-  // always trains.
+  // always trains. With the weights in host memory that step is not run:
+  // it is simulated, every weight on the device.
   if (budget_.is_share()) {
     // Sharded blocks: of the step without the optimizer's state, as before
     // it counted; their steps are not retried, and the FSDP2 predictions
     // missed by 4% at 70% of the step with Adam's state (test_fsdp).
-    Bytes reference = reference_peak_ + (gathers_ ? 0 : optimizer_state_);
+    Bytes reference = host_weights_ ? simulated_reference() : reference_peak_ + (gathers_ ? 0 : optimizer_state_);
     // The plain loop's step, measured before the head was chunked, holds more.
     reference = std::max(reference, carried_.reference);
     if (planner().respects_budget()) {
@@ -903,6 +910,7 @@ void BlockSteps::end_calibration() {
   // the carried reference); it stays counted, for refusals that name it.
   optimizer_state_ = std::max(optimizer_state_, carried_.optimizer_state);
   optimizer_counted_late_ = std::max(optimizer_counted_late_, carried_.optimizer_counted_late);
+  host_optimizer_state_ = std::max(host_optimizer_state_, carried_.host_optimizer_state);
   refuse_below_least(steps_, largest_chain(), budget_.step_bytes(), batch_.signature);
 }
 

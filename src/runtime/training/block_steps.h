@@ -193,15 +193,18 @@ class BlockSteps {
   // what its autograd reached after block 0's backward is learnt.
   void end_of_backward();
   // During calibration: the caller's optimizer will hold `state_bytes` from
-  // its first update on, and its update reaches `update_temp_bytes` above them.
-  void observe_optimizer(Bytes state_bytes, Bytes update_temp_bytes);
+  // its first update on, and its update reaches `update_temp_bytes` above
+  // them; `host_state_bytes` more for the weights in host memory, which
+  // only N%'s reference counts (the plain step holds it on the device).
+  void observe_optimizer(Bytes state_bytes, Bytes update_temp_bytes, Bytes host_state_bytes = 0);
   void end_calibration();
   // After calibration: an optimizer over the blocks' parameters that was
   // not measured (one a framework made: transformers' Trainer) updated for
   // the first time, leaving `state_bytes` of state, its update reaching
   // `update_temp_bytes` above what was live. An N% budget is of the plain
-  // step with that state too, from the next step on.
-  void count_optimizer(Bytes state_bytes, Bytes update_temp_bytes);
+  // step with that state too (`host_state_bytes` of it the host weights'),
+  // from the next step on.
+  void count_optimizer(Bytes state_bytes, Bytes update_temp_bytes, Bytes host_state_bytes = 0);
   // Before that first update: it will make `state_bytes` of state, and
   // need `update_temp_bytes` above it while it runs. Where the budget
   // cannot hold them beside what is live, throws Infeasible (naming the
@@ -219,6 +222,7 @@ class BlockSteps {
     Bytes reference = 0;  // 0: a budget in bytes
     Bytes optimizer_state = 0;
     Bytes optimizer_counted_late = 0;
+    Bytes host_optimizer_state = 0;
     Bytes callers_need = 0;  // the code after the blocks in the reference step, at `size`
     std::int64_t size = 0;
     Bytes between_steps = 0;  // StepPlanner::between_steps()
@@ -375,6 +379,7 @@ class BlockSteps {
   std::map<std::int64_t, Bytes> needed_;  // by size: the least a finished step peaked above its start
   Bytes optimizer_state_ = 0;             // observe_optimizer()'s state, resident from the first update
   Bytes optimizer_counted_late_ = 0;      // count_optimizer()'s: the loop's, met at its first update
+  Bytes host_optimizer_state_ = 0;        // the host weights' state: in host memory, in N%'s reference only
   // Sharded blocks: the running step's predicted chain, and its schedule
   // simulated on it, kept from block to block (replan_rest_if_over).
   struct Replanning {
@@ -394,7 +399,14 @@ class BlockSteps {
   // The round that measures the caller's code and the reference only (begin_calibration()).
   bool callers_round() const { return calibration_round_ == calibration_rounds_; }
   // A round whose step keeps everything, for an N% budget's reference.
-  bool reference_round() const { return budget_.is_share() && (calibration_round_ == 0 || callers_round()); }
+  bool reference_round() const { return measures_reference() && (calibration_round_ == 0 || callers_round()); }
+  // N%'s reference is measured by a round of its own, except with the weights
+  // in host memory, whose plain step (every weight on the device) is not run.
+  bool measures_reference() const { return budget_.is_share() && !host_weights_; }
+  // With the weights in host memory: N%'s reference, the plain step with
+  // every weight, gradient and optimizer state on the device, simulated on
+  // the largest chain as `memtrain simulate` does.
+  Bytes simulated_reference() const;
   std::unique_ptr<GradientSnapshot> calibration_grads_;
   std::optional<RngSnapshot> calibration_rng_;
   std::optional<BufferSnapshot> calibration_buffers_;
