@@ -133,12 +133,9 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   previous_output_bytes_ = 0;
   if (calibrating) {
     calibration_live_ = std::max(calibration_live_, resident_now);
-    const bool reference = reference_round();
-    const int round = callers_round() ? 0 : calibration_round_ - (measures_reference() ? 1 : 0);
     StepChoice measured;
     measured.kind = PlanKind::Collect;
-    measured.schedule =
-        reference ? plan::schedule_keeping_everything(model_.size()) : steps_.collection_schedule(round);
+    measured.schedule = calibration_->schedule(measured_round(), model_.size());
     // A measurement: no budget, and nothing it does survives (end_step()).
     step_.emplace(steps_, PlannedStep::Start{size, steps_run_, "calibration"},
                   StepGuard(memory_, std::nullopt, false, default_generator_of(memory_.device()), &model_),
@@ -706,15 +703,13 @@ void BlockSteps::end_step() {
     if (reference_round()) {
       // The plain loop's: its output held through the backward where the
       // loop keeps it. The optimizer's state joins it at end_calibration().
-      reference_peak_ = std::max({reference_peak_, result.peak, calibration_held_peak_});
+      calibration_->observe_reference(std::max(result.peak, calibration_held_peak_));
     }
     predict::ChainSample sample = sample_execution(result, model_.size(), 0);
-    if (callers_round() && !calibration_samples_.empty()) {
-      // The same input under autocast: the blocks hold what its steps
-      // will, where that is more, before any step has run.
-      calibration_samples_.front() = predict::larger_of(calibration_samples_.front(), sample);
+    if (callers_round()) {
+      calibration_->widen_first(sample);
     } else if (!reference_round()) {
-      calibration_samples_.push_back(std::move(sample));
+      calibration_->observe_collection(calibration_round_, std::move(sample));
     }
     // A measurement, not a step: nothing it did survives.
     calibration_buffers_->restore();
@@ -783,10 +778,9 @@ int BlockSteps::begin_calibration() {
   calibration_rng_ = RngSnapshot::capture(default_generator_of(memory_.device()));
   calibration_buffers_ = BufferSnapshot::capture(model_, memory_);
   calibration_live_ = 0;
-  calibration_samples_.clear();
-  reference_peak_ = reference_callers_need_ = 0;
-  calibration_rounds_ = (measures_reference() ? 1 : 0) + steps_.variant_rounds();
-  return calibration_rounds_;
+  reference_callers_need_ = 0;
+  calibration_.emplace(steps_, measures_reference());
+  return calibration_->rounds();
 }
 
 void BlockSteps::calibration_round(int round) {
@@ -873,8 +867,9 @@ void BlockSteps::end_calibration() {
   calibration_rng_.reset();
   calibration_buffers_.reset();
   if (!called) throw UsageError("the sample never called the model's blocks");
-  for (const predict::ChainSample& sample : calibration_samples_) steps_.observe_sample(batch_.signature, sample);
-  calibration_samples_.clear();
+  const Calibration calibration = std::move(*calibration_);
+  calibration_.reset();
+  calibration.teach(steps_, batch_.signature);
   steps_.observe_between_steps(carried_.between_steps);
   // What stays resident, before the least is taken for "N%": the chain
   // the reference is planned on is the one the budget is checked on.
@@ -893,7 +888,8 @@ void BlockSteps::end_calibration() {
     // Sharded blocks: of the step without the optimizer's state, as before
     // it counted; their steps are not retried, and the FSDP2 predictions
     // missed by 4% at 70% of the step with Adam's state (test_fsdp).
-    Bytes reference = host_weights_ ? simulated_reference() : reference_peak_ + (gathers_ ? 0 : optimizer_state_);
+    Bytes reference =
+        host_weights_ ? simulated_reference() : calibration.reference_peak() + (gathers_ ? 0 : optimizer_state_);
     // The plain loop's step, measured before the head was chunked, holds more.
     reference = std::max(reference, carried_.reference);
     if (planner().respects_budget()) {

@@ -78,6 +78,7 @@
 #include "runtime/execution/host_weights.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/model/staged_model.h"
+#include "runtime/step/calibration.h"
 #include "runtime/step/leased_steps.h"
 #include "runtime/step/planned_step.h"
 #include "runtime/step/step_budget.h"
@@ -393,13 +394,17 @@ class BlockSteps {
   std::chrono::steady_clock::time_point t0_;  // the step's start
   long synchronizations_at_start_ = 0;        // memory_.synchronizations() then
 
-  // Calibration: the round the next step runs (-1: none), and what it keeps.
+  // Calibration: the round the next step runs (-1: none), and the rounds
+  // (begin_calibration()'s; the engine's Calibration says what each runs and learns).
   int calibration_round_ = -1;
-  int calibration_rounds_ = 0;  // begin_calibration()'s rounds
-  // The round that measures the caller's code and the reference only (begin_calibration()).
-  bool callers_round() const { return calibration_round_ == calibration_rounds_; }
+  std::optional<Calibration> calibration_;
+  // The round after the rounds: the caller's code again in another
+  // precision, repeating round 0 (the reference where it is measured).
+  bool callers_round() const { return calibration_ && calibration_round_ == calibration_->rounds(); }
+  // The calibration round this step's measurement is (the caller's repeats 0).
+  int measured_round() const { return callers_round() ? 0 : calibration_round_; }
   // A round whose step keeps everything, for an N% budget's reference.
-  bool reference_round() const { return measures_reference() && (calibration_round_ == 0 || callers_round()); }
+  bool reference_round() const { return calibration_ && calibration_->is_reference(measured_round()); }
   // N%'s reference is measured by a round of its own, except with the weights
   // in host memory, whose plain step (every weight on the device) is not run.
   bool measures_reference() const { return budget_.is_share() && !host_weights_; }
@@ -415,10 +420,6 @@ class BlockSteps {
   Bytes previous_output_bytes_ = 0;     // note_previous_output(), for the next step
   Signature sample_signature_;          // block 0's input in calibration: the sample's
   Bytes calibration_held_peak_ = 0;     // this round's code after the blocks at its peak, the output held
-  // The rounds' measurements of the blocks, observed once calibration
-  // ends: the autocast round's joins the first's (larger_of).
-  std::vector<predict::ChainSample> calibration_samples_;
-  Bytes reference_peak_ = 0;  // a share's reference step's peak, before the optimizer's state
   // The caller's code after the blocks in the reference step: its need
   // (calibration's stand-in at first, then the most a step showed, scaled
   // to the reference's size) and that size.

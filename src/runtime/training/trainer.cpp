@@ -12,6 +12,7 @@
 #include "runtime/execution/chain_measurement.h"
 #include "runtime/model/buffer_snapshot.h"
 #include "runtime/model/rng_snapshot.h"
+#include "runtime/step/calibration.h"
 #include "runtime/step/planned_step.h"
 #include "runtime/step/step_attempts.h"
 #include "runtime/training/checkpoint_file.h"
@@ -151,31 +152,31 @@ void Trainer::measure_largest(const Batch& largest) {
   // With the weights in host memory, the step with everything on the device
   // is never run (it is what does not fit): its peak is simulated below.
   // Nor on a shared device, where it would take the others' memory.
-  if (percent && !host_weights_ && !lease_)
-    budget_.set_reference(measure(plan::schedule_keeping_everything(n), measured).peak);
-  // One collection run per variant when the planner chooses variants.
+  Calibration calibration(*steps_, percent && !host_weights_ && !lease_);
   const Signature at = planning_signature(largest.signature);
   const std::int64_t size = at.size;
-  std::vector<predict::ChainSample> samples;
-  for (int v = 0; v < steps_->variant_rounds(); ++v) {
-    const Schedule collect = steps_->collection_schedule(v);
+  for (int round = 0; round < calibration.rounds(); ++round) {
+    const Schedule schedule = calibration.schedule(round, n);
+    if (calibration.is_reference(round)) {
+      calibration.observe_reference(measure(schedule, measured).peak);
+      continue;
+    }
     auto collect_once = [&] {
-      const ExecutionResult r = measure(collect, measured);
+      const ExecutionResult r = measure(schedule, measured);
       if (host_weights_) observe_update_times(r);
       steps_->observe_copy_issue(r);
       // With the weights on the host the update runs there: no device temporary.
       return sample_execution(r, n, host_weights_ ? 0 : optimizer_->update_temp_bytes());
     };
     predict::ChainSample sample = collect_once();
-    // Variants are chosen by their times, so each is timed twice and the
-    // shorter kept: one-off costs and a busy machine would bias the choice.
-    if (planner().uses_variants()) sample = faster_of(sample, collect_once());
-    samples.push_back(sample);
-    steps_->observe_sample(at, samples.back());
+    if (calibration.times_twice()) sample = faster_of(sample, collect_once());
+    calibration.observe_collection(round, std::move(sample));
   }
+  if (calibration.reference_peak() > 0) budget_.set_reference(calibration.reference_peak());
+  calibration.teach(*steps_, at);
   steps_->note_size(size);
   observe_resident(largest);
-  largest_chain_ = steps_->completed(chain_from_samples(samples, model_constants()), size);
+  largest_chain_ = steps_->completed(chain_from_samples(calibration.samples(), model_constants()), size);
   steps_->pin_largest(largest_chain_);
   if (lease_ || (host_weights_ && percent)) {
     // As `memtrain simulate` does: N% of one micro-batch's step with the
