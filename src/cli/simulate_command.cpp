@@ -132,6 +132,9 @@ int run_simulate(const std::vector<std::string>& args) {
   const GradientReduction reduction = chain.reduction;
   chain.reduction = {};
   links.apply(chain);
+  // A chain measured with its weights on the device updated them all there;
+  // in host memory, the host updates them.
+  if (weights.on_host && !chain.weights_on_host) chain.update_temp_bytes = 0;
   chain.weights_on_host = chain.weights_on_host || weights.on_host;
   plan::check_weights_placement(planner->name(), chain.weights_on_host, "--weights-on host");
   // N% of the step with nothing recomputed, nothing swapped, every weight on the device.

@@ -13,8 +13,10 @@ namespace memtrain {
 
 struct Chain {
   std::vector<Stage> stages;
-  Bytes output_bytes = 0;       // a_n: output of the last (loss) stage
-  Bytes update_temp_bytes = 0;  // transient bytes of the optimizer update
+  Bytes output_bytes = 0;  // a_n: output of the last (loss) stage
+  // Transient bytes of the optimizer's update on the device; with
+  // weights_on_host, of the weights that stay there (resident_bytes).
+  Bytes update_temp_bytes = 0;
   // Bytes resident all step that belong to no stage (a math library's
   // workspaces on a GPU); measured by the trainer, counted in persistent_bytes().
   Bytes resident_bytes = 0;

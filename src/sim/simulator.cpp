@@ -43,13 +43,12 @@ class SimulatorBackend : public ScheduleBackend {
     // The update needs every bucket's sum.
     wait_for_sum(network_free_);
     result_.time = std::max(t_, host_t_);
-    // With weights in host memory the optimizer runs there: no device update peak.
-    if (!chain_.weights_on_host) {
-      const Bytes update_peak = chain_.persistent_bytes() + chain_.update_temp_bytes;
-      if (update_peak > result_.peak_bytes) {
-        result_.peak_bytes = update_peak;
-        result_.peak_op = -1;
-      }
+    // The device's update: with weights in host memory, of what stays on the
+    // device (a model's embeddings and head); the host's updates add nothing.
+    const Bytes update_peak = chain_.persistent_bytes() + chain_.update_temp_bytes;
+    if (update_peak > result_.peak_bytes) {
+      result_.peak_bytes = update_peak;
+      result_.peak_op = -1;
     }
     return std::move(result_);
   }

@@ -115,6 +115,48 @@ def test_a_loop_trains_exactly_with_the_blocks_weights_in_host_memory(make, bf16
     assert m._native.planner == "swap"
 
 
+def wide(kind):
+    """A model whose embeddings and head (32000 x 256, on the device) hold
+    more than its 4 blocks: what the device's own update costs shows."""
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            n_layer=4, n_embd=256, n_head=4, vocab_size=VOCAB, n_positions=128))
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128))
+
+
+# (model, the loss in the model, its head in chunks): each model with the
+# chunked head, and with the whole logits where the loss is the model's or
+# the loop's (chunks are the model's loss only).
+RESIDENT = [("gpt2", True, True), ("llama", True, True), ("gpt2", False, False), ("llama", True, False)]
+
+
+@pytest.mark.parametrize("kind,labels,chunked", RESIDENT,
+                         ids=[f"{k}-loss-in-{'model' if lab else 'loop'}-{'chunked' if c else 'whole'}-head"
+                              for k, lab, c in RESIDENT])
+def test_the_devices_own_update_is_within_the_least_with_the_weights_in_host_memory(kind, labels, chunked):
+    """The blocks' weights go to host memory; the embeddings and the head
+    stay on the device, where AdamW updates them with temporaries of its
+    own. At the least memtrain states, that update is inside the budget
+    as every forward and backward is, whatever head and loss."""
+    data = batches(2)
+    ids = max((ids for update in data for ids in update), key=lambda t: t.shape[1])
+    sample = {"input_ids": ids, "labels": ids} if labels else {"input_ids": ids}
+
+    def made():
+        model = wide(kind)
+        return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model, opt = made()
+    least = memtrain.least_budget(model, sample, opt, weights="host", chunked_loss=chunked)
+    del model, opt
+    gc.collect()
+    model, opt = made()
+    m = memtrain.Module(model, budget=least, sample=sample, optimizer=opt, weights="host", chunked_loss=chunked)
+    train(m, data, True, labels, opt, budget=least)
+
+
 class Block(torch.nn.Module):
     def __init__(self, width):
         super().__init__()
