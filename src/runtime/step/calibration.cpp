@@ -9,8 +9,7 @@
 namespace memtrain::runtime {
 
 Calibration::Calibration(const StepPlanner& steps, bool measures_reference)
-    : steps_(steps), measures_reference_(measures_reference), collections_(steps.variant_rounds()),
-      times_twice_(steps.planner().uses_variants()) {}
+    : steps_(steps), measures_reference_(measures_reference) {}
 
 Schedule Calibration::schedule(int round, int stages) const {
   MEMTRAIN_ASSERT(round >= 0 && round < rounds(), "a calibration round is one of its rounds");

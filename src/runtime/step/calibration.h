@@ -22,16 +22,14 @@ class Calibration {
   // chooses among (StepPlanner::variant_rounds()).
   Calibration(const StepPlanner& steps, bool measures_reference);
 
-  int rounds() const { return (measures_reference_ ? 1 : 0) + collections_; }
+  int rounds() const { return (measures_reference_ ? 1 : 0) + steps_.variant_rounds(); }
   bool is_reference(int round) const { return measures_reference_ && round == 0; }
-  // The collection round `round` is (0.. in the planner's numbering).
-  int collection_of(int round) const { return round - (measures_reference_ ? 1 : 0); }
   // The schedule round `round` runs over `stages` stages.
   Schedule schedule(int round, int stages) const;
   // Variants are chosen by their times: a front end that can measures each
   // collection twice and keeps the faster (faster_of), since one-off costs
   // and a busy machine would bias the choice.
-  bool times_twice() const { return times_twice_; }
+  bool times_twice() const { return steps_.planner().uses_variants(); }
 
   // What round `round` measured: the plain step's peak (the most seen is
   // kept), or a collection's sample.
@@ -47,10 +45,11 @@ class Calibration {
   void teach(StepPlanner& steps, const Signature& at) const;
 
  private:
+  // The collection round `round` is (0.. in the planner's numbering).
+  int collection_of(int round) const { return round - (measures_reference_ ? 1 : 0); }
+
   const StepPlanner& steps_;
   bool measures_reference_;
-  int collections_;
-  bool times_twice_;
   Bytes reference_peak_ = 0;
   std::vector<predict::ChainSample> samples_;  // one per collection round observed
 };
