@@ -132,10 +132,12 @@ def run_role(args):
             record["least"] = e.min_bytes
         if m is not None:
             plans = record["plans"] = {}
+            own = record["own"] = []  # memtrain's own seconds in each step (last_step's overhead_seconds)
 
             def step(x, y):
                 loss_of(m(x), y).backward()
                 plans[m.last_step["plan"]] = plans.get(m.last_step["plan"], 0) + 1
+                own.append(m.last_step["overhead_seconds"])
             t = Training(m, step)
     print("ready" if t is not None else "idle", flush=True)  # idle: a budget below the least
     for line in sys.stdin:
@@ -284,26 +286,28 @@ def report_lines(args, reference, longest, rows, plain, checkpointed, planned, n
         "process counted). Each contender trains in a process of its own, so only its own tensors count against its "
         "budget; the processes take turns step by step, so machine noise falls on all of them alike. A step's peak covers its forward, backward "
         "and Adam update. Gradients are compared with the plain run's, step by step, by SHA-256 of their bytes. "
-        "Times are means over the steps after memtrain's collection steps (the last column also gives the ratio of medians). The checkpoint_sequential column is the "
+        "Times are means over the steps after memtrain's collection steps (the last column also gives the ratio of medians). memtrain's own: its time in its steps outside the blocks' runs (its block calls and backward nodes less the operations they ran, planning included: `last_step['overhead_seconds']`), per step and as a share of its step. The checkpoint_sequential column is the "
         "fastest segment count whose peak at the longest batch fits the budget, timed on the first "
         f"{n} of those steps; the last column compares it with memtrain on the same {n} steps.\n",
         "| budget | steps over budget | steps with unequal gradients | final parameters equal | memtrain plans "
-        "| plain s/step | memtrain s/step | memtrain / plain | fastest fitting checkpoint_sequential | its s/step "
-        "| memtrain's speed / its |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| plain s/step | memtrain s/step | memtrain / plain | memtrain's own | fastest fitting checkpoint_sequential "
+        "| its s/step | memtrain's speed / its |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     plain_time = statistics.mean(plain["times"][planned])
     for r in rows:
         if "least" in r:
             lines.append(f"| {r['percent']}% ({r['budget'] / 2**20:.1f} MiB){build_cell(r)} | below the least budget of "
-                         f"`{args.planner}`, {r['least'] / 2**20:.1f} MiB | | | | | | | | | |")
+                         f"`{args.planner}`, {r['least'] / 2**20:.1f} MiB | | | | | | | | | | |")
             continue
         mine = statistics.mean(r["times"][planned])
+        own = statistics.mean(r["own"][planned])
         plans = ", ".join(f"{k} {v}" for k, v in sorted(r["plans"].items()))
         ck = checkpoint_cells(r, planned, n)
         lines.append(f"| {r['percent']}% ({r['budget'] / 2**20:.1f} MiB){build_cell(r)} | {r['violations']} / {args.steps} | "
                      f"{r['unequal']} | {'yes' if r['equal_params'] else 'no'} | {plans} | {plain_time:.4f} | "
-                     f"{mine:.4f} | {mine / plain_time:.3f} | {ck[0]} | {ck[1]} | {ck[2]} |")
+                     f"{mine:.4f} | {mine / plain_time:.3f} | {1e3 * own:.2f} ms ({own / mine:.1%}) | {ck[0]} | {ck[1]} | "
+                     f"{ck[2]} |")
     lines += ["", "checkpoint_sequential, every segment count (peak at the longest batch, mean s/step):", "",
               "| segments | peak | s/step |", "|---|---|---|"]
     for c in checkpointed:
