@@ -5,6 +5,7 @@ never held; unchunked, bit for bit the plain model's; and the least budget
 lowered by what the logits held."""
 
 import gc
+import traceback
 import warnings
 
 import pytest
@@ -250,3 +251,38 @@ def test_at_the_least_with_chunks_left_to_memtrain_every_micro_step_trains(make)
     # The loop lets the output go, as keeps_output=False says: only its loss
     # (all a chunked head's output holds) is alive at the backward.
     assert not [w for w in seen if "keeps the model's output" in str(w.message)]
+
+
+def test_a_refusal_after_the_head_turns_to_chunks_names_one_least():
+    """Adam's state, counted at its first update, passes a budget that the
+    head in chunks cannot bring back under (a short input: its logits are
+    small beside the state): the refusal names the least with chunks, the
+    least there is, with no refusal of the whole logits chained to it (it
+    would name another); at that least the same step runs within it."""
+    sample = {"input_ids": batch(length=16)["input_ids"], "labels": batch(length=16)["labels"]}
+    least = memtrain.least_budget(gpt2(), sample, chunked_loss=False)
+    gc.collect()
+    model = gpt2()
+    m = memtrain.Module(model, budget=least, sample=sample)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    m(**sample).loss.backward()
+    try:
+        opt.step()  # its first update, checked: refused at the least without its state
+    except memtrain.Infeasible as update:
+        m.budget = update.min_bytes  # the least the update itself needs
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    longer = batch(length=64)  # its whole logits pass the budget, and in chunks too
+    with pytest.raises(memtrain.Infeasible) as refused:
+        m(**longer).loss.backward()
+    shown = "".join(traceback.format_exception(refused.value))  # as the user's loop would print it
+    assert shown.count("memtrain.Infeasible") == 1, shown
+    assert "in chunks" in str(refused.value), str(refused.value)
+    assert refused.value.min_bytes > least
+    m.budget = refused.value.min_bytes
+    del refused
+    gc.collect()
+    memtrain.reset_peak()
+    m(**longer).loss.backward()
+    assert m.last_step["chunked_loss"]
+    assert memtrain.memory_stats()["peak_bytes"] <= m.budget_bytes

@@ -152,8 +152,10 @@ class Module(torch.nn.Module):
       Your optimizer updates them there: torch.optim's optimizers that
       update each parameter on its own (Adam, AdamW, SGD, RMSprop, ...)
       are supported, and the result is bit-equal to the plain model's.
-      The rest of the model (embeddings, the head) stays on the device.
-      Takes a budget in bytes; CPU only for now.
+      The rest of the model (embeddings, the head) stays on the device,
+      with its gradients and optimizer state. Takes a budget in bytes or
+      "N%" (of the plain step with every weight on the device), and
+      share=; CPU only for now.
 
     Under torch.no_grad() the model runs plainly. The state_dict() is the
     model's, with its own keys.
@@ -675,6 +677,12 @@ class Module(torch.nn.Module):
             return output
         except Infeasible as e:
             entry.restore()
+            # The frames under this call (the model's, memtrain's), which
+            # the error's traceback would keep alive with their tensors, let
+            # go: a step run again, or a loop that retries in its `except`,
+            # finds their bytes free. The message says what was refused and why.
+            if e.__traceback__ is not None:
+                e.__traceback__.tb_next = None
             if self._blocks.peers is not None:
                 self._blocks.peers.give_up(str(e))
             elif self._head.applies_after_chunking(kwargs):
@@ -682,18 +690,10 @@ class Module(torch.nn.Module):
                 # state, counted at its first update): the head and the loss
                 # in chunks from now on, under the budget as it stands, in
                 # bytes, measured on this call's input, and the step again.
-                refused = e
-                del e
-                return self._rerun_chunked(refused, args, kwargs)
-            # The frames under this call (the model's, memtrain's), which
-            # the error's traceback would keep alive with their tensors, let
-            # go: a loop that retries in its `except` finds their bytes
-            # free. The message says what was refused and why.
-            if e.__traceback__ is not None:
-                e.__traceback__.tb_next = None
+                return self._rerun_chunked(args, kwargs)
             raise
 
-    def _rerun_chunked(self, refused, args, kwargs):
+    def _rerun_chunked(self, args, kwargs):
         # A job of a group measures its new steps within the lease the
         # refused step holds (the group counts it, and other jobs' leases
         # beside it), then settles it: left to the old steps' collection,
@@ -704,7 +704,10 @@ class Module(torch.nn.Module):
         try:
             self._calibrate(args, kwargs)
         except Infeasible as chunked:
-            raise chunked from refused
+            # Its least is the one with chunks, the least there is: the
+            # refusal with the whole logits, chained, would name another.
+            chunked.args = (f"with the head and the loss in chunks, {chunked.args[0]}",) + chunked.args[1:]
+            raise chunked.with_traceback(None) from None
         finally:
             if leasing is not None:
                 leasing.end_lease()
