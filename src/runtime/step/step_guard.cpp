@@ -20,15 +20,9 @@ at::Generator default_generator_of(const torch::Device& device) {
 
 StepGuard::StepGuard(DeviceMemory& memory, std::optional<Bytes> budget, bool enforce, const at::Generator& generator,
                      StagedModel* model)
-    : memory_(memory), enforce_(enforce), generator_(generator), rng_(RngSnapshot::capture(generator)) {
-  if (model) buffers_ = BufferSnapshot::capture(*model, memory_);
+    : memory_(memory), enforce_(enforce), rollback_(generator, model, memory) {
   if (budget) memory_.set_budget(*budget);
   enforce_again();
-}
-
-void StepGuard::roll_back() const {
-  if (buffers_) buffers_->restore();
-  rng_.restore(generator_);
 }
 
 void StepGuard::enforce_again() {

@@ -1,7 +1,7 @@
 // What a step of any front end holds while it runs: its budget, enforced,
-// and the point an attempt that ran out of budget rolls back to (the random
-// generators and the model's buffers as the step found them). The one place
-// a device's budget is set.
+// and the point an attempt that ran out of budget rolls back to (its
+// StepRollback: the random generators, the model's buffers and the
+// gradients as the step found them). The one place a device's budget is set.
 #pragma once
 
 #include <memory>
@@ -11,8 +11,7 @@
 #include "core/units.h"
 #include "runtime/memory/device_memory.h"
 #include "runtime/memory/enforcement_scope.h"
-#include "runtime/model/buffer_snapshot.h"
-#include "runtime/model/rng_snapshot.h"
+#include "runtime/step/step_rollback.h"
 
 namespace memtrain::runtime {
 
@@ -32,11 +31,13 @@ class StepGuard {
   // Sets `memory`'s budget to `budget` (when given) and enforces it while
   // the guard lives (when `enforce`), leaving the device unenforced after
   // it; captures `generator` (with LibTorch's default CPU generator) and
-  // `model`'s buffers (when given).
+  // `model`'s buffers (when given). How the gradients go back is the front
+  // end's to say: rollback().discard_gradients_with() or keep_gradients().
   StepGuard(DeviceMemory& memory, std::optional<Bytes> budget, bool enforce, const at::Generator& generator,
             StagedModel* model = nullptr);
-  // The random generators and the buffers as the step found them.
-  void roll_back() const;
+  // The random generators, the buffers and the gradients as the step found them.
+  void roll_back() const { rollback_.roll_back(); }
+  StepRollback& rollback() { return rollback_; }
   // The step has ended: the budget is no longer enforced. roll_back()
   // still works (a second backward of the step runs it again).
   void release() { enforcement_.reset(); }
@@ -49,9 +50,7 @@ class StepGuard {
  private:
   DeviceMemory& memory_;
   bool enforce_;
-  at::Generator generator_;
-  RngSnapshot rng_;
-  std::optional<BufferSnapshot> buffers_;
+  StepRollback rollback_;
   std::unique_ptr<EnforcementScope> enforcement_;
 };
 

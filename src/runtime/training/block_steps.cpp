@@ -711,9 +711,9 @@ void BlockSteps::end_step() {
     } else if (!reference_round()) {
       calibration_->observe_collection(calibration_round_, std::move(sample));
     }
-    // A measurement, not a step: nothing it did survives.
-    calibration_buffers_->restore();
-    calibration_rng_->restore(default_generator_of(memory_.device()));
+    // A measurement, not a step: nothing it did survives (its gradients
+    // stay for the next round's to add to, as a step's would).
+    calibration_rollback_->restore_draws_and_buffers();
     return;
   }
   const Bytes needed = result.peak - step_start_live_;
@@ -765,7 +765,8 @@ void BlockSteps::set_gathered_bytes(const std::vector<Bytes>& gathered, bool for
 int BlockSteps::begin_calibration() {
   MEMTRAIN_ASSERT(steps_run_ == 0 && !execution_, "calibration runs before any step");
   step_.reset();
-  calibration_grads_ = std::make_unique<GradientSnapshot>(model_.parameters());
+  calibration_rollback_.emplace(default_generator_of(memory_.device()), &model_, memory_);
+  calibration_rollback_->keep_gradients(model_.parameters());
   // Measured as a step of training is, with every gradient allocated (the
   // memory model keeps them resident), whatever the caller has now: in
   // host memory beside weights that live there.
@@ -775,8 +776,6 @@ int BlockSteps::begin_calibration() {
     if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
   }
   in_host.reset();
-  calibration_rng_ = RngSnapshot::capture(default_generator_of(memory_.device()));
-  calibration_buffers_ = BufferSnapshot::capture(model_, memory_);
   calibration_live_ = 0;
   reference_callers_need_ = 0;
   calibration_.emplace(steps_, measures_reference());
@@ -789,7 +788,7 @@ void BlockSteps::calibration_round(int round) {
 }
 
 void BlockSteps::observe_optimizer(Bytes state_bytes, Bytes update_temp_bytes, Bytes host_state_bytes) {
-  MEMTRAIN_ASSERT(calibration_round_ >= 0 || calibration_grads_, "an optimizer is measured during calibration");
+  MEMTRAIN_ASSERT(calibration_round_ >= 0 || calibration_rollback_, "an optimizer is measured during calibration");
   optimizer_state_ = std::max<Bytes>(0, state_bytes);
   host_optimizer_state_ = std::max<Bytes>(0, host_state_bytes);
   steps_.observe_between_steps(std::max<Bytes>(0, update_temp_bytes));
@@ -863,9 +862,8 @@ void BlockSteps::end_calibration() {
   const Bytes input_bytes = batch_.bytes();  // before cancel() lets the input go
   calibration_round_ = -1;
   cancel();
-  calibration_grads_.reset();
-  calibration_rng_.reset();
-  calibration_buffers_.reset();
+  calibration_rollback_->roll_back();
+  calibration_rollback_.reset();
   if (!called) throw UsageError("the sample never called the model's blocks");
   const Calibration calibration = std::move(*calibration_);
   calibration_.reset();

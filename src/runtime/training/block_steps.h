@@ -85,6 +85,7 @@
 #include "runtime/step/step_input.h"
 #include "runtime/step/step_planner.h"
 #include "runtime/step/step_record.h"
+#include "runtime/step/step_rollback.h"
 #include "runtime/training/gradient_boundary.h"
 #include "sim/simulator.h"
 
@@ -412,9 +413,7 @@ class BlockSteps {
   // every weight, gradient and optimizer state on the device, simulated on
   // the largest chain as `memtrain simulate` does.
   Bytes simulated_reference() const;
-  std::unique_ptr<GradientSnapshot> calibration_grads_;
-  std::optional<RngSnapshot> calibration_rng_;
-  std::optional<BufferSnapshot> calibration_buffers_;
+  std::optional<StepRollback> calibration_rollback_;  // what calibration found, put back after it
   Bytes calibration_live_ = 0;
   Bytes calibration_output_bytes_ = 0;  // observe_output_bytes(), this round's
   Bytes previous_output_bytes_ = 0;     // note_previous_output(), for the next step

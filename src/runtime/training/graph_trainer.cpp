@@ -102,7 +102,6 @@ GraphExecution GraphTrainer::run_with_retries(SizePlan& p, const Batch& batch, S
     return run_attempts([&] { return executor_->run(p.plan.schedule, batch, ctx); },
                         [&](const OutOfBudget& why) {
                           // Nothing of the attempt survives: its gradients, its random draws.
-                          adam_->zero_grad();
                           guard.roll_back();
                           attempts.count_failure(
                               options_.max_retries,
@@ -113,7 +112,6 @@ GraphExecution GraphTrainer::run_with_retries(SizePlan& p, const Batch& batch, S
                           ctx = context_for(batch);
                         });
   } catch (...) {
-    adam_->zero_grad();
     guard.roll_back();
     throw;
   }
@@ -134,6 +132,7 @@ StepRecord GraphTrainer::step() {
   rec.planning_seconds = new_plan ? seconds_since(t0) : 0;
   const Clock::time_point t1 = Clock::now();
   StepGuard guard(memory_, budget_.bytes(), options_.enforce, ctx.generator);
+  guard.rollback().discard_gradients_with([this] { adam_->zero_grad(); });
   const GraphExecution r = run_with_retries(p, batch, ctx, guard, rec);
   // Whole or not at all: only with room for the update's temporary.
   refuse_update_without_room(memory_, budget_.bytes(), adam_->update_temp_bytes(), "step " + std::to_string(rec.step));

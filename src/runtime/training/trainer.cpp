@@ -10,11 +10,10 @@
 #include "core/seconds_since.h"
 #include "plan/schedule_builders.h"
 #include "runtime/execution/chain_measurement.h"
-#include "runtime/model/buffer_snapshot.h"
-#include "runtime/model/rng_snapshot.h"
 #include "runtime/step/calibration.h"
 #include "runtime/step/planned_step.h"
 #include "runtime/step/step_attempts.h"
+#include "runtime/step/step_rollback.h"
 #include "runtime/training/checkpoint_file.h"
 #include "runtime/training/step_parts.h"
 #include "runtime/training/trainer_checkpoint.h"
@@ -111,14 +110,14 @@ void Trainer::observe_update_times(const ExecutionResult& result) {
 }
 
 ExecutionResult Trainer::measure(const Schedule& schedule, const Batch& batch) {
-  // A measurement, not training: no buffer updates, gradients discarded,
-  // random generators rewound.
-  const RngSnapshot rng = RngSnapshot::capture(generator_);
+  // A measurement, not training: no buffer updates, and nothing else it
+  // did survives (its gradients, its random draws).
+  StepRollback measurement(generator_, nullptr, memory_);
+  measurement.discard_gradients_with([this] { discard_gradients(); });
   StepContext ctx = context_for(batch);
   ctx.update_buffers = false;
   ExecutionResult r = executor_->run(schedule, batch, ctx);
-  discard_gradients();
-  rng.restore(generator_);
+  measurement.roll_back();
   return r;
 }
 
@@ -258,6 +257,8 @@ StepRecord Trainer::step() {
                        "step " + std::to_string(rec.step) + ": input " + rec.signature.describe()},
                       StepGuard(memory_, budget_.step_bytes(), options_.enforce && planner().respects_budget(),
                                 generator_, model_.get()));
+  // An attempt rolled back leaves no gradient (or staged update) of its own.
+  planned.guard().rollback().discard_gradients_with([this] { discard_gradients(); });
   rec.plan = planned.choice().kind;
   rec.planning_seconds = planned.choice().planning_seconds;
   // What the sums are predicted to cost: the network as the steps before this one showed it.
@@ -357,13 +358,12 @@ Trainer::StepRun Trainer::run_with_retries(const StepParts& parts, PlannedStep& 
   try {
     return run_attempts([&] { return run_parts(planned.choice().schedule, parts); },
                         [&](const OutOfBudget& why) {
-                          // Roll back: no gradient (or staged update, or
-                          // batch-norm statistic) of the failed attempt
-                          // survives, and the retry draws the same random
-                          // numbers. Gradients already summed over the
-                          // ranks were final and stand.
+                          // The retry rolls back (PlannedStep::retry): no
+                          // gradient (or staged update, or batch-norm
+                          // statistic) of the failed attempt survives, and
+                          // it draws the same random numbers. Gradients
+                          // already summed over the ranks were final and stand.
                           ranks_->freeze_summed(*model_);
-                          discard_gradients();
                           ++retries_;
                           const StepChoice& next = planned.retry(why);
                           rec.retries = planned.retries();
@@ -373,7 +373,6 @@ Trainer::StepRun Trainer::run_with_retries(const StepParts& parts, PlannedStep& 
   } catch (...) {
     // A schedule that cannot run at all, or no schedule left: nothing of
     // the last attempt survives either.
-    discard_gradients();
     planned.guard().roll_back();
     throw;
   }

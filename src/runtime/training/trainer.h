@@ -9,8 +9,8 @@
 //
 // A step that still runs out of budget (a misprediction) loses nothing: its
 // partial gradients are discarded, the random generators rewound, the
-// batch-norm statistics restored (BufferSnapshot), the plan marked bad, and
-// the same batch runs again under a stricter plan. The
+// batch-norm statistics restored (its StepGuard's StepRollback), the plan
+// marked bad, and the same batch runs again under a stricter plan. The
 // optimizer update runs only after a step's backward has finished, and only
 // with room for its one temporary, so no update is ever half applied.
 //

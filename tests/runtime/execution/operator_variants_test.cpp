@@ -11,9 +11,12 @@
 #include "runtime/model/buffer_snapshot.h"
 #include "runtime/model/rng_snapshot.h"
 #include "support/rig.h"
+#include "support/small_resnet.h"
 
 namespace memtrain::runtime {
 namespace {
+
+using memtrain::testing::small_resnet;
 
 // One stage forward and backward as `variant`: output, input gradient and
 // weight gradients, from the same input, upstream gradient and generator.
@@ -106,14 +109,6 @@ TEST(OperatorVariants, FeedForwardRecomputingItsGeluGivesTheSameGradients) {
   torch::manual_seed(6);
   const torch::Tensor x = torch::randn({2, 12, 16});
   expect_identical(run_stage(m.stage(2), x, {}, 0, 3), run_stage(m.stage(2), x, {}, 1, 3), "feed-forward");
-}
-
-StagedModel small_resnet() {
-  torch::manual_seed(7);
-  ResNetConfig c;
-  c.width = 4;
-  c.blocks_per_group = 1;
-  return make_resnet(c);
 }
 
 TEST(OperatorVariants, ResNetBlockVariantsGiveTheSameGradients) {
