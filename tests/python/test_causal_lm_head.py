@@ -253,6 +253,43 @@ def test_at_the_least_with_chunks_left_to_memtrain_every_micro_step_trains(make)
     assert not [w for w in seen if "keeps the model's output" in str(w.message)]
 
 
+@pytest.mark.parametrize("make, turns_at, weights", [(gpt2, 1, "device"), (llama, 1, "device"), (gpt2, 2, "device"),
+                                                     (llama, 1, "host")])
+def test_the_head_turning_to_chunks_mid_update_keeps_the_gradients_accumulated(make, turns_at, weights):
+    """Micro-batches accumulated into one update, the head turning to
+    chunks at micro-batch `turns_at` (counted from 0): the Module measures
+    its sample again there, with the earlier micro-batches' gradients in
+    every parameter, the blocks' among them. They are put back after the
+    measurement: the update's gradients are the plain loop's (those of the
+    chunked micro-batch within the chunked loss's tolerance), the blocks'
+    weights on the device or in host memory."""
+    short, long = batch(length=16), batch(length=64, seed=1)
+    data = [batch(length=16, seed=2 + k) for k in range(turns_at)] + [long]
+    # The whole logits of the short ones fit, the long one's do not.
+    least = memtrain.least_budget(make(), short, chunked_loss=False, weights=weights)
+    gc.collect()
+    model = make()
+    m = memtrain.Module(model, budget=least + (3 << 20), sample=short, weights=weights)
+    turned = []
+    for k, inputs in enumerate(data):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            m(**inputs).loss.backward()
+        if any("run in chunks" in str(w.message) for w in seen):
+            turned.append(k)
+        assert m.last_step["chunked_loss"] is (k == turns_at), f"micro-batch {k}"
+    assert turned == [turns_at]
+    grads = [p.grad.clone() for p in model.parameters()]
+    m.unwrap()
+    del m, model
+    gc.collect()
+    plain = make()
+    for inputs in data:
+        plain(**inputs).loss.backward()
+    for (name, q), g in zip(plain.named_parameters(), grads):
+        assert ((g - q.grad).abs().max() / q.grad.abs().max()).item() <= TOLERANCE, name
+
+
 def test_a_refusal_after_the_head_turns_to_chunks_names_one_least():
     """Adam's state, counted at its first update, passes a budget that the
     head in chunks cannot bring back under (a short input: its logits are

@@ -395,70 +395,76 @@ class Module(torch.nn.Module):
                                  f"{self._device}; give a sample of real tensors on {self._device}")
         params = [p for p in self.parameters() if p.requires_grad]
         self.__dict__["_output_bytes"] = 0  # this measurement's (a chunked head's output holds no logits)
-        # Generators the model's modules own (a block's dropout drawn from
-        # its own): the measurement draws from them, the steps must not see it.
-        generators = [(g, g.get_state()) for g in _blocks.owned_generators(self._model)]
+        # A measurement, not a step: what it may change is put back after it
+        # as a rolled-back step's is (torch's random generators and those the
+        # model's modules own, a block's dropout drawn from its own; the buffers).
+        entry = _blocks.StepEntry(_blocks.ChangingBuffers(b for b in self.buffers() if b is not None), self._device,
+                                  self._native.host_copy, _blocks.owned_generators(self._model))
         # Gradients a loop has accumulated already (a Module measuring
         # again mid-update) wait in host memory: the rounds' backwards
         # would add to them, and their bytes are counted as allocated below.
+        # They come back after the native calibration has put back what it
+        # found (no gradient), refused or not.
         held = [(p, self._native.host_copy(p.grad)) for p in params if p.grad is not None]
         for p in params:
             p.grad = None
-        buffers = [(b, b.clone()) for b in self.buffers() if b is not None]
         try:
-            # Measured at a step's fullest: with every gradient allocated,
-            # the blocks' (the memory model counts them all step) and the
-            # others' too, as accumulating micro-batches leave them, so the
-            # least stated now holds for such steps. Not a sharded model's
-            # (FSDP2 makes its gradients in its own reduce-scatter).
-            if self._blocks.peers is None:
-                inside = {id(p) for block in self._blocks.blocks for p in block.parameters()}
-                with torch.no_grad():
-                    for p in params:
-                        if p.grad is None and id(p) not in inside:  # the blocks' are the native steps'
-                            p.grad = torch.zeros_like(p)
-            rounds = self._native.begin_calibration()
-            own, callers = self._precisions_to_measure(params)
-            self.__dict__["_measured_both"] = callers is not None
-            self._head.measuring = True
-            for r in range(rounds + (callers is not None)):
-                self._native.calibration_round(r)
-                with callers() if r == rounds else own():
-                    output = self._head.run(lambda: self._model(*args, **kwargs), kwargs)
-                    loss = _blocks.loss_of(output)
-                # What a loop that keeps the output through its backward
-                # holds more (most do: out = m(x); out.loss.backward()).
-                output_bytes = _blocks.output_bytes(output, self._device)
-                self.__dict__["_output_bytes"] = max(self.__dict__.get("_output_bytes", 0), output_bytes)
-                self._native.observe_output_bytes(output_bytes)
-                del output
-                reached = self._blocks.backwards
-                torch.autograd.backward(loss, torch.ones_like(loss))
-                del loss
-                if self._blocks.backwards == reached:
-                    raise UsageError(
-                        f"no block of {type(self._model).__name__} gets a gradient: their parameters are frozen and "
-                        "nothing before them trains, so they keep nothing for a backward and memtrain has nothing to "
-                        "plan; train the model without memtrain, or unfreeze a block")
-                self._native.end_of_backward()
-            if optimizer is not None:
-                self._native.observe_optimizer(*self._measure_optimizer(optimizer))
-        except BaseException:
-            self._native.cancel()
-            raise
+            try:
+                self._calibration_rounds(args, kwargs, optimizer, params)
+            except BaseException:
+                self._native.cancel()
+                raise
+            finally:
+                self._head.measuring = False
+                entry.restore()
+            self._native.end_calibration()
         finally:
-            self._head.measuring = False
-            # A measurement, not a step: nothing it did survives.
-            for g, state in generators:
-                g.set_state(state)
             for p in params:
                 p.grad = None
             with torch.no_grad():
                 for p, kept in held:
                     p.grad = torch.empty_like(kept, device=p.device).copy_(kept)
-                for b, kept in buffers:
-                    b.copy_(kept)
-        self._native.end_calibration()
+
+    def _calibration_rounds(self, args, kwargs, optimizer, params):
+        """Calibration's rounds on the sample (args, kwargs), each a forward
+        and a backward, then `optimizer`'s first update measured."""
+        # Measured at a step's fullest: with every gradient allocated,
+        # the blocks' (the memory model counts them all step) and the
+        # others' too, as accumulating micro-batches leave them, so the
+        # least stated now holds for such steps. Not a sharded model's
+        # (FSDP2 makes its gradients in its own reduce-scatter).
+        if self._blocks.peers is None:
+            inside = {id(p) for block in self._blocks.blocks for p in block.parameters()}
+            with torch.no_grad():
+                for p in params:
+                    if p.grad is None and id(p) not in inside:  # the blocks' are the native steps'
+                        p.grad = torch.zeros_like(p)
+        rounds = self._native.begin_calibration()
+        own, callers = self._precisions_to_measure(params)
+        self.__dict__["_measured_both"] = callers is not None
+        self._head.measuring = True
+        for r in range(rounds + (callers is not None)):
+            self._native.calibration_round(r)
+            with callers() if r == rounds else own():
+                output = self._head.run(lambda: self._model(*args, **kwargs), kwargs)
+                loss = _blocks.loss_of(output)
+            # What a loop that keeps the output through its backward
+            # holds more (most do: out = m(x); out.loss.backward()).
+            output_bytes = _blocks.output_bytes(output, self._device)
+            self.__dict__["_output_bytes"] = max(self.__dict__.get("_output_bytes", 0), output_bytes)
+            self._native.observe_output_bytes(output_bytes)
+            del output
+            reached = self._blocks.backwards
+            torch.autograd.backward(loss, torch.ones_like(loss))
+            del loss
+            if self._blocks.backwards == reached:
+                raise UsageError(
+                    f"no block of {type(self._model).__name__} gets a gradient: their parameters are frozen and "
+                    "nothing before them trains, so they keep nothing for a backward and memtrain has nothing to "
+                    "plan; train the model without memtrain, or unfreeze a block")
+            self._native.end_of_backward()
+        if optimizer is not None:
+            self._native.observe_optimizer(*self._measure_optimizer(optimizer))
 
     def _precisions_to_measure(self, params):
         """The context of calibration's rounds, and of one more round that
