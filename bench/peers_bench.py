@@ -28,6 +28,10 @@ step's gradients are compared with the plain model's by SHA-256.
 
     scripts/bench.sh peers             # or: PYTHONPATH=build/python python bench/peers_bench.py
     scripts/bench.sh peers --models nanogpt,gpt2 --vocab 50257 --chunked --batch 4 --section peers_real_vocab
+
+With --build LABEL=PATH twice or more, each build's memtrain package (PATH
+holds it, as PYTHONPATH) trains its own contenders in the same turns: two
+builds side by side.
 """
 
 import argparse
@@ -45,7 +49,7 @@ import torch
 import torch.nn.functional as F
 
 import memtrain
-from side_by_side import Contender, abba_order, digest, publish, serve
+from side_by_side import Contender, abba_order, builds_of, digest, publish, serve, with_pythonpath
 
 TORCHTUNE_WHEEL = "torchtune==0.6.1"
 MODEL_NAMES = {"gpt2": "transformers' GPT-2", "llama": "transformers' Llama",
@@ -436,6 +440,10 @@ def parse_args():
     p.add_argument("--fraction", type=float, help=argparse.SUPPRESS)
     p.add_argument("--compiled-blocks", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--build", action="append", default=[], metavar="LABEL=PATH",
+                   help="a directory holding a memtrain package (as PYTHONPATH), whose Modules train as contenders "
+                        "of their own, named with LABEL; twice or more compares builds side by side in the same "
+                        "turns (default: the installed memtrain)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "BENCHMARKS.md"))
     return p.parse_args()
 
@@ -447,6 +455,7 @@ def main():
     if args.role:
         run_role(args)
         return
+    args.builds = builds_of(args.build, "peers_bench")
     sections = []
     for model in args.models.split(","):
         args.model = model
@@ -574,17 +583,7 @@ def bench_model(args):
         if args.compiled and percent != 100:  # what memtrain with compiled blocks must equal
             contenders["plain compiled"] = Contender("plain compiled", role_command(args, "--role", "plain",
                                                                                     "--compiled-blocks"))
-        for planner in args.planners.split(",") if percent != 100 else ["optimal"]:
-            contenders[f"memtrain {planner}"] = Contender(
-                planner, role_command(args, "--role", "memtrain", "--planner", planner, "--budget-bytes", budget))
-        for planner in args.planners.split(",") if args.chunked and percent != 100 else []:
-            contenders[f"memtrain {planner} chunked"] = Contender(
-                planner, role_command(args, "--role", "memtrain", "--planner", planner, "--loss", "chunked",
-                                      "--budget-bytes", budget))
-        for planner in [c for c in args.compiled.split(",") if c] if percent != 100 else []:
-            contenders[f"memtrain {planner} compiled"] = Contender(
-                planner, role_command(args, "--role", "memtrain", "--planner", planner, "--compiled-blocks",
-                                      "--budget-bytes", budget))
+        contenders.update(memtrain_contenders(args, percent, budget))
         for peer in chosen.get(percent, []):
             contenders[peer] = Contender(peer, peer_command(args, peer))
         active = [c for c in contenders.values() if c.expect("ready", "idle") == "ready"]
@@ -598,18 +597,65 @@ def bench_model(args):
     return table(args, budgets, peaks, groups)
 
 
+def memtrain_contenders(args, percent, budget):
+    """memtrain's contenders at `percent` (`budget` bytes), by name: each
+    planner eager, chunked and compiled as asked, once per build (its label
+    in the name where --build names builds)."""
+    forms = [(planner, []) for planner in (args.planners.split(",") if percent != 100 else ["optimal"])]
+    if percent != 100:
+        forms += [(f"{planner} chunked", ["--loss", "chunked"]) for planner in args.planners.split(",")
+                  if args.chunked]
+        forms += [(f"{planner} compiled", ["--compiled-blocks"]) for planner in args.compiled.split(",") if planner]
+    contenders = {}
+    for label, pythonpath in args.builds:
+        for form, flags in forms:
+            name = f"memtrain {form}" + (f" ({label})" if label else "")
+            planner = form.split()[0]
+            command = role_command(args, "--role", "memtrain", "--planner", planner, *flags, "--budget-bytes", budget)
+            contenders[name] = Contender(name, command, env=with_pythonpath(pythonpath))
+    return contenders
+
+
+def mean_step(args, r):
+    """A contender's mean step after memtrain's collection steps."""
+    return statistics.mean(r["times"][args.collect_steps:])
+
+
+def mean_own(args, r):
+    """memtrain's own time per step, after its collection steps."""
+    return statistics.mean(r["own"][args.collect_steps:])
+
+
+def exact(r, plain):
+    return all(g == h for g, h in zip(r["grads"], plain["grads"]))
+
+
+def at_full_budget(args, full, reference):
+    """The lines of 100%: each memtrain build's `optimal` against the plain model."""
+    lines = []
+    plain = full["plain"]
+    for name, m in ((n, r) for n, r in full.items() if n.startswith("memtrain optimal")):
+        if "least" in m or m.get("error"):
+            continue
+        build, mean, own = name[len("memtrain optimal"):], mean_step(args, m), mean_own(args, m)
+        lines.append(f"**100%**: memtrain `optimal`{build} {mean:.4f} s/step against the plain model's "
+                     f"{mean_step(args, plain):.4f} s/step in the same turns, **{mean / mean_step(args, plain):.3f}x** "
+                     f"(planning each new size and the bookkeeping around each block included), "
+                     f"{sum(p > reference for p in m['peaks'])} steps over, exact: {'yes' if exact(m, plain) else 'no'}. "
+                     f"memtrain's own time in its steps (`last_step['overhead_seconds']`: planning and the bookkeeping "
+                     f"around each block, measured inside memtrain): {own * 1e3:.2f} ms/step, **{own / mean:.1%}** of "
+                     "its step.\n")
+    return lines
+
+
 def table(args, budgets, peaks, groups):
     reference = budgets[100]
-    timed = slice(args.collect_steps, None)
 
     def mean(r):
-        return statistics.mean(r["times"][timed])
+        return mean_step(args, r)
 
     def own(r):
-        return statistics.mean(r["own"][timed])
-
-    def exact(r, plain):
-        return all(g == h for g, h in zip(r["grads"], plain["grads"]))
+        return mean_own(args, r)
 
     def exact_against(name, r, records):
         same = records.get("plain compiled") if "compiled" in name else None
@@ -631,16 +677,7 @@ def table(args, budgets, peaks, groups):
     lines = [f"### {args.model}\n", f"Plain model's peak at the longest batch: {reference / 2**20:.1f} MiB. Peers' "
              "peaks at the longest batch, each measured alone: " +
              ", ".join(f"{p} {peak / 2**20:.1f} MiB" for p, peak in peaks.items()) + ".\n"]
-    full = groups[100]
-    plain = full["plain"]
-    m = full["memtrain optimal"]
-    if "least" not in m and not m.get("error"):
-        lines.append(f"**100%**: memtrain `optimal` {mean(m):.4f} s/step against the plain model's {mean(plain):.4f} "
-                     f"s/step in the same turns, **{mean(m) / mean(plain):.3f}x** (planning each new size and the "
-                     f"bookkeeping around each block included), {sum(p > reference for p in m['peaks'])} steps "
-                     f"over, exact: {'yes' if exact(m, plain) else 'no'}. memtrain's own time in its steps "
-                     f"(`last_step['overhead_seconds']`: planning and the bookkeeping around each block, measured "
-                     f"inside memtrain): {own(m) * 1e3:.2f} ms/step, **{own(m) / mean(m):.1%}** of its step.\n")
+    lines += at_full_budget(args, groups[100], reference)
     for percent, budget in budgets.items():
         if percent == 100:
             continue

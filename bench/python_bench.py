@@ -36,7 +36,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 
 import memtrain
-from side_by_side import Contender, abba_order, digest, publish
+from side_by_side import Contender, abba_order, builds_of, digest, publish, with_pythonpath
 
 # The tests' plain-PyTorch Transformer (dropout 0.1), not memtrain's own models.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
@@ -159,8 +159,7 @@ def contender(args, *role, pythonpath=None):
               "--batch", args.batch, "--width", args.width, "--heads", args.heads, "--layers", args.layers,
               "--vocab", args.vocab, "--seed", args.seed, "--collect-steps", args.collect_steps]
     command = [sys.executable, os.path.abspath(__file__)] + [str(a) for a in common + list(role)]
-    env = dict(os.environ, PYTHONPATH=pythonpath) if pythonpath else None
-    return Contender(" ".join(str(r) for r in role), command, env=env)
+    return Contender(" ".join(str(r) for r in role), command, env=with_pythonpath(pythonpath))
 
 
 def reference_peak(args):
@@ -221,17 +220,6 @@ def take_turns(args, reference, percents, timed):
         print(f"checkpoint_sequential {c['segments']}: peak {c['peak']} bytes, {statistics.mean(c['times']):.4f} s/step",
               file=sys.stderr, flush=True)
     return plain, checkpointed, records
-
-
-def builds_of(args):
-    """(label, PYTHONPATH) of each memtrain build that trains: the --build ones, else the installed one."""
-    builds = []
-    for b in args.build:
-        label, sep, path = b.partition("=")
-        if not sep or not os.path.isdir(os.path.join(path, "memtrain")):
-            sys.exit(f"python_bench: --build {b!r}: expected LABEL=PATH to a directory holding a memtrain package")
-        builds.append((label, os.path.abspath(path)))
-    return builds or [("", None)]
 
 
 def rows_of(args, reference, percents, plain, checkpointed, records, planned):
@@ -320,7 +308,7 @@ def main():
     if args.role:
         run_role(args)
         return
-    args.builds = builds_of(args)
+    args.builds = builds_of(args.build, "python_bench")
     _, longest, _ = batches(args)
     planned = slice(args.collect_steps, None)  # collection steps measure every stage, whatever the budget
     timed = range(args.steps)[planned][:args.checkpoint_steps]

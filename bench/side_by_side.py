@@ -94,6 +94,25 @@ PUBLISH_SECTION = os.environ.get("MEMTRAIN_PUBLISH_SECTION",
                                  os.path.join(os.path.dirname(__file__), "..", "build", "bench", "publish_section"))
 
 
+def builds_of(given, bench):
+    """(label, PYTHONPATH) of each memtrain build named by --build
+    LABEL=PATH (PATH holds a memtrain package), else the one installed:
+    ("", None)."""
+    builds = []
+    for b in given:
+        label, sep, path = b.partition("=")
+        if not sep or not os.path.isdir(os.path.join(path, "memtrain")):
+            sys.exit(f"{bench}: --build {b!r}: expected LABEL=PATH to a directory holding a memtrain package")
+        builds.append((label, os.path.abspath(path)))
+    return builds or [("", None)]
+
+
+def with_pythonpath(pythonpath):
+    """The environment of a contender importing memtrain from `pythonpath`
+    (None: this process's own)."""
+    return dict(os.environ, PYTHONPATH=pythonpath) if pythonpath else None
+
+
 def publish(name, text, path):
     """Writes `text` as the section `name` of the Markdown file at `path`,
     through the C++ benches' own writer (bench/publish_section.cpp)."""
