@@ -8,13 +8,13 @@
 
 namespace memtrain::runtime {
 
-Calibration::Calibration(const StepPlanner& steps, bool measures_reference)
-    : steps_(steps), measures_reference_(measures_reference) {}
+Calibration::Calibration(const StepPlanner& step_planner, bool measures_reference)
+    : step_planner_(step_planner), measures_reference_(measures_reference) {}
 
 Schedule Calibration::schedule(int round, int stages) const {
   MEMTRAIN_ASSERT(round >= 0 && round < rounds(), "a calibration round is one of its rounds");
   if (is_reference(round)) return plan::schedule_keeping_everything(stages);
-  return steps_.collection_schedule(collection_of(round));
+  return step_planner_.collection_schedule(collection_of(round));
 }
 
 void Calibration::observe_reference(Bytes peak) { reference_peak_ = std::max(reference_peak_, peak); }
@@ -33,8 +33,8 @@ void Calibration::widen_first(const predict::ChainSample& sample) {
   samples_.front() = predict::larger_of(samples_.front(), sample);
 }
 
-void Calibration::teach(StepPlanner& steps, const Signature& at) const {
-  for (const predict::ChainSample& sample : samples_) steps.observe_sample(at, sample);
+void Calibration::teach(StepPlanner& step_planner, const Signature& at) const {
+  for (const predict::ChainSample& sample : samples_) step_planner.observe_sample(at, sample);
 }
 
 }  // namespace memtrain::runtime

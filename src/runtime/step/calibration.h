@@ -18,18 +18,18 @@ namespace memtrain::runtime {
 class Calibration {
  public:
   // The rounds: the plain step first, where `measures_reference` (N%'s
-  // reference is of it), then one collection round per variant `steps`
+  // reference is of it), then one collection round per variant `step_planner`
   // chooses among (StepPlanner::variant_rounds()).
-  Calibration(const StepPlanner& steps, bool measures_reference);
+  Calibration(const StepPlanner& step_planner, bool measures_reference);
 
-  int rounds() const { return (measures_reference_ ? 1 : 0) + steps_.variant_rounds(); }
+  int rounds() const { return (measures_reference_ ? 1 : 0) + step_planner_.variant_rounds(); }
   bool is_reference(int round) const { return measures_reference_ && round == 0; }
   // The schedule round `round` runs over `stages` stages.
   Schedule schedule(int round, int stages) const;
   // Variants are chosen by their times: a front end that can measures each
   // collection twice and keeps the faster (faster_of), since one-off costs
   // and a busy machine would bias the choice.
-  bool times_twice() const { return steps_.planner().uses_variants(); }
+  bool times_twice() const { return step_planner_.planner().uses_variants(); }
 
   // What round `round` measured: the plain step's peak (the most seen is
   // kept), or a collection's sample.
@@ -41,14 +41,14 @@ class Calibration {
 
   Bytes reference_peak() const { return reference_peak_; }
   const std::vector<predict::ChainSample>& samples() const { return samples_; }
-  // Hands what the rounds learnt to `steps`' predictor, at input `at`.
-  void teach(StepPlanner& steps, const Signature& at) const;
+  // Hands what the rounds learnt to `step_planner`'s predictor, at input `at`.
+  void teach(StepPlanner& step_planner, const Signature& at) const;
 
  private:
   // The collection round `round` is (0.. in the planner's numbering).
   int collection_of(int round) const { return round - (measures_reference_ ? 1 : 0); }
 
-  const StepPlanner& steps_;
+  const StepPlanner& step_planner_;
   bool measures_reference_;
   Bytes reference_peak_ = 0;
   std::vector<predict::ChainSample> samples_;  // one per collection round observed

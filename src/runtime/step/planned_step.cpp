@@ -5,9 +5,9 @@
 
 namespace memtrain::runtime {
 
-void refuse_below_least(StepPlanner& steps, const Chain& largest, Bytes planning_budget, const Signature& input,
+void refuse_below_least(StepPlanner& step_planner, const Chain& largest, Bytes planning_budget, const Signature& input,
                         Bytes reserve) {
-  plan::Planner& planner = steps.planner();
+  plan::Planner& planner = step_planner.planner();
   if (!planner.respects_budget()) return;
   const Plan p = planner.plan({largest, planning_budget, &largest});
   if (p.feasible) return;
@@ -15,7 +15,7 @@ void refuse_below_least(StepPlanner& steps, const Chain& largest, Bytes planning
   // Where even the least-memory schedule peaks between steps (the optimizer's
   // update beside the weights, the gradients and its state), the input is
   // not what to cut: say so, or a loop shrinks its batch to no avail.
-  const Schedule frugal = plan::most_frugal_schedule(planner, largest, &largest, steps.fallback_schedule());
+  const Schedule frugal = plan::most_frugal_schedule(planner, largest, &largest, step_planner.fallback_schedule());
   if (sim::simulate(largest, frugal).peak_op < 0) {
     // Between steps run the optimizer's update and, from Python, the
     // backward of the code before the first stage: either may set it.
@@ -26,13 +26,13 @@ void refuse_below_least(StepPlanner& steps, const Chain& largest, Bytes planning
   throw below_least(planning_budget + reserve, p.min_budget_bytes + reserve, planner.name(), what);
 }
 
-PlannedStep::PlannedStep(StepPlanner& steps, Start start, StepGuard guard, std::optional<StepChoice> given)
-    : steps_(steps), start_(std::move(start)), guard_(std::move(guard)),
-      choice_(given ? std::move(*given) : steps_.choose(start_.size, start_.steps_before)) {}
+PlannedStep::PlannedStep(StepPlanner& step_planner, Start start, StepGuard guard, std::optional<StepChoice> given)
+    : step_planner_(step_planner), start_(std::move(start)), guard_(std::move(guard)),
+      choice_(given ? std::move(*given) : step_planner_.choose(start_.size, start_.steps_before)) {}
 
 const StepChoice& PlannedStep::retry(const OutOfBudget& why) {
   guard_.roll_back();
-  choice_ = steps_.retry(start_.size, choice_, attempts_, start_.where, why);
+  choice_ = step_planner_.retry(start_.size, choice_, attempts_, start_.where, why);
   return choice_;
 }
 
@@ -42,10 +42,10 @@ Bytes PlannedStep::finish(const Signature& at, const ExecutionResult& result, By
   if (choice_.kind != PlanKind::Collect) {
     // Predicted before the predictor learns this step.
     predicted = predicted_peak ? *predicted_peak
-                               : sim::simulate(steps_.predicted_chain(start_.size), choice_.schedule).peak_bytes;
-    steps_.observe_peak(start_.size, predicted, measured_peak);
+                               : sim::simulate(step_planner_.predicted_chain(start_.size), choice_.schedule).peak_bytes;
+    step_planner_.observe_peak(start_.size, predicted, measured_peak);
   }
-  steps_.learn(at, result, update_temp_bytes);
+  step_planner_.learn(at, result, update_temp_bytes);
   return predicted;
 }
 

@@ -37,7 +37,7 @@ namespace memtrain::runtime {
 // plan `largest` (the largest input's chain, of input `input`) within
 // `planning_budget`; `reserve` is what the run's budget holds beyond the
 // planning budget (the ranks' gradient sums), added to the least named.
-void refuse_below_least(StepPlanner& steps, const Chain& largest, Bytes planning_budget, const Signature& input,
+void refuse_below_least(StepPlanner& step_planner, const Chain& largest, Bytes planning_budget, const Signature& input,
                         Bytes reserve = 0);
 
 // One planned step of a chain (the Trainer's, BlockSteps'): its schedule,
@@ -51,7 +51,7 @@ class PlannedStep {
   };
   // Chooses the step's schedule (StepPlanner::choose), or runs `given` (a
   // calibration's measurement) when it is set; then holds `guard`'s budget.
-  PlannedStep(StepPlanner& steps, Start start, StepGuard guard, std::optional<StepChoice> given = std::nullopt);
+  PlannedStep(StepPlanner& step_planner, Start start, StepGuard guard, std::optional<StepChoice> given = std::nullopt);
 
   StepChoice& choice() { return choice_; }
   const StepChoice& choice() const { return choice_; }
@@ -71,7 +71,7 @@ class PlannedStep {
                std::optional<Bytes> predicted_peak = std::nullopt);
 
  private:
-  StepPlanner& steps_;
+  StepPlanner& step_planner_;
   Start start_;
   StepGuard guard_;
   StepChoice choice_;

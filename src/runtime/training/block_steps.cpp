@@ -43,7 +43,7 @@ BlockSteps::BlockSteps(StagedModel model, GradientBoundary* boundary, DeviceMemo
                        std::vector<torch::Tensor> outer_parameters)
     : model_(std::move(model)), outer_parameters_(std::move(outer_parameters)), boundary_(boundary), memory_(memory),
       options_(with_callers_stage(std::move(options))),
-      steps_(options_.steps, model_, stage_constants(model_, /*optimizer_slots=*/0), placement_of(options_)),
+      step_planner_(options_.steps, model_, stage_constants(model_, /*optimizer_slots=*/0), placement_of(options_)),
       budget_(options_.budget, "wrap the model with a sample (its largest input), or give the budget in bytes") {
   MEMTRAIN_ASSERT(model_.size() >= 2 && &model_.stage(model_.size() - 1) == boundary_,
                   "the gradient boundary follows at least one block");
@@ -127,9 +127,9 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
   const std::int64_t size = batch_.signature.size;
   between_steps_ = false;  // a backward whose end was not heard: its window held other work
   const Bytes outer_gradients = outer_gradient_bytes();
-  steps_.set_caller_gradient_bytes(outer_gradients);
+  step_planner_.set_caller_gradient_bytes(outer_gradients);
   const Bytes resident_now = memory_.live() - outer_gradients - gathered_first_;
-  steps_.set_previous_output_bytes(calibrating || !output_held() ? 0 : previous_output_bytes_);
+  step_planner_.set_previous_output_bytes(calibrating || !output_held() ? 0 : previous_output_bytes_);
   previous_output_bytes_ = 0;
   if (calibrating) {
     calibration_live_ = std::max(calibration_live_, resident_now);
@@ -137,17 +137,18 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
     measured.kind = PlanKind::Collect;
     measured.schedule = calibration_->schedule(measured_round(), model_.size());
     // A measurement: no budget, and nothing it does survives (end_step()).
-    step_.emplace(steps_, PlannedStep::Start{size, steps_run_, "calibration"},
+    step_.emplace(step_planner_, PlannedStep::Start{size, steps_run_, "calibration"},
                   StepGuard(memory_, std::nullopt, false, default_generator_of(memory_.device()), &model_),
                   std::move(measured));
   } else {
-    if (steps_.predictor().ready()) steps_.observe_resident(resident_now, batch_.bytes(), size);
-    steps_.note_size(size);
+    if (step_planner_.predictor().ready()) step_planner_.observe_resident(resident_now, batch_.bytes(), size);
+    step_planner_.note_size(size);
     if (leased_) take_lease(size);
-    steps_.use_budget(budget_.step_bytes());
+    step_planner_.use_budget(budget_.step_bytes());
     step_start_live_ = memory_.live();
     step_.emplace(
-        steps_, PlannedStep::Start{size, steps_run_, next_micro_step() + ": input " + batch_.signature.describe()},
+        step_planner_,
+        PlannedStep::Start{size, steps_run_, next_micro_step() + ": input " + batch_.signature.describe()},
         StepGuard(memory_, budget_.step_bytes(), enforces_budget(), default_generator_of(memory_.device()), &model_));
     try {
       refuse_if_infeasible(size, step_->choice());  // before the step changes anything
@@ -177,8 +178,8 @@ void BlockSteps::begin_step(const torch::Tensor& x) {
 void BlockSteps::take_lease(std::int64_t size) {
   end_lease();
   // A collection step asks for the collection schedule at the largest input.
-  const bool collecting = steps_run_ < options_.steps.collect_steps || !steps_.predictor().ready();
-  lease_ = leased_->acquire(steps_, size, collecting);
+  const bool collecting = steps_run_ < options_.steps.collect_steps || !step_planner_.predictor().ready();
+  lease_ = leased_->acquire(step_planner_, size, collecting);
   lease_held_ = true;
   budget_.grant(lease_.budget);
 }
@@ -186,7 +187,7 @@ void BlockSteps::take_lease(std::int64_t size) {
 Bytes BlockSteps::calibrated_for_lease(StepLease& lease) {
   MEMTRAIN_ASSERT(budget_.is_share() && budget_.resolved() && steps_run_ == 0,
                   "a job measures its share's reference before its first step");
-  return LeasedSteps(lease).calibrated(steps_, largest_chain(), budget_.reference());
+  return LeasedSteps(lease).calibrated(step_planner_, largest_chain(), budget_.reference());
 }
 
 void BlockSteps::lease_from(StepLease& lease, Bytes group_budget) {
@@ -196,20 +197,22 @@ void BlockSteps::lease_from(StepLease& lease, Bytes group_budget) {
 }
 
 void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
-  if (!planner().respects_budget() || !steps_.predictor().ready()) return;
+  if (!planner().respects_budget() || !step_planner_.predictor().ready()) return;
   // Below the largest size measured, the prediction carries a margin the
   // largest's does not: a schedule that fits the largest fits a smaller input.
-  const std::int64_t largest = steps_.predictor().largest_observed();
+  const std::int64_t largest = step_planner_.predictor().largest_observed();
   const auto fits = [&](const Schedule& s) {
-    return sim::simulate(steps_.predicted_chain(size), s).peak_bytes <= budget_.step_bytes() ||
-           (size < largest && sim::simulate(steps_.predicted_chain(largest), s).peak_bytes <= budget_.step_bytes());
+    return sim::simulate(step_planner_.predicted_chain(size), s).peak_bytes <= budget_.step_bytes() ||
+           (size < largest &&
+            sim::simulate(step_planner_.predicted_chain(largest), s).peak_bytes <= budget_.step_bytes());
   };
   if (fits(choice.schedule)) return;
   // A refusal rests on the least the caller's code after the blocks held
   // at this size, and below the largest size measured on the largest's least too.
   constexpr auto optimistic = predict::BytesEnvelope::Bound::Least;
-  Bytes least = steps_.least_peak(size, optimistic);
-  if (least > budget_.step_bytes() && size < largest) least = std::min(least, steps_.least_peak(largest, optimistic));
+  Bytes least = step_planner_.least_peak(size, optimistic);
+  if (least > budget_.step_bytes() && size < largest)
+    least = std::min(least, step_planner_.least_peak(largest, optimistic));
   // Predictions may overestimate: a step as large that ran shows what fits.
   const bool shown = std::any_of(needed_.lower_bound(size), needed_.end(), [&](const auto& seen) {
     return memory_.live() + seen.second <= budget_.step_bytes();
@@ -222,7 +225,7 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
     // it ("100%" runs every step the plain loop runs). A larger input than
     // the sample is not the loop N% was measured on: refused.
     const Bytes plain =
-        plan::keep_everything_peak(steps_.completed(steps_.predictor().predict(size), size, optimistic));
+        plan::keep_everything_peak(step_planner_.completed(step_planner_.predictor().predict(size), size, optimistic));
     if (plain > budget_.reference()) {
       budget_.set_reference(plain);
       step_->guard().set_budget(budget_.step_bytes());
@@ -231,10 +234,11 @@ void BlockSteps::refuse_if_infeasible(std::int64_t size, StepChoice& choice) {
   }
   if (least <= budget_.step_bytes() || shown) {
     // A collection schedule that does not fit: the least-memory one measures too.
-    if (choice.kind == PlanKind::Collect) choice = {steps_.most_frugal(size), PlanKind::Frugal, 0};
+    if (choice.kind == PlanKind::Collect) choice = {step_planner_.most_frugal(size), PlanKind::Frugal, 0};
     return;
   }
-  const Bytes after = steps_.completed(steps_.predictor().predict(size), size, optimistic).stages.back().saved_bytes;
+  const Bytes after =
+      step_planner_.completed(step_planner_.predictor().predict(size), size, optimistic).stages.back().saved_bytes;
   // What the least is made of, so that a loop can tell which of its own
   // bytes to cut: what was resident as the step began (the optimizer's
   // state among it, where the loop's optimizer made it after the budget
@@ -273,7 +277,7 @@ void BlockSteps::run_step_again() {
   // random stream is left where it is.
   const RngSnapshot now = RngSnapshot::capture(default_generator_of(memory_.device()));
   step_->guard().roll_back();
-  step_->choice() = {steps_.most_frugal(batch_.signature.size), PlanKind::Retry, 0};
+  step_->choice() = {step_planner_.most_frugal(batch_.signature.size), PlanKind::Retry, 0};
   ctx_ = fresh_context();
   step_->guard().set_budget(budget_.step_bytes());
   step_->guard().enforce_again();
@@ -298,7 +302,8 @@ void BlockSteps::end_of_backward() {
   // Nothing above what the step's last operation left: no more than the
   // step. (Its input went at its end: batch_.bytes() counts it where a
   // second backward gave it back.)
-  if (memory_.peak() > end_live_) steps_.observe_between_steps(memory_.peak() - (memory_.live() - batch_.bytes()));
+  if (memory_.peak() > end_live_)
+    step_planner_.observe_between_steps(memory_.peak() - (memory_.live() - batch_.bytes()));
 }
 
 void BlockSteps::abandon_running_step() {
@@ -309,7 +314,7 @@ void BlockSteps::abandon_running_step() {
   // dropped the output): it needed at least what it reached, or asked for.
   const Bytes reached = at_elastic_least(std::max(memory_.peak(), memory_.refused()));
   learn_callers_need(batch_.signature.size, reached - caller_live_ + spilled_);
-  steps_.mark_failed(batch_.signature.size, step_->choice());
+  step_planner_.mark_failed(batch_.signature.size, step_->choice());
 }
 
 torch::Tensor BlockSteps::forward(int block, const torch::Tensor& input) {
@@ -376,7 +381,7 @@ void BlockSteps::stop_relief() {
 }
 
 Bytes BlockSteps::SpillRelief::relieve(Bytes bytes) {
-  BlockSteps& s = steps_;
+  BlockSteps& s = owner_;
   // Only the caller's code after the blocks, on its own thread: anywhere
   // else the step's kept activations are the schedule's to hold.
   if (!s.in_callers_code_ || !s.execution_ || std::this_thread::get_id() != s.relief_thread_) return 0;
@@ -404,7 +409,7 @@ Bytes BlockSteps::SpillRelief::relieve(Bytes bytes) {
 }
 
 void BlockSteps::SpillRelief::refuse(const OutOfBudget& why) {
-  BlockSteps& s = steps_;
+  BlockSteps& s = owner_;
   if (!s.in_callers_code_ || std::this_thread::get_id() != s.relief_thread_) return;
   // What the allocation would have made live, with the step's kept
   // activations off the device already: a budget below it cannot run this loop.
@@ -423,7 +428,7 @@ void BlockSteps::SpillRelief::refuse(const OutOfBudget& why) {
 }
 
 void BlockSteps::learn_callers_need(std::int64_t size, Bytes above) {
-  steps_.observe_after_stages(size, above);
+  step_planner_.observe_after_stages(size, above);
   // The plain loop's step holds every gradient beside it.
   const Bytes need = above + caller_gradients_;
   // What the caller's code holds grows with the tokens (a language model's
@@ -457,7 +462,7 @@ void BlockSteps::replan_rest_if_over(int block) {
   if (ran.empty() || !schedule.recomputes_locally()) return;
   // The step's prediction, made at its first block and again when it changes.
   if (!replanning_ || replanning_->schedule != schedule) {
-    Chain chain = steps_.predicted_chain(batch_.signature.size);
+    Chain chain = step_planner_.predicted_chain(batch_.signature.size);
     sim::SimResult planned = sim::simulate(chain, schedule, /*per_op=*/true);
     replanning_ = Replanning{std::move(chain), schedule, std::move(planned)};
   }
@@ -571,7 +576,7 @@ torch::Tensor BlockSteps::backward(long step, int block, const torch::Tensor& dy
     if (calibration_round_ < 0) {
       learn_callers_need(batch_.signature.size, above);
     } else {
-      steps_.observe_after_stages_stand_in(batch_.signature.size, above, calibration_output_bytes_);
+      step_planner_.observe_after_stages_stand_in(batch_.signature.size, above, calibration_output_bytes_);
       const Bytes held = output_held() ? calibration_output_bytes_ : 0;
       calibration_held_peak_ = caller_peak_ + held;
       if (reference_round()) {
@@ -657,7 +662,7 @@ void BlockSteps::backward_to(int block) {
       },
       [&](const OutOfBudget& why) {
         if (!can_replay_ || !kept_dy_.defined()) {
-          steps_.mark_failed(batch_.signature.size, step_->choice());
+          step_planner_.mark_failed(batch_.signature.size, step_->choice());
           cancel();
           throw Error(std::string(why.what()) + ", in the planned backward of input " + batch_.signature.describe() +
                       ": the parameters' gradients are partial; zero them and run the step again (the next plan for "
@@ -757,7 +762,7 @@ void BlockSteps::set_gathered_bytes(const std::vector<Bytes>& gathered, bool for
     forward[i] = 2 * gathered[i] + 2 * next;
     backward[i] = 2 * gathered[i] + (i > 0 ? 2 * gathered[i - 1] : 0);
   }
-  steps_.set_gathered_bytes(std::move(forward), std::move(backward));
+  step_planner_.set_gathered_bytes(std::move(forward), std::move(backward));
   gathered_first_ = gathered.empty() ? 0 : gathered[0];
   gathers_ = std::any_of(gathered.begin(), gathered.end(), [](Bytes b) { return b > 0; });
 }
@@ -778,7 +783,7 @@ int BlockSteps::begin_calibration() {
   in_host.reset();
   calibration_live_ = 0;
   reference_callers_need_ = 0;
-  calibration_.emplace(steps_, measures_reference());
+  calibration_.emplace(step_planner_, measures_reference());
   return calibration_->rounds();
 }
 
@@ -791,7 +796,7 @@ void BlockSteps::observe_optimizer(Bytes state_bytes, Bytes update_temp_bytes, B
   MEMTRAIN_ASSERT(calibration_round_ >= 0 || calibration_rollback_, "an optimizer is measured during calibration");
   optimizer_state_ = std::max<Bytes>(0, state_bytes);
   host_optimizer_state_ = std::max<Bytes>(0, host_state_bytes);
-  steps_.observe_between_steps(std::max<Bytes>(0, update_temp_bytes));
+  step_planner_.observe_between_steps(std::max<Bytes>(0, update_temp_bytes));
 }
 
 void BlockSteps::count_optimizer(Bytes state_bytes, Bytes update_temp_bytes, Bytes host_state_bytes) {
@@ -800,7 +805,7 @@ void BlockSteps::count_optimizer(Bytes state_bytes, Bytes update_temp_bytes, Byt
   optimizer_state_ += state_bytes;
   optimizer_counted_late_ += state_bytes;
   host_optimizer_state_ += host_state_bytes;
-  steps_.observe_between_steps(std::max<Bytes>(0, update_temp_bytes));
+  step_planner_.observe_between_steps(std::max<Bytes>(0, update_temp_bytes));
   if (budget_.is_share() && budget_.reference() > 0) {
     budget_.set_reference(budget_.reference() + state_bytes + host_state_bytes);
   }
@@ -818,9 +823,9 @@ void BlockSteps::admit_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
   const Bytes update = memory_.live() + state_bytes + std::max<Bytes>(0, update_temp_bytes);
   if (update <= budget.step_bytes()) return;
   Bytes least = update;
-  if (planner().respects_budget() && steps_.predictor().ready()) {
-    const std::int64_t largest = steps_.predictor().largest_observed();
-    least = std::max(least, steps_.least_peak(largest, predict::BytesEnvelope::Bound::Least) + state_bytes);
+  if (planner().respects_budget() && step_planner_.predictor().ready()) {
+    const std::int64_t largest = step_planner_.predictor().largest_observed();
+    least = std::max(least, step_planner_.least_peak(largest, predict::BytesEnvelope::Bound::Least) + state_bytes);
   }
   throw Infeasible(
       "the first update of an optimizer memtrain.Module was not given (one a framework made, as "
@@ -840,7 +845,7 @@ void BlockSteps::admit_optimizer(Bytes state_bytes, Bytes update_temp_bytes) {
 
 BlockSteps::ShareReference BlockSteps::share_reference() const {
   ShareReference carried;
-  carried.between_steps = steps_.between_steps();
+  carried.between_steps = step_planner_.between_steps();
   if (!budget_.is_share()) return carried;
   carried.reference = budget_.reference();
   carried.optimizer_state = optimizer_state_;
@@ -867,14 +872,14 @@ void BlockSteps::end_calibration() {
   if (!called) throw UsageError("the sample never called the model's blocks");
   const Calibration calibration = std::move(*calibration_);
   calibration_.reset();
-  calibration.teach(steps_, batch_.signature);
-  steps_.observe_between_steps(carried_.between_steps);
+  calibration.teach(step_planner_, batch_.signature);
+  step_planner_.observe_between_steps(carried_.between_steps);
   // What stays resident, before the least is taken for "N%": the chain
   // the reference is planned on is the one the budget is checked on.
   // With room for what a loop holds beside it, so that a budget at the least stated trains.
   const Bytes resident = calibration_live_ + optimizer_state_;
-  steps_.observe_resident(resident + loops_own_bytes(resident), input_bytes, batch_.signature.size);
-  steps_.note_size(batch_.signature.size);
+  step_planner_.observe_resident(resident + loops_own_bytes(resident), input_bytes, batch_.signature.size);
+  step_planner_.note_size(batch_.signature.size);
   reference_callers_need_ = std::max(reference_callers_need_, carried_.callers_need);
   reference_size_ = std::max(reference_size_, carried_.size);
   // N% is of the plain step with everything a budget counts: every
@@ -893,7 +898,7 @@ void BlockSteps::end_calibration() {
     if (planner().respects_budget()) {
       const Chain largest = largest_chain();
       for (int tries = 0; tries < 4; ++tries) {  // a planner's least may move with the budget asked
-        const Plan p = steps_.planner().plan({largest, reference, &largest});
+        const Plan p = step_planner_.planner().plan({largest, reference, &largest});
         if (p.feasible) break;
         reference = std::max(reference + 1, p.min_budget_bytes);
       }
@@ -905,7 +910,7 @@ void BlockSteps::end_calibration() {
   optimizer_state_ = std::max(optimizer_state_, carried_.optimizer_state);
   optimizer_counted_late_ = std::max(optimizer_counted_late_, carried_.optimizer_counted_late);
   host_optimizer_state_ = std::max(host_optimizer_state_, carried_.host_optimizer_state);
-  refuse_below_least(steps_, largest_chain(), budget_.step_bytes(), batch_.signature);
+  refuse_below_least(step_planner_, largest_chain(), budget_.step_bytes(), batch_.signature);
 }
 
 }  // namespace memtrain::runtime

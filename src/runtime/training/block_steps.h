@@ -184,8 +184,8 @@ class BlockSteps {
   // Whether the caller's loop keeps the model's output through its
   // backward: the least stated and the sizes no step measured yet count
   // its bytes (StepPlanner::set_output_held). Set before calibration.
-  void set_output_held(bool held) { steps_.set_output_held(held); }
-  bool output_held() const { return steps_.output_held(); }
+  void set_output_held(bool held) { step_planner_.set_output_held(held); }
+  bool output_held() const { return step_planner_.output_held(); }
   // The next step begins with `bytes` of the last step's output alive
   // (the caller's loop kept it): planned as resident, not counted twice
   // (StepPlanner::set_previous_output_bytes).
@@ -258,8 +258,8 @@ class BlockSteps {
   // (FSDP2's backward prefetch). Block 0's gather is live when a step
   // begins and is not counted as resident.
   void set_gathered_bytes(const std::vector<Bytes>& gathered, bool forward_prefetch);
-  Chain largest_chain() const { return steps_.largest_chain(); }
-  const plan::Planner& planner() const { return steps_.planner(); }
+  Chain largest_chain() const { return step_planner_.largest_chain(); }
+  const plan::Planner& planner() const { return step_planner_.planner(); }
 
  private:
   void begin_step(const torch::Tensor& x);
@@ -320,7 +320,7 @@ class BlockSteps {
   GradientBoundary* boundary_;
   DeviceMemory& memory_;
   BlockStepsOptions options_;
-  StepPlanner steps_;
+  StepPlanner step_planner_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<HostWeights> host_weights_;  // options_.weights_on_host
   StepBudget budget_;
@@ -364,14 +364,14 @@ class BlockSteps {
   // Makes room for the caller's code after the blocks (start_relief()).
   class SpillRelief : public MemoryRelief {
    public:
-    explicit SpillRelief(BlockSteps& steps) : steps_(steps) {}
+    explicit SpillRelief(BlockSteps& owner) : owner_(owner) {}
     Bytes relieve(Bytes bytes) override;
     // Raises torch's OutOfMemoryError, as PyTorch's own allocators do, in
     // the caller's terms: what the step needs at least, and what follows.
     void refuse(const OutOfBudget& why) override;
 
    private:
-    BlockSteps& steps_;
+    BlockSteps& owner_;
   };
   SpillRelief relief_{*this};
   bool relieving_ = false;                // relief_ is the device's

@@ -51,7 +51,7 @@ Trainer::Trainer(TrainerOptions options, DeviceMemory& memory, ModelFactory fact
     placement = {true, options_.micro_batches, !host_weights_->updates_on_own_thread()};
   }
   if (options_.lease) lease_ = std::make_unique<LeasedSteps>(*options_.lease);
-  steps_ = std::make_unique<StepPlanner>(step_planner_options(options_), *model_, model_constants(), placement);
+  step_planner_ = std::make_unique<StepPlanner>(step_planner_options(options_), *model_, model_constants(), placement);
   generator_ = memory_.make_generator(options_.seed);
   ranks_->start(*model_, memory_, options_.seed, options_.micro_batches);
 }
@@ -105,7 +105,8 @@ void Trainer::discard_gradients() {
 
 void Trainer::observe_update_times(const ExecutionResult& result) {
   for (const OpRecord& r : result.ops) {
-    if (r.op.kind == OpKind::Update) steps_->observe_update_time(r.op.stage, host_weights_->update_seconds(r.op.stage));
+    if (r.op.kind == OpKind::Update)
+      step_planner_->observe_update_time(r.op.stage, host_weights_->update_seconds(r.op.stage));
   }
 }
 
@@ -151,7 +152,7 @@ void Trainer::measure_largest(const Batch& largest) {
   // With the weights in host memory, the step with everything on the device
   // is never run (it is what does not fit): its peak is simulated below.
   // Nor on a shared device, where it would take the others' memory.
-  Calibration calibration(*steps_, percent && !host_weights_ && !lease_);
+  Calibration calibration(*step_planner_, percent && !host_weights_ && !lease_);
   const Signature at = planning_signature(largest.signature);
   const std::int64_t size = at.size;
   for (int round = 0; round < calibration.rounds(); ++round) {
@@ -163,7 +164,7 @@ void Trainer::measure_largest(const Batch& largest) {
     auto collect_once = [&] {
       const ExecutionResult r = measure(schedule, measured);
       if (host_weights_) observe_update_times(r);
-      steps_->observe_copy_issue(r);
+      step_planner_->observe_copy_issue(r);
       // With the weights on the host the update runs there: no device temporary.
       return sample_execution(r, n, host_weights_ ? 0 : optimizer_->update_temp_bytes());
     };
@@ -172,11 +173,11 @@ void Trainer::measure_largest(const Batch& largest) {
     calibration.observe_collection(round, std::move(sample));
   }
   if (calibration.reference_peak() > 0) budget_.set_reference(calibration.reference_peak());
-  calibration.teach(*steps_, at);
-  steps_->note_size(size);
+  calibration.teach(*step_planner_, at);
+  step_planner_->note_size(size);
   observe_resident(largest);
-  largest_chain_ = steps_->completed(chain_from_samples(calibration.samples(), model_constants()), size);
-  steps_->pin_largest(largest_chain_);
+  largest_chain_ = step_planner_->completed(chain_from_samples(calibration.samples(), model_constants()), size);
+  step_planner_->pin_largest(largest_chain_);
   if (lease_ || (host_weights_ && percent)) {
     // As `memtrain simulate` does: N% of one micro-batch's step with the
     // weights, gradients and optimizer state all on the device.
@@ -186,16 +187,16 @@ void Trainer::measure_largest(const Batch& largest) {
 
 void Trainer::fix_budget() {
   if (lease_) {
-    budget_.respecify(BudgetSpec{false, 0, lease_->calibrated(*steps_, largest_chain_, budget_.reference())});
+    budget_.respecify(BudgetSpec{false, 0, lease_->calibrated(*step_planner_, largest_chain_, budget_.reference())});
     plan_for_budget();
     return;
   }
   fix_own_budget();
-  refuse_below_least(*steps_, largest_chain_, budget_.planning_bytes(), largest_signature_, budget_.reserve());
+  refuse_below_least(*step_planner_, largest_chain_, budget_.planning_bytes(), largest_signature_, budget_.reserve());
 }
 
 void Trainer::fix_own_budget() {
-  plan::Planner& planner = steps_->planner();
+  plan::Planner& planner = step_planner_->planner();
   if (options_.least_budget) {
     const Plan least = planner.plan({largest_chain_, 0, &largest_chain_});
     const Bytes least_bytes = least.feasible ? least.peak_bytes : least.min_budget_bytes;
@@ -219,11 +220,11 @@ void Trainer::fix_own_budget() {
 }
 
 void Trainer::plan_for_budget() {
-  steps_->use_budget(budget_.planning_bytes());  // the step's guard sets the device's
+  step_planner_->use_budget(budget_.planning_bytes());  // the step's guard sets the device's
 }
 
 void Trainer::observe_resident(const Batch& batch) {
-  steps_->observe_resident(memory_.live(), batch.bytes(), planning_signature(batch.signature).size);
+  step_planner_->observe_resident(memory_.live(), batch.bytes(), planning_signature(batch.signature).size);
 }
 
 StepRecord Trainer::step() {
@@ -252,7 +253,7 @@ StepRecord Trainer::step() {
   rec.budget_bytes = budget_.step_bytes();
 
   const StepParts parts = split_step(batch, options_.micro_batches, split_steps(), *ranks_, generator_);
-  PlannedStep planned(*steps_,
+  PlannedStep planned(*step_planner_,
                       {size, static_cast<long>(records_.size()),
                        "step " + std::to_string(rec.step) + ": input " + rec.signature.describe()},
                       StepGuard(memory_, budget_.step_bytes(), options_.enforce && planner().respects_budget(),
@@ -284,7 +285,7 @@ StepRecord Trainer::step() {
 
 void Trainer::take_lease(std::int64_t size, StepRecord& rec) {
   const bool collecting = static_cast<int>(records_.size()) < options_.steps.collect_steps;
-  const LeasedSteps::Grant grant = lease_->acquire(*steps_, size, collecting);
+  const LeasedSteps::Grant grant = lease_->acquire(*step_planner_, size, collecting);
   rec.lease_want_bytes = grant.request.want;
   rec.lease_least_bytes = grant.request.least;
   rec.lease_wait_seconds = grant.waited;
@@ -382,7 +383,7 @@ void Trainer::record_run(const Schedule& schedule, std::int64_t size, const Exec
                          const GradientReduction& reduction, StepRecord& rec) {
   rec.schedule = schedule;
   rec.recomputed_forwards = schedule.recomputed_forwards(model_->size());
-  const Chain chain = steps_->predicted_chain(size);
+  const Chain chain = step_planner_->predicted_chain(size);
   const sim::SimResult predicted = sim::simulate(chain, schedule);
   rec.predicted_peak_bytes = predicted.peak_bytes;
   rec.predicted_schedule_seconds = predicted.time * parts;
@@ -519,7 +520,7 @@ TrainSummary Trainer::summary() const {
   TrainSummary s;
   s.budget_bytes = budget_bytes();
   s.reference_peak_bytes = budget_.reference();
-  s.resident_bytes = steps_->resident_bytes();
+  s.resident_bytes = step_planner_->resident_bytes();
   s.steps = static_cast<long>(records_.size());
   s.retries = retries_;
   Seconds total = 0, new_total = 0, cached_total = 0;
@@ -538,16 +539,16 @@ TrainSummary Trainer::summary() const {
     if (r.plan == PlanKind::Cached) cached_total += r.planning_seconds;
     if (r.plan != PlanKind::Collect) s.planned_reduce += r.reduce;
   }
-  s.cache_hits = steps_->cache_hits();
-  s.cache_misses = steps_->cache_misses();
+  s.cache_hits = step_planner_->cache_hits();
+  s.cache_misses = step_planner_->cache_misses();
   s.median_prediction_error = prediction_error_.median();
   s.max_prediction_error = prediction_error_.max();
   s.predictor_fit_error = predictor().memory_fit_error();
   s.mean_step_seconds = records_.empty() ? 0 : total / static_cast<double>(records_.size());
   s.planned_copies = planned_copies(records_);
   s.median_time_prediction_error = time_prediction_error_.median();
-  s.to_host_bandwidth = steps_->to_host_bandwidth();
-  s.to_device_bandwidth = steps_->to_device_bandwidth();
+  s.to_host_bandwidth = step_planner_->to_host_bandwidth();
+  s.to_device_bandwidth = step_planner_->to_device_bandwidth();
   s.data_wait_fraction = total > 0 ? s.data_wait_seconds / total : 0;
   s.mean_new_plan_seconds = new_plans ? new_total / static_cast<double>(new_plans) : 0;
   s.mean_cached_plan_seconds = s.cache_hits ? cached_total / static_cast<double>(s.cache_hits) : 0;

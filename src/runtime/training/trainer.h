@@ -150,11 +150,11 @@ class Trainer {
   int micro_batches() const { return options_.micro_batches; }
   const Chain& largest_chain() const { return largest_chain_; }
   const Signature& largest_signature() const { return largest_signature_; }
-  const predict::ChainPredictor& predictor() const { return steps_->predictor(); }
+  const predict::ChainPredictor& predictor() const { return step_planner_->predictor(); }
   // How much more activation memory new sizes are planned for (StepPlanner::observe_peak).
-  double learned_shortfall() const { return steps_->learned_shortfall(); }
+  double learned_shortfall() const { return step_planner_->learned_shortfall(); }
   StagedModel& model() { return *model_; }
-  const plan::Planner& planner() const { return steps_->planner(); }
+  const plan::Planner& planner() const { return step_planner_->planner(); }
 
   std::function<void(const StepRecord&)> on_step;  // called after every step
 
@@ -219,7 +219,7 @@ class Trainer {
   std::unique_ptr<HostWeights> host_weights_;  // weights in host memory
   std::unique_ptr<Adam> optimizer_;
   std::unique_ptr<Executor> executor_;
-  std::unique_ptr<StepPlanner> steps_;              // Mimose's loop: predictor, plan caches, retry ladder
+  std::unique_ptr<StepPlanner> step_planner_;       // Mimose's loop: predictor, plan caches, retry ladder
   predict::PredictionError prediction_error_;       // of peaks
   predict::PredictionError time_prediction_error_;  // of schedule times
   at::Generator generator_;
