@@ -72,19 +72,18 @@ std::vector<MicroBatchInput> split_batch(const Batch& batch, const StepContext& 
                                  ? ctx.micro_loss_denominator
                                  : std::max<double>(1, batch.targets.ne(kIgnoreTarget).sum().item<double>());
   std::vector<MicroBatchInput> parts(count);
-  std::int64_t offset = 0;
   for (int m = 0; m < count; ++m) {
-    const std::int64_t length = rows / count + (m < rows % count ? 1 : 0);
+    // The rows a device micro-batch of the Trainer's runs (batch_rows): one split rule.
+    const Batch rows_of_m = batch_rows(batch, m, count);
     MicroBatchInput& part = parts[m];
-    part.input = batch.input.narrow(0, offset, length);
+    part.input = rows_of_m.input;
     part.ctx = ctx;
-    part.ctx.targets = batch.targets.narrow(0, offset, length);
-    if (batch.key_padding.defined()) part.ctx.key_padding = batch.key_padding.narrow(0, offset, length);
+    part.ctx.targets = rows_of_m.targets;
+    if (batch.key_padding.defined()) part.ctx.key_padding = rows_of_m.key_padding;
     part.ctx.generator = memory.make_generator(seeds[m]);
     // The loss is a mean over counted targets: each micro-batch's mean
     // weighs by its share of them, so the step's gradient is the whole batch's.
     part.loss_weight = part.ctx.targets.ne(kIgnoreTarget).sum().item<double>() / all_counted;
-    offset += length;
   }
   return parts;
 }
